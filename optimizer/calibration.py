@@ -1,0 +1,215 @@
+"""The published runs (optimizer/data/published_runs.json, each with its citation) as cost-model test cases.
+
+Knobs a source leaves unpublished (micro-batch size, virtual stages, and for the 2024 Megatron-Core H100 table
+also recompute and ZeRO) are searched: the prediction is the fastest configuration that fits, on the assumption
+that the authors tuned them. Every assumption is listed in `CalibrationCase.assumptions`.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+from dataclasses import dataclass, field
+from importlib import resources
+from typing import Any
+
+from optimizer.cluster_loading import build_cluster
+from optimizer.cluster_spec import ClusterSpec
+from optimizer.costmodel.result import Estimate
+from optimizer.costmodel.training import _Ctx
+from optimizer.errors import DomainError
+from optimizer.estimate import estimate
+from optimizer.model_spec import ModelSpec
+from optimizer.parallel_config import ParallelConfig
+from optimizer.workload import InferenceWorkload, TrainingWorkload
+
+Record = dict[str, Any]
+
+# Records whose setting the cost model has no knob for; they stay in the data set but are not scored.
+SKIPPED = {
+    "korthikanti2022_175B_microbatch_level_recompute": "micro-batch-level recompute skipping is not modelled",
+    "korthikanti2022_530B_microbatch_level_recompute": "micro-batch-level recompute skipping is not modelled",
+}
+
+
+@dataclass
+class CalibrationCase:
+    """One scored record: what was measured and what the model predicts."""
+
+    id: str
+    group: str
+    metric: str
+    measured: float
+    predicted: float
+    config: str
+    assumptions: list[str] = field(default_factory=list)
+
+    @property
+    def error(self) -> float:
+        """Signed relative error (predicted - measured) / measured."""
+        return (self.predicted - self.measured) / self.measured
+
+
+def load_records() -> list[Record]:
+    """All records of the shipped data set."""
+    text = (resources.files("optimizer") / "data" / "published_runs.json").read_text()
+    records: list[Record] = json.loads(text)["records"]
+    return records
+
+
+def _gpu_name(rec: Record) -> str:
+    return str(rec["cluster"]["gpu_type"])
+
+
+def _cluster(rec: Record) -> ClusterSpec:
+    gpus = int(rec["cluster"].get("num_gpus") or 8)
+    gpn = int(rec["cluster"].get("gpus_per_node") or 8)
+    a100 = "A100" in _gpu_name(rec)
+    # Selene: DGX A100, 8 x 200 Gb/s HDR [N21 §5]; H100 runs: DGX H100, 8 x 400 Gb/s NDR (vendor spec).
+    return build_cluster({
+        "name": rec["id"],
+        "pools": [{
+            "name": "p", "gpu": _gpu_name(rec), "nodes": max(1, -(-gpus // gpn)), "gpus_per_node": gpn,
+            "inter_node": {"nics_per_node": 8, "gbits_per_s": 200 if a100 else 400},
+        }],
+    })
+
+
+def _model(rec: Record) -> ModelSpec:
+    m = rec["model"]
+    gpt = m["num_kv_heads"] is None  # the GPT runs: Megatron GPT with GeLU, LayerNorm, biases, dropout, tied
+    seq = m["seq_len"] or 2048
+    return ModelSpec(
+        name=m["name"], num_layers=m["num_layers"], hidden_size=m["hidden_size"],
+        ffn_hidden_size=m["ffn_hidden_size"], num_attention_heads=m["num_attention_heads"],
+        num_kv_heads=m["num_kv_heads"], vocab_size=m["vocab_size"],
+        activation="gelu" if gpt else "swiglu", norm="layernorm" if gpt else "rmsnorm",
+        tied_embeddings=gpt, linear_bias=gpt, dropout=gpt, learned_positions=seq if gpt else 0,
+    )
+
+
+def _training_space(rec: Record, model: ModelSpec) -> tuple[TrainingWorkload, list[ParallelConfig], list[str]]:
+    p, b = rec["parallel"], rec["batch"]
+    era_2021 = rec["group"].startswith(("narayanan2021", "korthikanti2022"))
+    notes: list[str] = []
+    w = TrainingWorkload(
+        global_batch_size=b["global_batch_size"], seq_len=rec["model"]["seq_len"],
+        grad_dtype="bf16" if era_2021 else "fp32", flash_attention=not era_2021,
+    )
+    if era_2021:
+        notes.append("2021-22 Megatron: explicit softmax (no flash attention), 16-bit gradients, no DP overlap")
+    tp, pp, dp = p["tp"], p["pp"], p["dp"]
+    mbs_opts = [b["micro_batch_size"]] if b["micro_batch_size"] else [1, 2, 4, 8]
+    if not b["micro_batch_size"]:
+        notes.append("micro-batch size searched over 1, 2, 4, 8")
+    interleaved = p.get("interleaved_schedule")
+    divisors = [v for v in range(2, model.num_layers // pp + 1) if (model.num_layers // pp) % v == 0][:6]
+    if pp == 1 or interleaved is False:
+        vp_opts = [1]
+    elif p.get("virtual_stages"):
+        vp_opts = [p["virtual_stages"]]
+    elif interleaved:
+        vp_opts = divisors
+        notes.append("virtual stages searched over divisors of layers per stage")
+    else:
+        vp_opts = [1, *divisors]
+        notes.append("schedule not published: 1F1B and interleaved (divisors of layers per stage) searched")
+    rc = p.get("recompute")
+    rc_opts = [rc] if rc in ("none", "selective", "full") else ["none", "selective", "full"]
+    sp = p.get("sequence_parallel")
+    sp_opts = [bool(sp)] if sp is not None else ([True] if tp > 1 else [False])
+    zero_opts = [p["zero_stage"]] if p.get("zero_stage") is not None else [1]
+    if not era_2021:
+        notes.append("Megatron-Core 2024: distributed optimizer, grad-reduce and TP-comm overlap (README flags); "
+                     "recompute searched")
+    configs = []
+    for mbs in mbs_opts:
+        for vp in vp_opts:
+            for r in rc_opts:
+                for s in sp_opts:
+                    for z in zero_opts:
+                        configs.append(ParallelConfig(
+                            tp=tp, pp=pp, dp=dp, mbs=mbs, vp=vp,
+                            schedule="interleaved-1f1b" if vp > 1 else "1f1b",
+                            sequence_parallel=s, recompute=r, zero_stage=z,
+                            overlap_grad_reduce=not era_2021, tp_comm_overlap=(not era_2021) and s,
+                        ))
+    return w, configs, notes
+
+
+def _best(model: ModelSpec, cluster: ClusterSpec, w: TrainingWorkload | InferenceWorkload,
+          configs: list[ParallelConfig]) -> tuple[ParallelConfig, Estimate]:
+    best: tuple[ParallelConfig, Estimate] | None = None
+    for cfg in configs:
+        try:
+            est = estimate(model, cluster, w, cfg)
+        except DomainError:
+            continue
+        if est.feasible and (best is None or est.step_time_s < best[1].step_time_s):
+            best = (cfg, est)
+    if best is None:
+        raise DomainError("calibration", "no configuration of the record fits in memory")
+    return best
+
+
+def _describe(c: ParallelConfig) -> str:
+    return (f"tp{c.tp} pp{c.pp} dp{c.dp} vp{c.vp} mbs{c.mbs} {c.recompute}"
+            f"{' sp' if c.sequence_parallel else ''} z{c.zero_stage}")
+
+
+def predict(rec: Record) -> CalibrationCase | None:
+    """Score one record (None for the skipped ones)."""
+    if rec["id"] in SKIPPED:
+        return None
+    kind = rec.get("kind")
+    model, cluster = _model(rec), _cluster(rec)
+    if kind == "inference_first_token_latency":
+        b = rec["batch"]
+        w = InferenceWorkload(prompt_len=b["input_len"], output_len=b["output_len"], batch=b["global_batch_size"],
+                              precision="fp8" if rec["precision"] == "FP8" else "fp16")
+        cfg = ParallelConfig(tp=rec["parallel"]["tp"])
+        est = estimate(model, cluster, w, cfg)
+        assert est.ttft_s is not None
+        return CalibrationCase(rec["id"], rec["group"], "first_token_latency_s",
+                               rec["measured"]["first_token_latency_ms"] / 1000, est.ttft_s, _describe(cfg))
+    if kind == "per_layer_microbenchmark":
+        return _per_layer(rec, model, cluster)
+    w, configs, notes = _training_space(rec, model)
+    cfg, est = _best(model, cluster, w, configs)
+    measured = rec["measured"].get("step_time_s") or rec["derived"].get("step_time_s")
+    if measured is None:
+        return None
+    src = "measured" if rec["measured"].get("step_time_s") else "derived from reported throughput"
+    return CalibrationCase(rec["id"], rec["group"], f"step_time_s ({src})", float(measured), est.step_time_s,
+                           _describe(cfg), notes)
+
+
+def _per_layer(rec: Record, model: ModelSpec, cluster: ClusterSpec) -> CalibrationCase:
+    """Korthikanti Table 4: forward + backward of one layer (TP=8, mbs 4); backward includes any recompute."""
+    p = rec["parallel"]
+    w = TrainingWorkload(global_batch_size=rec["batch"]["micro_batch_size"], seq_len=rec["model"]["seq_len"],
+                         grad_dtype="bf16", flash_attention=False)
+    cfg = ParallelConfig(tp=p["tp"], mbs=rec["batch"]["micro_batch_size"], sequence_parallel=bool(p["sequence_parallel"]),
+                         recompute=p["recompute"], overlap_grad_reduce=False)
+    ctx = _Ctx(model, cluster, w, cfg)
+    pool = cluster.pools[0]
+    lc = ctx.layer(pool, cluster.gpu_of(pool), False)
+    combined = lc.fwd + lc.bwd + lc.recompute + lc.tp
+    return CalibrationCase(rec["id"], rec["group"], "layer_fwd_bwd_s", rec["measured"]["combined_ms"] / 1000,
+                           combined, _describe(cfg), ["one layer, TP comm exposed"])
+
+
+def run_all() -> list[CalibrationCase]:
+    """Every scored record."""
+    cases = []
+    for rec in load_records():
+        case = predict(rec)
+        if case is not None:
+            cases.append(case)
+    return cases
+
+
+def summary(cases: list[CalibrationCase]) -> tuple[float, float]:
+    """(median absolute error, max absolute error)."""
+    errs = [abs(c.error) for c in cases]
+    return statistics.median(errs), max(errs)

@@ -1,0 +1,168 @@
+"""Cluster inventory: node pools, their fabric inside and between nodes, and the state of every node."""
+
+from __future__ import annotations
+
+from functools import cached_property
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from optimizer.errors import DomainError, UnknownNameError
+from optimizer.gpu_catalog import GPUSpec, resolve_gpu
+
+NodeState = Literal["healthy", "drained", "failed"]
+
+# PCIe x16 payload bandwidth per direction, GB/s: gen3 ~16, gen4 ~32, gen5 ~64 [ST; PCI-SIG].
+PCIE_GBYTES_PER_S: dict[int, float] = {3: 16.0, 4: 32.0, 5: 64.0, 6: 128.0, 7: 256.0}
+
+
+class IntraNodeFabric(BaseModel):
+    """How GPUs inside one node talk: an NVLink/NVSwitch domain, or PCIe only."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    kind: Literal["nvlink", "pcie"] = Field(description="nvlink (NVLink/NVSwitch/Infinity Fabric) or pcie.")
+    gbytes_per_s: float | None = Field(
+        default=None, gt=0, le=100_000, description="Scale-up bandwidth per GPU, GB/s per direction."
+    )
+    domain_size: int | None = Field(
+        default=None, ge=1, le=100_000, description="GPUs in one NVLink domain (may exceed a node, e.g. NVL72)."
+    )
+    pcie_gen: int | None = Field(default=None, ge=3, le=7, description="PCIe generation of the GPUs' host link.")
+
+
+class InterNodeFabric(BaseModel):
+    """The NICs that connect a node to the others."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    nics_per_node: int = Field(default=1, ge=0, le=64, description="Data NICs per node (storage NICs excluded).")
+    gbits_per_s: float = Field(default=100.0, gt=0, le=100_000, description="Line rate of one NIC, Gb/s.")
+
+    @property
+    def gbytes_per_s_per_node(self) -> float:
+        """Aggregate NIC line rate of one node, GB/s per direction."""
+        return self.nics_per_node * self.gbits_per_s / 8.0
+
+
+class Node(BaseModel):
+    """One node of a pool."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    name: str = Field(min_length=1, max_length=128, description="Host name, unique in the cluster.")
+    state: NodeState = Field(default="healthy", description="Only healthy nodes are planned on.")
+
+
+class NodePool(BaseModel):
+    """Identical nodes: same GPU type, count and fabric."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    name: str = Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9._-]+$", description="Pool name.")
+    gpu: str = Field(min_length=1, max_length=64, description="GPU type (catalog or cluster-defined name).")
+    nodes: int | list[Node] = Field(description="Node count, or the nodes with their names and states.")
+    gpus_per_node: int = Field(ge=1, le=1024, description="GPUs in each node.")
+    intra_node: IntraNodeFabric | None = Field(default=None, description="Default: the GPU type's own fabric.")
+    inter_node: InterNodeFabric = Field(default_factory=InterNodeFabric, description="NICs between nodes.")
+    pod_size: int | None = Field(
+        default=None, ge=1, description="Nodes per pod/rack under one non-blocking switch tier; None = all."
+    )
+    oversubscription: float = Field(
+        default=1.0, ge=1.0, le=64.0, description="Bandwidth oversubscription of links between pods (e.g. 2.0)."
+    )
+    node_states: dict[str, NodeState] = Field(
+        default_factory=dict, description="State overrides by node name (for `nodes` given as a count)."
+    )
+    price_per_gpu_hour: float | None = Field(default=None, ge=0, description="Price of one GPU-hour, any currency.")
+
+    @model_validator(mode="after")
+    def _check(self) -> NodePool:
+        count = self.nodes if isinstance(self.nodes, int) else len(self.nodes)
+        if count < 1 or count > 1_000_000:
+            raise DomainError(f"pools.{self.name}.nodes", f"must be between 1 and 1000000 (got {count})")
+        names = [n.name for n in self.node_list]
+        if len(set(names)) != len(names):
+            raise DomainError(f"pools.{self.name}.nodes", "node names must be unique")
+        unknown = set(self.node_states) - set(names)
+        if unknown:
+            raise DomainError(
+                f"pools.{self.name}.node_states", f"unknown node(s) {sorted(unknown)}; nodes are named {names[0]}..."
+            )
+        return self
+
+    @cached_property
+    def node_list(self) -> list[Node]:
+        """Every node with its state (generated names `<pool>-000`... for a count)."""
+        if isinstance(self.nodes, list):
+            return [Node(name=n.name, state=self.node_states.get(n.name, n.state)) for n in self.nodes]
+        width = max(3, len(str(self.nodes - 1)))
+        names = [f"{self.name}-{i:0{width}d}" for i in range(self.nodes)]
+        return [Node(name=n, state=self.node_states.get(n, "healthy")) for n in names]
+
+    @cached_property
+    def healthy_nodes(self) -> int:
+        """Nodes in state healthy."""
+        return sum(1 for n in self.node_list if n.state == "healthy")
+
+    @property
+    def healthy_gpus(self) -> int:
+        """GPUs on healthy nodes."""
+        return self.healthy_nodes * self.gpus_per_node
+
+
+class ClusterSpec(BaseModel):
+    """A cluster inventory."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    name: str = Field(default="cluster", min_length=1, max_length=128, description="Cluster name.")
+    pools: list[NodePool] = Field(min_length=1, max_length=256, description="Node pools.")
+    gpu_types: list[GPUSpec] = Field(default_factory=list, description="User-defined GPU types used by pools.")
+
+    @model_validator(mode="after")
+    def _check(self) -> ClusterSpec:
+        names = [p.name for p in self.pools]
+        if len(set(names)) != len(names):
+            raise DomainError("cluster.pools", "pool names must be unique")
+        custom = {g.name: g for g in self.gpu_types}
+        for pool in self.pools:
+            resolve_gpu(pool.gpu, custom, field=f"pools.{pool.name}.gpu")
+        hosts = [n.name for p in self.pools for n in p.node_list]
+        if len(set(hosts)) != len(hosts):
+            raise DomainError("cluster.pools", "node names must be unique across pools")
+        return self
+
+    def pool(self, name: str) -> NodePool:
+        """The pool called `name`."""
+        for p in self.pools:
+            if p.name == name:
+                return p
+        raise UnknownNameError("pool", name, [p.name for p in self.pools])
+
+    def gpu_of(self, pool: NodePool) -> GPUSpec:
+        """The GPU spec of a pool."""
+        return resolve_gpu(pool.gpu, {g.name: g for g in self.gpu_types})
+
+    def fabric_of(self, pool: NodePool) -> IntraNodeFabric:
+        """The pool's intra-node fabric with every default filled from its GPU type."""
+        gpu = self.gpu_of(pool)
+        f = pool.intra_node
+        has_nvlink = gpu.scaleup_gbytes_per_s > 0 and gpu.scaleup_domain > 1
+        kind = f.kind if f else ("nvlink" if has_nvlink else "pcie")
+        if kind == "nvlink":
+            bw = (f.gbytes_per_s if f and f.gbytes_per_s else None) or gpu.scaleup_gbytes_per_s or None
+            if bw is None:
+                raise DomainError(f"pools.{pool.name}.intra_node.gbytes_per_s", f"required: {gpu.name} has no NVLink")
+            domain = (f.domain_size if f and f.domain_size else None) or min(gpu.scaleup_domain, pool.gpus_per_node)
+            if gpu.scaleup_domain > pool.gpus_per_node and not (f and f.domain_size):
+                domain = gpu.scaleup_domain
+        else:
+            bw, domain = None, 1
+        gen = (f.pcie_gen if f and f.pcie_gen else None) or gpu.pcie_gen
+        return IntraNodeFabric(kind=kind, gbytes_per_s=bw, domain_size=domain, pcie_gen=gen)
+
+    @property
+    def healthy_gpus(self) -> int:
+        """GPUs on healthy nodes in all pools."""
+        return sum(p.healthy_gpus for p in self.pools)

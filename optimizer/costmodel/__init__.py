@@ -1,0 +1,4 @@
+"""Analytical cost model: per-GPU memory and step time of ONE parallel configuration.
+
+Sources are cited in short comments as [KEY]; the keys are listed in docs/costmodel-sources.md.
+"""

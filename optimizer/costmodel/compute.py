@@ -1,0 +1,130 @@
+"""FLOPs and memory traffic of one transformer layer, and how fast a GPU turns them into time."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from optimizer.costmodel.constants import (
+    FP8_MAMF_RATIO,
+    FRAMEWORK_FACTOR,
+    FRAMEWORK_FACTOR_DEFAULT,
+    GEMM_SIZE_CURVE,
+    HBM_EFFICIENCY,
+)
+
+# Output tile (rows, cols) of the tensor-core GEMM kernels: 128x128 through Ampere [NVIDIA DL Performance Guide,
+# "Matrix Multiplication Background"]; Hopper's warp-group MMA kernels favour 128x256 tiles [CUTLASS 3.x
+# hopper_warp_specialized_gemm default TileShape; H100 whitepaper "Thread Block Clusters"].
+GEMM_TILES: dict[str, tuple[int, int]] = {"hopper": (128, 256), "blackwell": (128, 256)}
+GEMM_TILE_DEFAULT = (128, 128)
+from optimizer.gpu_catalog import GPUSpec
+from optimizer.model_spec import ModelSpec
+
+
+@dataclass(frozen=True, slots=True)
+class LayerFlops:
+    """Forward FLOPs per token of one layer (full, not yet divided by TP). [MLM num_floating_point_operations]"""
+
+    gemm: float  # projections and MLP: 2h(q+2kv) + 2qh + 2*mats*h*f (MoE: top_k experts + shared + router)
+    attn_per_ctx: float  # attention core per token per context token: QK^T + AV = 2q + 2*a*d_v (x ctx)
+    largest_gemm_per_token: float  # FLOPs per token of the biggest single GEMM (sets the size efficiency)
+    largest_gemm_cols: int  # output width of that GEMM before the TP split (fused gate+up for SwiGLU)
+    gemm_groups: float  # independent GEMMs sharing it (routed experts: top_k of num_experts per token)
+
+
+def layer_flops(model: ModelSpec, moe_layer: bool) -> LayerFlops:
+    """Per-token forward FLOPs of one layer [costmodel B; MLM training.py]."""
+    h = model.hidden_size
+    mats = 3 if model.activation == "swiglu" else 2
+    if model.mla is not None:
+        m, a = model.mla, model.num_attention_heads
+        qk_head = m.qk_nope_head_dim + m.qk_rope_head_dim
+        q_proj = 2 * (h * m.q_lora_rank + m.q_lora_rank * a * qk_head) if m.q_lora_rank else 2 * h * a * qk_head
+        kv_proj = 2 * (h * (m.kv_lora_rank + m.qk_rope_head_dim) + m.kv_lora_rank * a * (m.qk_nope_head_dim + m.v_head_dim))
+        attn_proj = q_proj + kv_proj + 2 * a * m.v_head_dim * h
+        attn_core = 2 * a * qk_head + 2 * a * m.v_head_dim
+    else:
+        q, kv = model.q_dim, model.kv_heads * model.head_size
+        attn_proj = 2 * h * (q + 2 * kv) + 2 * q * h
+        attn_core = 4 * q
+    if moe_layer and model.moe is not None:
+        moe = model.moe
+        mlp = moe.top_k * 2 * mats * h * moe.expert_ffn_hidden_size + 2 * mats * h * moe.shared_ffn
+        mlp += 2 * h * moe.num_experts  # router
+        biggest = 2 * h * moe.expert_ffn_hidden_size * moe.top_k
+        cols = (mats - 1) * moe.expert_ffn_hidden_size
+        groups = moe.num_experts / moe.top_k
+    else:
+        mlp = 2 * mats * h * model.ffn_hidden_size
+        biggest = 2 * h * model.ffn_hidden_size
+        cols, groups = (mats - 1) * model.ffn_hidden_size, 1.0
+    return LayerFlops(
+        gemm=attn_proj + mlp,
+        attn_per_ctx=attn_core,
+        largest_gemm_per_token=max(biggest, 2 * h * h),
+        largest_gemm_cols=cols,
+        gemm_groups=groups,
+    )
+
+
+def elementwise_bytes_per_token(model: ModelSpec, moe_layer: bool, dropout: bool) -> tuple[float, float]:
+    """HBM bytes per token of one layer's memory-bound forward kernels: (parts sharded by SP, parts always /tp).
+
+    Norms read and write h (2 x 4h bytes); residual adds read 2h and write h (2 x 6h), plus a 1-byte dropout mask
+    each; the activation reads its input(s) and writes f (GeLU 4f, SwiGLU 6f bytes) [derived from K22 §4]."""
+    h = model.hidden_size
+    replicated = 8 * h + 12 * h + (2 * h if dropout else 0)
+    width = model.ffn_hidden_size
+    if moe_layer and model.moe is not None:
+        width = model.moe.top_k * model.moe.expert_ffn_hidden_size + model.moe.shared_ffn
+        replicated += 4 * model.moe.top_k * h * 2  # token permutation before and after the experts
+    sharded = (6 if model.activation == "swiglu" else 4) * width
+    return replicated, sharded
+
+
+def gemm_efficiency(
+    gpu: GPUSpec, flops_per_gemm: float, fp8: bool, rows: float = 1e9, cols: float = 1e9, groups: float = 1.0
+) -> float:
+    """Fraction of peak a GEMM of this size reaches in a real step (rows x cols output, split into `groups`
+    independent GEMMs such as the experts of a grouped MoE GEMM)."""
+    eff = gpu.mamf_fraction * FRAMEWORK_FACTOR.get(gpu.family, FRAMEWORK_FACTOR_DEFAULT)
+    if fp8:
+        eff *= FP8_MAMF_RATIO
+    return eff * size_factor(flops_per_gemm) * wave_utilization(gpu, rows / groups, cols, groups)
+
+
+def wave_utilization(gpu: GPUSpec, rows: float, cols: float, groups: float = 1.0) -> float:
+    """Share of SMs busy over a GEMM's waves of 128x128 output tiles (tile and wave quantization
+    [NVIDIA Deep Learning Performance Guide, "Matrix Multiplication Background"])."""
+    tr, tc = GEMM_TILES.get(gpu.family, GEMM_TILE_DEFAULT)
+    tiles = max(1.0, groups) * math.ceil(max(rows, 1.0) / tr) * math.ceil(max(cols, 1.0) / tc)
+    waves = math.ceil(tiles / gpu.sm_count)
+    return tiles / (waves * gpu.sm_count)
+
+
+def size_factor(flops: float) -> float:
+    """Log-linear interpolation of GEMM_SIZE_CURVE."""
+    curve = GEMM_SIZE_CURVE
+    if flops >= curve[-1][0]:
+        return curve[-1][1]
+    if flops <= curve[0][0]:
+        return curve[0][1]
+    lf = math.log(flops)
+    for (x0, y0), (x1, y1) in zip(curve, curve[1:], strict=False):
+        if flops <= x1:
+            t = (lf - math.log(x0)) / (math.log(x1) - math.log(x0))
+            return y0 + t * (y1 - y0)
+    return curve[-1][1]
+
+
+def hbm_time(gpu: GPUSpec, nbytes: float) -> float:
+    """Seconds to stream nbytes through device memory."""
+    return nbytes / (gpu.memory_tbps * 1e12 * HBM_EFFICIENCY)
+
+
+def peak_flops(gpu: GPUSpec, fp8: bool) -> float:
+    """Dense peak FLOP/s for the GEMM precision."""
+    if fp8 and gpu.fp8_tflops:
+        return gpu.fp8_tflops * 1e12
+    return gpu.bf16_tflops * 1e12

@@ -1,0 +1,62 @@
+"""Every efficiency constant of the cost model, with its source. A few per GPU family and interconnect; never one
+per calibration record. Values marked "calibrated" were fitted once to the published runs in
+optimizer/data/published_runs.json (benchmarks/accuracy.py prints the fit)."""
+
+from __future__ import annotations
+
+# ---- interconnect --------------------------------------------------------------------------------------------
+# Achievable bus bandwidth as a fraction of the per-direction line rate.
+NVLINK_EFFICIENCY = 0.80  # H100 ring busbw ~370 of 450 GB/s [NT #212]; A100 235 of 300 GB/s [ST]
+PCIE_EFFICIENCY = 0.80  # pairwise copies reach 80-88% of spec [ST]
+NIC_EFFICIENCY = 0.92  # NDR 400G: 46-48 GB/s of 50 [NT #290]; DGX-A100 8x200G: 192 of 200 GB/s [NC #1576]
+
+# NCCL protocol latencies in seconds: (base, per NVLink/PCIe hop, per network hop) [NC tuning.cc, costmodel C1],
+# and the share of link bandwidth each protocol delivers: LL sends 4 data bytes per 8-byte word (0.5), LL128 120
+# data bytes per 128-byte line (0.9375), Simple the full rate [NC src/device/prims_ll*.h design].
+# The cost of a collective is the cheapest protocol, as NCCL's tuner picks it [NC tuning.cc].
+NCCL_PROTOCOLS: tuple[tuple[float, float, float, float], ...] = (
+    # base,   intra hop, net hop, bandwidth share
+    (6.6e-6, 0.6e-6, 2.7e-6, 0.5),  # LL
+    (14e-6, 1.9e-6, 4.0e-6, 0.9375),  # LL128
+    (8.4e-6, 3.4e-6, 14e-6, 1.0),  # Simple
+)
+
+# ---- compute -------------------------------------------------------------------------------------------------
+# End-to-end GEMM efficiency = GPU's MAMF fraction [ST] x a framework factor per family (kernel mix of a real
+# training/serving step vs. the best-case matmul). Calibrated on the published runs (Narayanan 2021, Korthikanti
+# 2022 on A100; Megatron-Core 2024 README on H100); other families take the Hopper value (no public runs in
+# optimizer/data to fit them - stated as an assumption in every estimate's notes).
+FRAMEWORK_FACTOR: dict[str, float] = {"ampere": 0.80, "hopper": 0.72}
+FRAMEWORK_FACTOR_DEFAULT = 0.72
+
+# FP8 matmul reaches a smaller share of its peak than BF16: H100 FP8 MAMF 1403/1979 = 0.71 vs BF16 0.80 [ST].
+FP8_MAMF_RATIO = 0.71 / 0.80
+
+# Small GEMMs run below the matmul ceiling. Calculon's curve: 0.95 at >=128 GFLOP per op, 0.9 at >=16, 0.6 at
+# >=1 [CAL systems/*.json]; used relative to its top (so 1.0 at >=128 GFLOP), log-interpolated between points.
+GEMM_SIZE_CURVE: tuple[tuple[float, float], ...] = ((1e8, 0.30), (1e9, 0.6 / 0.95), (16e9, 0.9 / 0.95), (128e9, 1.0))
+
+# HBM-bound kernels (norms, activations, softmax, optimizer) reach 90% of peak memory bandwidth [CAL, >=100 MB].
+HBM_EFFICIENCY = 0.90
+
+# Adam step, bytes moved per parameter: read fp32 master, m, v, grad (16), write master, m, v (12), write the
+# bf16 weight (2), plus a grad-norm pass reading the fp32 grad (4) = 34; memory-bound [CAL layers.py].
+ADAM_BYTES_PER_PARAM = 34.0
+
+# Kernel launches per transformer layer in a forward pass (~12 kernels: 2 norms, QKV, rotary, attention, out
+# proj, 2 residual adds, up/gate, activation, down; [MLM transformer_layer.py]) at ~4 us each without CUDA graphs
+# [NVIDIA "Getting started with CUDA Graphs" blog: launch overheads of a few microseconds per kernel].
+KERNELS_PER_LAYER = 12
+KERNEL_LAUNCH_S = 4e-6
+# FP8 GEMMs need their input cast to FP8 first: one extra kernel per GEMM input (QKV, out proj, up, down)
+# [TE fp8_primer: activations are quantized before each FP8 GEMM].
+FP8_CAST_KERNELS_PER_LAYER = 4
+
+# ---- memory --------------------------------------------------------------------------------------------------
+# CUDA context (~0.3-0.7 GB with lazy loading) plus NCCL communicator buffers: 1 GiB [PT #107667, #28113].
+CUDA_CONTEXT_BYTES = 1.0 * 2**30
+# Allocator fragmentation and temporary buffers: keep 10% of device memory free, as vLLM's default
+# gpu_memory_utilization=0.9 does [VL optimization docs; Z20 §3.2 ZeRO-R].
+FRAGMENTATION_FRACTION = 0.10
+# CUDA graphs captured by serving engines hold 1-3 GiB per GPU [VL startup log]: 1.5 GiB for inference.
+CUDA_GRAPHS_BYTES = 1.5 * 2**30

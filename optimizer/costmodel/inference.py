@@ -1,0 +1,178 @@
+"""Time to first token, time per output token and memory of one serving configuration [costmodel G]."""
+
+from __future__ import annotations
+
+from optimizer.cluster_spec import ClusterSpec, NodePool
+from optimizer.costmodel import network as net
+from optimizer.costmodel.compute import (
+    elementwise_bytes_per_token,
+    gemm_efficiency,
+    hbm_time,
+    layer_flops,
+    peak_flops,
+)
+from optimizer.costmodel.constants import (
+    CUDA_GRAPHS_BYTES,
+    FP8_CAST_KERNELS_PER_LAYER,
+    KERNEL_LAUNCH_S,
+    KERNELS_PER_LAYER,
+)
+from optimizer.costmodel.memory import reserve_bytes, stage_params
+from optimizer.costmodel.result import Estimate, MemoryBreakdown, StageEstimate, StepBreakdown
+from optimizer.model_spec import ModelSpec
+from optimizer.parallel_config import ParallelConfig
+from optimizer.validation import Layout
+from optimizer.workload import BYTES, InferenceWorkload
+
+GB = 1e9
+
+
+def kv_bytes_per_token_per_layer(model: ModelSpec, tp: int, kv_dtype_bytes: int) -> float:
+    """KV cache bytes of one token in one layer on one GPU.
+
+    2 * max(n_kv/t, 1) * d_h * B: every TP rank holds at least one KV head [costmodel A6; LA]. MLA caches the
+    compressed latent and the RoPE key once per token, replicated across TP [DeepSeek-V2 paper §2.1.2].
+    """
+    if model.mla is not None:
+        return (model.mla.kv_lora_rank + model.mla.qk_rope_head_dim) * kv_dtype_bytes
+    return 2 * max(model.kv_heads / tp, 1.0) * model.head_size * kv_dtype_bytes
+
+
+def _experts_touched(model: ModelSpec, tokens: float) -> float:
+    """Expected distinct routed experts a batch of tokens activates: E(1 - (1 - k/E)^tokens) (derived; uniform
+    routing). At small batch only the active experts' weights are read [costmodel G]."""
+    moe = model.moe
+    if moe is None:
+        return 0.0
+    return moe.num_experts * (1.0 - (1.0 - moe.top_k / moe.num_experts) ** max(tokens, 1.0))
+
+
+def _stage_time(
+    model: ModelSpec, cluster: ClusterSpec, w: InferenceWorkload, c: ParallelConfig, pool: NodePool,
+    start: int, layers: int, tokens: float, ctx_len: float, decode: bool, last: bool,
+) -> tuple[float, dict[str, float]]:
+    """Seconds for one forward of `tokens` tokens (each attending to ctx_len) through the stage's layers."""
+    gpu = cluster.gpu_of(pool)
+    fp8 = w.precision == "fp8"
+    wbytes = BYTES[w.precision]
+    kvb = BYTES[w.kv_cache_dtype]
+    tp = c.tp
+    tiers = net.pool_tiers(pool, cluster.fabric_of(pool))
+    lv = net.group_levels(tiers, tp, 1)
+    parts = {"forward": 0.0, "tp_comm": 0.0, "ep_comm": 0.0, "launch": 0.0}
+    causal = 0.5 if not decode else 1.0  # prefill: causal mask halves the scores; decode: all past tokens
+    for is_moe in (False, True):
+        count = sum(1 for i in range(start, start + layers) if model.is_moe_layer(i) == is_moe)
+        if not count:
+            continue
+        lf = layer_flops(model, is_moe)
+        eff = gemm_efficiency(gpu, tokens * lf.largest_gemm_per_token / tp, fp8, tokens, lf.largest_gemm_cols / tp,
+                              lf.gemm_groups)
+        flops_t = tokens * lf.gemm / tp / (peak_flops(gpu, fp8) * eff)
+        flops_t += tokens * lf.attn_per_ctx * ctx_len * causal / tp / (peak_flops(gpu, False) * eff)
+        # Weights read once per forward; MoE reads only the experts the batch touches.
+        if is_moe and model.moe is not None:
+            touched = _experts_touched(model, tokens * (c.ep if c.ep > 1 else 1))
+            dense_part = model.moe_layer_params - model.moe_expert_params_per_layer
+            weight_params = dense_part / tp + model.moe_expert_params_per_layer * touched / model.moe.num_experts / (
+                tp * c.ep)
+        else:
+            weight_params = model.dense_layer_params / tp
+        kv_read = (tokens * ctx_len if decode else 0.0) * kv_bytes_per_token_per_layer(model, tp, kvb)
+        repl, shard = elementwise_bytes_per_token(model, is_moe, False)
+        mem_t = hbm_time(gpu, weight_params * wbytes + kv_read + tokens * (repl + shard / tp))
+        layer_t = max(flops_t, mem_t)  # roofline per layer [LA get_latency_fwd_per_layer]
+        tp_t = 2 * net.all_reduce(lv, tokens * model.hidden_size * 2) if tp > 1 else 0.0  # [costmodel G]
+        ep_t = 0.0
+        if is_moe and c.ep > 1 and model.moe is not None:
+            ep_lv = net.group_levels(tiers, c.ep, tp)
+            ep_t = 2 * net.all_to_all(ep_lv, model.moe.top_k * tokens * model.hidden_size * 2)
+        # Prefill pays kernel launches; decode steps replay CUDA graphs, so launches are ~free [VL optimization].
+        kernels = KERNELS_PER_LAYER + (FP8_CAST_KERNELS_PER_LAYER if fp8 else 0)
+        launch = 0.0 if decode else kernels * KERNEL_LAUNCH_S
+        parts["forward"] += count * layer_t
+        parts["tp_comm"] += count * tp_t
+        parts["ep_comm"] += count * ep_t
+        parts["launch"] += count * launch
+    if last:  # LM head for the last token of each sequence
+        seqs = tokens if decode else w.batch
+        parts["forward"] += max(
+            seqs * 2 * model.hidden_size * model.vocab_size / tp / (peak_flops(gpu, fp8) * 0.5),
+            hbm_time(gpu, model.vocab_size * model.hidden_size * wbytes / tp),
+        )
+    return sum(parts.values()), parts
+
+
+def estimate_inference(
+    model: ModelSpec, cluster: ClusterSpec, w: InferenceWorkload, c: ParallelConfig, layout: Layout
+) -> Estimate:
+    """TTFT (prefill of the whole batch), TPOT (one decode step at the mean context) and memory per stage."""
+    pools, layer_counts = layout.stage_pools, layout.stage_layers
+    kvb = BYTES[w.kv_cache_dtype]
+    ctx_final = w.prompt_len + w.output_len
+    ctx_mean = w.prompt_len + w.output_len / 2
+    p = c.pp
+    mb = w.batch / p if w.batch >= p and p > 1 else float(w.batch)  # micro-batches keep every stage busy
+    prefill, decode, stage_out = [], [], []
+    bd = StepBreakdown()
+    start = 0
+    for i, (pool, layers) in enumerate(zip(pools, layer_counts, strict=True)):
+        last = i == p - 1
+        t_pre, parts_pre = _stage_time(model, cluster, w, c, pool, start, layers, w.batch * w.prompt_len,
+                                       w.prompt_len, False, last)
+        t_dec, parts_dec = _stage_time(model, cluster, w, c, pool, start, layers, mb, ctx_mean, True, last)
+        prefill.append(t_pre)
+        decode.append(t_dec)
+        for k, v in parts_dec.items():
+            setattr(bd, k, getattr(bd, k) + v * w.output_len)
+        gpu = cluster.gpu_of(pool)
+        dense_p, expert_p, emb_p = stage_params(model, c, start, layers, i == 0, last)
+        weights = (dense_p + expert_p) * BYTES[w.precision]
+        emb = emb_p * BYTES[w.precision]
+        kv = w.batch * ctx_final * layers * kv_bytes_per_token_per_layer(model, c.tp, kvb)
+        # Prefill working set: the widest intermediate (MLP up/gate) of the batch's prompt tokens.
+        width = model.ffn_hidden_size if model.moe is None else max(model.ffn_hidden_size,
+                                                                   model.moe.top_k * model.moe.expert_ffn_hidden_size)
+        transient = w.batch * w.prompt_len * (2 * model.hidden_size + 3 * width / c.tp) * 2
+        capacity = gpu.memory_bytes
+        reserve = reserve_bytes(capacity, CUDA_GRAPHS_BYTES)
+        total = weights + emb + kv + transient + reserve
+        stage_out.append(StageEstimate(
+            index=i, pool=pool.name, gpu=gpu.name, layers=layers,
+            memory_gb=MemoryBreakdown(
+                weights=weights / GB, gradients=0.0, optimizer=0.0, embedding_lm_head=emb / GB, activations=0.0,
+                kv_cache=kv / GB, transient=transient / GB, reserve=reserve / GB, total=total / GB,
+                capacity=capacity / GB,
+            ),
+            fits=total <= capacity, time_s=t_dec, forward_s=t_pre, backward_s=0.0,
+        ))
+        start += layers
+    hop = 0.0
+    if p > 1:  # one activation hop per stage boundary [costmodel G: PP adds a hop per boundary]
+        tier = net.pool_tiers(pools[0], cluster.fabric_of(pools[0]))
+        nb = net.neighbour_tier(tier, c.tp)
+        hop = net.p2p(nb.bw, nb.network, mb * model.hidden_size * 2)
+    ttft = sum(prefill) + (p - 1) * hop
+    # Decode: a token passes every stage; with >= p micro-batches the stages work concurrently and the cycle is
+    # bounded by p x the slowest stage [costmodel G; N21 §2.2].
+    tpot = sum(decode) + (p - 1) * hop
+    if p > 1 and w.batch >= p:
+        tpot = max(tpot, p * max(decode))
+    bd.pp_comm = (p - 1) * hop * w.output_len
+    total_time = ttft + w.output_len * tpot
+    out_tokens_per_s = c.dp * w.batch / tpot
+    over = [s for s in stage_out if not s.fits]
+    reason = None
+    if over:
+        worst = max(over, key=lambda s: s.memory_gb.total / s.memory_gb.capacity)
+        reason = (f"stage {worst.index} needs {worst.memory_gb.total:.1f} GB per GPU; {worst.gpu} has "
+                  f"{worst.memory_gb.capacity:.1f} GB")
+    gen_flops = 2 * model.num_active_parameters * c.dp * w.batch * (w.prompt_len + w.output_len)
+    peak_sum = sum(cluster.gpu_of(pl).bf16_tflops * 1e12 * c.gpus_per_stage for pl in pools)
+    mfu = gen_flops / (total_time * peak_sum)
+    return Estimate(
+        mode="inference", feasible=not over, reason=reason, gpus=c.gpus, step_time_s=total_time,
+        tokens_per_s=out_tokens_per_s, mfu=mfu, hfu=mfu, microbatches=max(1, min(p, w.batch)), stages=stage_out,
+        breakdown=bd, peak_memory_gb=max(s.memory_gb.total for s in stage_out), ttft_s=ttft, tpot_s=tpot,
+        notes=["TTFT is the prefill of the whole batch; TPOT is one decode step at the mean context length."],
+    )

@@ -1,0 +1,97 @@
+"""Per-GPU memory terms [costmodel A]."""
+
+from __future__ import annotations
+
+from optimizer.costmodel.constants import CUDA_CONTEXT_BYTES, FRAGMENTATION_FRACTION
+from optimizer.model_spec import ModelSpec
+from optimizer.parallel_config import ParallelConfig
+
+
+def stage_params(model: ModelSpec, c: ParallelConfig, start: int, count: int, first: bool, last: bool) -> tuple[float, float, float]:
+    """Parameters one GPU of a stage holds: (dense layer params, expert params, embedding + LM head params).
+
+    Dense weights are split by TP; routed experts by EP x TP [MLM theoretical_memory_usage.py; LA]. The first stage
+    holds the embedding, the last the LM head; tied embeddings are duplicated on the last stage when pp > 1 [A5].
+    """
+    moe_layers = sum(1 for i in range(start, start + count) if model.is_moe_layer(i))
+    dense_layers = count - moe_layers
+    expert = moe_layers * model.moe_expert_params_per_layer
+    dense = dense_layers * model.dense_layer_params + moe_layers * (model.moe_layer_params - model.moe_expert_params_per_layer)
+    emb = 0.0
+    if first:
+        emb += model.embedding_params
+    if last:
+        emb += model.lm_head_params
+        if model.tied_embeddings and c.pp > 1:
+            emb += model.vocab_size * model.hidden_size
+    return dense / c.tp, expert / (c.tp * c.ep), emb / c.tp
+
+
+def state_bytes_per_param(zero_stage: int, shards: int, grad_bytes: int, fp8: bool) -> tuple[float, float, float]:
+    """(weights, gradients, optimizer) bytes per parameter after ZeRO sharding over `shards` ranks.
+
+    bf16 weights 2 B, main grads 4 B (fp32, Megatron) or 2 B, fp32 master + Adam m + v 12 B [Z20 §3.1; MLM
+    dist_optimizer.md: 18 B/param plain, 6 + 12/d with the distributed optimizer]. FP8 training keeps an extra
+    1-byte FP8 copy of each weight [TE fp8_primer].
+    """
+    w = 2.0 + (1.0 if fp8 else 0.0)
+    g = float(grad_bytes)
+    o = 12.0
+    if zero_stage >= 1:
+        o /= shards
+    if zero_stage >= 2:
+        g /= shards
+    if zero_stage >= 3:
+        w /= shards
+    return w, g, o
+
+
+def activation_bytes_per_layer(
+    model: ModelSpec, c: ParallelConfig, seq: int, moe_layer: bool, flash: bool
+) -> float:
+    """Activation bytes one layer stores per micro-batch on one GPU [K22 §4 Table 2, generalised to GQA/SwiGLU/MoE].
+
+    Replicated across TP unless sequence parallel: norm inputs 4sbh, QKV and MLP inputs 2sbh each, dropout masks
+    2sbh. Split by TP: Q, K, V 2sb(q+2kv), attention output 2sbq, MLP 4sbf (GeLU) or 6sbf (SwiGLU), and without
+    flash attention the softmax 2as^2b (+3as^2b with dropout); flash keeps 4asb of softmax statistics.
+    Selective recompute drops the s^2 terms; full recompute keeps only the layer input 2sbh [K22 §5].
+    """
+    b, s, h, t = c.mbs, seq / c.cp, model.hidden_size, c.tp
+    sbh = s * b * h
+    sp_div = t if c.sequence_parallel else 1
+    if c.recompute == "full":
+        return 2 * sbh / sp_div
+    replicated = (4 + 2 + 2 + (2 if model.dropout else 0)) * sbh
+    width = model.ffn_hidden_size
+    if moe_layer and model.moe is not None:
+        width = model.moe.top_k * model.moe.expert_ffn_hidden_size + model.moe.shared_ffn
+        replicated += 2 * model.moe.top_k * sbh  # permuted tokens
+    mlp = (6 if model.activation == "swiglu" else 4) * s * b * width
+    split = 2 * s * b * (model.q_dim + 2 * model.kv_dim) + 2 * s * b * model.q_dim + mlp
+    a = model.num_attention_heads
+    if flash:
+        split += 4 * a * s * b
+    elif c.recompute != "selective":
+        split += (5 if model.dropout else 2) * a * s * s * b
+    return replicated / sp_div + split / t
+
+
+def inflight_microbatches(c: ParallelConfig, stage: int, m: int) -> float:
+    """Micro-batches whose activations stage `stage` holds at its peak, in units of its full layer set.
+
+    GPipe: all m [N21 §2.2.1]. 1F1B and ZB-H1: min(p - r, m) [MLM schedules.py; Q23]. Interleaved: the warm-up
+    of (p - r - 1)*2 + (v - 1)*p chunks plus the one in flight, each 1/v of the stage's layers [MLM schedules.py];
+    for stage 0 this is p(1 + (p-1)/(pv)) [K22 §4.2.3].
+    """
+    p, v = c.pp, c.vp
+    if c.schedule == "gpipe":
+        return float(m)
+    if c.schedule == "interleaved-1f1b":
+        chunks = min((p - stage - 1) * 2 + (v - 1) * p + 1, m * v)
+        return chunks / v
+    return float(min(p - stage, m))
+
+
+def reserve_bytes(capacity_bytes: float, extra: float = 0.0) -> float:
+    """CUDA context + communicator buffers + allocator slack [A7]."""
+    return CUDA_CONTEXT_BYTES + FRAGMENTATION_FRACTION * capacity_bytes + extra

@@ -1,0 +1,141 @@
+"""Collective and point-to-point costs on a tiered fabric.
+
+A group of `size` ranks whose members are `stride` GPUs apart (Megatron rank order: tp fastest, then cp, dp, pp)
+spans some levels of the fabric: the NVLink domain, the node's PCIe, the NICs inside a pod, the oversubscribed
+links between pods. Each level it spans is costed with its own bandwidth and hop latency; large collectives are
+hierarchical (reduce-scatter inside, all-reduce across, all-gather inside) [costmodel C7], so the bytes that cross
+a level shrink by the members below it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from optimizer.cluster_spec import PCIE_GBYTES_PER_S, IntraNodeFabric, NodePool
+from optimizer.costmodel.constants import NCCL_PROTOCOLS, NIC_EFFICIENCY, NVLINK_EFFICIENCY, PCIE_EFFICIENCY
+
+INF = float("inf")
+
+
+@dataclass(frozen=True, slots=True)
+class Tier:
+    """A fabric level: units of `unit` GPUs joined at `bw` bytes/s per GPU (bus bandwidth)."""
+
+    unit: float
+    bw: float
+    network: bool
+    name: str
+
+
+@dataclass(frozen=True, slots=True)
+class Level:
+    """The part of a group inside one tier: `members` sub-groups joined at `bw`."""
+
+    members: int
+    bw: float
+    network: bool
+    name: str
+
+
+def pool_tiers(pool: NodePool, fabric: IntraNodeFabric) -> tuple[Tier, ...]:
+    """The tiers of a pool, innermost first."""
+    n = pool.gpus_per_node
+    pcie = PCIE_GBYTES_PER_S[fabric.pcie_gen or 4] * 1e9 * PCIE_EFFICIENCY
+    nic = pool.inter_node.gbytes_per_s_per_node * 1e9 / n * NIC_EFFICIENCY
+    tiers: list[Tier] = []
+    domain = fabric.domain_size or 1
+    if fabric.kind == "nvlink" and fabric.gbytes_per_s and domain > 1:
+        tiers.append(Tier(domain, fabric.gbytes_per_s * 1e9 * NVLINK_EFFICIENCY, False, "nvlink"))
+    if domain < n:
+        tiers.append(Tier(n, pcie, False, "pcie"))
+    scale_up = max(n, domain)
+    if nic <= 0:
+        nic = 1.0  # no NICs: crossing nodes is effectively impossible; keep finite so costs say so
+    if pool.pod_size is not None and pool.oversubscription > 1.0:
+        tiers.append(Tier(max(scale_up, pool.pod_size * n), nic, True, "network"))
+        tiers.append(Tier(INF, nic / pool.oversubscription, True, "inter-pod"))
+    else:
+        tiers.append(Tier(INF, nic, True, "network"))
+    return tuple(tiers)
+
+
+def group_levels(tiers: tuple[Tier, ...], size: int, stride: int) -> tuple[Level, ...]:
+    """Split a group of `size` ranks, `stride` GPUs apart, over the tiers it spans (levels with 1 member dropped)."""
+    levels: list[Level] = []
+    below = 1
+    for tier in tiers:
+        inside = size if tier.unit == INF else min(size, max(1, int(tier.unit // stride)))
+        if inside > below:
+            levels.append(Level(inside // below, tier.bw, tier.network, tier.name))
+            below = inside
+        if below >= size:
+            break
+    return tuple(levels)
+
+
+def _time(levels: tuple[Level, ...], nbytes: float, steps_per_member: float, volume: float) -> float:
+    """Cheapest-protocol time of a hierarchical collective.
+
+    Per level with g members: (g-1) * steps_per_member ring steps of latency, and volume*(g-1)/g of the bytes
+    still in flight at that level over its bandwidth; inner levels shrink the bytes by g.
+    """
+    best = INF
+    for base, intra_hop, net_hop, share in NCCL_PROTOCOLS:
+        t = 0.0
+        remaining = nbytes
+        for lv in levels:
+            g = lv.members
+            hop = net_hop if lv.network else intra_hop
+            t += base + steps_per_member * (g - 1) * hop
+            t += volume * (g - 1) / g * remaining / (lv.bw * share)
+            remaining /= g
+        best = min(best, t)
+    return best if levels else 0.0
+
+
+def all_reduce(levels: tuple[Level, ...], nbytes: float) -> float:
+    """Ring all-reduce of an nbytes buffer: 2(n-1)/n of it crosses each link [NT PERFORMANCE.md]."""
+    return _time(levels, nbytes, 2.0, 2.0)
+
+
+def all_gather(levels: tuple[Level, ...], nbytes: float) -> float:
+    """All-gather (or reduce-scatter) whose full buffer is nbytes: (n-1)/n of it crosses each link [NT]."""
+    return _time(levels, nbytes, 1.0, 1.0)
+
+
+reduce_scatter = all_gather
+
+
+def all_to_all(levels: tuple[Level, ...], nbytes: float) -> float:
+    """All-to-all where each rank sends nbytes in all: the share that leaves each level crosses its links at once
+    [NT: busbw factor (n-1)/n]; the slowest level bounds the time."""
+    if not levels:
+        return 0.0
+    best = INF
+    size = 1
+    for lv in levels:
+        size *= lv.members
+    for base, intra_hop, net_hop, share in NCCL_PROTOCOLS:
+        worst = 0.0
+        inner = 1
+        for lv in levels:
+            inner *= lv.members
+            leaving = (inner - inner // lv.members) / size  # peers in this level but outside the level below
+            hop = net_hop if lv.network else intra_hop
+            worst = max(worst, base + hop + nbytes * leaving / (lv.bw * share))
+        best = min(best, worst)
+    return best
+
+
+def p2p(tier_bw: float, network: bool, nbytes: float) -> float:
+    """One point-to-point send over a link of tier_bw bytes/s."""
+    base, intra_hop, net_hop, _ = NCCL_PROTOCOLS[2]
+    return base + (net_hop if network else intra_hop) + nbytes / tier_bw
+
+
+def neighbour_tier(tiers: tuple[Tier, ...], stride: int) -> Tier:
+    """The innermost tier that holds two GPUs `stride` apart."""
+    for tier in tiers:
+        if tier.unit > stride:
+            return tier
+    return tiers[-1]

@@ -1,0 +1,71 @@
+"""What an estimate returns (the JSON of `meshplan estimate --json`)."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, Field
+
+
+class MemoryBreakdown(BaseModel):
+    """Per-GPU memory of one stage, GB (1e9 bytes)."""
+
+    weights: float = Field(description="Transformer-layer weights held by this GPU.")
+    gradients: float = Field(description="Gradients of those weights (after ZeRO-2/3 sharding).")
+    optimizer: float = Field(description="fp32 master weights and Adam moments (after ZeRO sharding).")
+    embedding_lm_head: float = Field(description="Embedding / LM head weights with their gradients and state.")
+    activations: float = Field(description="Activations of the micro-batches the schedule keeps in flight.")
+    kv_cache: float = Field(description="KV cache (inference).")
+    transient: float = Field(description="Largest temporary: logits and loss, ZeRO-3 gathered layers, recompute.")
+    reserve: float = Field(description="CUDA context, communicator buffers and allocator fragmentation.")
+    total: float = Field(description="Sum of the above.")
+    capacity: float = Field(description="Device memory of the GPU.")
+
+
+class StageEstimate(BaseModel):
+    """One pipeline stage (all its GPUs behave alike)."""
+
+    index: int
+    pool: str
+    gpu: str
+    layers: int
+    memory_gb: MemoryBreakdown
+    fits: bool
+    time_s: float = Field(description="Busy time per step (training) or per token step (inference).")
+    forward_s: float = Field(description="Forward time per micro-batch incl. exposed TP/CP/EP communication.")
+    backward_s: float = Field(description="Backward (+ recompute) time per micro-batch incl. exposed comm.")
+
+
+class StepBreakdown(BaseModel):
+    """Where the step time goes, seconds; the terms add up to step_time_s."""
+
+    forward: float = 0.0
+    backward: float = 0.0
+    recompute: float = 0.0
+    tp_comm: float = 0.0
+    cp_comm: float = 0.0
+    ep_comm: float = 0.0
+    pp_comm: float = 0.0
+    bubble: float = 0.0
+    dp_comm: float = 0.0
+    zero_gather: float = 0.0
+    optimizer: float = 0.0
+    launch: float = 0.0
+
+
+class Estimate(BaseModel):
+    """The cost model's verdict on one configuration."""
+
+    mode: str
+    feasible: bool
+    reason: str | None = None
+    gpus: int
+    step_time_s: float = Field(description="Training: one optimizer step. Inference: prefill + all decode steps.")
+    tokens_per_s: float = Field(description="Training: tokens trained per second. Inference: output tokens/s.")
+    mfu: float = Field(description="Model FLOPs utilisation (no recompute FLOPs).")
+    hfu: float = Field(description="Hardware FLOPs utilisation (recompute counted).")
+    microbatches: int
+    stages: list[StageEstimate]
+    breakdown: StepBreakdown
+    peak_memory_gb: float
+    ttft_s: float | None = None
+    tpot_s: float | None = None
+    notes: list[str] = Field(default_factory=list)

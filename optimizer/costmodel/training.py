@@ -1,0 +1,385 @@
+"""Step time and memory of one training configuration [costmodel A-D]."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from optimizer.cluster_spec import ClusterSpec, NodePool
+from optimizer.costmodel import network as net
+from optimizer.costmodel.compute import (
+    LayerFlops,
+    elementwise_bytes_per_token,
+    gemm_efficiency,
+    hbm_time,
+    layer_flops,
+    peak_flops,
+)
+from optimizer.costmodel.constants import ADAM_BYTES_PER_PARAM
+from optimizer.costmodel.memory import (
+    activation_bytes_per_layer,
+    inflight_microbatches,
+    reserve_bytes,
+    stage_params,
+    state_bytes_per_param,
+)
+from optimizer.costmodel.result import Estimate, MemoryBreakdown, StageEstimate, StepBreakdown
+from optimizer.gpu_catalog import GPUSpec
+from optimizer.model_spec import ModelSpec
+from optimizer.parallel_config import ParallelConfig
+from optimizer.validation import Layout
+from optimizer.workload import TrainingWorkload
+
+GB = 1e9
+
+
+@dataclass(slots=True)
+class LayerCost:
+    """Per-micro-batch cost of one layer on one GPU, seconds."""
+
+    fwd: float  # compute
+    bwd: float  # compute
+    wgrad: float  # weight-gradient part of bwd (zero-bubble W pass)
+    recompute: float
+    tp: float  # exposed TP comm, fwd + bwd + recompute
+    cp: float
+    ep: float
+    tp_fwd: float
+
+
+@dataclass(slots=True)
+class StageCost:
+    fwd: float
+    bwd: float  # incl. recompute
+    wgrad: float
+    parts: dict[str, float]
+    dp: float  # exposed DP time without slack
+    zero: float
+    opt: float
+    mem: MemoryBreakdown
+    fits: bool
+
+
+class _Ctx:
+    """Values shared by all stages of one estimate."""
+
+    def __init__(self, model: ModelSpec, cluster: ClusterSpec, w: TrainingWorkload, c: ParallelConfig) -> None:
+        self.model, self.cluster, self.w, self.c = model, cluster, w, c
+        self.fp8 = w.precision == "fp8"
+        self.tokens = c.mbs * w.seq_len / c.cp  # tokens of one micro-batch on one GPU (before SP split)
+        self.dense = layer_flops(model, False)
+        self.moe = layer_flops(model, True) if model.moe else self.dense
+        self.causal = 0.5 if w.flash_attention else 1.0  # flash kernels skip masked blocks
+        self.grad_bytes = 4 if w.grad_dtype == "fp32" else 2
+        self._tiers: dict[str, tuple[net.Tier, ...]] = {}
+        self._layer_cache: dict[tuple[str, bool], LayerCost] = {}
+
+    def tiers(self, pool: NodePool) -> tuple[net.Tier, ...]:
+        t = self._tiers.get(pool.name)
+        if t is None:
+            t = net.pool_tiers(pool, self.cluster.fabric_of(pool))
+            self._tiers[pool.name] = t
+        return t
+
+    def layer(self, pool: NodePool, gpu: GPUSpec, moe_layer: bool) -> LayerCost:
+        key = (pool.name, moe_layer)
+        hit = self._layer_cache.get(key)
+        if hit is None:
+            hit = self._layer_cost(pool, gpu, self.moe if moe_layer else self.dense, moe_layer)
+            self._layer_cache[key] = hit
+        return hit
+
+    def _layer_cost(self, pool: NodePool, gpu: GPUSpec, lf: LayerFlops, moe_layer: bool) -> LayerCost:
+        m, c, w = self.model, self.c, self.w
+        tp, tokens = c.tp, self.tokens
+        rows, cols = tokens, lf.largest_gemm_cols / tp
+        eff = gemm_efficiency(gpu, tokens * lf.largest_gemm_per_token / tp, self.fp8, rows, cols, lf.gemm_groups)
+        eff16 = gemm_efficiency(gpu, tokens * lf.largest_gemm_per_token / tp, False, rows, cols, lf.gemm_groups)
+        t_gemm = tokens * lf.gemm / tp / (peak_flops(gpu, self.fp8) * eff)
+        t_attn = tokens * lf.attn_per_ctx * w.seq_len * self.causal / tp / (peak_flops(gpu, False) * eff16)
+        repl, shard = elementwise_bytes_per_token(m, moe_layer, m.dropout)
+        ew = tokens * (repl / (tp if c.sequence_parallel else 1) + shard / tp)
+        softmax = 0.0
+        if not w.flash_attention:  # scale-mask-softmax (4 B/elt) and dropout (5 B/elt) over a*s^2*b [K22 §4]
+            softmax = tokens * m.num_attention_heads * w.seq_len / tp * (9 if m.dropout else 4)
+        t_ew = hbm_time(gpu, ew)
+        t_soft = hbm_time(gpu, softmax)
+        fwd = t_gemm + t_attn + t_ew + t_soft
+        # Backward: 2x the GEMM FLOPs (dgrad + wgrad) [costmodel B]; flash attention's backward recomputes the
+        # scores, 2.5x its forward [FlashAttention-2 paper §3.1.2 FLOP count]; memory-bound kernels ~2x.
+        bwd = 2 * t_gemm + (2.5 if w.flash_attention else 2.0) * t_attn + 2 * (t_ew + t_soft)
+        if c.recompute == "full":
+            rc = fwd
+        elif c.recompute == "selective":
+            rc = 0.0 if w.flash_attention else t_attn + t_soft
+        else:
+            rc = 0.0
+
+        tiers = self.tiers(pool)
+        # TP: 2 all-reduces forward, 2 backward, 2 more with full recompute, each of b*s*h activations [S19 §3];
+        # with SP each becomes reduce-scatter + all-gather of the same volume [K22 §4.2.2].
+        tp_exposed = tp_fwd = 0.0
+        if tp > 1:
+            lv = net.group_levels(tiers, tp, 1)
+            msg = tokens * m.hidden_size * 2
+            one = 2 * net.all_gather(lv, msg) if c.sequence_parallel else net.all_reduce(lv, msg)
+            n_fwd, n_bwd = 2, 2 + (2 if c.recompute == "full" else 0)
+            if c.tp_comm_overlap:  # hidden under GEMMs, one chunk of tp left exposed (derived from [NB])
+                tp_fwd = max(n_fwd * one / tp, n_fwd * one - t_gemm)
+                tp_bwd = max(n_bwd * one / tp, n_bwd * one - 2 * t_gemm)
+            else:
+                tp_fwd, tp_bwd = n_fwd * one, n_bwd * one
+            tp_exposed = tp_fwd + tp_bwd
+        # CP ring attention: K and V blocks of s/c tokens pass c-1 hops forward, twice that backward, hidden
+        # behind the attention core when it is longer [costmodel C5; NB hybrid-context-parallel].
+        cp_exposed = 0.0
+        if c.cp > 1:
+            tier = net.neighbour_tier(tiers, tp)
+            kv = c.mbs * (w.seq_len / c.cp) * 2 * m.kv_dim * 2 / tp
+            ring = (c.cp - 1) * net.p2p(tier.bw, tier.network, kv)
+            cp_exposed = max(0.0, ring - t_attn) + max(0.0, 2 * ring - 2.5 * t_attn)
+        # EP: dispatch + combine all-to-all forward and again backward, top_k copies of each token [costmodel C6].
+        ep_exposed = 0.0
+        if c.ep > 1 and moe_layer and m.moe is not None:
+            lv = net.group_levels(tiers, c.ep, tp * c.cp)
+            per_rank = m.moe.top_k * tokens / (tp if c.sequence_parallel else 1) * m.hidden_size * 2
+            ep_exposed = 4 * net.all_to_all(lv, per_rank)
+        return LayerCost(fwd, bwd, t_gemm, rc, tp_exposed, cp_exposed, ep_exposed, tp_fwd)
+
+
+def _stage_cost(
+    ctx: _Ctx, index: int, start: int, layers: int, pool: NodePool, m: int, next_pool: NodePool | None
+) -> StageCost:
+    model, c, w = ctx.model, ctx.c, ctx.w
+    gpu = ctx.cluster.gpu_of(pool)
+    first, last = index == 0, index == c.pp - 1
+    moe_layers = sum(1 for i in range(start, start + layers) if model.is_moe_layer(i))
+    dense_layers = layers - moe_layers
+    parts = {"forward": 0.0, "backward": 0.0, "recompute": 0.0, "tp_comm": 0.0, "cp_comm": 0.0, "ep_comm": 0.0,
+             "pp_comm": 0.0}
+    fwd = bwd = wgrad = tp_fwd = 0.0
+    for count, is_moe in ((dense_layers, False), (moe_layers, True)):
+        if not count:
+            continue
+        lc = ctx.layer(pool, gpu, is_moe)
+        parts["forward"] += count * lc.fwd
+        parts["backward"] += count * lc.bwd
+        parts["recompute"] += count * lc.recompute
+        parts["tp_comm"] += count * lc.tp
+        parts["cp_comm"] += count * lc.cp
+        parts["ep_comm"] += count * lc.ep
+        fwd += count * (lc.fwd + lc.tp_fwd + lc.ep / 2 + lc.cp / 3)
+        bwd += count * (lc.bwd + lc.recompute + lc.tp - lc.tp_fwd + lc.ep / 2 + lc.cp * 2 / 3)
+        wgrad += count * lc.wgrad
+        tp_fwd += count * lc.tp_fwd
+    tokens, tp = ctx.tokens, c.tp
+    if last:  # logits GEMM 2*b*s*h*V, backward 2x, and the fp32 softmax/cross-entropy pass (~12 B/logit)
+        eff = gemm_efficiency(gpu, tokens * 2 * model.hidden_size * model.vocab_size / tp, ctx.fp8)
+        t_logit = tokens * 2 * model.hidden_size * model.vocab_size / tp / (peak_flops(gpu, ctx.fp8) * eff)
+        t_ce = hbm_time(gpu, tokens * model.vocab_size / tp * 12)
+        parts["forward"] += t_logit + t_ce
+        parts["backward"] += 2 * t_logit + t_ce
+        fwd += t_logit + t_ce
+        bwd += 2 * t_logit + t_ce
+        wgrad += t_logit
+    # PP: activations b*s*h forward, their gradient backward, per micro-batch per boundary and per model chunk;
+    # with the scatter/gather optimisation each TP rank sends 1/tp of it [N21 §3.2, §4.1, §2.2.2].
+    tiers = ctx.tiers(pool)
+    if c.pp > 1:
+        msg = tokens * model.hidden_size * 2 / tp
+        if next_pool is not None and next_pool.name != pool.name:
+            nic = min(net.pool_tiers(pool, ctx.cluster.fabric_of(pool))[-1].bw,
+                      net.pool_tiers(next_pool, ctx.cluster.fabric_of(next_pool))[-1].bw)
+            hop = net.p2p(nic, True, msg)
+        else:
+            tier = net.neighbour_tier(tiers, c.gpus_per_stage)
+            hop = net.p2p(tier.bw, tier.network, msg)
+        pp_t = c.vp * hop
+        parts["pp_comm"] += 2 * pp_t
+        fwd += pp_t
+        bwd += pp_t
+
+    # ---- parameters, DP, optimizer -------------------------------------------------------------------------
+    dense_p, expert_p, emb_p = stage_params(model, c, start, layers, first, last)
+    dpc = c.dp * c.cp
+    edp = max(1, dpc // c.ep)
+    wb, gb, ob = state_bytes_per_param(c.zero_stage, dpc, ctx.grad_bytes, ctx.fp8)
+    ewb, egb, eob = state_bytes_per_param(c.zero_stage, edp, ctx.grad_bytes, ctx.fp8)
+    dp_t = zero_t = 0.0
+    dense_total = dense_p + emb_p
+    if dpc > 1 or edp > 1:
+        lv_d = net.group_levels(tiers, dpc, tp)
+        lv_e = net.group_levels(tiers, edp, tp * c.ep)
+        g_d, g_e = dense_total * ctx.grad_bytes, expert_p * ctx.grad_bytes
+        p_d, p_e = dense_total * 2, expert_p * 2
+
+        def coll(kind: str) -> float:
+            f = net.all_reduce if kind == "ar" else net.all_gather
+            g = f(lv_d, g_d) if dpc > 1 else 0.0
+            g += f(lv_e, g_e) if edp > 1 and expert_p else 0.0
+            return g
+
+        def gather() -> float:
+            t = net.all_gather(lv_d, p_d) if dpc > 1 else 0.0
+            return t + (net.all_gather(lv_e, p_e) if edp > 1 and expert_p else 0.0)
+
+        chunk = max(1, layers // c.vp if c.pp > 1 else layers)
+        # Overlapped reductions run under the last micro-batch's backward, bucket by bucket; one bucket stays
+        # exposed [NB communication-overlap]. ZeRO-2 reduces every micro-batch [DeepSpeed #2252].
+        last_bwd = bwd
+        if c.zero_stage == 0:
+            full = coll("ar")
+            dp_t = max(full / chunk, full - last_bwd) if c.overlap_grad_reduce else full
+        elif c.zero_stage == 1:
+            full = coll("rs")
+            dp_t = max(full / chunk, full - last_bwd) if c.overlap_grad_reduce else full
+            ag = gather()  # updated bf16 params, overlapped with the next forward
+            dp_t += max(ag / chunk, ag - fwd) if c.overlap_grad_reduce else ag
+        elif c.zero_stage == 2:
+            rs = coll("rs")
+            dp_t = m * max(rs / chunk, rs - bwd) + gather()
+        else:  # ZeRO-3: gather params forward and backward, reduce-scatter grads, each micro-batch [Z20 §7; LA]
+            ag, rs = gather(), coll("rs")
+            zero_t = m * (max(ag / chunk, ag - fwd) + max((ag + rs) / chunk, ag + rs - bwd))
+    opt_params = (dense_total if c.zero_stage == 0 else dense_total / dpc) + (
+        expert_p if c.zero_stage == 0 else expert_p / edp
+    )
+    opt_t = hbm_time(gpu, opt_params * ADAM_BYTES_PER_PARAM)
+
+    # ---- memory ---------------------------------------------------------------------------------------------
+    act_layer_d = activation_bytes_per_layer(model, c, w.seq_len, False, w.flash_attention)
+    act_layer_m = activation_bytes_per_layer(model, c, w.seq_len, True, w.flash_attention) if moe_layers else 0.0
+    inflight = inflight_microbatches(c, index, m)
+    acts = inflight * (dense_layers * act_layer_d + moe_layers * act_layer_m)
+    sbh = tokens * model.hidden_size
+    if first:  # embedding output (+ dropout mask) per micro-batch in flight [MLM theoretical_memory_usage.py]
+        acts += inflight * sbh * (3 if model.dropout else 2) / (tp if c.sequence_parallel else 1)
+    transient = 0.0
+    if last:  # fp32 logits + the loss-backward buffer [MLM; LA get_loss_bwd_memory]
+        transient = tokens * model.vocab_size / tp * (4 + 2)
+    if c.recompute == "full":  # one layer's full working set while it is recomputed [K22 §5]
+        full_cfg = c.model_copy(update={"recompute": "none"})
+        transient = max(transient, activation_bytes_per_layer(model, full_cfg, w.seq_len, moe_layers > 0,
+                                                              w.flash_attention))
+    if c.zero_stage == 3:  # two unsharded layers prefetched [LA analysis.py training()]
+        per_layer = (dense_p + expert_p) * dpc / max(1, layers)
+        transient += 2 * per_layer * 2
+    weights = dense_p * wb + expert_p * ewb
+    grads = dense_p * gb + expert_p * egb
+    optim = dense_p * ob + expert_p * eob
+    emb = emb_p * (wb + gb + ob)
+    capacity = gpu.memory_bytes
+    reserve = reserve_bytes(capacity)
+    total = weights + grads + optim + emb + acts + transient + reserve
+    mem = MemoryBreakdown(
+        weights=weights / GB, gradients=grads / GB, optimizer=optim / GB, embedding_lm_head=emb / GB,
+        activations=acts / GB, kv_cache=0.0, transient=transient / GB, reserve=reserve / GB, total=total / GB,
+        capacity=capacity / GB,
+    )
+    return StageCost(fwd, bwd, wgrad, parts, dp_t, zero_t, opt_t, mem, total <= capacity)
+
+
+def _pipeline_time(c: ParallelConfig, m: int, stages: list[StageCost]) -> tuple[float, float]:
+    """(pipeline time, steady-state part) of one step.
+
+    1F1B/GPipe, unbalanced stages: sum of stage times + (m-1) x the slowest [A22 §5 eq. 2]. Interleaved: the
+    fill/drain shrinks by v [N21 §2.2.2]. ZB-H1: the bubble becomes (p-1)(F+B-W) instead of (p-1)(F+B+W)
+    [Q23 §3], i.e. the fill/drain is scaled by (F+B-W)/(F+B) with B including W here.
+    """
+    times = [s.fwd + s.bwd for s in stages]
+    slow = max(times)
+    steady = m * slow
+    fill = sum(times) - slow
+    if c.schedule == "interleaved-1f1b":
+        fill /= c.vp
+    elif c.schedule == "zb-h1":
+        k = max(range(len(stages)), key=lambda i: times[i])
+        s = stages[k]
+        fill *= max(0.0, s.fwd + s.bwd - 2 * s.wgrad) / (s.fwd + s.bwd)
+    return steady + fill, steady
+
+
+def estimate_training(
+    model: ModelSpec, cluster: ClusterSpec, w: TrainingWorkload, c: ParallelConfig, layout: Layout
+) -> Estimate:
+    """Estimate one training step."""
+    ctx = _Ctx(model, cluster, w, c)
+    m = layout.microbatches
+    stages: list[StageCost] = []
+    start = 0
+    for i, (pool, layers) in enumerate(zip(layout.stage_pools, layout.stage_layers, strict=True)):
+        nxt = layout.stage_pools[i + 1] if i + 1 < c.pp else None
+        stages.append(_stage_cost(ctx, i, start, layers, pool, m, nxt))
+        start += layers
+    t_pipe, steady = _pipeline_time(c, m, stages)
+    # Later stages finish their last backward earlier (cool-down), so their DP sync and optimizer step start
+    # earlier: stage i gains the backward time of the stages before it [MLM schedules.py].
+    ends = []
+    slack = 0.0
+    for s in stages:
+        ends.append(t_pipe - slack + s.dp + s.zero + s.opt)
+        slack += s.bwd / c.vp
+    step = max(ends)
+    crit = max(range(c.pp), key=lambda i: ends[i])
+    slow = max(range(c.pp), key=lambda i: stages[i].fwd + stages[i].bwd)
+    sc = stages[slow]
+    bd = StepBreakdown(**{k: m * v for k, v in sc.parts.items()})
+    bd.dp_comm = stages[crit].dp
+    bd.zero_gather = stages[crit].zero
+    bd.optimizer = stages[crit].opt
+    accounted = bd.forward + bd.backward + bd.recompute + bd.tp_comm + bd.cp_comm + bd.ep_comm + bd.pp_comm
+    bd.bubble = max(0.0, step - accounted - bd.dp_comm - bd.zero_gather - bd.optimizer)
+
+    tokens = w.global_batch_size * w.seq_len
+    model_flops, hw_flops = _step_flops(model, w, c)
+    peak_sum = sum(cluster.gpu_of(p).bf16_tflops * 1e12 * c.gpus_per_stage for p in layout.stage_pools)
+    stage_out = []
+    start = 0
+    for i, s in enumerate(stages):
+        pool = layout.stage_pools[i]
+        stage_out.append(StageEstimate(
+            index=i, pool=pool.name, gpu=cluster.gpu_of(pool).name, layers=layout.stage_layers[i],
+            memory_gb=s.mem, fits=s.fits, time_s=m * (s.fwd + s.bwd), forward_s=s.fwd, backward_s=s.bwd,
+        ))
+    over = [s for s in stage_out if not s.fits]
+    reason = None
+    if over:
+        worst = max(over, key=lambda s: s.memory_gb.total / s.memory_gb.capacity)
+        reason = (f"stage {worst.index} needs {worst.memory_gb.total:.1f} GB per GPU; {worst.gpu} has "
+                  f"{worst.memory_gb.capacity:.1f} GB")
+    return Estimate(
+        mode="training", feasible=not over, reason=reason, gpus=c.gpus, step_time_s=step,
+        tokens_per_s=tokens / step, mfu=model_flops / (step * peak_sum), hfu=hw_flops / (step * peak_sum),
+        microbatches=m, stages=stage_out, breakdown=bd,
+        peak_memory_gb=max(s.memory_gb.total for s in stage_out),
+        notes=_notes(cluster, layout),
+    )
+
+
+def _step_flops(model: ModelSpec, w: TrainingWorkload, c: ParallelConfig) -> tuple[float, float]:
+    """Model FLOPs (forward + 2x backward, full attention as Megatron-Core counts it) and hardware FLOPs (with
+    the recompute forward) per step [MLM training.py num_floating_point_operations; K22 App. A]."""
+    s = w.seq_len
+    dense, moe = layer_flops(model, False), layer_flops(model, True)
+    n_moe = model.num_moe_layers
+    n_dense = model.num_layers - n_moe
+    layer_fwd = n_dense * (dense.gemm + dense.attn_per_ctx * s) + n_moe * (moe.gemm + moe.attn_per_ctx * s)
+    logits = 2 * model.hidden_size * model.vocab_size
+    tokens = w.global_batch_size * s
+    model_flops = 3 * tokens * (layer_fwd + logits)
+    extra = 0.0
+    if c.recompute == "full":
+        extra = tokens * layer_fwd
+    elif c.recompute == "selective" and not w.flash_attention:
+        extra = tokens * (n_dense * dense.attn_per_ctx + n_moe * moe.attn_per_ctx) * s
+    return model_flops, model_flops + extra
+
+
+def _notes(cluster: ClusterSpec, layout: Layout) -> list[str]:
+    notes = ["MFU counts model FLOPs as Megatron-Core does (full s^2 attention, no recompute), against BF16 peak."]
+    fams = {cluster.gpu_of(p).family for p in layout.stage_pools}
+    if fams - {"ampere", "hopper"}:
+        notes.append(
+            f"GPU families {sorted(fams - {'ampere', 'hopper'})} use the Hopper framework efficiency "
+            "(no published runs to calibrate them)."
+        )
+    return notes

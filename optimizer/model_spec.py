@@ -1,0 +1,240 @@
+"""Transformer architecture: the shapes that decide memory, FLOPs and communication.
+
+Parameter counting follows the HuggingFace module layout of each family (q/k/v/o projections, gated or plain MLP,
+norms, embedding and LM head), so that presets reproduce the published parameter counts (tests check this).
+"""
+
+from __future__ import annotations
+
+from functools import cached_property
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from optimizer.errors import DomainError
+
+Activation = Literal["gelu", "swiglu", "squared_relu"]
+Norm = Literal["layernorm", "rmsnorm"]
+
+# Sanity ceilings: far above any model in existence, low enough to reject typos such as 10^12 layers.
+MAX_LAYERS = 10_000
+MAX_HIDDEN = 1_000_000
+MAX_VOCAB = 20_000_000
+MAX_HEADS = 100_000
+MAX_EXPERTS = 100_000
+
+
+class MoESpec(BaseModel):
+    """Mixture-of-experts feed-forward layers."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    num_experts: int = Field(ge=1, le=MAX_EXPERTS, description="Routed experts per MoE layer.")
+    top_k: int = Field(ge=1, le=MAX_EXPERTS, description="Experts each token is routed to.")
+    expert_ffn_hidden_size: int = Field(ge=1, le=MAX_HIDDEN * 8, description="FFN width of one expert.")
+    num_shared_experts: int = Field(default=0, ge=0, le=1024, description="Always-active shared experts.")
+    shared_expert_ffn_hidden_size: int | None = Field(
+        default=None, ge=1, description="FFN width of the shared expert block; default expert width x shared count."
+    )
+    first_k_dense: int = Field(default=0, ge=0, description="Leading layers that keep a dense FFN (DeepSeek).")
+    layer_freq: int = Field(default=1, ge=1, description="Every layer_freq-th layer after the dense ones is MoE.")
+
+    @model_validator(mode="after")
+    def _check(self) -> MoESpec:
+        if self.top_k > self.num_experts:
+            raise DomainError(
+                "moe.top_k", f"top_k={self.top_k} exceeds num_experts={self.num_experts}"
+            )
+        return self
+
+    @property
+    def shared_ffn(self) -> int:
+        """Total FFN width of the shared experts."""
+        if self.shared_expert_ffn_hidden_size is not None:
+            return self.shared_expert_ffn_hidden_size
+        return self.num_shared_experts * self.expert_ffn_hidden_size
+
+
+class MLASpec(BaseModel):
+    """DeepSeek multi-head latent attention (low-rank, compressed KV cache)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    q_lora_rank: int | None = Field(default=None, ge=1, description="Rank of the query down-projection.")
+    kv_lora_rank: int = Field(ge=1, description="Rank of the joint KV compression (cached per token).")
+    qk_nope_head_dim: int = Field(ge=1, description="Per-head query/key dimension without RoPE.")
+    qk_rope_head_dim: int = Field(ge=0, description="Per-head decoupled RoPE dimension (cached once per token).")
+    v_head_dim: int = Field(ge=1, description="Per-head value dimension.")
+
+
+class ModelSpec(BaseModel):
+    """A decoder-only transformer."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    name: str = Field(default="custom", min_length=1, max_length=128, description="Display name.")
+    num_layers: int = Field(ge=1, le=MAX_LAYERS, description="Transformer layers.")
+    hidden_size: int = Field(ge=1, le=MAX_HIDDEN, description="Model width h.")
+    ffn_hidden_size: int = Field(ge=1, le=MAX_HIDDEN * 8, description="Dense FFN width f.")
+    num_attention_heads: int = Field(ge=1, le=MAX_HEADS, description="Query heads a.")
+    num_kv_heads: int | None = Field(default=None, ge=1, le=MAX_HEADS, description="KV heads (GQA); None = a.")
+    head_dim: int | None = Field(default=None, ge=1, le=65_536, description="Per-head size; None = h / a.")
+    vocab_size: int = Field(ge=1, le=MAX_VOCAB, description="Vocabulary size V.")
+    activation: Activation = Field(default="swiglu", description="MLP activation.")
+    norm: Norm = Field(default="rmsnorm", description="Normalisation layer type.")
+    tied_embeddings: bool = Field(default=False, description="LM head shares the input embedding matrix.")
+    linear_bias: bool = Field(default=False, description="Linear layers carry biases (GPT-2, BLOOM, NeoX).")
+    dropout: bool = Field(default=False, description="Dropout in training (stores 1-byte masks per element).")
+    learned_positions: int = Field(default=0, ge=0, le=10_000_000, description="Learned position embeddings.")
+    moe: MoESpec | None = Field(default=None, description="Mixture-of-experts FFN, if any.")
+    mla: MLASpec | None = Field(default=None, description="Multi-head latent attention, if used.")
+
+    @model_validator(mode="after")
+    def _check(self) -> ModelSpec:
+        kv = self.kv_heads
+        if kv > self.num_attention_heads:
+            raise DomainError(
+                "model.num_kv_heads",
+                f"num_kv_heads={kv} exceeds num_attention_heads={self.num_attention_heads}",
+            )
+        if self.num_attention_heads % kv:
+            raise DomainError(
+                "model.num_kv_heads",
+                f"num_kv_heads={kv} does not divide num_attention_heads={self.num_attention_heads}",
+            )
+        if self.head_dim is None and self.mla is None and self.hidden_size % self.num_attention_heads:
+            raise DomainError(
+                "model.hidden_size",
+                f"hidden_size={self.hidden_size} is not a multiple of num_attention_heads="
+                f"{self.num_attention_heads}; set head_dim",
+            )
+        if self.moe is not None and self.moe.first_k_dense > self.num_layers:
+            raise DomainError("model.moe.first_k_dense", "first_k_dense exceeds num_layers")
+        return self
+
+    # ---- derived shapes -------------------------------------------------------------------------------------
+    @property
+    def kv_heads(self) -> int:
+        """KV heads (equal to query heads without GQA)."""
+        return self.num_kv_heads or self.num_attention_heads
+
+    @property
+    def head_size(self) -> int:
+        """Per-head size d_h."""
+        return self.head_dim or max(1, self.hidden_size // self.num_attention_heads)
+
+    @property
+    def q_dim(self) -> int:
+        """Query projection width q = a * d_h (MLA: a * (nope + rope))."""
+        if self.mla is not None:
+            return self.num_attention_heads * (self.mla.qk_nope_head_dim + self.mla.qk_rope_head_dim)
+        return self.num_attention_heads * self.head_size
+
+    @property
+    def kv_dim(self) -> int:
+        """Width of K (and of V) = n_kv * d_h; MLA: the per-head value width times heads."""
+        if self.mla is not None:
+            return self.num_attention_heads * self.mla.v_head_dim
+        return self.kv_heads * self.head_size
+
+    def is_moe_layer(self, index: int) -> bool:
+        """Whether layer `index` (0-based) has an MoE FFN."""
+        moe = self.moe
+        if moe is None or index < moe.first_k_dense:
+            return False
+        return (index - moe.first_k_dense) % moe.layer_freq == 0
+
+    @cached_property
+    def num_moe_layers(self) -> int:
+        """Layers whose FFN is a mixture of experts."""
+        return sum(1 for i in range(self.num_layers) if self.is_moe_layer(i))
+
+    # ---- parameter counts -----------------------------------------------------------------------------------
+    @property
+    def _mlp_matrices(self) -> int:
+        """Weight matrices per FFN: 3 for a gated (SwiGLU) MLP, 2 otherwise."""
+        return 3 if self.activation == "swiglu" else 2
+
+    @cached_property
+    def attention_params(self) -> int:
+        """Parameters of one attention block (projections, biases)."""
+        h = self.hidden_size
+        if self.mla is not None:
+            m, a = self.mla, self.num_attention_heads
+            qk_head = m.qk_nope_head_dim + m.qk_rope_head_dim
+            if m.q_lora_rank:
+                q = h * m.q_lora_rank + m.q_lora_rank + m.q_lora_rank * a * qk_head
+            else:
+                q = h * a * qk_head
+            kv_down = h * (m.kv_lora_rank + m.qk_rope_head_dim) + m.kv_lora_rank
+            kv_up = m.kv_lora_rank * a * (m.qk_nope_head_dim + m.v_head_dim)
+            out = a * m.v_head_dim * h
+            return q + kv_down + kv_up + out
+        q, kv = self.q_dim, self.kv_heads * self.head_size
+        params = h * q + 2 * h * kv + q * h
+        if self.linear_bias:
+            params += q + 2 * kv + h
+        return params
+
+    def _mlp_params(self, width: int) -> int:
+        h = self.hidden_size
+        params = self._mlp_matrices * h * width
+        if self.linear_bias:
+            params += width * (self._mlp_matrices - 1) + h
+        return params
+
+    @property
+    def _norm_params(self) -> int:
+        return self.hidden_size * (2 if self.norm == "layernorm" else 1)
+
+    @cached_property
+    def dense_layer_params(self) -> int:
+        """Parameters of one layer with a dense FFN."""
+        return self.attention_params + self._mlp_params(self.ffn_hidden_size) + 2 * self._norm_params
+
+    @cached_property
+    def moe_expert_params_per_layer(self) -> int:
+        """Routed-expert parameters of one MoE layer (sharded by EP)."""
+        if self.moe is None:
+            return 0
+        return self.moe.num_experts * self._mlp_params(self.moe.expert_ffn_hidden_size)
+
+    @cached_property
+    def moe_layer_params(self) -> int:
+        """Parameters of one MoE layer: attention, router, routed and shared experts, norms."""
+        if self.moe is None:
+            return self.dense_layer_params
+        shared = self._mlp_params(self.moe.shared_ffn) if self.moe.shared_ffn else 0
+        router = self.hidden_size * self.moe.num_experts
+        return self.attention_params + router + shared + self.moe_expert_params_per_layer + 2 * self._norm_params
+
+    @cached_property
+    def embedding_params(self) -> int:
+        """Input embedding (plus learned positions)."""
+        return self.vocab_size * self.hidden_size + self.learned_positions * self.hidden_size
+
+    @cached_property
+    def lm_head_params(self) -> int:
+        """Output projection (0 when tied) plus the final norm."""
+        head = 0 if self.tied_embeddings else self.vocab_size * self.hidden_size
+        return head + self._norm_params
+
+    @cached_property
+    def num_parameters(self) -> int:
+        """Total parameters."""
+        moe_layers = self.num_moe_layers
+        dense_layers = self.num_layers - moe_layers
+        return (
+            dense_layers * self.dense_layer_params
+            + moe_layers * self.moe_layer_params
+            + self.embedding_params
+            + self.lm_head_params
+        )
+
+    @cached_property
+    def num_active_parameters(self) -> int:
+        """Parameters touched per token (MoE: only top_k routed experts)."""
+        if self.moe is None:
+            return self.num_parameters
+        inactive = self.moe_expert_params_per_layer * (self.moe.num_experts - self.moe.top_k) // self.moe.num_experts
+        return self.num_parameters - self.num_moe_layers * inactive

@@ -1,0 +1,55 @@
+"""One parallel configuration: degrees, micro-batching, schedule, sharding, recomputation and stage layout."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+Schedule = Literal["gpipe", "1f1b", "interleaved-1f1b", "zb-h1"]
+Recompute = Literal["none", "selective", "full"]
+SCHEDULES: tuple[Schedule, ...] = ("gpipe", "1f1b", "interleaved-1f1b", "zb-h1")
+RECOMPUTES: tuple[Recompute, ...] = ("none", "selective", "full")
+
+
+class ParallelConfig(BaseModel):
+    """Megatron-style 5-D parallelism. Rank order is tp (fastest) - cp - dp - pp, as Megatron's default."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    tp: int = Field(default=1, ge=1, le=4096, description="Tensor-parallel degree.")
+    pp: int = Field(default=1, ge=1, le=4096, description="Pipeline-parallel degree (physical stages).")
+    dp: int = Field(default=1, ge=1, le=1_000_000, description="Data-parallel degree (model replicas).")
+    cp: int = Field(default=1, ge=1, le=4096, description="Context-parallel degree (sequence split in attention).")
+    ep: int = Field(default=1, ge=1, le=100_000, description="Expert-parallel degree, carved out of dp x cp.")
+    vp: int = Field(default=1, ge=1, le=1024, description="Virtual stages (model chunks) per pipeline rank.")
+    mbs: int = Field(default=1, ge=1, le=1_000_000, description="Micro-batch size, sequences.")
+    schedule: Schedule = Field(default="1f1b", description="Pipeline schedule.")
+    sequence_parallel: bool = Field(default=False, description="Megatron sequence parallelism (needs tp > 1).")
+    zero_stage: int = Field(default=0, ge=0, le=3, description="ZeRO stage; 1 = Megatron distributed optimizer.")
+    recompute: Recompute = Field(default="none", description="Activation recomputation.")
+    layers_per_stage: list[int] | None = Field(
+        default=None, description="Layers on each physical stage (uneven allowed); None = even split."
+    )
+    stage_pools: list[str] | None = Field(
+        default=None, description="Pool each stage runs on; None = the first pool with room."
+    )
+    overlap_grad_reduce: bool = Field(default=True, description="Overlap DP gradient reduction with backward.")
+    tp_comm_overlap: bool = Field(default=False, description="Overlap TP collectives with GEMMs (needs SP).")
+
+    @property
+    def gpus(self) -> int:
+        """GPUs used: tp x cp x dp x pp."""
+        return self.tp * self.cp * self.dp * self.pp
+
+    @property
+    def gpus_per_stage(self) -> int:
+        """GPUs of one pipeline stage: tp x cp x dp."""
+        return self.tp * self.cp * self.dp
+
+    def stage_layers(self, num_layers: int) -> list[int]:
+        """Layers per physical stage (even split when not given)."""
+        if self.layers_per_stage is not None:
+            return list(self.layers_per_stage)
+        base, extra = divmod(num_layers, self.pp)
+        return [base + (1 if i < extra else 0) for i in range(self.pp)]

@@ -1,0 +1,167 @@
+"""Rules that tie a ParallelConfig to a model, a cluster and a workload. Each raises a DomainError naming the
+field and the rule (e.g. "tp=3 does not divide num_attention_heads=64")."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from optimizer.cluster_spec import ClusterSpec, NodePool
+from optimizer.errors import DomainError, UnknownNameError
+from optimizer.model_spec import ModelSpec
+from optimizer.parallel_config import ParallelConfig
+from optimizer.workload import InferenceWorkload, TrainingWorkload
+
+
+@dataclass(frozen=True, slots=True)
+class Layout:
+    """A validated configuration's derived layout."""
+
+    stage_pools: tuple[NodePool, ...]
+    stage_layers: tuple[int, ...]
+    microbatches: int
+
+
+def _check_tp(model: ModelSpec, c: ParallelConfig, training: bool) -> None:
+    a, kv = model.num_attention_heads, model.kv_heads
+    if a % c.tp:
+        raise DomainError("config.tp", f"tp={c.tp} does not divide num_attention_heads={a}")
+    if model.mla is None and kv % c.tp and (training or c.tp % kv):
+        rule = "divide" if training else "divide or be a multiple of"
+        raise DomainError("config.tp", f"tp={c.tp} must {rule} num_kv_heads={kv}")
+    if c.sequence_parallel and c.tp == 1:
+        raise DomainError("config.sequence_parallel", "sequence parallelism needs tp > 1")
+    if c.tp_comm_overlap and not c.sequence_parallel:
+        raise DomainError("config.tp_comm_overlap", "TP communication overlap needs sequence_parallel")
+
+
+def _check_pipeline(model: ModelSpec, c: ParallelConfig) -> list[int]:
+    layers = c.stage_layers(model.num_layers)
+    if c.layers_per_stage is None and model.num_layers % c.pp:
+        raise DomainError(
+            "config.pp",
+            f"pp={c.pp} does not divide num_layers={model.num_layers}; give layers_per_stage for an uneven split",
+        )
+    if len(layers) != c.pp:
+        raise DomainError("config.layers_per_stage", f"has {len(layers)} entries; pp={c.pp} needs {c.pp}")
+    if sum(layers) != model.num_layers:
+        raise DomainError(
+            "config.layers_per_stage", f"sums to {sum(layers)}; num_layers={model.num_layers}"
+        )
+    if min(layers) < 1:
+        raise DomainError("config.layers_per_stage", "every stage needs at least one layer")
+    if c.pp > model.num_layers:
+        raise DomainError("config.pp", f"pp={c.pp} exceeds num_layers={model.num_layers}")
+    if c.vp > 1:
+        if c.schedule != "interleaved-1f1b":
+            raise DomainError("config.vp", f"vp={c.vp} needs schedule interleaved-1f1b (got {c.schedule})")
+        if c.pp < 2:
+            raise DomainError("config.vp", "virtual stages need pp >= 2")
+        bad = [n for n in layers if n % c.vp]
+        if bad:
+            raise DomainError(
+                "config.vp", f"vp={c.vp} does not divide the layers of every stage ({layers})"
+            )
+    elif c.schedule == "interleaved-1f1b":
+        raise DomainError("config.schedule", "interleaved-1f1b needs vp >= 2")
+    return layers
+
+
+def _check_moe(model: ModelSpec, c: ParallelConfig) -> None:
+    if c.ep == 1:
+        return
+    if model.moe is None:
+        raise DomainError("config.ep", f"ep={c.ep} needs a mixture-of-experts model ({model.name} is dense)")
+    if model.moe.num_experts % c.ep:
+        raise DomainError("config.ep", f"ep={c.ep} does not divide num_experts={model.moe.num_experts}")
+    if (c.dp * c.cp) % c.ep:
+        raise DomainError("config.ep", f"ep={c.ep} must divide dp x cp = {c.dp * c.cp}")
+
+
+def _check_training(model: ModelSpec, w: TrainingWorkload, c: ParallelConfig) -> int:
+    if w.global_batch_size % (c.dp * c.mbs):
+        raise DomainError(
+            "config.mbs",
+            f"global batch {w.global_batch_size} is not divisible by dp x mbs = {c.dp} x {c.mbs}",
+        )
+    m = w.global_batch_size // (c.dp * c.mbs)
+    if c.schedule == "interleaved-1f1b" and m % c.pp:
+        raise DomainError(
+            "config.schedule",
+            f"interleaved-1f1b needs micro-batches ({m}) to be a multiple of pp={c.pp}",
+        )
+    if c.cp > 1 and w.seq_len % (2 * c.cp):
+        raise DomainError("config.cp", f"seq_len={w.seq_len} must be divisible by 2 x cp = {2 * c.cp}")
+    if c.zero_stage >= 2 and c.pp > 1:
+        raise DomainError(
+            "config.zero_stage", f"ZeRO-{c.zero_stage} cannot be combined with pp={c.pp} (gradients are sharded "
+            "per micro-batch; pipeline engines support ZeRO-1 only)"
+        )
+    return m
+
+
+def _assign_pools(cluster: ClusterSpec, c: ParallelConfig) -> list[NodePool]:
+    need = c.gpus_per_stage
+    if c.stage_pools is not None:
+        if len(c.stage_pools) != c.pp:
+            raise DomainError("config.stage_pools", f"has {len(c.stage_pools)} entries; pp={c.pp} needs {c.pp}")
+        pools = []
+        for name in c.stage_pools:
+            try:
+                pools.append(cluster.pool(name))
+            except UnknownNameError as exc:
+                raise UnknownNameError("config.stage_pools", name, exc.known) from None
+    else:
+        pools = []
+        free = {p.name: p.healthy_gpus for p in cluster.pools}
+        for _ in range(c.pp):
+            pool = next((p for p in cluster.pools if free[p.name] >= need), None)
+            if pool is None:
+                raise DomainError(
+                    "config",
+                    f"{c.gpus} GPUs needed (tp x cp x dp x pp = {c.tp}x{c.cp}x{c.dp}x{c.pp}); "
+                    f"the cluster has {cluster.healthy_gpus} healthy GPUs "
+                    f"({', '.join(f'{p.name}: {p.healthy_gpus}' for p in cluster.pools)})",
+                )
+            free[pool.name] -= need
+            pools.append(pool)
+    used: dict[str, int] = {}
+    for pool in pools:
+        used[pool.name] = used.get(pool.name, 0) + need
+    for name, n in used.items():
+        have = cluster.pool(name).healthy_gpus
+        if n > have:
+            raise DomainError(
+                "config.stage_pools", f"pool {name} has {have} healthy GPUs; the stages placed there need {n}"
+            )
+    return pools
+
+
+def validate(
+    model: ModelSpec,
+    cluster: ClusterSpec,
+    workload: TrainingWorkload | InferenceWorkload,
+    config: ParallelConfig,
+) -> Layout:
+    """Check every rule; return the layout (pool and layers per stage, micro-batches)."""
+    if cluster.healthy_gpus == 0:
+        raise DomainError("cluster", f"cluster {cluster.name} has no healthy GPU")
+    training = isinstance(workload, TrainingWorkload)
+    _check_tp(model, config, training)
+    layers = _check_pipeline(model, config)
+    _check_moe(model, config)
+    if training:
+        assert isinstance(workload, TrainingWorkload)
+        m = _check_training(model, workload, config)
+    else:
+        if config.cp > 1:
+            raise DomainError("config.cp", "context parallelism is modelled for training only")
+        if config.zero_stage:
+            raise DomainError("config.zero_stage", "ZeRO applies to training only")
+        m = 1
+    pools = _assign_pools(cluster, config)
+    if workload.precision == "fp8":
+        for pool in {p.name: p for p in pools}.values():
+            gpu = cluster.gpu_of(pool)
+            if gpu.fp8_tflops is None:
+                raise DomainError("workload.precision", f"fp8 is not supported by {gpu.name} (pool {pool.name})")
+    return Layout(stage_pools=tuple(pools), stage_layers=tuple(layers), microbatches=m)
