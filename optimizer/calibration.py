@@ -66,13 +66,20 @@ def _cluster(rec: Record) -> ClusterSpec:
     gpn = int(rec["cluster"].get("gpus_per_node") or 8)
     a100 = "A100" in _gpu_name(rec)
     # Selene: DGX A100, 8 x 200 Gb/s HDR [N21 §5]; H100 runs: DGX H100, 8 x 400 Gb/s NDR (vendor spec).
-    return build_cluster({
-        "name": rec["id"],
-        "pools": [{
-            "name": "p", "gpu": _gpu_name(rec), "nodes": max(1, -(-gpus // gpn)), "gpus_per_node": gpn,
-            "inter_node": {"nics_per_node": 8, "gbits_per_s": 200 if a100 else 400},
-        }],
-    })
+    return build_cluster(
+        {
+            "name": rec["id"],
+            "pools": [
+                {
+                    "name": "p",
+                    "gpu": _gpu_name(rec),
+                    "nodes": max(1, -(-gpus // gpn)),
+                    "gpus_per_node": gpn,
+                    "inter_node": {"nics_per_node": 8, "gbits_per_s": 200 if a100 else 400},
+                }
+            ],
+        }
+    )
 
 
 def _model(rec: Record) -> ModelSpec:
@@ -80,11 +87,19 @@ def _model(rec: Record) -> ModelSpec:
     gpt = m["num_kv_heads"] is None  # the GPT runs: Megatron GPT with GeLU, LayerNorm, biases, dropout, tied
     seq = m["seq_len"] or 2048
     return ModelSpec(
-        name=m["name"], num_layers=m["num_layers"], hidden_size=m["hidden_size"],
-        ffn_hidden_size=m["ffn_hidden_size"], num_attention_heads=m["num_attention_heads"],
-        num_kv_heads=m["num_kv_heads"], vocab_size=m["vocab_size"],
-        activation="gelu" if gpt else "swiglu", norm="layernorm" if gpt else "rmsnorm",
-        tied_embeddings=gpt, linear_bias=gpt, dropout=gpt, learned_positions=seq if gpt else 0,
+        name=m["name"],
+        num_layers=m["num_layers"],
+        hidden_size=m["hidden_size"],
+        ffn_hidden_size=m["ffn_hidden_size"],
+        num_attention_heads=m["num_attention_heads"],
+        num_kv_heads=m["num_kv_heads"],
+        vocab_size=m["vocab_size"],
+        activation="gelu" if gpt else "swiglu",
+        norm="layernorm" if gpt else "rmsnorm",
+        tied_embeddings=gpt,
+        linear_bias=gpt,
+        dropout=gpt,
+        learned_positions=seq if gpt else 0,
     )
 
 
@@ -93,8 +108,10 @@ def _training_space(rec: Record, model: ModelSpec) -> tuple[TrainingWorkload, li
     era_2021 = rec["group"].startswith(("narayanan2021", "korthikanti2022"))
     notes: list[str] = []
     w = TrainingWorkload(
-        global_batch_size=b["global_batch_size"], seq_len=rec["model"]["seq_len"],
-        grad_dtype="bf16" if era_2021 else "fp32", flash_attention=not era_2021,
+        global_batch_size=b["global_batch_size"],
+        seq_len=rec["model"]["seq_len"],
+        grad_dtype="bf16" if era_2021 else "fp32",
+        flash_attention=not era_2021,
     )
     if era_2021:
         notes.append("2021-22 Megatron: explicit softmax (no flash attention), 16-bit gradients, no DP overlap")
@@ -120,25 +137,40 @@ def _training_space(rec: Record, model: ModelSpec) -> tuple[TrainingWorkload, li
     sp_opts = [bool(sp)] if sp is not None else ([True] if tp > 1 else [False])
     zero_opts = [p["zero_stage"]] if p.get("zero_stage") is not None else [1]
     if not era_2021:
-        notes.append("Megatron-Core 2024: distributed optimizer, grad-reduce and TP-comm overlap (README flags); "
-                     "recompute searched")
+        notes.append(
+            "Megatron-Core 2024: distributed optimizer, grad-reduce and TP-comm overlap (README flags); "
+            "recompute searched"
+        )
     configs = []
     for mbs in mbs_opts:
         for vp in vp_opts:
             for r in rc_opts:
                 for s in sp_opts:
                     for z in zero_opts:
-                        configs.append(ParallelConfig(
-                            tp=tp, pp=pp, dp=dp, mbs=mbs, vp=vp,
-                            schedule="interleaved-1f1b" if vp > 1 else "1f1b",
-                            sequence_parallel=s, recompute=r, zero_stage=z,
-                            overlap_grad_reduce=not era_2021, tp_comm_overlap=(not era_2021) and s,
-                        ))
+                        configs.append(
+                            ParallelConfig(
+                                tp=tp,
+                                pp=pp,
+                                dp=dp,
+                                mbs=mbs,
+                                vp=vp,
+                                schedule="interleaved-1f1b" if vp > 1 else "1f1b",
+                                sequence_parallel=s,
+                                recompute=r,
+                                zero_stage=z,
+                                overlap_grad_reduce=not era_2021,
+                                tp_comm_overlap=(not era_2021) and s,
+                            )
+                        )
     return w, configs, notes
 
 
-def _best(model: ModelSpec, cluster: ClusterSpec, w: TrainingWorkload | InferenceWorkload,
-          configs: list[ParallelConfig]) -> tuple[ParallelConfig, Estimate]:
+def _best(
+    model: ModelSpec,
+    cluster: ClusterSpec,
+    w: TrainingWorkload | InferenceWorkload,
+    configs: list[ParallelConfig],
+) -> tuple[ParallelConfig, Estimate]:
     best: tuple[ParallelConfig, Estimate] | None = None
     for cfg in configs:
         try:
@@ -153,8 +185,10 @@ def _best(model: ModelSpec, cluster: ClusterSpec, w: TrainingWorkload | Inferenc
 
 
 def _describe(c: ParallelConfig) -> str:
-    return (f"tp{c.tp} pp{c.pp} dp{c.dp} vp{c.vp} mbs{c.mbs} {c.recompute}"
-            f"{' sp' if c.sequence_parallel else ''} z{c.zero_stage}")
+    return (
+        f"tp{c.tp} pp{c.pp} dp{c.dp} vp{c.vp} mbs{c.mbs} {c.recompute}"
+        f"{' sp' if c.sequence_parallel else ''} z{c.zero_stage}"
+    )
 
 
 def predict(rec: Record) -> CalibrationCase | None:
@@ -165,13 +199,23 @@ def predict(rec: Record) -> CalibrationCase | None:
     model, cluster = _model(rec), _cluster(rec)
     if kind == "inference_first_token_latency":
         b = rec["batch"]
-        w = InferenceWorkload(prompt_len=b["input_len"], output_len=b["output_len"], batch=b["global_batch_size"],
-                              precision="fp8" if rec["precision"] == "FP8" else "fp16")
+        iw = InferenceWorkload(
+            prompt_len=b["input_len"],
+            output_len=b["output_len"],
+            batch=b["global_batch_size"],
+            precision="fp8" if rec["precision"] == "FP8" else "fp16",
+        )
         cfg = ParallelConfig(tp=rec["parallel"]["tp"])
-        est = estimate(model, cluster, w, cfg)
+        est = estimate(model, cluster, iw, cfg)
         assert est.ttft_s is not None
-        return CalibrationCase(rec["id"], rec["group"], "first_token_latency_s",
-                               rec["measured"]["first_token_latency_ms"] / 1000, est.ttft_s, _describe(cfg))
+        return CalibrationCase(
+            rec["id"],
+            rec["group"],
+            "first_token_latency_s",
+            rec["measured"]["first_token_latency_ms"] / 1000,
+            est.ttft_s,
+            _describe(cfg),
+        )
     if kind == "per_layer_microbenchmark":
         return _per_layer(rec, model, cluster)
     w, configs, notes = _training_space(rec, model)
@@ -180,23 +224,46 @@ def predict(rec: Record) -> CalibrationCase | None:
     if measured is None:
         return None
     src = "measured" if rec["measured"].get("step_time_s") else "derived from reported throughput"
-    return CalibrationCase(rec["id"], rec["group"], f"step_time_s ({src})", float(measured), est.step_time_s,
-                           _describe(cfg), notes)
+    return CalibrationCase(
+        rec["id"],
+        rec["group"],
+        f"step_time_s ({src})",
+        float(measured),
+        est.step_time_s,
+        _describe(cfg),
+        notes,
+    )
 
 
 def _per_layer(rec: Record, model: ModelSpec, cluster: ClusterSpec) -> CalibrationCase:
     """Korthikanti Table 4: forward + backward of one layer (TP=8, mbs 4); backward includes any recompute."""
     p = rec["parallel"]
-    w = TrainingWorkload(global_batch_size=rec["batch"]["micro_batch_size"], seq_len=rec["model"]["seq_len"],
-                         grad_dtype="bf16", flash_attention=False)
-    cfg = ParallelConfig(tp=p["tp"], mbs=rec["batch"]["micro_batch_size"], sequence_parallel=bool(p["sequence_parallel"]),
-                         recompute=p["recompute"], overlap_grad_reduce=False)
+    w = TrainingWorkload(
+        global_batch_size=rec["batch"]["micro_batch_size"],
+        seq_len=rec["model"]["seq_len"],
+        grad_dtype="bf16",
+        flash_attention=False,
+    )
+    cfg = ParallelConfig(
+        tp=p["tp"],
+        mbs=rec["batch"]["micro_batch_size"],
+        sequence_parallel=bool(p["sequence_parallel"]),
+        recompute=p["recompute"],
+        overlap_grad_reduce=False,
+    )
     ctx = _Ctx(model, cluster, w, cfg)
     pool = cluster.pools[0]
     lc = ctx.layer(pool, cluster.gpu_of(pool), False)
     combined = lc.fwd + lc.bwd + lc.recompute + lc.tp
-    return CalibrationCase(rec["id"], rec["group"], "layer_fwd_bwd_s", rec["measured"]["combined_ms"] / 1000,
-                           combined, _describe(cfg), ["one layer, TP comm exposed"])
+    return CalibrationCase(
+        rec["id"],
+        rec["group"],
+        "layer_fwd_bwd_s",
+        rec["measured"]["combined_ms"] / 1000,
+        combined,
+        _describe(cfg),
+        ["one layer, TP comm exposed"],
+    )
 
 
 def run_all() -> list[CalibrationCase]:

@@ -78,7 +78,9 @@ def fabric_from_nvidia_smi_topo(text: str) -> tuple[int, IntraNodeFabric, int]:
     NVLINK_GBYTES_PER_LINK.
     """
     lines = [ln.rstrip() for ln in text.splitlines() if ln.strip()]
-    header_idx = next((i for i, ln in enumerate(lines) if re.search(r"\bGPU0\b", ln) and not ln.startswith("GPU0")), None)
+    header_idx = next(
+        (i for i, ln in enumerate(lines) if re.search(r"\bGPU0\b", ln) and not ln.startswith("GPU0")), None
+    )
     if header_idx is None:
         raise DomainError("topology", "no header row with GPU0 found; paste the output of `nvidia-smi topo -m`")
     header = lines[header_idx].split()

@@ -26,7 +26,10 @@ class IntraNodeFabric(BaseModel):
         default=None, gt=0, le=100_000, description="Scale-up bandwidth per GPU, GB/s per direction."
     )
     domain_size: int | None = Field(
-        default=None, ge=1, le=100_000, description="GPUs in one NVLink domain (may exceed a node, e.g. NVL72)."
+        default=None,
+        ge=1,
+        le=100_000,
+        description="GPUs in one NVLink domain (may exceed a node, e.g. NVL72).",
     )
     pcie_gen: int | None = Field(default=None, ge=3, le=7, description="PCIe generation of the GPUs' host link.")
 
@@ -69,7 +72,10 @@ class NodePool(BaseModel):
         default=None, ge=1, description="Nodes per pod/rack under one non-blocking switch tier; None = all."
     )
     oversubscription: float = Field(
-        default=1.0, ge=1.0, le=64.0, description="Bandwidth oversubscription of links between pods (e.g. 2.0)."
+        default=1.0,
+        ge=1.0,
+        le=64.0,
+        description="Bandwidth oversubscription of links between pods (e.g. 2.0).",
     )
     node_states: dict[str, NodeState] = Field(
         default_factory=dict, description="State overrides by node name (for `nodes` given as a count)."
@@ -87,7 +93,8 @@ class NodePool(BaseModel):
         unknown = set(self.node_states) - set(names)
         if unknown:
             raise DomainError(
-                f"pools.{self.name}.node_states", f"unknown node(s) {sorted(unknown)}; nodes are named {names[0]}..."
+                f"pools.{self.name}.node_states",
+                f"unknown node(s) {sorted(unknown)}; nodes are named {names[0]}...",
             )
         return self
 

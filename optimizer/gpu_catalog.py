@@ -33,12 +33,18 @@ class GPUSpec(BaseModel):
     memory_gib: float = Field(gt=0, le=10_000, description="Usable device memory, GiB (2^30 bytes).")
     memory_tbps: float = Field(gt=0, le=1_000, description="Peak HBM/GDDR bandwidth, TB/s.")
     scaleup_gbytes_per_s: float = Field(
-        default=0.0, ge=0, le=100_000, description="NVLink/Infinity Fabric bandwidth per GPU, GB/s per direction."
+        default=0.0,
+        ge=0,
+        le=100_000,
+        description="NVLink/Infinity Fabric bandwidth per GPU, GB/s per direction.",
     )
     scaleup_domain: int = Field(default=1, ge=1, le=100_000, description="GPUs in one scale-up domain.")
     pcie_gen: int = Field(default=4, ge=3, le=7, description="PCIe generation of the host link.")
     sm_count: int = Field(
-        default=108, ge=1, le=10_000, description="Streaming multiprocessors (CUs on AMD); sets GEMM wave size."
+        default=108,
+        ge=1,
+        le=10_000,
+        description="Streaming multiprocessors (CUs on AMD); sets GEMM wave size.",
     )
     mamf_fraction: float = Field(
         default=0.75, gt=0, le=1, description="Maximum achievable matmul FLOP/s as a fraction of peak [ST]."
@@ -57,59 +63,218 @@ def _gpu(**kw: object) -> GPUSpec:
 
 # SM counts from the vendor architecture whitepapers (A100 108, H100 SXM 132, H100 PCIe 114, B200 148 per
 # package as exposed, Ada AD102 142 in L40S/RTX 6000 Ada, MI250X 110 CUs per GCD, MI300X 304 CUs) [NV; AMD].
-# fmt: off
-BUILTIN_GPUS: dict[str, GPUSpec] = {g.name: g for g in (
-    # A100: 312 TF dense BF16 [NV A100 datasheet; ST]; HBM 1.555 / 2.039 TB/s [ST]; NVLink3 300 GB/s/dir [ST];
-    # MAMF 271/312 = 0.87 SXM, 253/312 = 0.81 PCIe [ST MAMF table].
-    _gpu(name="A100-SXM-40GB", sm_count=108, family="ampere", bf16_tflops=312, memory_gib=40, memory_tbps=1.555,
-         scaleup_gbytes_per_s=300, scaleup_domain=8, pcie_gen=4, mamf_fraction=0.87, source="ST; NV A100"),
-    _gpu(name="A100-SXM-80GB", sm_count=108, family="ampere", bf16_tflops=312, memory_gib=80, memory_tbps=2.039,
-         scaleup_gbytes_per_s=300, scaleup_domain=8, pcie_gen=4, mamf_fraction=0.87, source="ST; NV A100"),
-    # PCIe A100: NVLink bridge pairs, 600 GB/s bidirectional = 300/dir, domain 2 [ST; NV A100 PCIe].
-    _gpu(name="A100-PCIe-40GB", sm_count=108, family="ampere", bf16_tflops=312, memory_gib=40, memory_tbps=1.555,
-         scaleup_gbytes_per_s=300, scaleup_domain=2, pcie_gen=4, mamf_fraction=0.81, source="ST; NV A100 PCIe"),
-    _gpu(name="A100-PCIe-80GB", sm_count=108, family="ampere", bf16_tflops=312, memory_gib=80, memory_tbps=1.935,
-         scaleup_gbytes_per_s=300, scaleup_domain=2, pcie_gen=4, mamf_fraction=0.81, source="ST; NV A100 PCIe"),
-    # H100 SXM: 989 BF16 / 1979 FP8, 3.35 TB/s, NVLink4 450/dir, 8-GPU HGX [ST]; MAMF 794.5/989 = 0.80 [ST].
-    _gpu(name="H100-SXM-80GB", sm_count=132, family="hopper", bf16_tflops=989, fp8_tflops=1979, memory_gib=80, memory_tbps=3.35,
-         scaleup_gbytes_per_s=450, scaleup_domain=8, pcie_gen=5, mamf_fraction=0.80, source="ST; NV H100"),
-    # H100 PCIe: 756 / 1513, 2.0 TB/s, NVLink bridge 600 bidir [ST]; MAMF not in [ST]: H100 SXM's 0.80 assumed.
-    _gpu(name="H100-PCIe-80GB", sm_count=114, family="hopper", bf16_tflops=756, fp8_tflops=1513, memory_gib=80, memory_tbps=2.0,
-         scaleup_gbytes_per_s=300, scaleup_domain=2, pcie_gen=5, mamf_fraction=0.80,
-         source="ST; NV H100 PCIe; MAMF assumed = H100 SXM"),
-    # H800: H100 compute with NVLink cut to 400 GB/s bidirectional = 200/dir [NV H800; DS3 §3.2.2].
-    _gpu(name="H800-SXM-80GB", sm_count=132, family="hopper", bf16_tflops=989, fp8_tflops=1979, memory_gib=80, memory_tbps=3.35,
-         scaleup_gbytes_per_s=200, scaleup_domain=8, pcie_gen=5, mamf_fraction=0.80, source="NV H800; DS3"),
-    # H200: 141 GB HBM3e at 4.8 TB/s, same compute and NVLink as H100 [ST]; BF16 MAMF assumed = H100.
-    _gpu(name="H200-SXM-141GB", sm_count=132, family="hopper", bf16_tflops=989, fp8_tflops=1979, memory_gib=141,
-         memory_tbps=4.8, scaleup_gbytes_per_s=450, scaleup_domain=8, pcie_gen=5, mamf_fraction=0.80,
-         source="ST; NV H200"),
-    # B200 (HGX, 1000 W): 2250 / 4500, 180 GB usable, 8 TB/s, NVLink5 900/dir [ST]; MAMF 1745/2250 = 0.78 [ST].
-    _gpu(name="B200-180GB", sm_count=148, family="blackwell", bf16_tflops=2250, fp8_tflops=4500, memory_gib=180, memory_tbps=8.0,
-         scaleup_gbytes_per_s=900, scaleup_domain=8, pcie_gen=5, mamf_fraction=0.78, source="ST; NV B200"),
-    # GB200 NVL72 (per GPU): 2500 / 5000, 186 GB, 8 TB/s, 72-GPU NVLink domain [ST]; MAMF 1822/2500 = 0.73 [ST].
-    _gpu(name="GB200-186GB", sm_count=152, family="blackwell", bf16_tflops=2500, fp8_tflops=5000, memory_gib=186,
-         memory_tbps=8.0, scaleup_gbytes_per_s=900, scaleup_domain=72, pcie_gen=5, mamf_fraction=0.73,
-         source="ST; NV GB200 NVL72"),
-    # L40S: 362 / 733, 48 GB GDDR6 at 0.864 TB/s, no NVLink, PCIe4 [ST; NV L40S]. No MAMF in [ST]:
-    # the A100 PCIe fraction 0.81 is assumed.
-    _gpu(name="L40S-48GB", sm_count=142, family="ada", bf16_tflops=362, fp8_tflops=733, memory_gib=48, memory_tbps=0.864,
-         scaleup_gbytes_per_s=0, scaleup_domain=1, pcie_gen=4, mamf_fraction=0.81,
-         source="ST; NV L40S; MAMF assumed = A100 PCIe"),
-    # RTX 6000 Ada: ~364 / ~728 (datasheet's 1457 FP8 with sparsity halved), 48 GB at 0.96 TB/s [ST].
-    _gpu(name="RTX-6000-Ada-48GB", sm_count=142, family="ada", bf16_tflops=364, fp8_tflops=728, memory_gib=48, memory_tbps=0.96,
-         scaleup_gbytes_per_s=0, scaleup_domain=1, pcie_gen=4, mamf_fraction=0.81,
-         source="ST; NV RTX 6000 Ada; MAMF assumed = A100 PCIe"),
-    # MI250X, one GCD (what ROCm exposes as a device): 191.5 TF, 64 GB at 1.6 TB/s [ST]; Infinity Fabric
-    # all-to-all 350 GB/s/dir per package, halved per GCD (derived); MAMF 147/191.5 = 0.77 [ST].
-    _gpu(name="MI250X-GCD-64GB", sm_count=110, family="cdna2", bf16_tflops=191.5, memory_gib=64, memory_tbps=1.6,
-         scaleup_gbytes_per_s=175, scaleup_domain=8, pcie_gen=4, mamf_fraction=0.77, source="ST; AMD MI250X"),
-    # MI300X: 1307 / 2615, 192 GB at 5.3 TB/s, Infinity Fabric 448 GB/s/dir aggregate [ST];
-    # MAMF 668-782/1300 = 0.51-0.60 [ST], midpoint 0.55.
-    _gpu(name="MI300X-192GB", sm_count=304, family="cdna3", bf16_tflops=1307, fp8_tflops=2615, memory_gib=192, memory_tbps=5.3,
-         scaleup_gbytes_per_s=448, scaleup_domain=8, pcie_gen=5, mamf_fraction=0.55, source="ST; AMD MI300X"),
-)}
-# fmt: on
+BUILTIN_GPUS: dict[str, GPUSpec] = {
+    g.name: g
+    for g in (
+        # A100: 312 TF dense BF16 [NV A100 datasheet; ST]; HBM 1.555 / 2.039 TB/s [ST]; NVLink3 300 GB/s/dir [ST];
+        # MAMF 271/312 = 0.87 SXM, 253/312 = 0.81 PCIe [ST MAMF table].
+        _gpu(
+            name="A100-SXM-40GB",
+            sm_count=108,
+            family="ampere",
+            bf16_tflops=312,
+            memory_gib=40,
+            memory_tbps=1.555,
+            scaleup_gbytes_per_s=300,
+            scaleup_domain=8,
+            pcie_gen=4,
+            mamf_fraction=0.87,
+            source="ST; NV A100",
+        ),
+        _gpu(
+            name="A100-SXM-80GB",
+            sm_count=108,
+            family="ampere",
+            bf16_tflops=312,
+            memory_gib=80,
+            memory_tbps=2.039,
+            scaleup_gbytes_per_s=300,
+            scaleup_domain=8,
+            pcie_gen=4,
+            mamf_fraction=0.87,
+            source="ST; NV A100",
+        ),
+        # PCIe A100: NVLink bridge pairs, 600 GB/s bidirectional = 300/dir, domain 2 [ST; NV A100 PCIe].
+        _gpu(
+            name="A100-PCIe-40GB",
+            sm_count=108,
+            family="ampere",
+            bf16_tflops=312,
+            memory_gib=40,
+            memory_tbps=1.555,
+            scaleup_gbytes_per_s=300,
+            scaleup_domain=2,
+            pcie_gen=4,
+            mamf_fraction=0.81,
+            source="ST; NV A100 PCIe",
+        ),
+        _gpu(
+            name="A100-PCIe-80GB",
+            sm_count=108,
+            family="ampere",
+            bf16_tflops=312,
+            memory_gib=80,
+            memory_tbps=1.935,
+            scaleup_gbytes_per_s=300,
+            scaleup_domain=2,
+            pcie_gen=4,
+            mamf_fraction=0.81,
+            source="ST; NV A100 PCIe",
+        ),
+        # H100 SXM: 989 BF16 / 1979 FP8, 3.35 TB/s, NVLink4 450/dir, 8-GPU HGX [ST]; MAMF 794.5/989 = 0.80 [ST].
+        _gpu(
+            name="H100-SXM-80GB",
+            sm_count=132,
+            family="hopper",
+            bf16_tflops=989,
+            fp8_tflops=1979,
+            memory_gib=80,
+            memory_tbps=3.35,
+            scaleup_gbytes_per_s=450,
+            scaleup_domain=8,
+            pcie_gen=5,
+            mamf_fraction=0.80,
+            source="ST; NV H100",
+        ),
+        # H100 PCIe: 756 / 1513, 2.0 TB/s, NVLink bridge 600 bidir [ST]; MAMF not in [ST]: H100 SXM's 0.80 assumed.
+        _gpu(
+            name="H100-PCIe-80GB",
+            sm_count=114,
+            family="hopper",
+            bf16_tflops=756,
+            fp8_tflops=1513,
+            memory_gib=80,
+            memory_tbps=2.0,
+            scaleup_gbytes_per_s=300,
+            scaleup_domain=2,
+            pcie_gen=5,
+            mamf_fraction=0.80,
+            source="ST; NV H100 PCIe; MAMF assumed = H100 SXM",
+        ),
+        # H800: H100 compute with NVLink cut to 400 GB/s bidirectional = 200/dir [NV H800; DS3 §3.2.2].
+        _gpu(
+            name="H800-SXM-80GB",
+            sm_count=132,
+            family="hopper",
+            bf16_tflops=989,
+            fp8_tflops=1979,
+            memory_gib=80,
+            memory_tbps=3.35,
+            scaleup_gbytes_per_s=200,
+            scaleup_domain=8,
+            pcie_gen=5,
+            mamf_fraction=0.80,
+            source="NV H800; DS3",
+        ),
+        # H200: 141 GB HBM3e at 4.8 TB/s, same compute and NVLink as H100 [ST]; BF16 MAMF assumed = H100.
+        _gpu(
+            name="H200-SXM-141GB",
+            sm_count=132,
+            family="hopper",
+            bf16_tflops=989,
+            fp8_tflops=1979,
+            memory_gib=141,
+            memory_tbps=4.8,
+            scaleup_gbytes_per_s=450,
+            scaleup_domain=8,
+            pcie_gen=5,
+            mamf_fraction=0.80,
+            source="ST; NV H200",
+        ),
+        # B200 (HGX, 1000 W): 2250 / 4500, 180 GB usable, 8 TB/s, NVLink5 900/dir [ST]; MAMF 1745/2250 = 0.78 [ST].
+        _gpu(
+            name="B200-180GB",
+            sm_count=148,
+            family="blackwell",
+            bf16_tflops=2250,
+            fp8_tflops=4500,
+            memory_gib=180,
+            memory_tbps=8.0,
+            scaleup_gbytes_per_s=900,
+            scaleup_domain=8,
+            pcie_gen=5,
+            mamf_fraction=0.78,
+            source="ST; NV B200",
+        ),
+        # GB200 NVL72 (per GPU): 2500 / 5000, 186 GB, 8 TB/s, 72-GPU NVLink domain [ST]; MAMF 1822/2500 = 0.73 [ST].
+        _gpu(
+            name="GB200-186GB",
+            sm_count=152,
+            family="blackwell",
+            bf16_tflops=2500,
+            fp8_tflops=5000,
+            memory_gib=186,
+            memory_tbps=8.0,
+            scaleup_gbytes_per_s=900,
+            scaleup_domain=72,
+            pcie_gen=5,
+            mamf_fraction=0.73,
+            source="ST; NV GB200 NVL72",
+        ),
+        # L40S: 362 / 733, 48 GB GDDR6 at 0.864 TB/s, no NVLink, PCIe4 [ST; NV L40S]. No MAMF in [ST]:
+        # the A100 PCIe fraction 0.81 is assumed.
+        _gpu(
+            name="L40S-48GB",
+            sm_count=142,
+            family="ada",
+            bf16_tflops=362,
+            fp8_tflops=733,
+            memory_gib=48,
+            memory_tbps=0.864,
+            scaleup_gbytes_per_s=0,
+            scaleup_domain=1,
+            pcie_gen=4,
+            mamf_fraction=0.81,
+            source="ST; NV L40S; MAMF assumed = A100 PCIe",
+        ),
+        # RTX 6000 Ada: ~364 / ~728 (datasheet's 1457 FP8 with sparsity halved), 48 GB at 0.96 TB/s [ST].
+        _gpu(
+            name="RTX-6000-Ada-48GB",
+            sm_count=142,
+            family="ada",
+            bf16_tflops=364,
+            fp8_tflops=728,
+            memory_gib=48,
+            memory_tbps=0.96,
+            scaleup_gbytes_per_s=0,
+            scaleup_domain=1,
+            pcie_gen=4,
+            mamf_fraction=0.81,
+            source="ST; NV RTX 6000 Ada; MAMF assumed = A100 PCIe",
+        ),
+        # MI250X, one GCD (what ROCm exposes as a device): 191.5 TF, 64 GB at 1.6 TB/s [ST]; Infinity Fabric
+        # all-to-all 350 GB/s/dir per package, halved per GCD (derived); MAMF 147/191.5 = 0.77 [ST].
+        _gpu(
+            name="MI250X-GCD-64GB",
+            sm_count=110,
+            family="cdna2",
+            bf16_tflops=191.5,
+            memory_gib=64,
+            memory_tbps=1.6,
+            scaleup_gbytes_per_s=175,
+            scaleup_domain=8,
+            pcie_gen=4,
+            mamf_fraction=0.77,
+            source="ST; AMD MI250X",
+        ),
+        # MI300X: 1307 / 2615, 192 GB at 5.3 TB/s, Infinity Fabric 448 GB/s/dir aggregate [ST];
+        # MAMF 668-782/1300 = 0.51-0.60 [ST], midpoint 0.55.
+        _gpu(
+            name="MI300X-192GB",
+            sm_count=304,
+            family="cdna3",
+            bf16_tflops=1307,
+            fp8_tflops=2615,
+            memory_gib=192,
+            memory_tbps=5.3,
+            scaleup_gbytes_per_s=448,
+            scaleup_domain=8,
+            pcie_gen=5,
+            mamf_fraction=0.55,
+            source="ST; AMD MI300X",
+        ),
+    )
+}
 
 # Other spellings found in papers, nvidia-smi and the calibration data.
 ALIASES: dict[str, str] = {

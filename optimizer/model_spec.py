@@ -34,7 +34,9 @@ class MoESpec(BaseModel):
     expert_ffn_hidden_size: int = Field(ge=1, le=MAX_HIDDEN * 8, description="FFN width of one expert.")
     num_shared_experts: int = Field(default=0, ge=0, le=1024, description="Always-active shared experts.")
     shared_expert_ffn_hidden_size: int | None = Field(
-        default=None, ge=1, description="FFN width of the shared expert block; default expert width x shared count."
+        default=None,
+        ge=1,
+        description="FFN width of the shared expert block; default expert width x shared count.",
     )
     first_k_dense: int = Field(default=0, ge=0, description="Leading layers that keep a dense FFN (DeepSeek).")
     layer_freq: int = Field(default=1, ge=1, description="Every layer_freq-th layer after the dense ones is MoE.")
@@ -42,9 +44,7 @@ class MoESpec(BaseModel):
     @model_validator(mode="after")
     def _check(self) -> MoESpec:
         if self.top_k > self.num_experts:
-            raise DomainError(
-                "moe.top_k", f"top_k={self.top_k} exceeds num_experts={self.num_experts}"
-            )
+            raise DomainError("moe.top_k", f"top_k={self.top_k} exceeds num_experts={self.num_experts}")
         return self
 
     @property
@@ -162,10 +162,7 @@ class ModelSpec(BaseModel):
         if self.mla is not None:
             m, a = self.mla, self.num_attention_heads
             qk_head = m.qk_nope_head_dim + m.qk_rope_head_dim
-            if m.q_lora_rank:
-                q = h * m.q_lora_rank + m.q_lora_rank + m.q_lora_rank * a * qk_head
-            else:
-                q = h * a * qk_head
+            q = h * m.q_lora_rank + m.q_lora_rank + m.q_lora_rank * a * qk_head if m.q_lora_rank else h * a * qk_head
             kv_down = h * (m.kv_lora_rank + m.qk_rope_head_dim) + m.kv_lora_rank
             kv_up = m.kv_lora_rank * a * (m.qk_nope_head_dim + m.v_head_dim)
             out = a * m.v_head_dim * h

@@ -44,9 +44,7 @@ def _check_pipeline(model: ModelSpec, c: ParallelConfig) -> list[int]:
     if len(layers) != c.pp:
         raise DomainError("config.layers_per_stage", f"has {len(layers)} entries; pp={c.pp} needs {c.pp}")
     if sum(layers) != model.num_layers:
-        raise DomainError(
-            "config.layers_per_stage", f"sums to {sum(layers)}; num_layers={model.num_layers}"
-        )
+        raise DomainError("config.layers_per_stage", f"sums to {sum(layers)}; num_layers={model.num_layers}")
     if min(layers) < 1:
         raise DomainError("config.layers_per_stage", "every stage needs at least one layer")
     if c.pp > model.num_layers:
@@ -58,9 +56,7 @@ def _check_pipeline(model: ModelSpec, c: ParallelConfig) -> list[int]:
             raise DomainError("config.vp", "virtual stages need pp >= 2")
         bad = [n for n in layers if n % c.vp]
         if bad:
-            raise DomainError(
-                "config.vp", f"vp={c.vp} does not divide the layers of every stage ({layers})"
-            )
+            raise DomainError("config.vp", f"vp={c.vp} does not divide the layers of every stage ({layers})")
     elif c.schedule == "interleaved-1f1b":
         raise DomainError("config.schedule", "interleaved-1f1b needs vp >= 2")
     return layers
@@ -93,8 +89,9 @@ def _check_training(model: ModelSpec, w: TrainingWorkload, c: ParallelConfig) ->
         raise DomainError("config.cp", f"seq_len={w.seq_len} must be divisible by 2 x cp = {2 * c.cp}")
     if c.zero_stage >= 2 and c.pp > 1:
         raise DomainError(
-            "config.zero_stage", f"ZeRO-{c.zero_stage} cannot be combined with pp={c.pp} (gradients are sharded "
-            "per micro-batch; pipeline engines support ZeRO-1 only)"
+            "config.zero_stage",
+            f"ZeRO-{c.zero_stage} cannot be combined with pp={c.pp} (gradients are sharded "
+            "per micro-batch; pipeline engines support ZeRO-1 only)",
         )
     return m
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from itertools import pairwise
 
 from optimizer.costmodel.constants import (
     FP8_MAMF_RATIO,
@@ -12,14 +13,14 @@ from optimizer.costmodel.constants import (
     GEMM_SIZE_CURVE,
     HBM_EFFICIENCY,
 )
+from optimizer.gpu_catalog import GPUSpec
+from optimizer.model_spec import ModelSpec
 
 # Output tile (rows, cols) of the tensor-core GEMM kernels: 128x128 through Ampere [NVIDIA DL Performance Guide,
 # "Matrix Multiplication Background"]; Hopper's warp-group MMA kernels favour 128x256 tiles [CUTLASS 3.x
 # hopper_warp_specialized_gemm default TileShape; H100 whitepaper "Thread Block Clusters"].
 GEMM_TILES: dict[str, tuple[int, int]] = {"hopper": (128, 256), "blackwell": (128, 256)}
 GEMM_TILE_DEFAULT = (128, 128)
-from optimizer.gpu_catalog import GPUSpec
-from optimizer.model_spec import ModelSpec
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,7 +42,9 @@ def layer_flops(model: ModelSpec, moe_layer: bool) -> LayerFlops:
         m, a = model.mla, model.num_attention_heads
         qk_head = m.qk_nope_head_dim + m.qk_rope_head_dim
         q_proj = 2 * (h * m.q_lora_rank + m.q_lora_rank * a * qk_head) if m.q_lora_rank else 2 * h * a * qk_head
-        kv_proj = 2 * (h * (m.kv_lora_rank + m.qk_rope_head_dim) + m.kv_lora_rank * a * (m.qk_nope_head_dim + m.v_head_dim))
+        kv_proj = 2 * (
+            h * (m.kv_lora_rank + m.qk_rope_head_dim) + m.kv_lora_rank * a * (m.qk_nope_head_dim + m.v_head_dim)
+        )
         attn_proj = q_proj + kv_proj + 2 * a * m.v_head_dim * h
         attn_core = 2 * a * qk_head + 2 * a * m.v_head_dim
     else:
@@ -111,7 +114,7 @@ def size_factor(flops: float) -> float:
     if flops <= curve[0][0]:
         return curve[0][1]
     lf = math.log(flops)
-    for (x0, y0), (x1, y1) in zip(curve, curve[1:], strict=False):
+    for (x0, y0), (x1, y1) in pairwise(curve):
         if flops <= x1:
             t = (lf - math.log(x0)) / (math.log(x1) - math.log(x0))
             return y0 + t * (y1 - y0)

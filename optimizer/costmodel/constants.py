@@ -34,7 +34,12 @@ FP8_MAMF_RATIO = 0.71 / 0.80
 
 # Small GEMMs run below the matmul ceiling. Calculon's curve: 0.95 at >=128 GFLOP per op, 0.9 at >=16, 0.6 at
 # >=1 [CAL systems/*.json]; used relative to its top (so 1.0 at >=128 GFLOP), log-interpolated between points.
-GEMM_SIZE_CURVE: tuple[tuple[float, float], ...] = ((1e8, 0.30), (1e9, 0.6 / 0.95), (16e9, 0.9 / 0.95), (128e9, 1.0))
+GEMM_SIZE_CURVE: tuple[tuple[float, float], ...] = (
+    (1e8, 0.30),
+    (1e9, 0.6 / 0.95),
+    (16e9, 0.9 / 0.95),
+    (128e9, 1.0),
+)
 
 # HBM-bound kernels (norms, activations, softmax, optimizer) reach 90% of peak memory bandwidth [CAL, >=100 MB].
 HBM_EFFICIENCY = 0.90

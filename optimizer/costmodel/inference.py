@@ -44,12 +44,22 @@ def _experts_touched(model: ModelSpec, tokens: float) -> float:
     moe = model.moe
     if moe is None:
         return 0.0
-    return moe.num_experts * (1.0 - (1.0 - moe.top_k / moe.num_experts) ** max(tokens, 1.0))
+    miss: float = (1.0 - moe.top_k / moe.num_experts) ** max(tokens, 1.0)
+    return moe.num_experts * (1.0 - miss)
 
 
 def _stage_time(
-    model: ModelSpec, cluster: ClusterSpec, w: InferenceWorkload, c: ParallelConfig, pool: NodePool,
-    start: int, layers: int, tokens: float, ctx_len: float, decode: bool, last: bool,
+    model: ModelSpec,
+    cluster: ClusterSpec,
+    w: InferenceWorkload,
+    c: ParallelConfig,
+    pool: NodePool,
+    start: int,
+    layers: int,
+    tokens: float,
+    ctx_len: float,
+    decode: bool,
+    last: bool,
 ) -> tuple[float, dict[str, float]]:
     """Seconds for one forward of `tokens` tokens (each attending to ctx_len) through the stage's layers."""
     gpu = cluster.gpu_of(pool)
@@ -66,8 +76,14 @@ def _stage_time(
         if not count:
             continue
         lf = layer_flops(model, is_moe)
-        eff = gemm_efficiency(gpu, tokens * lf.largest_gemm_per_token / tp, fp8, tokens, lf.largest_gemm_cols / tp,
-                              lf.gemm_groups)
+        eff = gemm_efficiency(
+            gpu,
+            tokens * lf.largest_gemm_per_token / tp,
+            fp8,
+            tokens,
+            lf.largest_gemm_cols / tp,
+            lf.gemm_groups,
+        )
         flops_t = tokens * lf.gemm / tp / (peak_flops(gpu, fp8) * eff)
         flops_t += tokens * lf.attn_per_ctx * ctx_len * causal / tp / (peak_flops(gpu, False) * eff)
         # Weights read once per forward; MoE reads only the experts the batch touches.
@@ -75,7 +91,8 @@ def _stage_time(
             touched = _experts_touched(model, tokens * (c.ep if c.ep > 1 else 1))
             dense_part = model.moe_layer_params - model.moe_expert_params_per_layer
             weight_params = dense_part / tp + model.moe_expert_params_per_layer * touched / model.moe.num_experts / (
-                tp * c.ep)
+                tp * c.ep
+            )
         else:
             weight_params = model.dense_layer_params / tp
         kv_read = (tokens * ctx_len if decode else 0.0) * kv_bytes_per_token_per_layer(model, tp, kvb)
@@ -118,8 +135,9 @@ def estimate_inference(
     start = 0
     for i, (pool, layers) in enumerate(zip(pools, layer_counts, strict=True)):
         last = i == p - 1
-        t_pre, parts_pre = _stage_time(model, cluster, w, c, pool, start, layers, w.batch * w.prompt_len,
-                                       w.prompt_len, False, last)
+        t_pre, _ = _stage_time(
+            model, cluster, w, c, pool, start, layers, w.batch * w.prompt_len, w.prompt_len, False, last
+        )
         t_dec, parts_dec = _stage_time(model, cluster, w, c, pool, start, layers, mb, ctx_mean, True, last)
         prefill.append(t_pre)
         decode.append(t_dec)
@@ -131,21 +149,39 @@ def estimate_inference(
         emb = emb_p * BYTES[w.precision]
         kv = w.batch * ctx_final * layers * kv_bytes_per_token_per_layer(model, c.tp, kvb)
         # Prefill working set: the widest intermediate (MLP up/gate) of the batch's prompt tokens.
-        width = model.ffn_hidden_size if model.moe is None else max(model.ffn_hidden_size,
-                                                                   model.moe.top_k * model.moe.expert_ffn_hidden_size)
+        width = (
+            model.ffn_hidden_size
+            if model.moe is None
+            else max(model.ffn_hidden_size, model.moe.top_k * model.moe.expert_ffn_hidden_size)
+        )
         transient = w.batch * w.prompt_len * (2 * model.hidden_size + 3 * width / c.tp) * 2
         capacity = gpu.memory_bytes
         reserve = reserve_bytes(capacity, CUDA_GRAPHS_BYTES)
         total = weights + emb + kv + transient + reserve
-        stage_out.append(StageEstimate(
-            index=i, pool=pool.name, gpu=gpu.name, layers=layers,
-            memory_gb=MemoryBreakdown(
-                weights=weights / GB, gradients=0.0, optimizer=0.0, embedding_lm_head=emb / GB, activations=0.0,
-                kv_cache=kv / GB, transient=transient / GB, reserve=reserve / GB, total=total / GB,
-                capacity=capacity / GB,
-            ),
-            fits=total <= capacity, time_s=t_dec, forward_s=t_pre, backward_s=0.0,
-        ))
+        stage_out.append(
+            StageEstimate(
+                index=i,
+                pool=pool.name,
+                gpu=gpu.name,
+                layers=layers,
+                memory_gb=MemoryBreakdown(
+                    weights=weights / GB,
+                    gradients=0.0,
+                    optimizer=0.0,
+                    embedding_lm_head=emb / GB,
+                    activations=0.0,
+                    kv_cache=kv / GB,
+                    transient=transient / GB,
+                    reserve=reserve / GB,
+                    total=total / GB,
+                    capacity=capacity / GB,
+                ),
+                fits=total <= capacity,
+                time_s=t_dec,
+                forward_s=t_pre,
+                backward_s=0.0,
+            )
+        )
         start += layers
     hop = 0.0
     if p > 1:  # one activation hop per stage boundary [costmodel G: PP adds a hop per boundary]
@@ -165,14 +201,27 @@ def estimate_inference(
     reason = None
     if over:
         worst = max(over, key=lambda s: s.memory_gb.total / s.memory_gb.capacity)
-        reason = (f"stage {worst.index} needs {worst.memory_gb.total:.1f} GB per GPU; {worst.gpu} has "
-                  f"{worst.memory_gb.capacity:.1f} GB")
+        reason = (
+            f"stage {worst.index} needs {worst.memory_gb.total:.1f} GB per GPU; {worst.gpu} has "
+            f"{worst.memory_gb.capacity:.1f} GB"
+        )
     gen_flops = 2 * model.num_active_parameters * c.dp * w.batch * (w.prompt_len + w.output_len)
     peak_sum = sum(cluster.gpu_of(pl).bf16_tflops * 1e12 * c.gpus_per_stage for pl in pools)
     mfu = gen_flops / (total_time * peak_sum)
     return Estimate(
-        mode="inference", feasible=not over, reason=reason, gpus=c.gpus, step_time_s=total_time,
-        tokens_per_s=out_tokens_per_s, mfu=mfu, hfu=mfu, microbatches=max(1, min(p, w.batch)), stages=stage_out,
-        breakdown=bd, peak_memory_gb=max(s.memory_gb.total for s in stage_out), ttft_s=ttft, tpot_s=tpot,
+        mode="inference",
+        feasible=not over,
+        reason=reason,
+        gpus=c.gpus,
+        step_time_s=total_time,
+        tokens_per_s=out_tokens_per_s,
+        mfu=mfu,
+        hfu=mfu,
+        microbatches=max(1, min(p, w.batch)),
+        stages=stage_out,
+        breakdown=bd,
+        peak_memory_gb=max(s.memory_gb.total for s in stage_out),
+        ttft_s=ttft,
+        tpot_s=tpot,
         notes=["TTFT is the prefill of the whole batch; TPOT is one decode step at the mean context length."],
     )

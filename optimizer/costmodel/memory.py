@@ -7,7 +7,9 @@ from optimizer.model_spec import ModelSpec
 from optimizer.parallel_config import ParallelConfig
 
 
-def stage_params(model: ModelSpec, c: ParallelConfig, start: int, count: int, first: bool, last: bool) -> tuple[float, float, float]:
+def stage_params(
+    model: ModelSpec, c: ParallelConfig, start: int, count: int, first: bool, last: bool
+) -> tuple[float, float, float]:
     """Parameters one GPU of a stage holds: (dense layer params, expert params, embedding + LM head params).
 
     Dense weights are split by TP; routed experts by EP x TP [MLM theoretical_memory_usage.py; LA]. The first stage
@@ -16,7 +18,9 @@ def stage_params(model: ModelSpec, c: ParallelConfig, start: int, count: int, fi
     moe_layers = sum(1 for i in range(start, start + count) if model.is_moe_layer(i))
     dense_layers = count - moe_layers
     expert = moe_layers * model.moe_expert_params_per_layer
-    dense = dense_layers * model.dense_layer_params + moe_layers * (model.moe_layer_params - model.moe_expert_params_per_layer)
+    dense = dense_layers * model.dense_layer_params + moe_layers * (
+        model.moe_layer_params - model.moe_expert_params_per_layer
+    )
     emb = 0.0
     if first:
         emb += model.embedding_params
@@ -46,9 +50,7 @@ def state_bytes_per_param(zero_stage: int, shards: int, grad_bytes: int, fp8: bo
     return w, g, o
 
 
-def activation_bytes_per_layer(
-    model: ModelSpec, c: ParallelConfig, seq: int, moe_layer: bool, flash: bool
-) -> float:
+def activation_bytes_per_layer(model: ModelSpec, c: ParallelConfig, seq: int, moe_layer: bool, flash: bool) -> float:
     """Activation bytes one layer stores per micro-batch on one GPU [K22 §4 Table 2, generalised to GQA/SwiGLU/MoE].
 
     Replicated across TP unless sequence parallel: norm inputs 4sbh, QKV and MLP inputs 2sbh each, dropout masks

@@ -154,8 +154,15 @@ def _stage_cost(
     first, last = index == 0, index == c.pp - 1
     moe_layers = sum(1 for i in range(start, start + layers) if model.is_moe_layer(i))
     dense_layers = layers - moe_layers
-    parts = {"forward": 0.0, "backward": 0.0, "recompute": 0.0, "tp_comm": 0.0, "cp_comm": 0.0, "ep_comm": 0.0,
-             "pp_comm": 0.0}
+    parts = {
+        "forward": 0.0,
+        "backward": 0.0,
+        "recompute": 0.0,
+        "tp_comm": 0.0,
+        "cp_comm": 0.0,
+        "ep_comm": 0.0,
+        "pp_comm": 0.0,
+    }
     fwd = bwd = wgrad = tp_fwd = 0.0
     for count, is_moe in ((dense_layers, False), (moe_layers, True)):
         if not count:
@@ -187,8 +194,10 @@ def _stage_cost(
     if c.pp > 1:
         msg = tokens * model.hidden_size * 2 / tp
         if next_pool is not None and next_pool.name != pool.name:
-            nic = min(net.pool_tiers(pool, ctx.cluster.fabric_of(pool))[-1].bw,
-                      net.pool_tiers(next_pool, ctx.cluster.fabric_of(next_pool))[-1].bw)
+            nic = min(
+                net.pool_tiers(pool, ctx.cluster.fabric_of(pool))[-1].bw,
+                net.pool_tiers(next_pool, ctx.cluster.fabric_of(next_pool))[-1].bw,
+            )
             hop = net.p2p(nic, True, msg)
         else:
             tier = net.neighbour_tier(tiers, c.gpus_per_stage)
@@ -258,8 +267,10 @@ def _stage_cost(
         transient = tokens * model.vocab_size / tp * (4 + 2)
     if c.recompute == "full":  # one layer's full working set while it is recomputed [K22 §5]
         full_cfg = c.model_copy(update={"recompute": "none"})
-        transient = max(transient, activation_bytes_per_layer(model, full_cfg, w.seq_len, moe_layers > 0,
-                                                              w.flash_attention))
+        transient = max(
+            transient,
+            activation_bytes_per_layer(model, full_cfg, w.seq_len, moe_layers > 0, w.flash_attention),
+        )
     if c.zero_stage == 3:  # two unsharded layers prefetched [LA analysis.py training()]
         per_layer = (dense_p + expert_p) * dpc / max(1, layers)
         transient += 2 * per_layer * 2
@@ -271,8 +282,15 @@ def _stage_cost(
     reserve = reserve_bytes(capacity)
     total = weights + grads + optim + emb + acts + transient + reserve
     mem = MemoryBreakdown(
-        weights=weights / GB, gradients=grads / GB, optimizer=optim / GB, embedding_lm_head=emb / GB,
-        activations=acts / GB, kv_cache=0.0, transient=transient / GB, reserve=reserve / GB, total=total / GB,
+        weights=weights / GB,
+        gradients=grads / GB,
+        optimizer=optim / GB,
+        embedding_lm_head=emb / GB,
+        activations=acts / GB,
+        kv_cache=0.0,
+        transient=transient / GB,
+        reserve=reserve / GB,
+        total=total / GB,
         capacity=capacity / GB,
     )
     return StageCost(fwd, bwd, wgrad, parts, dp_t, zero_t, opt_t, mem, total <= capacity)
@@ -310,7 +328,7 @@ def estimate_training(
         nxt = layout.stage_pools[i + 1] if i + 1 < c.pp else None
         stages.append(_stage_cost(ctx, i, start, layers, pool, m, nxt))
         start += layers
-    t_pipe, steady = _pipeline_time(c, m, stages)
+    t_pipe, _steady = _pipeline_time(c, m, stages)
     # Later stages finish their last backward earlier (cool-down), so their DP sync and optimizer step start
     # earlier: stage i gains the backward time of the stages before it [MLM schedules.py].
     ends = []
@@ -336,20 +354,39 @@ def estimate_training(
     start = 0
     for i, s in enumerate(stages):
         pool = layout.stage_pools[i]
-        stage_out.append(StageEstimate(
-            index=i, pool=pool.name, gpu=cluster.gpu_of(pool).name, layers=layout.stage_layers[i],
-            memory_gb=s.mem, fits=s.fits, time_s=m * (s.fwd + s.bwd), forward_s=s.fwd, backward_s=s.bwd,
-        ))
+        stage_out.append(
+            StageEstimate(
+                index=i,
+                pool=pool.name,
+                gpu=cluster.gpu_of(pool).name,
+                layers=layout.stage_layers[i],
+                memory_gb=s.mem,
+                fits=s.fits,
+                time_s=m * (s.fwd + s.bwd),
+                forward_s=s.fwd,
+                backward_s=s.bwd,
+            )
+        )
     over = [s for s in stage_out if not s.fits]
     reason = None
     if over:
         worst = max(over, key=lambda s: s.memory_gb.total / s.memory_gb.capacity)
-        reason = (f"stage {worst.index} needs {worst.memory_gb.total:.1f} GB per GPU; {worst.gpu} has "
-                  f"{worst.memory_gb.capacity:.1f} GB")
+        reason = (
+            f"stage {worst.index} needs {worst.memory_gb.total:.1f} GB per GPU; {worst.gpu} has "
+            f"{worst.memory_gb.capacity:.1f} GB"
+        )
     return Estimate(
-        mode="training", feasible=not over, reason=reason, gpus=c.gpus, step_time_s=step,
-        tokens_per_s=tokens / step, mfu=model_flops / (step * peak_sum), hfu=hw_flops / (step * peak_sum),
-        microbatches=m, stages=stage_out, breakdown=bd,
+        mode="training",
+        feasible=not over,
+        reason=reason,
+        gpus=c.gpus,
+        step_time_s=step,
+        tokens_per_s=tokens / step,
+        mfu=model_flops / (step * peak_sum),
+        hfu=hw_flops / (step * peak_sum),
+        microbatches=m,
+        stages=stage_out,
+        breakdown=bd,
         peak_memory_gb=max(s.memory_gb.total for s in stage_out),
         notes=_notes(cluster, layout),
     )

@@ -1,0 +1,251 @@
+"""The `meshplan` command line."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Annotated, NoReturn
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from optimizer.cluster_loading import cluster_preset_names, fabric_from_nvidia_smi_topo, resolve_cluster
+from optimizer.costmodel.result import Estimate
+from optimizer.errors import DomainError
+from optimizer.estimate import estimate as run_estimate
+from optimizer.gpu_catalog import BUILTIN_GPUS
+from optimizer.model_loading import load_model_preset, preset_names, resolve_model
+from optimizer.workload import InferenceWorkload, TrainingWorkload
+from optimizer.workload_loading import build_config, build_inference, build_training, parse_int_list
+
+app = typer.Typer(
+    add_completion=False,
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    help="meshplan: split a large transformer over a GPU cluster.",
+)
+out = Console(width=None if sys.stdout.isatty() else 150)
+err = Console(stderr=True, width=None if sys.stderr.isatty() else 300)
+
+
+def fail(exc: Exception) -> NoReturn:
+    """One line on stderr, exit code 2: how every bad input ends."""
+    err.print(f"error: {exc}", markup=False, highlight=False, soft_wrap=True)
+    raise typer.Exit(code=2)
+
+
+@app.command()
+def estimate(
+    model: Annotated[str, typer.Option(help="Preset name, HuggingFace config.json or model.yaml.")],
+    cluster: Annotated[str, typer.Option(help="Preset (dgx-h100, dgx-h100:16 for 16 nodes) or cluster.yaml.")],
+    mode: Annotated[str, typer.Option(help="training or inference.")] = "training",
+    gbs: Annotated[int | None, typer.Option(help="Global batch, sequences (training).")] = None,
+    seq_len: Annotated[int | None, typer.Option(help="Sequence length, tokens (training).")] = None,
+    batch: Annotated[int | None, typer.Option(help="Concurrent sequences (inference).")] = None,
+    prompt_len: Annotated[int | None, typer.Option(help="Prompt tokens (inference).")] = None,
+    output_len: Annotated[int | None, typer.Option(help="Generated tokens (inference).")] = None,
+    tp: Annotated[int, typer.Option(help="Tensor-parallel degree.")] = 1,
+    pp: Annotated[int, typer.Option(help="Pipeline-parallel degree.")] = 1,
+    dp: Annotated[int, typer.Option(help="Data-parallel degree.")] = 1,
+    cp: Annotated[int, typer.Option(help="Context-parallel degree.")] = 1,
+    ep: Annotated[int, typer.Option(help="Expert-parallel degree.")] = 1,
+    vp: Annotated[int, typer.Option(help="Virtual stages per pipeline rank.")] = 1,
+    mbs: Annotated[int, typer.Option(help="Micro-batch size.")] = 1,
+    schedule: Annotated[str | None, typer.Option(help="gpipe, 1f1b, interleaved-1f1b, zb-h1.")] = None,
+    sp: Annotated[bool, typer.Option("--sp", help="Sequence parallelism.")] = False,
+    zero: Annotated[int, typer.Option(help="ZeRO stage 0-3 (1 = distributed optimizer).")] = 0,
+    recompute: Annotated[str, typer.Option(help="none, selective or full.")] = "none",
+    precision: Annotated[str, typer.Option(help="bf16, fp16 or fp8.")] = "bf16",
+    layers_per_stage: Annotated[str | None, typer.Option(help="Uneven split, e.g. 19,21,21,19.")] = None,
+    stage_pools: Annotated[str | None, typer.Option(help="Pool per stage, comma-separated.")] = None,
+    tp_comm_overlap: Annotated[bool, typer.Option("--tp-comm-overlap", help="Overlap TP comm (needs --sp).")] = False,
+    no_grad_overlap: Annotated[bool, typer.Option("--no-grad-overlap", help="Do not overlap DP reduction.")] = False,
+    objective: Annotated[str, typer.Option(help="Inference objective: latency or throughput.")] = "latency",
+    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
+) -> None:
+    """Predict per-GPU memory and step time (or TTFT/TPOT) of ONE parallel configuration."""
+    try:
+        spec = resolve_model(model)
+        clus = resolve_cluster(cluster)
+        work: TrainingWorkload | InferenceWorkload
+        if mode == "training":
+            if gbs is None or seq_len is None:
+                raise DomainError("workload", "training needs --gbs and --seq-len")
+            work = build_training(global_batch_size=gbs, seq_len=seq_len, precision=precision)
+        elif mode == "inference":
+            if prompt_len is None or output_len is None:
+                raise DomainError("workload", "inference needs --prompt-len and --output-len")
+            work = build_inference(
+                prompt_len=prompt_len,
+                output_len=output_len,
+                batch=batch,
+                precision=precision,
+                objective=objective,
+            )
+        else:
+            raise DomainError("mode", f"must be training or inference (got {mode!r})")
+        sched = schedule or ("interleaved-1f1b" if vp > 1 else "1f1b")
+        config = build_config(
+            tp=tp,
+            pp=pp,
+            dp=dp,
+            cp=cp,
+            ep=ep,
+            vp=vp,
+            mbs=mbs,
+            schedule=sched,
+            sequence_parallel=sp,
+            zero_stage=zero,
+            recompute=recompute,
+            layers_per_stage=parse_int_list(layers_per_stage, "config.layers_per_stage"),
+            stage_pools=stage_pools.split(",") if stage_pools else None,
+            tp_comm_overlap=tp_comm_overlap,
+            overlap_grad_reduce=not no_grad_overlap,
+        )
+        result = run_estimate(spec, clus, work, config)
+    except DomainError as exc:
+        fail(exc)
+    if as_json:
+        sys.stdout.write(json.dumps(estimate_json(result), indent=2) + "\n")
+    else:
+        render_estimate(result, spec.name, clus.name)
+
+
+def estimate_json(result: Estimate) -> dict[str, object]:
+    """The documented JSON shape of an estimate."""
+    return result.model_dump(mode="json", exclude_none=False)
+
+
+def render_estimate(e: Estimate, model: str, cluster: str) -> None:
+    """Readable tables: verdict, per-stage memory, time breakdown."""
+    verdict = "[green]fits[/green]" if e.feasible else f"[red]does not fit[/red]: {e.reason}"
+    out.print(f"[bold]{model}[/bold] on [bold]{cluster}[/bold] ({e.gpus} GPUs, {e.mode}): {verdict}")
+    if e.mode == "training":
+        out.print(
+            f"step time {e.step_time_s:.3f} s | {e.tokens_per_s:,.0f} tokens/s | MFU {e.mfu:.1%} | "
+            f"HFU {e.hfu:.1%} | {e.microbatches} micro-batches"
+        )
+    else:
+        out.print(
+            f"TTFT {1000 * (e.ttft_s or 0):.1f} ms | TPOT {1000 * (e.tpot_s or 0):.2f} ms | "
+            f"{e.tokens_per_s:,.0f} output tokens/s"
+        )
+    mem = Table(title="Per-GPU memory by stage (GB)")
+    terms = (["weights", "gradients", "optimizer"] if e.mode == "training" else ["weights"]) + [
+        "embedding_lm_head",
+        "activations" if e.mode == "training" else "kv_cache",
+        "transient",
+        "reserve",
+        "total",
+        "capacity",
+    ]
+    for col in ("stage", "gpu", "layers", *(t.replace("embedding_lm_head", "emb/head") for t in terms)):
+        mem.add_column(col, justify="right")
+    for s in e.stages:
+        row = s.memory_gb.model_dump()
+        mem.add_row(
+            str(s.index),
+            s.gpu,
+            str(s.layers),
+            *(f"{row[t]:.1f}" for t in terms),
+            style="" if s.fits else "red",
+        )
+    out.print(mem)
+    tb = Table(title="Where the time goes (s)")
+    tb.add_column("term")
+    tb.add_column("seconds", justify="right")
+    tb.add_column("share", justify="right")
+    total = e.step_time_s
+    for k, v in e.breakdown.model_dump().items():
+        if v > 0:
+            tb.add_row(k, f"{v:.4f}", f"{v / total:.1%}")
+    out.print(tb)
+
+
+@app.command()
+def gpus() -> None:
+    """List the built-in GPU catalog."""
+    t = Table(title="GPU catalog (dense TFLOP/s; GB/s per direction)")
+    for col in ("name", "BF16", "FP8", "GiB", "TB/s", "scale-up GB/s", "domain", "source"):
+        t.add_column(col)
+    for g in BUILTIN_GPUS.values():
+        t.add_row(
+            g.name,
+            f"{g.bf16_tflops:g}",
+            f"{g.fp8_tflops:g}" if g.fp8_tflops else "-",
+            f"{g.memory_gib:g}",
+            f"{g.memory_tbps:g}",
+            f"{g.scaleup_gbytes_per_s:g}",
+            str(g.scaleup_domain),
+            g.source,
+        )
+    out.print(t)
+
+
+@app.command()
+def models() -> None:
+    """List the model presets with their parameter counts."""
+    t = Table(title="Model presets")
+    for col in ("name", "params (B)", "active (B)", "layers", "hidden", "heads/kv", "vocab"):
+        t.add_column(col)
+    for name in preset_names():
+        m = load_model_preset(name)
+        t.add_row(
+            name,
+            f"{m.num_parameters / 1e9:.1f}",
+            f"{m.num_active_parameters / 1e9:.1f}",
+            str(m.num_layers),
+            str(m.hidden_size),
+            f"{m.num_attention_heads}/{m.kv_heads}",
+            str(m.vocab_size),
+        )
+    out.print(t)
+    out.print("clusters: " + ", ".join(cluster_preset_names()) + "  (NAME:NODES sets the node count)")
+
+
+@app.command("import-topo")
+def import_topo(
+    path: Annotated[Path, typer.Argument(help="File with the output of `nvidia-smi topo -m` ('-' for stdin).")],
+    gpu: Annotated[str, typer.Option(help="GPU type of the node.")],
+    nodes: Annotated[int, typer.Option(help="Nodes like this one.")] = 1,
+    nic_gbps: Annotated[float, typer.Option(help="Line rate of each NIC, Gb/s.")] = 400.0,
+    name: Annotated[str, typer.Option(help="Pool name.")] = "pool",
+) -> None:
+    """Turn `nvidia-smi topo -m` into a cluster YAML (NVLink vs PCIe inside the node, NIC count)."""
+    import yaml
+
+    try:
+        text = sys.stdin.read() if str(path) == "-" else path.read_text()
+        gpn, fabric, nics = fabric_from_nvidia_smi_topo(text)
+        spec = {
+            "name": name,
+            "pools": [
+                {
+                    "name": name,
+                    "gpu": gpu,
+                    "nodes": nodes,
+                    "gpus_per_node": gpn,
+                    "intra_node": fabric.model_dump(exclude_none=True),
+                    "inter_node": {"nics_per_node": nics, "gbits_per_s": nic_gbps},
+                }
+            ],
+        }
+        from optimizer.cluster_loading import build_cluster
+
+        build_cluster(spec)
+    except OSError as exc:
+        fail(DomainError("path", f"cannot read {path}: {exc.strerror}"))
+    except DomainError as exc:
+        fail(exc)
+    sys.stdout.write(yaml.safe_dump(spec, sort_keys=False))
+
+
+def main() -> None:
+    """Console-script entry point."""
+    app()
+
+
+if __name__ == "__main__":
+    main()

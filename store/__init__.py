@@ -1,0 +1,1 @@
+"""Database layer (models and repositories), shared by api and workers."""

@@ -1,0 +1,228 @@
+"""The `meshplan` command line, run as a real process."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def meshplan(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "api.cli", *args],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        input=stdin,
+        timeout=120,
+    )
+
+
+TRAIN = [
+    "estimate",
+    "--model",
+    "llama-3-70b",
+    "--cluster",
+    "dgx-h100:8",
+    "--mode",
+    "training",
+    "--gbs",
+    "512",
+    "--seq-len",
+    "4096",
+    "--tp",
+    "8",
+    "--pp",
+    "4",
+    "--dp",
+    "2",
+    "--vp",
+    "5",
+    "--sp",
+    "--zero",
+    "1",
+    "--recompute",
+    "selective",
+]
+
+
+def test_estimate_json_training() -> None:
+    r = meshplan(*TRAIN, "--json")
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(r.stdout)
+    for key in ("feasible", "step_time_s", "tokens_per_s", "mfu", "stages", "breakdown"):
+        assert key in doc
+    assert doc["feasible"] is True
+    assert len(doc["stages"]) == 4
+    for stage in doc["stages"]:
+        assert {"layers", "memory_gb", "time_s"} <= set(stage)
+        m = stage["memory_gb"]
+        parts = sum(v for k, v in m.items() if k not in ("total", "capacity"))
+        assert m["total"] == pytest.approx(parts)
+    assert sum(s["layers"] for s in doc["stages"]) == 80
+
+
+def test_estimate_json_infeasible_has_reason() -> None:
+    r = meshplan(
+        "estimate",
+        "--model",
+        "llama-3-70b",
+        "--cluster",
+        "dgx-h100",
+        "--gbs",
+        "8",
+        "--seq-len",
+        "4096",
+        "--tp",
+        "8",
+        "--json",
+    )
+    doc = json.loads(r.stdout)
+    assert doc["feasible"] is False and "GB per GPU" in doc["reason"]
+
+
+def test_estimate_json_inference() -> None:
+    r = meshplan(
+        "estimate",
+        "--model",
+        "llama-2-70b",
+        "--cluster",
+        "dgx-h100",
+        "--mode",
+        "inference",
+        "--batch",
+        "8",
+        "--prompt-len",
+        "2048",
+        "--output-len",
+        "256",
+        "--tp",
+        "8",
+        "--json",
+    )
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(r.stdout)
+    assert doc["ttft_s"] > 0 and doc["tpot_s"] > 0 and doc["stages"][0]["memory_gb"]["kv_cache"] > 0
+
+
+def test_table_output() -> None:
+    r = meshplan(*TRAIN)
+    assert r.returncode == 0
+    assert "step time" in r.stdout and "Per-GPU memory" in r.stdout
+
+
+def test_uneven_layers_per_stage() -> None:
+    r = meshplan(
+        "estimate",
+        "--model",
+        "llama-2-70b",
+        "--cluster",
+        "dgx-h100:8",
+        "--gbs",
+        "64",
+        "--seq-len",
+        "4096",
+        "--tp",
+        "8",
+        "--pp",
+        "4",
+        "--dp",
+        "2",
+        "--layers-per-stage",
+        "19,21,21,19",
+        "--json",
+    )
+    assert r.returncode == 0, r.stderr
+    assert [s["layers"] for s in json.loads(r.stdout)["stages"]] == [19, 21, 21, 19]
+
+
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (["--tp", "3"], "tp=3 does not divide num_attention_heads=64"),
+        (["--gbs", "-5"], "workload.global_batch_size"),
+        (["--recompute", "some"], "config.recompute"),
+        (["--model", "llama-9"], "known: bloom-176b"),
+        (["--cluster", "dgx-h900"], "known: dgx-a100"),
+        (["--model", "/nonexistent/config.json"], "does not exist"),
+        (["--layers-per-stage", "a,b"], "config.layers_per_stage"),
+    ],
+)
+def test_bad_input_exits_2_with_one_line(args: list[str], needle: str) -> None:
+    base = {"--model": "llama-3-70b", "--cluster": "dgx-h100:2", "--gbs": "64", "--seq-len": "4096"}
+    for k, v in zip(args[::2], args[1::2], strict=True):
+        base[k] = v
+    r = meshplan("estimate", *[x for kv in base.items() for x in kv])
+    assert r.returncode == 2
+    assert needle in r.stderr
+    assert "Traceback" not in r.stderr and len(r.stderr.strip().splitlines()) == 1
+
+
+def test_hf_config_file(tmp_path: Path) -> None:
+    cfg = tmp_path / "config.json"
+    cfg.write_text(
+        json.dumps(
+            {
+                "model_type": "llama",
+                "hidden_size": 4096,
+                "intermediate_size": 11008,
+                "num_hidden_layers": 32,
+                "num_attention_heads": 32,
+                "vocab_size": 32000,
+            }
+        )
+    )
+    r = meshplan(
+        "estimate",
+        "--model",
+        str(cfg),
+        "--cluster",
+        "dgx-h100",
+        "--gbs",
+        "64",
+        "--seq-len",
+        "2048",
+        "--tp",
+        "8",
+        "--json",
+    )
+    assert r.returncode == 0, r.stderr
+    cfg.write_text(json.dumps({"model_type": "llama", "hidden_size": 4096}))
+    r = meshplan("estimate", "--model", str(cfg), "--cluster", "dgx-h100", "--gbs", "64", "--seq-len", "2048")
+    assert r.returncode == 2 and "config.json.num_attention_heads: required field is missing" in r.stderr
+
+
+def test_import_topo_roundtrip(tmp_path: Path) -> None:
+    from tests.optimizer.test_cluster import NVSWITCH_TOPO
+
+    r = meshplan("import-topo", "-", "--gpu", "H100", "--nodes", "2", stdin=NVSWITCH_TOPO)
+    assert r.returncode == 0, r.stderr
+    path = tmp_path / "c.yaml"
+    path.write_text(r.stdout)
+    r = meshplan(
+        "estimate",
+        "--model",
+        "llama-3-8b",
+        "--cluster",
+        str(path),
+        "--gbs",
+        "64",
+        "--seq-len",
+        "2048",
+        "--tp",
+        "8",
+        "--dp",
+        "2",
+        "--json",
+    )
+    assert r.returncode == 0, r.stderr
+
+
+def test_listings() -> None:
+    assert "H100-SXM-80GB" in meshplan("gpus").stdout
+    assert "llama-3.1-405b" in meshplan("models").stdout

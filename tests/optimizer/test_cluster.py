@@ -1,0 +1,147 @@
+"""Cluster inventory: YAML, presets, node states, custom GPUs, nvidia-smi topology import."""
+
+from __future__ import annotations
+
+import pytest
+
+from optimizer.cluster_loading import fabric_from_nvidia_smi_topo, load_cluster_preset, load_cluster_yaml
+from optimizer.errors import DomainError, UnknownNameError
+from optimizer.gpu_catalog import BUILTIN_GPUS, resolve_gpu
+
+ISSUE_YAML = """
+name: two-dgx-h100
+pools:
+  - name: dgx-h100
+    gpu: H100-SXM-80GB
+    nodes: 2
+    gpus_per_node: 8
+    intra_node: {kind: nvlink, gbytes_per_s: 450, domain_size: 8}
+    inter_node: {nics_per_node: 8, gbits_per_s: 400}
+"""
+
+
+def test_issue_yaml_shape() -> None:
+    c = load_cluster_yaml(ISSUE_YAML)
+    assert c.healthy_gpus == 16
+    assert c.fabric_of(c.pools[0]).gbytes_per_s == 450
+
+
+def test_required_gpus_in_catalog() -> None:
+    names = set(BUILTIN_GPUS)
+    for want in (
+        "A100-SXM-40GB",
+        "A100-SXM-80GB",
+        "A100-PCIe-40GB",
+        "A100-PCIe-80GB",
+        "H100-SXM-80GB",
+        "H100-PCIe-80GB",
+        "H800-SXM-80GB",
+        "H200-SXM-141GB",
+        "B200-180GB",
+        "GB200-186GB",
+        "L40S-48GB",
+        "RTX-6000-Ada-48GB",
+        "MI250X-GCD-64GB",
+        "MI300X-192GB",
+    ):
+        assert want in names
+    assert all(g.source for g in BUILTIN_GPUS.values())
+
+
+def test_only_healthy_nodes_count() -> None:
+    c = load_cluster_yaml(
+        ISSUE_YAML.replace("    gpus_per_node: 8", "    gpus_per_node: 8\n    node_states: {dgx-h100-001: failed}")
+    )
+    assert c.healthy_gpus == 8
+
+
+def test_unknown_node_in_states() -> None:
+    with pytest.raises(DomainError) as exc:
+        load_cluster_yaml(
+            ISSUE_YAML.replace("    gpus_per_node: 8", "    gpus_per_node: 8\n    node_states: {nope: failed}")
+        )
+    assert "node_states" in exc.value.field
+
+
+def test_unknown_gpu_lists_catalog() -> None:
+    with pytest.raises(UnknownNameError) as exc:
+        load_cluster_yaml(ISSUE_YAML.replace("H100-SXM-80GB", "H900"))
+    assert "H100-SXM-80GB" in str(exc.value)
+
+
+def test_user_defined_gpu() -> None:
+    text = ISSUE_YAML.replace("H100-SXM-80GB", "MyChip") + (
+        "gpu_types:\n  - {name: MyChip, bf16_tflops: 500, memory_gib: 96, memory_tbps: 4}\n"
+    )
+    c = load_cluster_yaml(text)
+    assert c.gpu_of(c.pools[0]).bf16_tflops == 500
+
+
+def test_alias_and_case() -> None:
+    assert resolve_gpu("h100-sxm5-80gb").name == "H100-SXM-80GB"
+    assert resolve_gpu("a100").name == "A100-SXM-80GB"
+
+
+def test_preset_node_count() -> None:
+    assert load_cluster_preset("dgx-h100:16").healthy_gpus == 128
+    with pytest.raises(DomainError):
+        load_cluster_preset("dgx-h100:zero")
+
+
+def test_negative_nodes_rejected() -> None:
+    with pytest.raises(DomainError) as exc:
+        load_cluster_yaml(ISSUE_YAML.replace("nodes: 2", "nodes: -1"))
+    assert "nodes" in exc.value.field
+
+
+NVSWITCH_TOPO = """\
+        GPU0    GPU1    GPU2    GPU3    GPU4    GPU5    GPU6    GPU7    NIC0    NIC1    CPU Affinity    NUMA Affinity
+GPU0     X      NV18    NV18    NV18    NV18    NV18    NV18    NV18    PXB     SYS     0-55    0
+GPU1    NV18     X      NV18    NV18    NV18    NV18    NV18    NV18    SYS     PXB     0-55    0
+GPU2    NV18    NV18     X      NV18    NV18    NV18    NV18    NV18    SYS     SYS     0-55    0
+GPU3    NV18    NV18    NV18     X      NV18    NV18    NV18    NV18    SYS     SYS     0-55    0
+GPU4    NV18    NV18    NV18    NV18     X      NV18    NV18    NV18    SYS     SYS     56-111  1
+GPU5    NV18    NV18    NV18    NV18    NV18     X      NV18    NV18    SYS     SYS     56-111  1
+GPU6    NV18    NV18    NV18    NV18    NV18    NV18     X      NV18    SYS     SYS     56-111  1
+GPU7    NV18    NV18    NV18    NV18    NV18    NV18    NV18     X      SYS     SYS     56-111  1
+NIC0    PXB     SYS     SYS     SYS     SYS     SYS     SYS     SYS      X      SYS
+NIC1    SYS     PXB     SYS     SYS     SYS     SYS     SYS     SYS     SYS      X
+
+Legend:
+  X    = Self
+  NV#  = Connection traversing a bonded set of # NVLinks
+"""
+
+PCIE_TOPO = """\
+        GPU0    GPU1    GPU2    GPU3    CPU Affinity    NUMA Affinity
+GPU0     X      NV12    SYS     SYS     0-31    0
+GPU1    NV12     X      SYS     SYS     0-31    0
+GPU2    SYS     SYS      X      NV12    32-63   1
+GPU3    SYS     SYS     NV12     X      32-63   1
+"""
+
+NO_NVLINK_TOPO = """\
+        GPU0    GPU1    CPU Affinity
+GPU0     X      PHB     0-31
+GPU1    PHB      X      0-31
+"""
+
+
+def test_topo_nvswitch() -> None:
+    n, fabric, nics = fabric_from_nvidia_smi_topo(NVSWITCH_TOPO)
+    assert (n, fabric.kind, fabric.gbytes_per_s, fabric.domain_size, nics) == (8, "nvlink", 450, 8, 2)
+
+
+def test_topo_nvlink_bridge_pairs() -> None:
+    n, fabric, _ = fabric_from_nvidia_smi_topo(PCIE_TOPO)
+    assert (n, fabric.kind, fabric.gbytes_per_s, fabric.domain_size) == (4, "nvlink", 300, 2)
+
+
+def test_topo_pcie_only() -> None:
+    n, fabric, _ = fabric_from_nvidia_smi_topo(NO_NVLINK_TOPO)
+    assert (n, fabric.kind) == (2, "pcie")
+
+
+def test_topo_garbage() -> None:
+    with pytest.raises(DomainError):
+        fabric_from_nvidia_smi_topo("hello world")

@@ -1,0 +1,90 @@
+"""Properties that must hold for any configuration (hypothesis)."""
+
+from __future__ import annotations
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from optimizer.cluster_loading import build_cluster
+from optimizer.errors import DomainError
+from optimizer.estimate import estimate
+from optimizer.model_loading import load_model_preset
+from optimizer.parallel_config import RECOMPUTES, ParallelConfig
+from optimizer.workload import TrainingWorkload
+
+MODEL = load_model_preset("llama-2-13b")
+
+
+def cluster(memory_gib: float = 80.0, nodes: int = 8) -> object:
+    return build_cluster(
+        {
+            "name": "c",
+            "gpu_types": [
+                {
+                    "name": "G",
+                    "bf16_tflops": 989,
+                    "memory_gib": memory_gib,
+                    "memory_tbps": 3.35,
+                    "scaleup_gbytes_per_s": 450,
+                    "scaleup_domain": 8,
+                    "family": "hopper",
+                }
+            ],
+            "pools": [{"name": "p", "gpu": "G", "nodes": nodes, "gpus_per_node": 8}],
+        }
+    )
+
+
+configs = st.builds(
+    ParallelConfig,
+    tp=st.sampled_from([1, 2, 4, 8]),
+    pp=st.sampled_from([1, 2, 4, 5]),
+    dp=st.sampled_from([1, 2]),
+    mbs=st.sampled_from([1, 2]),
+    zero_stage=st.sampled_from([0, 1]),
+    recompute=st.sampled_from(RECOMPUTES),
+)
+
+
+@settings(max_examples=60, suppress_health_check=[HealthCheck.too_slow], deadline=None)
+@given(cfg=configs)
+def test_more_tp_never_raises_weight_memory(cfg: ParallelConfig) -> None:
+    w = TrainingWorkload(global_batch_size=16, seq_len=2048)
+    c = cluster()
+    try:
+        base = estimate(MODEL, c, w, cfg)  # type: ignore[arg-type]
+        more = estimate(MODEL, c, w, cfg.model_copy(update={"tp": cfg.tp * 2}))  # type: ignore[arg-type]
+    except DomainError:
+        return
+    for a, b in zip(base.stages, more.stages, strict=True):
+        assert (
+            b.memory_gb.weights + b.memory_gb.embedding_lm_head <= a.memory_gb.weights + a.memory_gb.embedding_lm_head
+        )
+
+
+@settings(max_examples=60, suppress_health_check=[HealthCheck.too_slow], deadline=None)
+@given(cfg=configs, extra=st.floats(min_value=1.0, max_value=200.0))
+def test_fits_keeps_fitting_with_more_memory(cfg: ParallelConfig, extra: float) -> None:
+    w = TrainingWorkload(global_batch_size=16, seq_len=2048)
+    try:
+        small = estimate(MODEL, cluster(40.0), w, cfg)  # type: ignore[arg-type]
+    except DomainError:
+        return
+    big = estimate(MODEL, cluster(40.0 + extra), w, cfg)  # type: ignore[arg-type]
+    if small.feasible:
+        assert big.feasible
+    assert big.step_time_s == small.step_time_s  # memory size alone changes no time
+
+
+@settings(max_examples=40, suppress_health_check=[HealthCheck.too_slow], deadline=None)
+@given(cfg=configs)
+def test_recompute_costs_time_and_saves_memory(cfg: ParallelConfig) -> None:
+    w = TrainingWorkload(global_batch_size=16, seq_len=2048)
+    c = cluster()
+    try:
+        none = estimate(MODEL, c, w, cfg.model_copy(update={"recompute": "none"}))  # type: ignore[arg-type]
+        full = estimate(MODEL, c, w, cfg.model_copy(update={"recompute": "full"}))  # type: ignore[arg-type]
+    except DomainError:
+        return
+    assert full.step_time_s >= none.step_time_s
+    assert full.stages[0].memory_gb.activations <= none.stages[0].memory_gb.activations

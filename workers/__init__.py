@@ -1,0 +1,1 @@
+"""Celery app and thin tasks that run planning jobs."""
