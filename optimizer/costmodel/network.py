@@ -10,6 +10,7 @@ a level shrink by the members below it.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 
 from optimizer.cluster_spec import PCIE_GBYTES_PER_S, IntraNodeFabric, NodePool
 from optimizer.costmodel.constants import NCCL_PROTOCOLS, NIC_EFFICIENCY, NVLINK_EFFICIENCY, PCIE_EFFICIENCY
@@ -59,6 +60,7 @@ def pool_tiers(pool: NodePool, fabric: IntraNodeFabric) -> tuple[Tier, ...]:
     return tuple(tiers)
 
 
+@lru_cache(maxsize=4096)
 def group_levels(tiers: tuple[Tier, ...], size: int, stride: int) -> tuple[Level, ...]:
     """Split a group of `size` ranks, `stride` GPUs apart, over the tiers it spans (levels with 1 member dropped)."""
     levels: list[Level] = []
@@ -73,6 +75,7 @@ def group_levels(tiers: tuple[Tier, ...], size: int, stride: int) -> tuple[Level
     return tuple(levels)
 
 
+@lru_cache(maxsize=16384)
 def _time(levels: tuple[Level, ...], nbytes: float, steps_per_member: float, volume: float) -> float:
     """Cheapest-protocol time of a hierarchical collective.
 
@@ -106,6 +109,7 @@ def all_gather(levels: tuple[Level, ...], nbytes: float) -> float:
 reduce_scatter = all_gather
 
 
+@lru_cache(maxsize=4096)
 def all_to_all(levels: tuple[Level, ...], nbytes: float) -> float:
     """All-to-all where each rank sends nbytes in all: the share that leaves each level crosses its links at once
     [NT: busbw factor (n-1)/n]; the slowest level bounds the time."""

@@ -72,6 +72,19 @@ class _Ctx:
         self.grad_bytes = 4 if w.grad_dtype == "fp32" else 2
         self._tiers: dict[str, tuple[net.Tier, ...]] = {}
         self._layer_cache: dict[tuple[str, bool], LayerCost] = {}
+        self._gpus: dict[str, GPUSpec] = {}
+        no_rc = c.model_copy(update={"recompute": "none"}) if c.recompute == "full" else c
+        # One layer's full working set, alive while that layer is recomputed [K22 §5].
+        self.recompute_peak = {
+            is_moe: activation_bytes_per_layer(model, no_rc, w.seq_len, is_moe, w.flash_attention)
+            for is_moe in (False, True)
+        }
+
+    def gpu(self, pool: NodePool) -> GPUSpec:
+        g = self._gpus.get(pool.name)
+        if g is None:
+            g = self._gpus[pool.name] = self.cluster.gpu_of(pool)
+        return g
 
     def tiers(self, pool: NodePool) -> tuple[net.Tier, ...]:
         t = self._tiers.get(pool.name)
@@ -150,7 +163,7 @@ def _stage_cost(
     ctx: _Ctx, index: int, start: int, layers: int, pool: NodePool, m: int, next_pool: NodePool | None
 ) -> StageCost:
     model, c, w = ctx.model, ctx.c, ctx.w
-    gpu = ctx.cluster.gpu_of(pool)
+    gpu = ctx.gpu(pool)
     first, last = index == 0, index == c.pp - 1
     moe_layers = sum(1 for i in range(start, start + layers) if model.is_moe_layer(i))
     dense_layers = layers - moe_layers
@@ -265,12 +278,8 @@ def _stage_cost(
     transient = 0.0
     if last:  # fp32 logits + the loss-backward buffer [MLM; LA get_loss_bwd_memory]
         transient = tokens * model.vocab_size / tp * (4 + 2)
-    if c.recompute == "full":  # one layer's full working set while it is recomputed [K22 §5]
-        full_cfg = c.model_copy(update={"recompute": "none"})
-        transient = max(
-            transient,
-            activation_bytes_per_layer(model, full_cfg, w.seq_len, moe_layers > 0, w.flash_attention),
-        )
+    if c.recompute == "full":
+        transient = max(transient, ctx.recompute_peak[moe_layers > 0])
     if c.zero_stage == 3:  # two unsharded layers prefetched [LA analysis.py training()]
         per_layer = (dense_p + expert_p) * dpc / max(1, layers)
         transient += 2 * per_layer * 2
@@ -281,7 +290,7 @@ def _stage_cost(
     capacity = gpu.memory_bytes
     reserve = reserve_bytes(capacity)
     total = weights + grads + optim + emb + acts + transient + reserve
-    mem = MemoryBreakdown(
+    mem = MemoryBreakdown.model_construct(
         weights=weights / GB,
         gradients=grads / GB,
         optimizer=optim / GB,

@@ -1,0 +1,48 @@
+"""Predicted vs measured step time (or first-token latency) for every published run in
+optimizer/data/published_runs.json. Target: median |error| <= 10%, none above 25%.
+
+Run: .venv/bin/python benchmarks/accuracy.py
+"""
+
+from __future__ import annotations
+
+from rich.console import Console
+from rich.table import Table
+
+from optimizer.calibration import SKIPPED, run_all, summary
+
+
+def report() -> tuple[Table, str]:
+    cases = run_all()
+    table = Table(title="Cost model vs published measurements")
+    for col in ("record", "metric", "measured", "predicted", "error", "configuration (searched knobs filled)"):
+        table.add_column(col, justify="right" if col in ("measured", "predicted", "error") else "left")
+    for c in cases:
+        style = "red" if abs(c.error) > 0.25 else ("yellow" if abs(c.error) > 0.10 else "")
+        table.add_row(
+            c.id,
+            c.metric.split(" ")[0],
+            f"{c.measured:.4g}",
+            f"{c.predicted:.4g}",
+            f"{c.error:+.1%}",
+            c.config,
+            style=style,
+        )
+    median, worst = summary(cases)
+    assumptions = sorted({a for c in cases for a in c.assumptions})
+    lines = [
+        f"records scored: {len(cases)}; median |error| {median:.1%} (target <= 10%); max |error| {worst:.1%} "
+        f"(target <= 25%)",
+        "assumptions where the source is silent:",
+        *(f"  - {a}" for a in assumptions),
+        "not scored:",
+        *(f"  - {k}: {v}" for k, v in SKIPPED.items()),
+    ]
+    return table, "\n".join(lines)
+
+
+if __name__ == "__main__":
+    console = Console(width=200)
+    table, text = report()
+    console.print(table)
+    console.print(text, markup=False)
