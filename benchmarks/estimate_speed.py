@@ -17,7 +17,7 @@ from optimizer.model_loading import load_model_preset
 from optimizer.parallel_config import ParallelConfig
 from optimizer.workload import InferenceWorkload, TrainingWorkload
 
-SCENARIOS = [
+SCENARIOS: list[tuple[str, str, str, TrainingWorkload | InferenceWorkload, ParallelConfig]] = [
     (
         "llama-3-70b, 2 x DGX H100, tp8 pp2",
         "llama-3-70b",
