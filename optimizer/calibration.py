@@ -251,7 +251,7 @@ def _per_layer(rec: Record, model: ModelSpec, cluster: ClusterSpec) -> Calibrati
         recompute=p["recompute"],
         overlap_grad_reduce=False,
     )
-    ctx = _Ctx(model, cluster, w, cfg)
+    ctx = _Ctx(model, cluster, w, cfg, 1)
     pool = cluster.pools[0]
     lc = ctx.layer(pool, cluster.gpu_of(pool), False)
     combined = lc.fwd + lc.bwd + lc.recompute + lc.tp

@@ -144,7 +144,8 @@ def estimate_inference(
         for k, v in parts_dec.items():
             setattr(bd, k, getattr(bd, k) + v * w.output_len)
         gpu = cluster.gpu_of(pool)
-        dense_p, expert_p, emb_p = stage_params(model, c, start, layers, i == 0, last)
+        moe = sum(1 for j in range(start, start + layers) if model.is_moe_layer(j))
+        dense_p, expert_p, emb_p = stage_params(model, c, layers - moe, moe, i == 0, last)
         weights = (dense_p + expert_p) * BYTES[w.precision]
         emb = emb_p * BYTES[w.precision]
         kv = w.batch * ctx_final * layers * kv_bytes_per_token_per_layer(model, c.tp, kvb)

@@ -8,15 +8,13 @@ from optimizer.parallel_config import ParallelConfig
 
 
 def stage_params(
-    model: ModelSpec, c: ParallelConfig, start: int, count: int, first: bool, last: bool
+    model: ModelSpec, c: ParallelConfig, dense_layers: int, moe_layers: int, first: bool, last: bool
 ) -> tuple[float, float, float]:
     """Parameters one GPU of a stage holds: (dense layer params, expert params, embedding + LM head params).
 
     Dense weights are split by TP; routed experts by EP x TP [MLM theoretical_memory_usage.py; LA]. The first stage
     holds the embedding, the last the LM head; tied embeddings are duplicated on the last stage when pp > 1 [A5].
     """
-    moe_layers = sum(1 for i in range(start, start + count) if model.is_moe_layer(i))
-    dense_layers = count - moe_layers
     expert = moe_layers * model.moe_expert_params_per_layer
     dense = dense_layers * model.dense_layer_params + moe_layers * (
         model.moe_layer_params - model.moe_expert_params_per_layer

@@ -48,22 +48,54 @@ class LayerCost:
 
 @dataclass(slots=True)
 class StageCost:
+    """One stage's per-micro-batch times and per-GPU memory terms, independent of its pipeline position except
+    through `first`/`last`. Memory at position i = static + inflight(i) x act_per_mb."""
+
     fwd: float
-    bwd: float  # incl. recompute
-    wgrad: float
+    bwd: float  # incl. recompute and exposed comm
+    wgrad: float  # weight-gradient GEMMs (the zero-bubble W pass)
     parts: dict[str, float]
-    dp: float  # exposed DP time without slack
-    zero: float
-    opt: float
-    mem: MemoryBreakdown
-    fits: bool
+    dp: float  # exposed DP communication after overlap
+    zero: float  # exposed ZeRO-3 gathers
+    opt: float  # optimizer step
+    weights: float  # bytes, per GPU
+    grads: float
+    optim: float
+    emb: float
+    transient: float
+    reserve: float
+    capacity: float
+    act_per_mb: float  # activation bytes per in-flight micro-batch
+
+    @property
+    def static(self) -> float:
+        """Memory that does not depend on the micro-batches in flight, bytes."""
+        return self.weights + self.grads + self.optim + self.emb + self.transient + self.reserve
+
+    def memory(self, inflight: float) -> float:
+        """Total bytes per GPU with `inflight` micro-batches of activations alive."""
+        return self.static + inflight * self.act_per_mb
+
+    @property
+    def time(self) -> float:
+        """Forward + backward per micro-batch."""
+        return self.fwd + self.bwd
+
+    @property
+    def end(self) -> float:
+        """Work after the stage's last backward: exposed DP sync, ZeRO gathers, optimizer step."""
+        return self.dp + self.zero + self.opt
 
 
 class _Ctx:
     """Values shared by all stages of one estimate."""
 
-    def __init__(self, model: ModelSpec, cluster: ClusterSpec, w: TrainingWorkload, c: ParallelConfig) -> None:
-        self.model, self.cluster, self.w, self.c = model, cluster, w, c
+    def __init__(self, model: ModelSpec, cluster: ClusterSpec, w: TrainingWorkload, c: ParallelConfig, m: int) -> None:
+        self.model, self.cluster, self.w, self.c, self.m = model, cluster, w, c, m
+        self.stage_cache: dict[tuple[bool, bool, int, int, str, str | None], StageCost] = {}
+        self._moe_prefix = [0]
+        for i in range(model.num_layers):
+            self._moe_prefix.append(self._moe_prefix[-1] + (1 if model.is_moe_layer(i) else 0))
         self.fp8 = w.precision == "fp8"
         self.tokens = c.mbs * w.seq_len / c.cp  # tokens of one micro-batch on one GPU (before SP split)
         self.dense = layer_flops(model, False)
@@ -79,6 +111,10 @@ class _Ctx:
             is_moe: activation_bytes_per_layer(model, no_rc, w.seq_len, is_moe, w.flash_attention)
             for is_moe in (False, True)
         }
+
+    def moe_count(self, start: int, layers: int) -> int:
+        """MoE layers among layers [start, start + layers)."""
+        return self._moe_prefix[start + layers] - self._moe_prefix[start]
 
     def gpu(self, pool: NodePool) -> GPUSpec:
         g = self._gpus.get(pool.name)
@@ -159,13 +195,24 @@ class _Ctx:
         return LayerCost(fwd, bwd, t_gemm, rc, tp_exposed, cp_exposed, ep_exposed, tp_fwd)
 
 
+def stage_cost(
+    ctx: _Ctx, first: bool, last: bool, moe_layers: int, layers: int, pool: NodePool, next_pool: NodePool | None
+) -> StageCost:
+    """Costs of a stage of `layers` layers (`moe_layers` of them MoE) on `pool`, sending to `next_pool`."""
+    key = (first, last, moe_layers, layers, pool.name, next_pool.name if next_pool is not None else None)
+    hit = ctx.stage_cache.get(key)
+    if hit is None:
+        hit = _stage_cost(ctx, first, last, moe_layers, layers, pool, next_pool)
+        ctx.stage_cache[key] = hit
+    return hit
+
+
 def _stage_cost(
-    ctx: _Ctx, index: int, start: int, layers: int, pool: NodePool, m: int, next_pool: NodePool | None
+    ctx: _Ctx, first: bool, last: bool, moe_layers: int, layers: int, pool: NodePool, next_pool: NodePool | None
 ) -> StageCost:
     model, c, w = ctx.model, ctx.c, ctx.w
+    m = ctx.m
     gpu = ctx.gpu(pool)
-    first, last = index == 0, index == c.pp - 1
-    moe_layers = sum(1 for i in range(start, start + layers) if model.is_moe_layer(i))
     dense_layers = layers - moe_layers
     parts = {
         "forward": 0.0,
@@ -221,7 +268,7 @@ def _stage_cost(
         bwd += pp_t
 
     # ---- parameters, DP, optimizer -------------------------------------------------------------------------
-    dense_p, expert_p, emb_p = stage_params(model, c, start, layers, first, last)
+    dense_p, expert_p, emb_p = stage_params(model, c, dense_layers, moe_layers, first, last)
     dpc = c.dp * c.cp
     edp = max(1, dpc // c.ep)
     wb, gb, ob = state_bytes_per_param(c.zero_stage, dpc, ctx.grad_bytes, ctx.fp8)
@@ -270,11 +317,10 @@ def _stage_cost(
     # ---- memory ---------------------------------------------------------------------------------------------
     act_layer_d = activation_bytes_per_layer(model, c, w.seq_len, False, w.flash_attention)
     act_layer_m = activation_bytes_per_layer(model, c, w.seq_len, True, w.flash_attention) if moe_layers else 0.0
-    inflight = inflight_microbatches(c, index, m)
-    acts = inflight * (dense_layers * act_layer_d + moe_layers * act_layer_m)
+    acts = dense_layers * act_layer_d + moe_layers * act_layer_m
     sbh = tokens * model.hidden_size
     if first:  # embedding output (+ dropout mask) per micro-batch in flight [MLM theoretical_memory_usage.py]
-        acts += inflight * sbh * (3 if model.dropout else 2) / (tp if c.sequence_parallel else 1)
+        acts += sbh * (3 if model.dropout else 2) / (tp if c.sequence_parallel else 1)
     transient = 0.0
     if last:  # fp32 logits + the loss-backward buffer [MLM; LA get_loss_bwd_memory]
         transient = tokens * model.vocab_size / tp * (4 + 2)
@@ -288,68 +334,72 @@ def _stage_cost(
     optim = dense_p * ob + expert_p * eob
     emb = emb_p * (wb + gb + ob)
     capacity = gpu.memory_bytes
-    reserve = reserve_bytes(capacity)
-    total = weights + grads + optim + emb + acts + transient + reserve
-    mem = MemoryBreakdown.model_construct(
-        weights=weights / GB,
-        gradients=grads / GB,
-        optimizer=optim / GB,
-        embedding_lm_head=emb / GB,
-        activations=acts / GB,
-        kv_cache=0.0,
-        transient=transient / GB,
-        reserve=reserve / GB,
-        total=total / GB,
-        capacity=capacity / GB,
+    return StageCost(
+        fwd,
+        bwd,
+        wgrad,
+        parts,
+        dp_t,
+        zero_t,
+        opt_t,
+        weights,
+        grads,
+        optim,
+        emb,
+        transient,
+        reserve_bytes(capacity),
+        capacity,
+        acts,
     )
-    return StageCost(fwd, bwd, wgrad, parts, dp_t, zero_t, opt_t, mem, total <= capacity)
 
 
-def _pipeline_time(c: ParallelConfig, m: int, stages: list[StageCost]) -> tuple[float, float]:
+def pipeline_time(c: ParallelConfig, m: int, stages: list[StageCost]) -> tuple[float, float]:
     """(pipeline time, steady-state part) of one step.
 
     1F1B/GPipe, unbalanced stages: sum of stage times + (m-1) x the slowest [A22 §5 eq. 2]. Interleaved: the
-    fill/drain shrinks by v [N21 §2.2.2]. ZB-H1: the bubble becomes (p-1)(F+B-W) instead of (p-1)(F+B+W)
-    [Q23 §3], i.e. the fill/drain is scaled by (F+B-W)/(F+B) with B including W here.
+    fill/drain shrinks by v [N21 §2.2.2]. ZB-H1: each stage's share of the fill/drain is (F+B-W) instead of
+    (F+B+W) [Q23 §3]; with t = F+B (B including W) and w = W that is u = t - 2w, and the fill is the sum of u
+    over the stages other than the one with the largest u.
     """
-    times = [s.fwd + s.bwd for s in stages]
+    times = [s.time for s in stages]
     slow = max(times)
     steady = m * slow
-    fill = sum(times) - slow
     if c.schedule == "interleaved-1f1b":
-        fill /= c.vp
+        fill = (sum(times) - slow) / c.vp
     elif c.schedule == "zb-h1":
-        k = max(range(len(stages)), key=lambda i: times[i])
-        s = stages[k]
-        fill *= max(0.0, s.fwd + s.bwd - 2 * s.wgrad) / (s.fwd + s.bwd)
+        u = [s.time - 2 * s.wgrad for s in stages]
+        fill = sum(u) - max(u)
+    else:
+        fill = sum(times) - slow
     return steady + fill, steady
+
+
+def step_time(c: ParallelConfig, m: int, stages: list[StageCost]) -> tuple[float, list[float]]:
+    """Step time and each stage's finishing time.
+
+    Later stages finish their last backward earlier (cool-down), so their DP sync and optimizer step start
+    earlier: stage i gains the backward time of the stages before it, over v chunks [MLM schedules.py].
+    """
+    t_pipe, _ = pipeline_time(c, m, stages)
+    ends = []
+    slack = 0.0
+    for s in stages:
+        ends.append(t_pipe - slack + s.end)
+        slack += s.bwd / c.vp
+    return max(ends), ends
 
 
 def estimate_training(
     model: ModelSpec, cluster: ClusterSpec, w: TrainingWorkload, c: ParallelConfig, layout: Layout
 ) -> Estimate:
     """Estimate one training step."""
-    ctx = _Ctx(model, cluster, w, c)
     m = layout.microbatches
-    stages: list[StageCost] = []
-    start = 0
-    for i, (pool, layers) in enumerate(zip(layout.stage_pools, layout.stage_layers, strict=True)):
-        nxt = layout.stage_pools[i + 1] if i + 1 < c.pp else None
-        stages.append(_stage_cost(ctx, i, start, layers, pool, m, nxt))
-        start += layers
-    t_pipe, _steady = _pipeline_time(c, m, stages)
-    # Later stages finish their last backward earlier (cool-down), so their DP sync and optimizer step start
-    # earlier: stage i gains the backward time of the stages before it [MLM schedules.py].
-    ends = []
-    slack = 0.0
-    for s in stages:
-        ends.append(t_pipe - slack + s.dp + s.zero + s.opt)
-        slack += s.bwd / c.vp
-    step = max(ends)
+    ctx = _Ctx(model, cluster, w, c, m)
+    stages = layout_stages(ctx, layout.stage_pools, layout.stage_layers)
+    step, ends = step_time(c, m, stages)
     crit = max(range(c.pp), key=lambda i: ends[i])
-    slow = max(range(c.pp), key=lambda i: stages[i].fwd + stages[i].bwd)
-    sc = stages[slow]
-    bd = StepBreakdown(**{k: m * v for k, v in sc.parts.items()})
+    slow = max(range(c.pp), key=lambda i: stages[i].time)
+    bd = StepBreakdown(**{k: m * v for k, v in stages[slow].parts.items()})
     bd.dp_comm = stages[crit].dp
     bd.zero_gather = stages[crit].zero
     bd.optimizer = stages[crit].opt
@@ -358,20 +408,33 @@ def estimate_training(
 
     tokens = w.global_batch_size * w.seq_len
     model_flops, hw_flops = _step_flops(model, w, c)
-    peak_sum = sum(cluster.gpu_of(p).bf16_tflops * 1e12 * c.gpus_per_stage for p in layout.stage_pools)
+    peak_sum = sum(ctx.gpu(p).bf16_tflops * 1e12 * c.gpus_per_stage for p in layout.stage_pools)
     stage_out = []
-    start = 0
     for i, s in enumerate(stages):
         pool = layout.stage_pools[i]
+        acts = inflight_microbatches(c, i, m) * s.act_per_mb
+        total = s.static + acts
+        mem = MemoryBreakdown.model_construct(
+            weights=s.weights / GB,
+            gradients=s.grads / GB,
+            optimizer=s.optim / GB,
+            embedding_lm_head=s.emb / GB,
+            activations=acts / GB,
+            kv_cache=0.0,
+            transient=s.transient / GB,
+            reserve=s.reserve / GB,
+            total=total / GB,
+            capacity=s.capacity / GB,
+        )
         stage_out.append(
-            StageEstimate(
+            StageEstimate.model_construct(
                 index=i,
                 pool=pool.name,
-                gpu=cluster.gpu_of(pool).name,
+                gpu=ctx.gpu(pool).name,
                 layers=layout.stage_layers[i],
-                memory_gb=s.mem,
-                fits=s.fits,
-                time_s=m * (s.fwd + s.bwd),
+                memory_gb=mem,
+                fits=total <= s.capacity,
+                time_s=m * s.time,
                 forward_s=s.fwd,
                 backward_s=s.bwd,
             )
@@ -399,6 +462,19 @@ def estimate_training(
         peak_memory_gb=max(s.memory_gb.total for s in stage_out),
         notes=_notes(cluster, layout),
     )
+
+
+def layout_stages(ctx: _Ctx, pools: tuple[NodePool, ...], layers: tuple[int, ...]) -> list[StageCost]:
+    """The StageCost of every stage of a layout (pool and layer count per stage)."""
+    p = len(layers)
+    out = []
+    start = 0
+    for i, (pool, n) in enumerate(zip(pools, layers, strict=True)):
+        moe = ctx.moe_count(start, n)
+        nxt = pools[i + 1] if i + 1 < p else None
+        out.append(stage_cost(ctx, i == 0, i == p - 1, moe, n, pool, nxt))
+        start += n
+    return out
 
 
 def _step_flops(model: ModelSpec, w: TrainingWorkload, c: ParallelConfig) -> tuple[float, float]:
