@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Annotated, NoReturn
 
 import typer
+from pydantic import ValidationError
 from rich.console import Console
 from rich.table import Table
 
@@ -17,6 +18,7 @@ from optimizer.errors import DomainError
 from optimizer.estimate import estimate as run_estimate
 from optimizer.gpu_catalog import BUILTIN_GPUS
 from optimizer.model_loading import load_model_preset, preset_names, resolve_model
+from optimizer.validation_errors import domain_error_from_validation
 from optimizer.workload import InferenceWorkload, TrainingWorkload
 from optimizer.workload_loading import build_config, build_inference, build_training, parse_int_list
 
@@ -162,6 +164,124 @@ def render_estimate(e: Estimate, model: str, cluster: str) -> None:
         if v > 0:
             tb.add_row(k, f"{v:.4f}", f"{v / total:.1%}")
     out.print(tb)
+
+
+@app.command()
+def plan(
+    model: Annotated[str, typer.Option(help="Preset name, HuggingFace config.json or model.yaml.")],
+    cluster: Annotated[str, typer.Option(help="Preset (dgx-h100:16) or cluster.yaml.")],
+    mode: Annotated[str, typer.Option(help="training or inference.")] = "training",
+    gbs: Annotated[int | None, typer.Option(help="Global batch, sequences (training).")] = None,
+    seq_len: Annotated[int | None, typer.Option(help="Sequence length, tokens (training).")] = None,
+    batch: Annotated[int | None, typer.Option(help="Concurrent sequences (inference).")] = None,
+    prompt_len: Annotated[int | None, typer.Option(help="Prompt tokens (inference).")] = None,
+    output_len: Annotated[int | None, typer.Option(help="Generated tokens (inference).")] = None,
+    objective: Annotated[str, typer.Option(help="Inference objective: latency or throughput.")] = "latency",
+    precision: Annotated[str, typer.Option(help="bf16, fp16 or fp8.")] = "bf16",
+    pin: Annotated[list[str] | None, typer.Option(help="Fix or bound a knob: tp=8, pp<=16, recompute=full.")] = None,
+    max_gpus: Annotated[int | None, typer.Option(help="GPU budget.")] = None,
+    pools: Annotated[str | None, typer.Option(help="Allowed pools, comma-separated.")] = None,
+    schedules: Annotated[str | None, typer.Option(help="Schedules to search (default 1f1b,interleaved-1f1b).")] = None,
+    top: Annotated[int, typer.Option(help="Alternatives to show (top K).")] = 3,
+    time_limit: Annotated[float, typer.Option(help="Solver time limit, seconds (0.1 - 3600).")] = 60.0,
+    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
+) -> None:
+    """Find the configuration with the lowest estimated step time (or best serving objective), proven."""
+    from optimizer.search.planner import Progress
+    from optimizer.search.planner import plan as run_plan
+    from optimizer.search.space import SearchSpace, parse_pins
+
+    try:
+        spec = resolve_model(model)
+        clus = resolve_cluster(cluster)
+        work = _workload(mode, gbs, seq_len, batch, prompt_len, output_len, precision, objective)
+        space_fields: dict[str, object] = {"pins": parse_pins(pin or []), "max_gpus": max_gpus}
+        if pools:
+            space_fields["pools"] = tuple(pools.split(","))
+        if schedules:
+            space_fields["schedules"] = tuple(schedules.split(","))
+        space = SearchSpace.model_validate(space_fields)
+        show = not as_json and sys.stderr.isatty()
+
+        def report(p: Progress) -> None:
+            if show:
+                best = f"{p.best:.4g} s" if p.best is not None else "-"
+                err.print(
+                    f"\r  solving: {p.solved} candidates, best {best}, bound {p.bound:.4g} s, {p.elapsed_s:.1f} s",
+                    end="",
+                )
+
+        result = run_plan(spec, clus, work, space, top_k=top, time_limit_s=time_limit, progress=report)
+        if show:
+            err.print()
+    except DomainError as exc:
+        fail(exc)
+    except ValidationError as exc:
+        fail(domain_error_from_validation(exc, "space"))
+    if as_json:
+        sys.stdout.write(result.model_dump_json(indent=2) + "\n")
+        return
+    render_plan(result)
+
+
+def _workload(
+    mode: str,
+    gbs: int | None,
+    seq_len: int | None,
+    batch: int | None,
+    prompt_len: int | None,
+    output_len: int | None,
+    precision: str,
+    objective: str,
+) -> TrainingWorkload | InferenceWorkload:
+    if mode == "training":
+        if gbs is None or seq_len is None:
+            raise DomainError("workload", "training needs --gbs and --seq-len")
+        return build_training(global_batch_size=gbs, seq_len=seq_len, precision=precision)
+    if mode == "inference":
+        if prompt_len is None or output_len is None:
+            raise DomainError("workload", "inference needs --prompt-len and --output-len")
+        return build_inference(
+            prompt_len=prompt_len, output_len=output_len, batch=batch, precision=precision, objective=objective
+        )
+    raise DomainError("mode", f"must be training or inference (got {mode!r})")
+
+
+def render_plan(r: object) -> None:
+    """Readable tables of a plan result."""
+    from optimizer.search.result import PlanResult
+
+    assert isinstance(r, PlanResult)
+    gap = f" (gap {r.gap:.1%})" if r.gap else ""
+    out.print(
+        f"[bold]{r.status}[/bold]{gap} in {r.solve_time_s:.2f} s: {r.candidates_solved} of "
+        f"{r.candidates_total} candidates solved with CP-SAT"
+    )
+    if r.plan is None:
+        out.print(f"[red]{r.explanation.summary}[/red]")
+        if r.explanation.infeasible:
+            for sug in r.explanation.infeasible.suggestions:
+                out.print(f"  - {sug.change}: {sug.detail}")
+        return
+    c = r.plan.config
+    out.print(r.explanation.summary)
+    if c.layers_per_stage:
+        out.print(f"layers per stage: {c.layers_per_stage}; pools: {sorted(set(c.stage_pools or []))}")
+    render_estimate(r.plan.estimate, "plan", "cluster")
+    if r.alternatives:
+        t = Table(title="Alternatives")
+        for col in ("configuration", r.objective, "delta", "differs in"):
+            t.add_column(col)
+        from optimizer.search.explain import describe
+
+        for a in r.alternatives:
+            val = (r.objective_value or 0) + a.delta_s
+            t.add_row(describe(a.config), f"{val:.4g}", f"+{a.delta_pct:.1f}%", ", ".join(a.differs_in))
+        out.print(t)
+    for b in r.explanation.binding:
+        out.print(f"  {b.kind}: {b.detail}")
+    if r.explanation.versus_runner_up:
+        out.print(r.explanation.versus_runner_up)
 
 
 @app.command()

@@ -1,0 +1,364 @@
+"""Enumerate the global knobs of training plans and bound their step time from below.
+
+A candidate fixes every knob except the stage layout (layers and pool per stage), which the CP-SAT stage model
+chooses. Its lower bound is the cost model's pipeline formula for a perfectly balanced, fractional split on the
+fastest allowed pool (max stage time >= mean stage time): every term is a cost-model term, so the bound is valid
+and within a few percent of the exact optimum. A memory bound (mean per-GPU memory over the stages must fit the
+largest usable memory) drops candidates that cannot fit anywhere.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from optimizer.cluster_spec import ClusterSpec, NodePool
+from optimizer.costmodel import network as net
+from optimizer.costmodel.memory import reserve_bytes, state_bytes_per_param
+from optimizer.costmodel.training import _Ctx, stage_cost
+from optimizer.model_spec import ModelSpec
+from optimizer.parallel_config import RECOMPUTES, ParallelConfig
+from optimizer.search.space import (
+    DEFAULT_CP,
+    DEFAULT_MBS,
+    DEFAULT_VP,
+    MAX_PP,
+    MIN_TOKENS_PER_CP_RANK,
+    SearchSpace,
+)
+from optimizer.workload import TrainingWorkload
+
+SCHED_CODES = ("1f1b", "interleaved-1f1b", "zb-h1", "gpipe")
+
+
+@dataclass(frozen=True, slots=True)
+class LayerKey:
+    """The knobs that decide one layer's cost on a GPU."""
+
+    tp: int
+    cp: int
+    ep: int
+    mbs: int
+    sp: bool
+    tpo: bool
+    recompute: str
+
+
+@dataclass(frozen=True, slots=True)
+class Candidate:
+    """Global knobs of a plan, with a lower bound on its step time (seconds)."""
+
+    lb: float
+    gpus: int
+    config: ParallelConfig
+    microbatches: int
+
+
+@dataclass(slots=True)
+class KeyBatch:
+    """All candidates of one layer key, sorted by lower bound; `next` points at the first unexplored one."""
+
+    key: LayerKey
+    lbs: np.ndarray
+    gpus: np.ndarray
+    rows: np.ndarray  # columns: pp, vp, dp, schedule code (SCHED_CODES), zero
+    next: int = 0
+    extra: dict[str, float] = field(default_factory=dict)
+
+    def peek(self) -> float:
+        return float(self.lbs[self.next]) if self.next < len(self.lbs) else float("inf")
+
+
+class TrainingSpace:
+    """The declared training search space of one (model, cluster, workload, space), and its bounds."""
+
+    def __init__(self, model: ModelSpec, cluster: ClusterSpec, w: TrainingWorkload, space: SearchSpace) -> None:
+        self.model, self.cluster, self.w, self.space = model, cluster, w, space
+        names = space.pools or tuple(p.name for p in cluster.pools)
+        self.pools: list[NodePool] = [cluster.pool(n) for n in names if cluster.pool(n).healthy_gpus > 0]
+        self.budget = sum(p.healthy_gpus for p in self.pools)
+        if space.max_gpus is not None:
+            self.budget = min(self.budget, space.max_gpus)
+        self.largest_pool = max((p.healthy_gpus for p in self.pools), default=0)
+        self.usable = {
+            p.name: cluster.gpu_of(p).memory_bytes - reserve_bytes(cluster.gpu_of(p).memory_bytes) for p in self.pools
+        }
+        self.n_moe = model.num_moe_layers
+        self.n_dense = model.num_layers - self.n_moe
+
+    # ---- domains ---------------------------------------------------------------------------------------------
+    def tp_values(self) -> list[int]:
+        m, sp = self.model, self.space
+        top = 2 * max((max(p.gpus_per_node, self.cluster.fabric_of(p).domain_size or 1) for p in self.pools), default=1)
+        out = []
+        for t in range(1, top + 1):
+            if m.num_attention_heads % t or (m.mla is None and m.kv_heads % t):
+                continue  # rule: tp divides the attention heads and the KV heads
+            if sp.allows("tp", t):
+                out.append(t)
+        return out
+
+    def cp_values(self) -> list[int]:
+        s = self.w.seq_len
+        return [
+            c
+            for c in DEFAULT_CP
+            if (c == 1 or (s % (2 * c) == 0 and s // c >= MIN_TOKENS_PER_CP_RANK)) and self.space.allows("cp", c)
+        ]
+
+    def ep_values(self) -> list[int]:
+        if self.model.moe is None:
+            return [1] if self.space.allows("ep", 1) else []
+        e = self.model.moe.num_experts
+        return [x for x in range(1, e + 1) if e % x == 0 and self.space.allows("ep", x)]
+
+    def mbs_values(self) -> list[int]:
+        pinned = self.space.pinned_values("mbs")
+        base = pinned if pinned is not None else DEFAULT_MBS
+        return [b for b in base if self.w.global_batch_size % b == 0 and self.space.allows("mbs", b)]
+
+    def layer_keys(self) -> list[LayerKey]:
+        keys = []
+        for tp in self.tp_values():
+            for cp in self.cp_values():
+                for ep in self.ep_values():
+                    for mbs in self.mbs_values():
+                        for sp_ in (False, True) if tp > 1 else (False,):
+                            if not self.space.allows("sp", sp_):
+                                continue
+                            for tpo in self._tpo_values(sp_):
+                                for rc in self._recompute_values():
+                                    keys.append(LayerKey(tp, cp, ep, mbs, sp_, tpo, rc))
+        return keys
+
+    def _tpo_values(self, sp_: bool) -> tuple[bool, ...]:
+        """Dominance (labelled): with SP, overlapping TP communication never costs time or memory in the model
+        (exposed = max(comm / tp, comm - gemm) <= comm), so the non-overlapped variant is searched only when
+        pinned."""
+        if not sp_:
+            return (False,) if self.space.allows("tp_comm_overlap", False) else ()
+        pinned = self.space.pinned_values("tp_comm_overlap")
+        return tuple(pinned) if pinned is not None else (True,)
+
+    def _recompute_values(self) -> tuple[str, ...]:
+        """Symmetry (labelled): with flash attention, selective recompute (the attention core) costs exactly what
+        no recompute costs, in time and memory; it is searched only when pinned."""
+        values = tuple(rc for rc in RECOMPUTES if self.space.allows("recompute", rc))
+        if self.w.flash_attention and self.space.pinned_values("recompute") is None:
+            values = tuple(rc for rc in values if rc != "selective")
+        return values
+
+    # ---- bounds ----------------------------------------------------------------------------------------------
+    def key_bound(self, key: LayerKey) -> float:
+        """A lower bound on every candidate of `key`: the layers' work of the whole batch spread perfectly over
+        the GPU budget (step >= m x max stage time >= (gbs/mbs) x sum of stage times / (dp x pp))."""
+        probe = ParallelConfig(
+            tp=key.tp,
+            cp=key.cp,
+            ep=key.ep,
+            dp=key.ep,
+            mbs=key.mbs,
+            sequence_parallel=key.sp,
+            tp_comm_overlap=key.tpo,
+            recompute=key.recompute,
+        )
+        ctx = _Ctx(self.model, self.cluster, self.w, probe, 1)
+        best = float("inf")
+        for pool in self.pools:
+            gpu = ctx.gpu(pool)
+            total = 0.0
+            for count, is_moe in ((self.n_dense, False), (self.n_moe, True)):
+                if count:
+                    lc = ctx.layer(pool, gpu, is_moe)
+                    total += count * (lc.fwd + lc.bwd + lc.recompute + lc.tp + lc.cp + lc.ep)
+            best = min(best, total)
+        replicas = max(1, self.budget // (key.tp * key.cp))
+        return self.w.global_batch_size / key.mbs * best / replicas
+
+    def key_batch(self, key: LayerKey) -> KeyBatch | None:
+        """Every candidate of `key`, with lower bounds, sorted; None when none is left."""
+        model, w, space = self.model, self.w, self.space
+        L, gbs = model.num_layers, w.global_batch_size
+        probe = ParallelConfig(
+            tp=key.tp,
+            cp=key.cp,
+            ep=key.ep,
+            dp=key.ep,
+            mbs=key.mbs,
+            sequence_parallel=key.sp,
+            tp_comm_overlap=key.tpo,
+            recompute=key.recompute,
+        )
+        ctx = _Ctx(model, self.cluster, w, probe, 1)
+        work = {}
+        logits = {}
+        act_layers = 0.0
+        for pool in self.pools:
+            gpu = ctx.gpu(pool)
+            total = 0.0
+            for count, is_moe in ((self.n_dense, False), (self.n_moe, True)):
+                if count:
+                    lc = ctx.layer(pool, gpu, is_moe)
+                    total += count * (lc.fwd + lc.bwd + lc.recompute + lc.tp + lc.cp + lc.ep)
+            work[pool.name] = total
+            single = stage_cost(ctx, False, True, 0, 0, pool, None)
+            logits[pool.name] = single.time
+        from optimizer.costmodel.memory import activation_bytes_per_layer
+
+        act_layers = self.n_dense * activation_bytes_per_layer(model, probe, w.seq_len, False, w.flash_attention)
+        if self.n_moe:
+            act_layers += self.n_moe * activation_bytes_per_layer(model, probe, w.seq_len, True, w.flash_attention)
+        w_min = min(work.values())
+        x_last = min(logits.values())
+        # Parameters one model-parallel rank group holds in all (split by TP; experts by TP x EP).
+        dense_params = (
+            self.n_dense * model.dense_layer_params
+            + self.n_moe * (model.moe_layer_params - model.moe_expert_params_per_layer)
+        ) / key.tp
+        expert_params = self.n_moe * model.moe_expert_params_per_layer / (key.tp * key.ep)
+        emb_params = (model.embedding_params + model.lm_head_params) / key.tp
+        logits_bytes = key.mbs * w.seq_len / key.cp * model.vocab_size / key.tp * 6
+        usable_max = max(self.usable.values())
+        fp8 = w.precision == "fp8"
+        grad_bytes = 4 if w.grad_dtype == "fp32" else 2
+
+        dps = [
+            d
+            for d in range(1, gbs // key.mbs + 1)
+            if gbs % (d * key.mbs) == 0
+            and (d * key.cp) % key.ep == 0
+            and space.allows("dp", d)
+            and key.tp * key.cp * d <= self.largest_pool
+        ]
+        if not dps:
+            return None
+        dp_arr = np.array(dps, dtype=np.int64)
+        m_arr = gbs // (dp_arr * key.mbs)
+        gps = key.tp * key.cp * dp_arr
+        hops_by_dp = {}
+        p_max = min(L, MAX_PP, self.budget // (key.tp * key.cp))
+        msg = key.mbs * w.seq_len / key.cp * model.hidden_size * 2 / key.tp
+        for d in dps:
+            g = key.tp * key.cp * d
+            hops_by_dp[d] = min(
+                net.p2p(net.neighbour_tier(ctx.tiers(p), g).bw, net.neighbour_tier(ctx.tiers(p), g).network, msg)
+                for p in self.pools
+            )
+        hop_arr = np.array([hops_by_dp[d] for d in dps])
+        shards = dp_arr * key.cp
+        mem_by_zero = {}
+        for zero in (0, 1, 2, 3):
+            mem = np.zeros(len(dps))
+            for j, sh in enumerate(shards):
+                wb, gb, ob = state_bytes_per_param(zero, int(sh), grad_bytes, fp8)
+                ewb, egb, eob = state_bytes_per_param(zero, max(1, int(sh) // key.ep), grad_bytes, fp8)
+                mem[j] = (dense_params + emb_params) * (wb + gb + ob) + expert_params * (ewb + egb + eob)
+            mem_by_zero[zero] = mem
+        pps = [
+            pp
+            for pp in range(1, p_max + 1)
+            if space.allows("pp", pp)
+            and not (model.moe is not None and pp > 1 and model.moe.first_k_dense > L - (pp - 1))
+        ]
+        cols: dict[str, list[np.ndarray]] = {
+            "pp": [],
+            "vp": [],
+            "dp": [],
+            "sched": [],
+            "zero": [],
+            "lb": [],
+            "gpus": [],
+        }
+        vps = space.pinned_values("vp") or DEFAULT_VP
+        for vp in vps:
+            if not space.allows("vp", vp) or (vp > 1 and L % vp):
+                continue
+            for multi in (False, True):  # pp == 1 (one stage) and pp >= 2
+                if multi:
+                    pv = np.array([p for p in pps if p >= 2 and (vp == 1 or L // vp >= p)], dtype=np.int64)
+                    if vp > 1:
+                        scheds = ["interleaved-1f1b"] if self._sched_ok("interleaved-1f1b") else []
+                    else:
+                        scheds = [x for x in ("1f1b", "zb-h1", "gpipe") if self._sched_ok(x)]
+                    zeros: tuple[int, ...] = (0, 1)
+                else:
+                    pv = np.array([1] if 1 in pps and vp == 1 else [], dtype=np.int64)
+                    # symmetry (labelled): with one stage every schedule is the same computation; 1f1b stands for all
+                    scheds = ["1f1b"]
+                    zeros = (0, 1, 2, 3)
+                if not len(pv):
+                    continue
+                P = pv[:, None].astype(float)
+                M = m_arr[None, :].astype(float)
+                gpus = gps[None, :] * pv[:, None]
+                base_ok = gpus <= self.budget
+                hops = (2 * vp * hop_arr[None, :]) if multi else np.zeros((1, len(dps)))
+                stage_sum = w_min + x_last + P * hops
+                avg = stage_sum / P
+                for sched in scheds:
+                    ok_s = base_ok & ((m_arr[None, :] % pv[:, None]) == 0) if sched == "interleaved-1f1b" else base_ok
+                    if sched == "interleaved-1f1b":
+                        lb = (M - 1.0 / vp) * avg + stage_sum / vp
+                        inflight_min = np.minimum((vp - 1) * P + 1, M * vp) / vp
+                    elif sched == "zb-h1":
+                        lb = M * avg
+                        inflight_min = np.minimum(1.0, M) + 0 * P
+                    elif sched == "gpipe":
+                        lb = stage_sum + (M - 1) * avg
+                        inflight_min = M + 0 * P
+                    else:
+                        lb = stage_sum + (M - 1) * avg
+                        inflight_min = np.minimum(1.0, M) + 0 * P
+                    for zero in zeros:
+                        if not space.allows("zero", zero):
+                            continue
+                        mem_avg = (mem_by_zero[zero][None, :] + logits_bytes + inflight_min * act_layers) / P
+                        ok = ok_s & (mem_avg <= usable_max)
+                        ii, jj = np.nonzero(ok)
+                        if not len(ii):
+                            continue
+                        cols["pp"].append(pv[ii])
+                        cols["vp"].append(np.full(len(ii), vp))
+                        cols["dp"].append(dp_arr[jj])
+                        cols["sched"].append(np.full(len(ii), SCHED_CODES.index(sched)))
+                        cols["zero"].append(np.full(len(ii), zero))
+                        cols["lb"].append(lb[ii, jj])
+                        cols["gpus"].append(gpus[ii, jj])
+        if not cols["lb"]:
+            return None
+        arr = {k: np.concatenate(v) for k, v in cols.items()}
+        order = np.lexsort((arr["gpus"], arr["lb"]))
+        return KeyBatch(
+            key,
+            arr["lb"][order],
+            arr["gpus"][order],
+            np.stack([arr[k][order] for k in ("pp", "vp", "dp", "sched", "zero")], axis=1),
+        )
+
+    def _sched_ok(self, sched: str) -> bool:
+        pinned = self.space.pinned_values("schedule")
+        if pinned is not None:
+            return sched in pinned
+        return sched in self.space.schedules
+
+    def candidate(self, batch: KeyBatch, index: int) -> Candidate:
+        k = batch.key
+        pp, vp, dp, code, zero = (int(x) for x in batch.rows[index])
+        sched = SCHED_CODES[code]
+        cfg = ParallelConfig(
+            tp=k.tp,
+            pp=pp,
+            dp=dp,
+            cp=k.cp,
+            ep=k.ep,
+            vp=vp,
+            mbs=k.mbs,
+            schedule=sched,
+            sequence_parallel=k.sp,
+            tp_comm_overlap=k.tpo,
+            zero_stage=zero,
+            recompute=k.recompute,
+        )
+        m = self.w.global_batch_size // (dp * k.mbs)
+        return Candidate(float(batch.lbs[index]), int(batch.gpus[index]), cfg, m)

@@ -1,0 +1,329 @@
+"""Serving plans: tp, pp, ep (and replicas when pinned) and the stage layout, minimising time per output token
+(latency) or GPU-seconds per output token (throughput), with the KV cache and weights fitting every stage.
+
+The stage layout is a CP-SAT model like the training one: decode time and memory per stage are the cost model's
+values tabulated over (pool, layers) and read with element constraints; TPOT = sum of stage times + hops, or
+p x the slowest stage when at least p micro-batches keep every stage busy [costmodel G].
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+import time
+from collections.abc import Callable
+
+from ortools.sat.python import cp_model
+
+from optimizer.cluster_spec import ClusterSpec, NodePool
+from optimizer.costmodel import network as net
+from optimizer.costmodel.constants import CUDA_GRAPHS_BYTES
+from optimizer.costmodel.inference import _stage_time, kv_bytes_per_token_per_layer
+from optimizer.costmodel.memory import reserve_bytes, stage_params
+from optimizer.estimate import estimate
+from optimizer.model_spec import ModelSpec
+from optimizer.parallel_config import ParallelConfig
+from optimizer.search.explain import describe, explain
+from optimizer.search.result import (
+    Alternative,
+    Explanation,
+    InfeasibilityReport,
+    PlannedConfig,
+    PlanResult,
+    Suggestion,
+)
+from optimizer.search.solver_params import TIME_UNIT_S, stage_solver
+from optimizer.search.space import SearchSpace
+from optimizer.workload import BYTES, InferenceWorkload
+
+
+def _memory(
+    model: ModelSpec,
+    cluster: ClusterSpec,
+    w: InferenceWorkload,
+    c: ParallelConfig,
+    pool: NodePool,
+    layers: int,
+    moe: int,
+    first: bool,
+    last: bool,
+) -> tuple[float, float]:
+    """(bytes needed, capacity) of one stage, as estimate_inference counts them."""
+    gpu = cluster.gpu_of(pool)
+    dense_p, expert_p, emb_p = stage_params(model, c, layers - moe, moe, first, last)
+    kv = (
+        w.batch
+        * (w.prompt_len + w.output_len)
+        * layers
+        * kv_bytes_per_token_per_layer(model, c.tp, BYTES[w.kv_cache_dtype])
+    )
+    width = (
+        model.ffn_hidden_size
+        if model.moe is None
+        else max(model.ffn_hidden_size, model.moe.top_k * model.moe.expert_ffn_hidden_size)
+    )
+    transient = w.batch * w.prompt_len * (2 * model.hidden_size + 3 * width / c.tp) * 2
+    cap = gpu.memory_bytes
+    need = (dense_p + expert_p + emb_p) * BYTES[w.precision] + kv + transient + reserve_bytes(cap, CUDA_GRAPHS_BYTES)
+    return need, cap
+
+
+def _candidates(
+    model: ModelSpec, cluster: ClusterSpec, w: InferenceWorkload, space: SearchSpace, pools: list[NodePool]
+) -> list[ParallelConfig]:
+    budget = sum(p.healthy_gpus for p in pools)
+    if space.max_gpus is not None:
+        budget = min(budget, space.max_gpus)
+    top = max(p.gpus_per_node for p in pools) * 2
+    tps = [
+        t
+        for t in range(1, top + 1)
+        if model.num_attention_heads % t == 0
+        and (model.mla is not None or model.kv_heads % t == 0 or t % model.kv_heads == 0)
+        and space.allows("tp", t)
+    ]
+    eps = (
+        [1] if model.moe is None else [e for e in range(1, model.moe.num_experts + 1) if model.moe.num_experts % e == 0]
+    )
+    eps = [e for e in eps if space.allows("ep", e)]
+    dps = space.pinned_values("dp") or (1,)
+    out = []
+    for tp in tps:
+        for ep in eps:
+            for dp in dps:
+                if not space.allows("dp", dp) or (dp % ep and ep % dp and ep > 1 and ep > dp):
+                    continue
+                for pp in range(1, min(model.num_layers, 128) + 1):
+                    if not space.allows("pp", pp):
+                        continue
+                    if tp * pp * dp > budget:
+                        break
+                    if ep > 1 and ep > tp * dp:
+                        continue  # experts spread over the ranks of one stage (ep <= tp x dp)
+                    out.append(ParallelConfig(tp=tp, pp=pp, dp=dp, ep=ep))
+    return out
+
+
+def _solve_layout(
+    model: ModelSpec,
+    cluster: ClusterSpec,
+    w: InferenceWorkload,
+    c: ParallelConfig,
+    pools: list[NodePool],
+    limit_s: float,
+    upper: float | None,
+) -> tuple[float, tuple[int, ...], tuple[str, ...]] | None:
+    """CP-SAT: layers and pool per stage minimising TPOT (seconds), or None when nothing fits."""
+    p, L = c.pp, model.num_layers
+    usable = [q for q in pools if q.healthy_gpus >= c.gpus_per_stage]
+    if not usable:
+        return None
+    Q = len(usable)
+    mb = w.batch / p if w.batch >= p and p > 1 else float(w.batch)
+    ctx_mean = w.prompt_len + w.output_len / 2
+    ns = 1.0 / TIME_UNIT_S
+    mdl = cp_model.CpModel()
+    lay, qv, dvar, idxs = [], [], [], []
+    lvals = list(range(1, L - (p - 1) + 1))
+    prefix = [0]
+    for i in range(L):
+        prefix.append(prefix[-1] + (1 if model.is_moe_layer(i) else 0))
+    size = Q * (L + 1)
+    cache: dict[tuple[bool, bool], tuple[list[int], list[int]]] = {}
+    for i in range(p):
+        first, last = i == 0, i == p - 1
+        role = (first, last)
+        if role not in cache:
+            table = [0] * size
+            allowed = []
+            for q, pool in enumerate(usable):
+                for x in lvals:
+                    start = 0 if first else 0  # dense/MoE mix: layers counted from the start (MoE presets are uniform)
+                    moe = prefix[start + x] - prefix[start]
+                    need, cap = _memory(model, cluster, w, c, pool, x, moe, first, last)
+                    t, _ = _stage_time(model, cluster, w, c, pool, start, x, mb, ctx_mean, True, last)
+                    j = q * (L + 1) + x
+                    table[j] = round(t * ns)
+                    if need <= cap:
+                        allowed.append(j)
+            cache[role] = (table, allowed)
+        table, allowed = cache[role]
+        if not allowed:
+            return None
+        idx = mdl.new_int_var_from_domain(cp_model.Domain.from_values(allowed), f"idx{i}")
+        lv = mdl.new_int_var(1, L, f"layers{i}")
+        q = mdl.new_int_var(0, Q - 1, f"pool{i}")
+        mdl.add(idx == q * (L + 1) + lv)
+        d = mdl.new_int_var(0, max(table), f"d{i}")
+        mdl.add_element(idx, table, d)
+        lay.append(lv)
+        qv.append(q)
+        dvar.append(d)
+        idxs.append(idx)
+    mdl.add(sum(lay) == L)
+    # Pool capacity: each stage takes tp x dp GPUs of its pool.
+    for qi, pool in enumerate(usable):
+        members = []
+        for i in range(p):
+            b = mdl.new_bool_var(f"on{i}_{qi}")
+            mdl.add(qv[i] == qi).only_enforce_if(b)
+            mdl.add(qv[i] != qi).only_enforce_if(~b)
+            members.append(b)
+        mdl.add(sum(members) * c.gpus_per_stage <= pool.healthy_gpus)
+    hop = 0
+    if p > 1:
+        tiers = net.pool_tiers(usable[0], cluster.fabric_of(usable[0]))
+        nb = net.neighbour_tier(tiers, c.tp)
+        hop = round(net.p2p(nb.bw, nb.network, mb * model.hidden_size * 2) * ns)
+        if Q > 1:  # the estimator takes the hop from stage 0's pool
+            hop_tab = []
+            for pool in usable:
+                nb = net.neighbour_tier(net.pool_tiers(pool, cluster.fabric_of(pool)), c.tp)
+                hop_tab.append(round(net.p2p(nb.bw, nb.network, mb * model.hidden_size * 2) * ns))
+            hv = mdl.new_int_var(0, max(hop_tab), "hop")
+            mdl.add_element(qv[0], hop_tab, hv)
+    tpot = mdl.new_int_var(0, sum(max(cache[r][0]) for r in cache) * (p + 1) + 10**12, "tpot")
+    hop_term = (p - 1) * (hv if p > 1 and Q > 1 else hop)
+    mdl.add(tpot >= sum(dvar) + hop_term)
+    if p > 1 and w.batch >= p:
+        dmax = mdl.new_int_var(0, max(max(cache[r][0]) for r in cache), "dmax")
+        for d in dvar:
+            mdl.add(d <= dmax)
+        mdl.add(tpot >= p * dmax)
+    if upper is not None:
+        mdl.add(tpot <= int(upper * ns))
+    mdl.minimize(tpot)
+    solver = stage_solver(limit_s)
+    status = solver.solve(mdl)
+    if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+        return None
+    layers = tuple(int(solver.value(x)) for x in lay)
+    names = tuple(usable[int(solver.value(x))].name for x in qv)
+    return solver.objective_value * TIME_UNIT_S, layers, names
+
+
+def plan_inference(
+    model: ModelSpec,
+    cluster: ClusterSpec,
+    w: InferenceWorkload,
+    space: SearchSpace,
+    *,
+    top_k: int,
+    time_limit_s: float,
+    progress: Callable[[object], None] | None = None,
+) -> PlanResult:
+    """Best serving configuration under the cost model."""
+    t0 = time.perf_counter()
+    names = space.pools or tuple(p.name for p in cluster.pools)
+    pools = [cluster.pool(n) for n in names if cluster.pool(n).healthy_gpus > 0]
+    cands = _candidates(model, cluster, w, space, pools)
+    throughput = w.objective == "throughput"
+    # Lower bound: every token reads each GPU's share of the weights once [costmodel G roofline].
+    heap = []
+    for n, c in enumerate(cands):
+        fastest = (
+            max(cluster.gpu_of(p).memory_tbps for p in pools if p.healthy_gpus >= c.gpus_per_stage)
+            if any(p.healthy_gpus >= c.gpus_per_stage for p in pools)
+            else None
+        )
+        if fastest is None:
+            continue
+        weights = model.num_parameters * BYTES[w.precision] / (c.tp * c.ep if model.moe else c.tp)
+        lb = weights / (fastest * 1e12) * (0.0 if model.moe else 1.0)
+        factor = c.gpus / (c.dp * w.batch) if throughput else 1.0
+        heapq.heappush(heap, (lb * factor, c.gpus, n))
+    found: list[tuple[float, int, ParallelConfig]] = []
+    status = "OPTIMAL"
+    bound = math.inf
+    solved = 0
+    while heap:
+        lb, _g, n = heap[0]
+        thr = sorted(v[0] for v in found)[top_k - 1] if len(found) >= top_k else math.inf
+        bound = lb
+        if lb >= thr:
+            break
+        if time.perf_counter() - t0 > time_limit_s:
+            status = "FEASIBLE"
+            break
+        heapq.heappop(heap)
+        c = cands[n]
+        factor = c.gpus / (c.dp * w.batch) if throughput else 1.0
+        res = _solve_layout(
+            model,
+            cluster,
+            w,
+            c,
+            pools,
+            max(0.05, time_limit_s - (time.perf_counter() - t0)),
+            None if math.isinf(thr) else thr / factor,
+        )
+        solved += 1
+        if res is not None:
+            obj, layers, pnames = res
+            cfg = c.model_copy(update={"layers_per_stage": list(layers), "stage_pools": list(pnames)})
+            found.append((obj * factor, cfg.gpus, cfg))
+    else:
+        bound = math.inf
+    found.sort(key=lambda v: (v[0], v[1]))
+    objective = "gpu_seconds_per_token" if throughput else "tpot_s"
+    elapsed = time.perf_counter() - t0
+    if not found:
+        need = model.num_parameters * BYTES[w.precision] / 1e9
+        usable = sum(cluster.gpu_of(p).memory_bytes * p.healthy_gpus for p in pools) / 1e9
+        report = InfeasibilityReport(
+            resource="memory",
+            detail=f"weights alone need {need:.0f} GB; the allowed GPUs hold {usable:.0f} GB in all, less reserves "
+            f"and the KV cache of {w.batch} x {w.prompt_len + w.output_len} tokens",
+            suggestions=[
+                Suggestion(
+                    change="more GPUs or fewer concurrent sequences",
+                    detail="add nodes with more memory, lower --batch, or use fp8 weights/KV",
+                )
+            ],
+        )
+        return PlanResult(
+            status="INFEASIBLE",
+            objective=objective,
+            explanation=Explanation(summary=f"No serving configuration fits: {report.detail}", infeasible=report),
+            solve_time_s=elapsed,
+            candidates_total=len(cands),
+            candidates_solved=solved,
+        )
+    best_obj, _, best_cfg = found[0]
+    est = estimate(model, cluster, w, best_cfg)
+    alts = []
+    seen = {(best_cfg.tp, best_cfg.pp, best_cfg.ep, best_cfg.dp)}
+    for obj, _, cfg in found[1:]:
+        sig = (cfg.tp, cfg.pp, cfg.ep, cfg.dp)
+        if sig in seen or len(alts) >= top_k - 1:
+            continue
+        seen.add(sig)
+        alts.append(
+            Alternative(
+                config=cfg,
+                estimate=estimate(model, cluster, w, cfg),
+                delta_s=obj - best_obj,
+                delta_pct=100 * (obj - best_obj) / best_obj,
+                differs_in=[k for k in ("tp", "pp", "dp", "ep") if getattr(cfg, k) != getattr(best_cfg, k)],
+            )
+        )
+    planned = PlannedConfig(config=best_cfg, estimate=est)
+    budget = sum(p.healthy_gpus for p in pools)
+    expl = explain(None, planned, alts, budget=budget)
+    lower = min(bound, best_obj)
+    return PlanResult(
+        status=status,
+        objective=objective,
+        objective_value=best_obj,
+        lower_bound=lower,
+        gap=None if status == "OPTIMAL" else (best_obj - lower) / best_obj,
+        plan=planned,
+        alternatives=alts,
+        explanation=expl,
+        solve_time_s=elapsed,
+        candidates_total=len(cands),
+        candidates_solved=solved,
+    )
+
+
+_ = describe

@@ -1,0 +1,261 @@
+"""Branch and bound over global-knob candidates, CP-SAT for each candidate's stage layout.
+
+Candidates are explored in order of their lower bound; the search stops when the next bound cannot beat the K-th
+best plan found (then the best is proven optimal under the cost model: every unexplored candidate's bound is at
+least its objective), or at the time limit (FEASIBLE, with the gap to the smallest open bound).
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from optimizer.cluster_spec import ClusterSpec
+from optimizer.errors import DomainError
+from optimizer.estimate import estimate
+from optimizer.model_spec import ModelSpec
+from optimizer.parallel_config import ParallelConfig
+from optimizer.search.candidates import Candidate, KeyBatch, TrainingSpace
+from optimizer.search.explain import diagnose_infeasible, explain
+from optimizer.search.result import Alternative, PlannedConfig, PlanResult
+from optimizer.search.space import SearchSpace
+from optimizer.search.stage_model import StageModel
+from optimizer.workload import InferenceWorkload, TrainingWorkload
+
+MAIN_KNOBS = ("tp", "pp", "dp", "cp", "ep", "vp", "schedule", "zero_stage", "recompute", "mbs")
+MIN_TIME_LIMIT_S = 0.1
+
+
+@dataclass
+class Progress:
+    """Reported while a solve runs (at most once per candidate)."""
+
+    best: float | None
+    bound: float
+    elapsed_s: float
+    solved: int
+
+
+ProgressFn = Callable[[Progress], None]
+
+
+def _signature(c: ParallelConfig) -> tuple[object, ...]:
+    return (c.tp, c.pp, c.dp, c.cp, c.ep)
+
+
+def plan(
+    model: ModelSpec,
+    cluster: ClusterSpec,
+    workload: TrainingWorkload | InferenceWorkload,
+    space: SearchSpace | None = None,
+    *,
+    top_k: int = 3,
+    time_limit_s: float = 60.0,
+    max_time_limit_s: float = 3600.0,
+    warm_start: ParallelConfig | None = None,
+    progress: ProgressFn | None = None,
+    cancelled: Callable[[], bool] | None = None,
+) -> PlanResult:
+    """The best configuration under the cost model, with runners-up and an explanation."""
+    space = space or SearchSpace()
+    if not MIN_TIME_LIMIT_S <= time_limit_s <= max_time_limit_s:
+        raise DomainError(
+            "time_limit", f"must be between {MIN_TIME_LIMIT_S} and {max_time_limit_s} seconds (got {time_limit_s})"
+        )
+    if top_k < 1 or top_k > 20:
+        raise DomainError("top", f"must be between 1 and 20 (got {top_k})")
+    if cluster.healthy_gpus == 0:
+        raise DomainError("cluster", f"cluster {cluster.name} has no healthy GPU")
+    for name in space.pools or ():
+        cluster.pool(name)
+    if isinstance(workload, InferenceWorkload):
+        from optimizer.search.inference_planner import plan_inference
+
+        return plan_inference(
+            model, cluster, workload, space, top_k=top_k, time_limit_s=time_limit_s, progress=progress
+        )
+    return _plan_training(model, cluster, workload, space, top_k, time_limit_s, warm_start, progress, cancelled)
+
+
+def _plan_training(
+    model: ModelSpec,
+    cluster: ClusterSpec,
+    w: TrainingWorkload,
+    space: SearchSpace,
+    top_k: int,
+    time_limit_s: float,
+    warm_start: ParallelConfig | None,
+    progress: ProgressFn | None,
+    cancelled: Callable[[], bool] | None,
+) -> PlanResult:
+    t0 = time.perf_counter()
+    ts = TrainingSpace(model, cluster, w, space)
+    check_pins(ts)
+    keys = sorted(((ts.key_bound(k), n, k) for n, k in enumerate(ts.layer_keys())), key=lambda x: x[:2])
+    batches: list[KeyBatch] = []
+    heap: list[tuple[float, int, int]] = []
+    total = 0
+    next_key = 0
+
+    def expand_keys_below(limit: float) -> None:
+        """Enumerate the candidates of every layer key whose bound is below `limit` (lazily, best first)."""
+        nonlocal next_key, total
+        while next_key < len(keys) and keys[next_key][0] < limit:
+            b = ts.key_batch(keys[next_key][2])
+            next_key += 1
+            if b is not None:
+                batches.append(b)
+                total += len(b.lbs)
+                heapq.heappush(heap, (b.peek(), int(b.gpus[0]), len(batches) - 1))
+
+    found: dict[tuple[object, ...], tuple[float, int, ParallelConfig]] = {}
+    solved = 0
+    status = "OPTIMAL"
+    bound = math.inf
+
+    def threshold() -> float:
+        vals = sorted(v[0] for v in found.values())
+        return vals[top_k - 1] if len(vals) >= top_k else math.inf
+
+    def consider(cand: Candidate, hint: tuple[tuple[int, ...], tuple[str, ...]] | None = None) -> None:
+        nonlocal solved
+        remaining = time_limit_s - (time.perf_counter() - t0)
+        thr = threshold()
+        res = StageModel(ts, cand).solve(max(0.05, remaining), None if math.isinf(thr) else thr, hint)
+        solved += 1
+        if not res.layers:
+            return
+        cfg = cand.config.model_copy(update={"layers_per_stage": list(res.layers), "stage_pools": list(res.pools)})
+        sig = _signature(cfg)
+        prev = found.get(sig)
+        if prev is None or (res.objective_s, cfg.gpus) < (prev[0], prev[1]):
+            found[sig] = (res.objective_s, cfg.gpus, cfg)
+
+    if warm_start is not None:  # warm start: solve the previous plan's knobs first, hinted with its layout
+        ws = _warm_candidate(ts, warm_start)
+        if ws is not None:
+            hint = None
+            if warm_start.layers_per_stage and warm_start.stage_pools:
+                hint = (tuple(warm_start.layers_per_stage), tuple(warm_start.stage_pools))
+            consider(ws, hint)
+
+    while True:
+        # The next key's bound is below every candidate of that key: expand keys until the heap's top is
+        # below the next unexpanded key's bound (or no key is left).
+        expand_keys_below(min(heap[0][0] if heap else math.inf, threshold()))
+        if not heap:
+            bound = keys[next_key][0] if next_key < len(keys) else math.inf
+            break
+        lb, _g, i = heap[0]
+        bound = lb
+        if lb >= threshold():
+            break
+        if time.perf_counter() - t0 > time_limit_s or (cancelled is not None and cancelled()):
+            status = "FEASIBLE"
+            break
+        heapq.heappop(heap)
+        b = batches[i]
+        cand = ts.candidate(b, b.next)
+        b.next += 1
+        if b.next < len(b.lbs):
+            heapq.heappush(heap, (b.peek(), int(b.gpus[b.next]), i))
+        consider(cand)
+        if progress is not None:
+            best = min((v[0] for v in found.values()), default=None)
+            progress(Progress(best, lb, time.perf_counter() - t0, solved))
+
+    ranked = sorted(found.values(), key=lambda v: (v[0], v[1]))
+    elapsed = time.perf_counter() - t0
+    if not ranked:
+        if status == "FEASIBLE":
+            status = "UNKNOWN"
+        else:
+            status = "INFEASIBLE"
+        report = diagnose_infeasible(ts)
+        from optimizer.search.result import Explanation
+
+        return PlanResult(
+            status=status,
+            objective="step_time_s",
+            explanation=Explanation(summary=f"No configuration fits: {report.detail}", infeasible=report),
+            solve_time_s=elapsed,
+            candidates_total=total,
+            candidates_solved=solved,
+        )
+    best_obj, _, best_cfg = ranked[0]
+    lower = min(bound, best_obj)
+    est = estimate(model, cluster, w, best_cfg)
+    alts = []
+    for obj, _, cfg in ranked[1:top_k]:
+        alts.append(
+            Alternative(
+                config=cfg,
+                estimate=estimate(model, cluster, w, cfg),
+                delta_s=obj - best_obj,
+                delta_pct=100 * (obj - best_obj) / best_obj,
+                differs_in=[k for k in MAIN_KNOBS if _knob(cfg, k) != _knob(best_cfg, k)],
+            )
+        )
+    planned = PlannedConfig(config=best_cfg, estimate=est)
+    gap = None if status == "OPTIMAL" else max(0.0, (best_obj - lower) / best_obj)
+    return PlanResult(
+        status=status,
+        objective="step_time_s",
+        objective_value=best_obj,
+        lower_bound=lower,
+        gap=gap,
+        plan=planned,
+        alternatives=alts,
+        explanation=explain(ts, planned, alts),
+        solve_time_s=elapsed,
+        candidates_total=total,
+        candidates_solved=solved,
+    )
+
+
+def _knob(c: ParallelConfig, k: str) -> object:
+    return getattr(c, k)
+
+
+def _warm_candidate(ts: TrainingSpace, prev: ParallelConfig) -> Candidate | None:
+    gbs = ts.w.global_batch_size
+    if gbs % (prev.dp * prev.mbs) or prev.gpus > ts.budget:
+        return None
+    cfg = prev.model_copy(update={"layers_per_stage": None, "stage_pools": None})
+    return Candidate(0.0, cfg.gpus, cfg, gbs // (prev.dp * prev.mbs))
+
+
+def check_pins(ts: TrainingSpace) -> None:
+    """Pins that contradict each other or the model: an error naming both."""
+    sp = ts.space
+    for knob, values in (
+        ("tp", ts.tp_values()),
+        ("cp", ts.cp_values()),
+        ("ep", ts.ep_values()),
+        ("mbs", ts.mbs_values()),
+    ):
+        if not values:
+            pin = sp.pins.get(knob)
+            m = ts.model
+            why = {
+                "tp": f"num_attention_heads={m.num_attention_heads} and num_kv_heads={m.kv_heads}",
+                "cp": f"seq_len={ts.w.seq_len} (needs seq_len divisible by 2 x cp and >= 1024 tokens per rank)",
+                "ep": f"num_experts={m.moe.num_experts if m.moe else 0} ({m.name} is dense)" if knob == "ep" else "",
+                "mbs": f"global_batch_size={ts.w.global_batch_size}",
+            }[knob]
+            raise DomainError(f"pin.{knob}", f"{_pin_text(knob, pin)} contradicts {why}")
+    if ts.budget < 1:
+        raise DomainError("max_gpus", "no GPU available in the allowed pools")
+
+
+def _pin_text(knob: str, pin: object) -> str:
+    if pin is None:
+        return knob
+    values = getattr(pin, "values", None)
+    if values:
+        return f"{knob}={','.join(str(v) for v in values)}"
+    low, high = getattr(pin, "low", None), getattr(pin, "high", None)
+    return " and ".join(x for x in (f"{knob}>={low}" if low else "", f"{knob}<={high}" if high else "") if x) or knob

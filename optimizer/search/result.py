@@ -1,0 +1,79 @@
+"""What the planner returns (the JSON of `meshplan plan --json`)."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, Field
+
+from optimizer.costmodel.result import Estimate
+from optimizer.parallel_config import ParallelConfig
+
+
+class PlannedConfig(BaseModel):
+    """A configuration with its estimate (as `meshplan estimate --json` prints it)."""
+
+    config: ParallelConfig
+    estimate: Estimate
+
+
+class Alternative(PlannedConfig):
+    """A runner-up that differs from the plan in the main knobs."""
+
+    delta_s: float = Field(description="Objective minus the plan's, seconds.")
+    delta_pct: float = Field(description="Relative to the plan's objective, percent.")
+    differs_in: list[str] = Field(description="Main knobs whose value differs from the plan's.")
+
+
+class BindingConstraint(BaseModel):
+    """A resource the plan runs close to."""
+
+    kind: str = Field(description="memory | gpus | pin")
+    detail: str
+    share: float = Field(description="Used share of the resource (0-1).")
+
+
+class Explanation(BaseModel):
+    """Why this plan."""
+
+    summary: str
+    binding: list[BindingConstraint] = Field(default_factory=list)
+    time_breakdown: dict[str, float] = Field(default_factory=dict, description="Seconds per term.")
+    versus_runner_up: str | None = None
+    infeasible: InfeasibilityReport | None = None
+
+
+class Suggestion(BaseModel):
+    """A change that would make a plan exist."""
+
+    change: str
+    detail: str
+
+
+class InfeasibilityReport(BaseModel):
+    """Why nothing fits, and the smallest changes that would."""
+
+    resource: str
+    detail: str
+    suggestions: list[Suggestion] = Field(default_factory=list)
+
+
+class PlanResult(BaseModel):
+    """The planner's answer."""
+
+    status: str = Field(description="OPTIMAL (proven), FEASIBLE (time limit; see gap) or INFEASIBLE.")
+    objective: str = Field(description="step_time_s, tpot_s or gpu_seconds_per_token (throughput).")
+    objective_value: float | None = None
+    lower_bound: float | None = Field(default=None, description="Proven lower bound on the objective.")
+    gap: float | None = Field(default=None, description="(objective - bound) / objective when not proven.")
+    plan: PlannedConfig | None = None
+    alternatives: list[Alternative] = Field(default_factory=list)
+    explanation: Explanation
+    solve_time_s: float
+    candidates_total: int = Field(description="Global-knob candidates in the declared space after bounds.")
+    candidates_solved: int = Field(description="Candidates whose stage layout CP-SAT solved.")
+    rounding_note: str = (
+        "CP-SAT works in integer nanoseconds; the plan's objective equals `meshplan estimate` of its configuration "
+        "to within 1 microsecond."
+    )
+
+
+Explanation.model_rebuild()

@@ -1,0 +1,270 @@
+"""CP-SAT model of one training candidate's stage layout: how many layers each pipeline stage gets and which
+pool it runs on.
+
+Every per-stage quantity (time per micro-batch, backward time, work after the last backward, memory terms) is the
+cost model's own value, tabulated over (pool, next stage's pool, layers) and read with element constraints, so the
+objective is exactly `meshplan estimate` of the resulting configuration (times in integer nanoseconds) with no
+big-M links. Constraint families, one function each: layer balance, memory limit, pool capacity, pool contiguity,
+pipeline objective.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from ortools.sat.python import cp_model
+
+from optimizer.costmodel.memory import inflight_microbatches
+from optimizer.costmodel.training import StageCost, _Ctx, stage_cost
+from optimizer.search.candidates import Candidate, TrainingSpace
+from optimizer.search.solver_params import TIME_UNIT_S, stage_solver
+
+
+@dataclass(frozen=True, slots=True)
+class StageLayout:
+    """The solved layout of one candidate."""
+
+    status: str  # OPTIMAL, FEASIBLE, INFEASIBLE, UNKNOWN
+    layers: tuple[int, ...]
+    pools: tuple[str, ...]
+    objective_s: float
+    bound_s: float
+
+
+class _Vars:
+    """Variables of the stage model; owns extraction."""
+
+    def __init__(self) -> None:
+        self.layers: list[cp_model.IntVar] = []
+        self.pool: list[cp_model.IntVar | int] = []
+        self.index: list[cp_model.IntVar] = []
+        self.t: list[cp_model.IntVar] = []
+        self.b: list[cp_model.IntVar] = []
+        self.e: list[cp_model.IntVar] = []
+        self.u: list[cp_model.IntVar] = []
+        self.step: cp_model.IntVar | None = None
+        self.bounds: dict[str, tuple[int, int]] = {}  # name -> (min, max) over all stages
+
+    def extract(self, solver: cp_model.CpSolver, pool_names: list[str]) -> tuple[tuple[int, ...], tuple[str, ...]]:
+        layers = tuple(int(solver.value(v)) for v in self.layers)
+        pools = tuple(pool_names[int(solver.value(q)) if not isinstance(q, int) else q] for q in self.pool)
+        return layers, pools
+
+
+class StageModel:
+    """Build and solve the layout model of one candidate."""
+
+    def __init__(self, space: TrainingSpace, cand: Candidate) -> None:
+        self.space, self.cand = space, cand
+        c = cand.config
+        self.ctx = _Ctx(space.model, space.cluster, space.w, c, cand.microbatches)
+        self.gps = c.gpus_per_stage
+        self.pools = [p for p in space.pools if p.healthy_gpus >= self.gps]
+        self.Q = len(self.pools)
+        L, pp, vp = space.model.num_layers, c.pp, c.vp
+        self.L = L
+        moe = space.model.moe
+        self.k_dense = moe.first_k_dense if moe is not None and pp > 1 else 0
+        self.freq = moe.layer_freq if moe is not None and pp > 1 else 1
+        hi = L - (pp - 1) * vp
+        step = vp * self.freq // math.gcd(vp, self.freq)
+        self.l_first = [x for x in range(vp, hi + 1, vp) if x >= self.k_dense and (x - self.k_dense) % self.freq == 0]
+        self.l_other = [x for x in range(step, hi + 1, step)]
+        self.scale = vp if c.schedule == "interleaved-1f1b" else 1
+        self.inflight_num = [  # in-flight micro-batches x scale (an integer for every schedule)
+            round(inflight_microbatches(c, i, cand.microbatches) * self.scale) for i in range(pp)
+        ]
+
+    # ---- tables ----------------------------------------------------------------------------------------------
+    def _cost(self, i: int, q: int, qn: int | None, layers: int) -> StageCost:
+        c = self.cand.config
+        first, last = i == 0, i == c.pp - 1
+        start = 0 if first else self.k_dense
+        moe = self.ctx.moe_count(start, layers)
+        nxt = self.pools[qn] if qn is not None else None
+        return stage_cost(self.ctx, first, last, moe, layers, self.pools[q], nxt)
+
+    def _idx(self, q: int, qn: int, layers: int) -> int:
+        return (q * (self.Q + 1) + qn) * (self.L + 1) + layers
+
+    def build(
+        self, upper_bound_s: float | None = None, hint: tuple[tuple[int, ...], tuple[str, ...]] | None = None
+    ) -> tuple[cp_model.CpModel, _Vars] | None:
+        """The model, or None when some stage has no feasible (pool, layers) at all."""
+        c, m = self.cand.config, self.cand.microbatches
+        pp, Q, L = c.pp, self.Q, self.L
+        if Q == 0:
+            return None
+        model = cp_model.CpModel()
+        v = _Vars()
+        size = Q * (Q + 1) * (L + 1)
+        ns = 1.0 / TIME_UNIT_S
+        roles: dict[tuple[bool, bool], dict[str, list[int]]] = {}
+        for i in range(pp):
+            role = (i == 0, i == pp - 1)
+            lvals = self.l_first if i == 0 else self.l_other
+            nexts = [Q] if i == pp - 1 else list(range(Q))
+            if role not in roles:
+                tab = {k: [0] * size for k in ("t", "b", "e", "u", "static", "act", "cap")}
+                for q in range(Q):
+                    for qn in nexts:
+                        for x in lvals:
+                            sc = self._cost(i, q, None if qn == Q else qn, x)
+                            j = self._idx(q, qn, x)
+                            tab["t"][j] = round(sc.time * ns)
+                            tab["b"][j] = round(sc.bwd * ns)
+                            tab["e"][j] = round(sc.end * ns)
+                            tab["u"][j] = round((sc.time - 2 * sc.wgrad) * ns)
+                            tab["static"][j] = round(sc.static)
+                            tab["act"][j] = round(sc.act_per_mb)
+                            tab["cap"][j] = int(sc.capacity)
+                roles[role] = tab
+            tab = roles[role]
+            # Memory limit [cost model A]: the stage's (pool, next pool, layers) index may only take values whose
+            # static memory + in-flight micro-batches x activations fits the pool's GPU (exact, per stage).
+            allowed = [
+                self._idx(q, qn, x)
+                for q in range(Q)
+                for qn in nexts
+                for x in lvals
+                if self.scale * tab["static"][self._idx(q, qn, x)]
+                + self.inflight_num[i] * tab["act"][self._idx(q, qn, x)]
+                <= self.scale * tab["cap"][self._idx(q, qn, x)]
+            ]
+            if not allowed:
+                return None
+            idx = model.new_int_var_from_domain(cp_model.Domain.from_values(allowed), f"idx{i}")
+            lay = model.new_int_var_from_domain(cp_model.Domain.from_values(lvals), f"layers{i}")
+            qv: cp_model.IntVar | int = model.new_int_var(0, Q - 1, f"pool{i}") if Q > 1 else 0
+            v.layers.append(lay)
+            v.pool.append(qv)
+            v.index.append(idx)
+            columns = (("t", v.t), ("b", v.b), ("e", v.e)) + ((("u", v.u),) if c.schedule == "zb-h1" else ())
+            for name, store in columns:
+                hi = max(tab[name][j] for j in allowed)
+                lo = min(0, min(tab[name][j] for j in allowed))
+                var = model.new_int_var(lo, hi, f"{name}{i}")
+                model.add_element(idx, tab[name], var)
+                store.append(var)
+                old = v.bounds.get(name, (lo, hi))
+                v.bounds[name] = (min(old[0], lo), max(old[1], hi))
+        self._link_index(model, v)
+        self._layer_balance(model, v)
+        self._pool_capacity(model, v)
+        self._pool_contiguity(model, v)
+        self._middle_order(model, v)
+        self._objective(model, v, m, upper_bound_s)
+        if hint is not None:
+            names = [p.name for p in self.pools]
+            for var, val in zip(v.layers, hint[0], strict=True):
+                model.add_hint(var, val)
+            for qv, name in zip(v.pool, hint[1], strict=True):
+                if not isinstance(qv, int) and name in names:
+                    model.add_hint(qv, names.index(name))
+        return model, v
+
+    # ---- constraint families ---------------------------------------------------------------------------------
+    def _link_index(self, model: cp_model.CpModel, v: _Vars) -> None:
+        """Table index = (pool, next stage's pool, layers) of each stage."""
+        pp, Q = len(v.layers), self.Q
+        for i in range(pp):
+            qn: cp_model.IntVar | int = v.pool[i + 1] if i + 1 < pp else Q
+            model.add(v.index[i] == (v.pool[i] * (Q + 1) + qn) * (self.L + 1) + v.layers[i])
+
+    def _layer_balance(self, model: cp_model.CpModel, v: _Vars) -> None:
+        """Stage balancing: integer layers per stage (multiples of vp, uneven allowed) summing to the model."""
+        model.add(sum(v.layers) == self.L)
+
+    def _pool_capacity(self, model: cp_model.CpModel, v: _Vars) -> None:
+        """Interconnect tiers / inventory: each stage takes tp x cp x dp healthy GPUs of its pool."""
+        if self.Q == 1:
+            return
+        self.member: list[list[cp_model.IntVar]] = []
+        for i, qv in enumerate(v.pool):
+            row = []
+            for q in range(self.Q):
+                b = model.new_bool_var(f"on{i}_{q}")
+                model.add(qv == q).only_enforce_if(b)
+                model.add(qv != q).only_enforce_if(b.negated())
+                row.append(b)
+            self.member.append(row)
+        for q, pool in enumerate(self.pools):
+            model.add(sum(row[q] for row in self.member) * self.gps <= pool.healthy_gpus)
+
+    def _pool_contiguity(self, model: cp_model.CpModel, v: _Vars) -> None:
+        """Symmetry breaking (labelled): the stages on one pool form one contiguous block, so a pipeline crosses
+        between pools at most once per pool; this also keeps slow cross-pool hops to the minimum."""
+        if self.Q == 1:
+            return
+        for q in range(self.Q):
+            leaves = []
+            for i in range(len(v.pool) - 1):
+                leave = model.new_bool_var(f"leave{i}_{q}")
+                model.add(leave >= self.member[i][q] - self.member[i + 1][q])
+                leaves.append(leave)
+            model.add(sum(leaves) <= 1)
+
+    def _middle_order(self, model: cp_model.CpModel, v: _Vars) -> None:
+        """Dominance restriction (labelled; part of the declared search space): consecutive middle stages on the
+        same pool have non-decreasing layer counts. Earlier stages keep more micro-batches in flight (1F1B:
+        p - i), so moving layers later never raises peak memory; it removes the permutations of equal-time
+        stages that otherwise dominate the proof."""
+        pp = len(v.layers)
+        for i in range(1, pp - 2):
+            if self.Q == 1:
+                model.add(v.layers[i] <= v.layers[i + 1])
+            else:
+                same = model.new_bool_var(f"same{i}")
+                model.add(v.pool[i] == v.pool[i + 1]).only_enforce_if(same)
+                model.add(v.pool[i] != v.pool[i + 1]).only_enforce_if(same.negated())
+                model.add(v.layers[i] <= v.layers[i + 1]).only_enforce_if(same)
+
+    def _objective(self, model: cp_model.CpModel, v: _Vars, m: int, upper_bound_s: float | None) -> None:
+        """Step time of the cost model [training.step_time], times the schedule's scale (v for interleaved):
+        pipeline = sum t + (m-1) max t (1F1B, GPipe); v m max t + sum t - max t (interleaved, x v);
+        m max t + sum u - max u (ZB-H1). Step = max over stages of pipeline - earlier backwards + own end work."""
+        c = self.cand.config
+        t_hi = v.bounds["t"][1]
+        t_max = model.new_int_var(0, t_hi, "t_max")
+        for t in v.t:  # the objective grows with t_max, so t_max >= every t_i makes it the maximum
+            model.add(t <= t_max)
+        model.add(len(v.t) * t_max >= sum(v.t))  # redundant: the maximum is at least the mean
+        s = self.scale
+        if c.schedule == "interleaved-1f1b":
+            pipe = s * m * t_max + sum(v.t) - t_max
+        elif c.schedule == "zb-h1":
+            u_max = model.new_int_var(v.bounds["u"][0], v.bounds["u"][1], "u_max")
+            model.add_max_equality(u_max, v.u)
+            pipe = m * t_max + sum(v.u) - u_max
+        else:
+            pipe = sum(v.t) + (m - 1) * t_max
+        hi = s * (m + len(v.t)) * (t_hi + 1) + s * len(v.e) * (v.bounds["e"][1] + 1)
+        step = model.new_int_var(0, hi, "step")
+        prefix: list[cp_model.IntVar] = []
+        for i in range(len(v.t)):
+            model.add(step >= pipe - sum(prefix) + s * v.e[i])
+            prefix.append(v.b[i])
+        if upper_bound_s is not None:
+            model.add(step <= int(upper_bound_s / TIME_UNIT_S * s))
+        v.step = step
+        model.minimize(step)
+
+    def solve(
+        self,
+        time_limit_s: float,
+        upper_bound_s: float | None = None,
+        hint: tuple[tuple[int, ...], tuple[str, ...]] | None = None,
+    ) -> StageLayout:
+        built = self.build(upper_bound_s, hint)
+        if built is None:
+            return StageLayout("INFEASIBLE", (), (), math.inf, math.inf)
+        model, v = built
+        solver = stage_solver(time_limit_s)
+        status = solver.solve(model)
+        name = solver.status_name(status)
+        if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+            return StageLayout(name, (), (), math.inf, math.inf)
+        layers, pools = v.extract(solver, [p.name for p in self.pools])
+        unit = TIME_UNIT_S / self.scale
+        return StageLayout(name, layers, pools, solver.objective_value * unit, solver.best_objective_bound * unit)
