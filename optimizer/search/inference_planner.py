@@ -123,8 +123,17 @@ def _solve_layout(
     ctx_mean = w.prompt_len + w.output_len / 2
     ns = 1.0 / TIME_UNIT_S
     mdl = cp_model.CpModel()
-    lay, qv, dvar, idxs = [], [], [], []
-    lvals = list(range(1, L - (p - 1) + 1))
+    lay: list[cp_model.IntVar] = []
+    qv: list[cp_model.IntVar] = []
+    dvar: list[cp_model.IntVar] = []
+    idxs: list[cp_model.IntVar] = []
+    moe_spec = model.moe
+    k_dense = moe_spec.first_k_dense if moe_spec is not None and p > 1 else 0
+    freq = moe_spec.layer_freq if moe_spec is not None and p > 1 else 1
+    # Declared space (as for training): the leading dense layers stay on stage 0 and stages hold whole MoE
+    # periods, so each stage's dense/MoE mix depends only on its layer count.
+    first_vals = [x for x in range(1, L - (p - 1) + 1) if x >= k_dense and (x - k_dense) % freq == 0]
+    other_vals = [x for x in range(1, L - (p - 1) + 1) if x % freq == 0]
     prefix = [0]
     for i in range(L):
         prefix.append(prefix[-1] + (1 if model.is_moe_layer(i) else 0))
@@ -137,9 +146,9 @@ def _solve_layout(
             table = [0] * size
             allowed = []
             for q, pool in enumerate(usable):
-                for x in lvals:
-                    start = 0 if first else 0  # dense/MoE mix: layers counted from the start (MoE presets are uniform)
-                    moe = prefix[start + x] - prefix[start]
+                for x in first_vals if first else other_vals:
+                    start = 0 if first else k_dense
+                    moe = prefix[min(L, start + x)] - prefix[start]
                     need, cap = _memory(model, cluster, w, c, pool, x, moe, first, last)
                     t, _ = _stage_time(model, cluster, w, c, pool, start, x, mb, ctx_mean, True, last)
                     j = q * (L + 1) + x
@@ -152,12 +161,12 @@ def _solve_layout(
             return None
         idx = mdl.new_int_var_from_domain(cp_model.Domain.from_values(allowed), f"idx{i}")
         lv = mdl.new_int_var(1, L, f"layers{i}")
-        q = mdl.new_int_var(0, Q - 1, f"pool{i}")
-        mdl.add(idx == q * (L + 1) + lv)
+        qvar = mdl.new_int_var(0, Q - 1, f"pool{i}")
+        mdl.add(idx == qvar * (L + 1) + lv)
         d = mdl.new_int_var(0, max(table), f"d{i}")
         mdl.add_element(idx, table, d)
         lay.append(lv)
-        qv.append(q)
+        qv.append(qvar)
         dvar.append(d)
         idxs.append(idx)
     mdl.add(sum(lay) == L)
@@ -171,6 +180,7 @@ def _solve_layout(
             members.append(b)
         mdl.add(sum(members) * c.gpus_per_stage <= pool.healthy_gpus)
     hop = 0
+    hv: cp_model.IntVar | None = None
     if p > 1:
         tiers = net.pool_tiers(usable[0], cluster.fabric_of(usable[0]))
         nb = net.neighbour_tier(tiers, c.tp)
@@ -183,7 +193,7 @@ def _solve_layout(
             hv = mdl.new_int_var(0, max(hop_tab), "hop")
             mdl.add_element(qv[0], hop_tab, hv)
     tpot = mdl.new_int_var(0, sum(max(cache[r][0]) for r in cache) * (p + 1) + 10**12, "tpot")
-    hop_term = (p - 1) * (hv if p > 1 and Q > 1 else hop)
+    hop_term = (p - 1) * (hv if hv is not None else hop)
     mdl.add(tpot >= sum(dvar) + hop_term)
     if p > 1 and w.batch >= p:
         dmax = mdl.new_int_var(0, max(max(cache[r][0]) for r in cache), "dmax")
@@ -210,7 +220,7 @@ def plan_inference(
     *,
     top_k: int,
     time_limit_s: float,
-    progress: Callable[[object], None] | None = None,
+    progress: Callable[..., None] | None = None,
 ) -> PlanResult:
     """Best serving configuration under the cost model."""
     t0 = time.perf_counter()
@@ -219,7 +229,7 @@ def plan_inference(
     cands = _candidates(model, cluster, w, space, pools)
     throughput = w.objective == "throughput"
     # Lower bound: every token reads each GPU's share of the weights once [costmodel G roofline].
-    heap = []
+    heap: list[tuple[float, int, int]] = []
     for n, c in enumerate(cands):
         fastest = (
             max(cluster.gpu_of(p).memory_tbps for p in pools if p.healthy_gpus >= c.gpus_per_stage)
@@ -291,7 +301,7 @@ def plan_inference(
         )
     best_obj, _, best_cfg = found[0]
     est = estimate(model, cluster, w, best_cfg)
-    alts = []
+    alts: list[Alternative] = []
     seen = {(best_cfg.tp, best_cfg.pp, best_cfg.ep, best_cfg.dp)}
     for obj, _, cfg in found[1:]:
         sig = (cfg.tp, cfg.pp, cfg.ep, cfg.dp)

@@ -170,10 +170,7 @@ def _plan_training(
     ranked = sorted(found.values(), key=lambda v: (v[0], v[1]))
     elapsed = time.perf_counter() - t0
     if not ranked:
-        if status == "FEASIBLE":
-            status = "UNKNOWN"
-        else:
-            status = "INFEASIBLE"
+        status = "UNKNOWN" if status == "FEASIBLE" else "INFEASIBLE"
         report = diagnose_infeasible(ts)
         from optimizer.search.result import Explanation
 
