@@ -176,8 +176,9 @@ class TrainingSpace:
         replicas = max(1, self.budget // (key.tp * key.cp))
         return self.w.global_batch_size / key.mbs * best / replicas
 
-    def key_batch(self, key: LayerKey) -> KeyBatch | None:
-        """Every candidate of `key`, with lower bounds, sorted; None when none is left."""
+    def key_batch(self, key: LayerKey, prune_memory: bool = True) -> KeyBatch | None:
+        """Every candidate of `key`, with lower bounds, sorted; None when none is left. `prune_memory=False`
+        keeps the candidates the memory bound proves infeasible (the oracle checks them the long way)."""
         model, w, space = self.model, self.w, self.space
         L, gbs = model.num_layers, w.global_batch_size
         probe = ParallelConfig(
@@ -314,7 +315,7 @@ class TrainingSpace:
                         if not space.allows("zero", zero):
                             continue
                         mem_avg = (mem_by_zero[zero][None, :] + logits_bytes + inflight_min * act_layers) / P
-                        ok = ok_s & (mem_avg <= usable_max)
+                        ok = ok_s & (mem_avg <= usable_max) if prune_memory else ok_s
                         ii, jj = np.nonzero(ok)
                         if not len(ii):
                             continue

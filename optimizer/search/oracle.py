@@ -1,0 +1,82 @@
+"""Exhaustive reference planner over the same declared search space and cost model (small instances only).
+
+It enumerates every global-knob candidate (without the planner's bounds) and every stage layout the space
+declares (layers per stage, pools as contiguous blocks, middle stages on one pool non-decreasing, leading dense
+layers on stage 0), and evaluates each with `estimate`. The tests require the CP-SAT planner's optimum to equal
+the oracle's.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Iterator
+
+from optimizer.cluster_spec import ClusterSpec
+from optimizer.errors import DomainError
+from optimizer.estimate import estimate
+from optimizer.model_spec import ModelSpec
+from optimizer.parallel_config import ParallelConfig
+from optimizer.search.candidates import TrainingSpace
+from optimizer.search.space import SearchSpace
+from optimizer.workload import TrainingWorkload
+
+
+def _layouts(ts: TrainingSpace, c: ParallelConfig) -> Iterator[tuple[list[int], list[str]]]:
+    L, pp, vp = ts.model.num_layers, c.pp, c.vp
+    moe = ts.model.moe
+    k = moe.first_k_dense if moe is not None and pp > 1 else 0
+    freq = moe.layer_freq if moe is not None and pp > 1 else 1
+    pools = [p for p in ts.pools if p.healthy_gpus >= c.gpus_per_stage]
+    names = [p.name for p in pools]
+    hi = L - (pp - 1) * vp
+    step = vp * freq // math.gcd(vp, freq)
+    firsts = [x for x in range(vp, hi + 1, vp) if x >= k and (x - k) % freq == 0]
+    others = list(range(step, hi + 1, step))
+
+    def splits(remaining: int, count: int) -> Iterator[list[int]]:
+        if count == 0:
+            if remaining == 0:
+                yield []
+            return
+        for x in others:
+            if x > remaining:
+                break
+            for rest in splits(remaining - x, count - 1):
+                yield [x, *rest]
+
+    for l0 in firsts:
+        for rest in splits(L - l0, pp - 1):
+            layers = [l0, *rest]
+            for assign in itertools.product(range(len(pools)), repeat=pp):
+                # pools form contiguous blocks
+                blocks = [a for i, a in enumerate(assign) if i == 0 or assign[i - 1] != a]
+                if len(blocks) != len(set(blocks)):
+                    continue
+                # middle stages on one pool: non-decreasing layers
+                if any(assign[i] == assign[i + 1] and layers[i] > layers[i + 1] for i in range(1, pp - 2)):
+                    continue
+                yield layers, [names[a] for a in assign]
+
+
+def oracle_plan(
+    model: ModelSpec, cluster: ClusterSpec, w: TrainingWorkload, space: SearchSpace | None = None
+) -> tuple[float, int, ParallelConfig] | None:
+    """(best step time, its GPUs, its configuration), or None when nothing fits."""
+    ts = TrainingSpace(model, cluster, w, space or SearchSpace())
+    best: tuple[float, int, ParallelConfig] | None = None
+    for key in ts.layer_keys():
+        batch = ts.key_batch(key, prune_memory=False)
+        if batch is None:
+            continue
+        for i in range(len(batch.lbs)):
+            cand = ts.candidate(batch, i)
+            for layers, pools in _layouts(ts, cand.config):
+                cfg = cand.config.model_copy(update={"layers_per_stage": layers, "stage_pools": pools})
+                try:
+                    est = estimate(model, cluster, w, cfg)
+                except DomainError:
+                    continue  # e.g. too many GPUs of one pool: the planner's pool-capacity family
+                if est.feasible and (best is None or (est.step_time_s, cfg.gpus) < (best[0], best[1])):
+                    best = (est.step_time_s, cfg.gpus, cfg)
+    return best

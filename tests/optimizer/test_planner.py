@@ -1,0 +1,211 @@
+"""The CP-SAT planner against the exhaustive oracle, the estimator, pins, infeasibility and warm start."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from optimizer.cluster_loading import build_cluster, load_cluster_preset
+from optimizer.cluster_spec import ClusterSpec
+from optimizer.errors import DomainError
+from optimizer.estimate import estimate
+from optimizer.model_loading import load_model_preset
+from optimizer.model_spec import ModelSpec
+from optimizer.search.oracle import oracle_plan
+from optimizer.search.planner import plan
+from optimizer.search.space import SearchSpace, parse_pins
+from optimizer.workload import InferenceWorkload, TrainingWorkload
+
+
+def tiny_model(layers: int = 6, hidden: int = 1024, heads: int = 8, kv: int = 8, vocab: int = 32000) -> ModelSpec:
+    return ModelSpec(
+        name="tiny",
+        num_layers=layers,
+        hidden_size=hidden,
+        ffn_hidden_size=4 * hidden,
+        num_attention_heads=heads,
+        num_kv_heads=kv,
+        vocab_size=vocab,
+    )
+
+
+def small_cluster(memory_gib: float, nodes: int = 1, gpn: int = 4, second: float | None = None) -> ClusterSpec:
+    gpus = [
+        {
+            "name": "G",
+            "bf16_tflops": 300,
+            "memory_gib": memory_gib,
+            "memory_tbps": 2.0,
+            "scaleup_gbytes_per_s": 300,
+            "scaleup_domain": gpn,
+            "family": "ampere",
+        }
+    ]
+    pools = [
+        {
+            "name": "a",
+            "gpu": "G",
+            "nodes": nodes,
+            "gpus_per_node": gpn,
+            "inter_node": {"nics_per_node": 2, "gbits_per_s": 200},
+        }
+    ]
+    if second is not None:
+        gpus.append(
+            {
+                "name": "S",
+                "bf16_tflops": 150,
+                "memory_gib": second,
+                "memory_tbps": 1.0,
+                "scaleup_gbytes_per_s": 0,
+                "scaleup_domain": 1,
+                "family": "ada",
+            }
+        )
+        pools.append(
+            {
+                "name": "b",
+                "gpu": "S",
+                "nodes": 1,
+                "gpus_per_node": gpn,
+                "intra_node": {"kind": "pcie", "pcie_gen": 4},
+                "inter_node": {"nics_per_node": 1, "gbits_per_s": 100},
+            }
+        )
+    return build_cluster({"name": "small", "pools": pools, "gpu_types": gpus})
+
+
+SMALL_SPACE = SearchSpace(pins=parse_pins(["mbs=1,2", "vp<=2", "cp=1"]))
+
+
+def check_against_oracle(model: ModelSpec, cluster: ClusterSpec, w: TrainingWorkload, space: SearchSpace) -> None:
+    got = plan(model, cluster, w, space, top_k=1, time_limit_s=120)
+    want = oracle_plan(model, cluster, w, space)
+    if want is None:
+        assert got.status == "INFEASIBLE" and got.plan is None
+        return
+    assert got.status == "OPTIMAL"
+    assert got.objective_value == pytest.approx(want[0], abs=1e-6)
+    assert got.plan is not None
+    # The plan's objective is `estimate` of the chosen configuration, to within CP-SAT's integer nanoseconds.
+    assert estimate(model, cluster, w, got.plan.config).step_time_s == pytest.approx(got.objective_value, abs=1e-6)
+
+
+@pytest.mark.parametrize(("memory", "gbs"), [(2.0, 8), (3.0, 16), (8.0, 8), (1.6, 4)])
+def test_fixed_scenarios_equal_oracle(memory: float, gbs: int) -> None:
+    check_against_oracle(
+        tiny_model(), small_cluster(memory), TrainingWorkload(global_batch_size=gbs, seq_len=2048), SMALL_SPACE
+    )
+
+
+def test_heterogeneous_equals_oracle() -> None:
+    cluster = small_cluster(2.5, gpn=2, second=3.0)
+    check_against_oracle(
+        tiny_model(layers=4), cluster, TrainingWorkload(global_batch_size=8, seq_len=2048), SMALL_SPACE
+    )
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    layers=st.integers(2, 6),
+    hidden=st.sampled_from([512, 1024]),
+    memory=st.floats(1.4, 6.0),
+    gbs=st.sampled_from([2, 4, 8]),
+    gpn=st.sampled_from([2, 4]),
+)
+def test_random_scenarios_equal_oracle(layers: int, hidden: int, memory: float, gbs: int, gpn: int) -> None:
+    check_against_oracle(
+        tiny_model(layers=layers, hidden=hidden),
+        small_cluster(memory, gpn=gpn),
+        TrainingWorkload(global_batch_size=gbs, seq_len=2048),
+        SMALL_SPACE,
+    )
+
+
+def test_plan_matches_estimate_at_scale() -> None:
+    m = load_model_preset("llama-3-70b")
+    c = load_cluster_preset("dgx-h100:8")
+    w = TrainingWorkload(global_batch_size=512, seq_len=4096)
+    r = plan(m, c, w, top_k=3, time_limit_s=60)
+    assert r.status == "OPTIMAL" and r.plan is not None
+    assert r.plan.estimate.step_time_s == pytest.approx(r.objective_value, abs=1e-6)
+    assert r.lower_bound == pytest.approx(r.objective_value)
+    assert len(r.alternatives) == 2
+    for alt in r.alternatives:
+        assert alt.delta_s >= 0 and alt.differs_in
+        assert alt.estimate.step_time_s == pytest.approx(r.objective_value + alt.delta_s, abs=1e-6)
+    assert r.explanation.binding and r.explanation.versus_runner_up
+
+
+def test_pins_are_respected() -> None:
+    m = load_model_preset("llama-3-70b")
+    c = load_cluster_preset("dgx-h100:8")
+    w = TrainingWorkload(global_batch_size=512, seq_len=4096)
+    r = plan(m, c, w, SearchSpace(pins=parse_pins(["tp=4", "pp>=2", "recompute=full"]), max_gpus=48), time_limit_s=60)
+    assert r.plan is not None
+    cfg = r.plan.config
+    assert cfg.tp == 4 and cfg.pp >= 2 and cfg.recompute == "full" and cfg.gpus <= 48
+
+
+def test_contradicting_pins_named() -> None:
+    m = load_model_preset("llama-3-70b")
+    c = load_cluster_preset("dgx-h100:2")
+    w = TrainingWorkload(global_batch_size=64, seq_len=4096)
+    with pytest.raises(DomainError) as exc:
+        plan(m, c, w, SearchSpace(pins=parse_pins(["tp=3"])))
+    assert "tp=3" in str(exc.value) and "num_attention_heads=64" in str(exc.value)
+    with pytest.raises(DomainError) as exc:
+        parse_pins(["pp>=8", "pp<=4"])
+    assert "pp>=8" in str(exc.value) and "pp<=4" in str(exc.value)
+
+
+def test_time_limit_bounds() -> None:
+    m, c = tiny_model(), small_cluster(4.0)
+    w = TrainingWorkload(global_batch_size=4, seq_len=2048)
+    for bad in (0.05, 10_000.0):
+        with pytest.raises(DomainError) as exc:
+            plan(m, c, w, time_limit_s=bad)
+        assert exc.value.field == "time_limit"
+
+
+def test_no_healthy_gpu() -> None:
+    c = build_cluster(
+        {
+            "name": "x",
+            "pools": [{"name": "p", "gpu": "H100", "nodes": 1, "gpus_per_node": 8, "node_states": {"p-000": "failed"}}],
+        }
+    )
+    with pytest.raises(DomainError) as exc:
+        plan(tiny_model(), c, TrainingWorkload(global_batch_size=4, seq_len=2048))
+    assert "no healthy GPU" in str(exc.value)
+
+
+def test_infeasible_names_resource_and_fix() -> None:
+    m = load_model_preset("llama-3-70b")
+    c = load_cluster_preset("dgx-h100:2")
+    w = TrainingWorkload(global_batch_size=64, seq_len=4096)
+    r = plan(m, c, w, time_limit_s=60)
+    assert r.status == "INFEASIBLE" and r.plan is None
+    report = r.explanation.infeasible
+    assert report is not None and report.resource == "memory"
+    assert any("more GPUs" in s.change for s in report.suggestions)
+
+
+def test_warm_start_reaches_same_optimum() -> None:
+    m = load_model_preset("llama-3-70b")
+    c = load_cluster_preset("dgx-h100:8")
+    w = TrainingWorkload(global_batch_size=512, seq_len=4096)
+    first = plan(m, c, w, time_limit_s=60)
+    assert first.plan is not None
+    again = plan(m, c, w, time_limit_s=60, warm_start=first.plan.config)
+    assert again.objective_value == pytest.approx(first.objective_value)
+    assert again.candidates_solved <= first.candidates_solved + 1
+
+
+def test_inference_plan() -> None:
+    m = load_model_preset("llama-2-70b")
+    r = plan(m, load_cluster_preset("dgx-h100"), InferenceWorkload(prompt_len=2048, output_len=256, batch=8))
+    assert r.status == "OPTIMAL" and r.plan is not None
+    assert r.plan.estimate.tpot_s == pytest.approx(r.objective_value, abs=1e-6)
+    assert r.plan.config.tp == 8  # the latency-optimal plan on one NVLink node uses all of it for TP
