@@ -184,6 +184,8 @@ def plan(
     schedules: Annotated[str | None, typer.Option(help="Schedules to search (default 1f1b,interleaved-1f1b).")] = None,
     top: Annotated[int, typer.Option(help="Alternatives to show (top K).")] = 3,
     time_limit: Annotated[float, typer.Option(help="Solver time limit, seconds (0.1 - 3600).")] = 60.0,
+    export_to: Annotated[str | None, typer.Option("--export", help="megatron, deepspeed, torchtitan, vllm, sglang.")
+                         ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
 ) -> None:
     """Find the configuration with the lowest estimated step time (or best serving objective), proven."""
@@ -218,10 +220,28 @@ def plan(
         fail(exc)
     except ValidationError as exc:
         fail(domain_error_from_validation(exc, "space"))
+    exported = None
+    if export_to is not None and result.plan is not None:
+        from optimizer.exports import export as run_export
+
+        try:
+            exported = run_export(export_to, spec, work, result.plan.config, model_ref=model)
+        except DomainError as exc:
+            fail(exc)
     if as_json:
-        sys.stdout.write(result.model_dump_json(indent=2) + "\n")
+        doc = result.model_dump(mode="json")
+        if exported is not None:
+            doc["export"] = exported.model_dump(mode="json")
+        sys.stdout.write(json.dumps(doc, indent=2) + "\n")
         return
     render_plan(result)
+    if exported is not None:
+        out.print(f"[bold]{exported.tool}[/bold]:")
+        for k, v in exported.env.items():
+            out.print(f"export {k}={v}", markup=False, highlight=False)
+        out.print(exported.content, markup=False, highlight=False)
+        for note in exported.notes:
+            out.print(f"  note: {note}", markup=False)
 
 
 def _workload(

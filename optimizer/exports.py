@@ -1,0 +1,283 @@
+"""One plan, exported to the launchers people use: Megatron-LM arguments, a DeepSpeed config, a torchtitan
+config, vLLM and SGLang serve arguments. Option names are limited to those each tool documents
+(optimizer/data/export_options.json); what a tool cannot express is said in `notes`."""
+
+from __future__ import annotations
+
+import json
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+from optimizer.errors import DomainError, UnknownNameError
+from optimizer.model_spec import ModelSpec
+from optimizer.parallel_config import ParallelConfig
+from optimizer.workload import InferenceWorkload, TrainingWorkload
+
+Tool = Literal["megatron", "deepspeed", "torchtitan", "vllm", "sglang"]
+TOOLS: tuple[Tool, ...] = ("megatron", "deepspeed", "torchtitan", "vllm", "sglang")
+TRAINING_TOOLS = ("megatron", "deepspeed", "torchtitan")
+
+
+class Export(BaseModel):
+    """A launcher configuration."""
+
+    tool: Tool
+    format: Literal["args", "json", "toml"]
+    content: str = Field(description="Ready to paste: a command line, a JSON document or a TOML document.")
+    options: list[str] = Field(description="Every option name used (flags or dotted config keys).")
+    env: dict[str, str] = Field(default_factory=dict, description="Environment variables to set.")
+    notes: list[str] = Field(default_factory=list, description="What the tool cannot express, or must be set in code.")
+
+
+def export(tool: str, model: ModelSpec, workload: TrainingWorkload | InferenceWorkload, c: ParallelConfig,
+           model_ref: str = "MODEL") -> Export:
+    """Export a planned configuration (layers_per_stage filled) for `tool`."""
+    if tool not in TOOLS:
+        raise UnknownNameError("export", tool, TOOLS)
+    training = isinstance(workload, TrainingWorkload)
+    if training and tool in ("vllm", "sglang"):
+        raise DomainError("export", f"{tool} is a serving engine; a training plan exports to {', '.join(TRAINING_TOOLS)}")
+    if not training and tool in TRAINING_TOOLS:
+        raise DomainError("export", f"{tool} is a training framework; a serving plan exports to vllm or sglang")
+    layers = c.layers_per_stage or c.stage_layers(model.num_layers)
+    if isinstance(workload, TrainingWorkload):
+        if tool == "megatron":
+            return _megatron(model, workload, c, layers)
+        if tool == "deepspeed":
+            return _deepspeed(workload, c, layers)
+        return _torchtitan(model, workload, c, layers)
+    if tool == "vllm":
+        return _vllm(workload, c, layers, model_ref)
+    return _sglang(workload, c, model_ref)
+
+
+def _flags(pairs: list[tuple[str, object | None]]) -> tuple[str, list[str]]:
+    parts, names = [], []
+    for name, value in pairs:
+        names.append(name)
+        parts.append(name if value is None else f"{name} {value}")
+    return " \\\n  ".join(parts), names
+
+
+def megatron_layout(layers: list[int], vp: int) -> str:
+    """--pipeline-model-parallel-layout: virtual stages in schedule order (chunk by chunk, rank by rank),
+    `E` the embedding on the first, `L` the loss on the last, `t*n` n transformer layers, `|` between stages."""
+    pp = len(layers)
+    segs = []
+    for chunk in range(vp):
+        for r in range(pp):
+            n = layers[r] // vp
+            seg = f"t*{n}" if n > 1 else ("t" if n == 1 else "")
+            if chunk == 0 and r == 0:
+                seg = "E" + ("," + seg if seg else "")
+            if chunk == vp - 1 and r == pp - 1:
+                seg = (seg + "," if seg else "") + "L"
+            segs.append(seg)
+    return "|".join(segs)
+
+
+def _megatron(model: ModelSpec, w: TrainingWorkload, c: ParallelConfig, layers: list[int]) -> Export:
+    notes = []
+    pairs: list[tuple[str, object | None]] = [
+        ("--num-layers", model.num_layers), ("--hidden-size", model.hidden_size),
+        ("--ffn-hidden-size", model.ffn_hidden_size), ("--num-attention-heads", model.num_attention_heads),
+    ]
+    if model.kv_heads != model.num_attention_heads:
+        pairs += [("--group-query-attention", None), ("--num-query-groups", model.kv_heads)]
+    if model.activation == "swiglu":
+        pairs.append(("--swiglu", None))
+    if not model.tied_embeddings:
+        pairs.append(("--untie-embeddings-and-output-weights", None))
+    if model.moe is not None:
+        pairs += [("--num-experts", model.moe.num_experts), ("--moe-router-topk", model.moe.top_k),
+                  ("--moe-ffn-hidden-size", model.moe.expert_ffn_hidden_size)]
+    pairs += [
+        ("--seq-length", w.seq_len), ("--max-position-embeddings", w.seq_len),
+        ("--tensor-model-parallel-size", c.tp), ("--pipeline-model-parallel-size", c.pp),
+        ("--context-parallel-size", c.cp), ("--expert-model-parallel-size", c.ep),
+        ("--micro-batch-size", c.mbs), ("--global-batch-size", w.global_batch_size),
+    ]
+    even = len(set(layers)) == 1
+    if c.pp > 1 and not even:
+        pairs.append(("--pipeline-model-parallel-layout", f'"{megatron_layout(layers, c.vp)}"'))
+    elif c.vp > 1:
+        pairs.append(("--num-layers-per-virtual-pipeline-stage", layers[0] // c.vp))
+    if c.sequence_parallel:
+        pairs.append(("--sequence-parallel", None))
+    if c.tp_comm_overlap:
+        pairs.append(("--tp-comm-overlap", None))
+    if c.zero_stage == 1:
+        pairs += [("--use-distributed-optimizer", None), ("--overlap-param-gather", None)]
+    elif c.zero_stage >= 2:
+        pairs.append(("--use-distributed-optimizer", None))
+        notes.append(f"Megatron-LM shards optimizer states only (ZeRO-1); ZeRO-{c.zero_stage} needs Megatron FSDP "
+                     "or DeepSpeed")
+    if c.overlap_grad_reduce and c.dp * c.cp > 1:
+        pairs.append(("--overlap-grad-reduce", None))
+    if c.recompute == "full":
+        pairs += [("--recompute-granularity", "full"), ("--recompute-method", "uniform"),
+                  ("--recompute-num-layers", 1)]
+    elif c.recompute == "selective":
+        pairs.append(("--recompute-granularity", "selective"))
+    if w.precision == "fp8":
+        pairs += [("--bf16", None), ("--fp8-format", "hybrid")]
+    else:
+        pairs.append(("--bf16", None) if w.precision == "bf16" else ("--fp16", None))
+    if c.schedule in ("zb-h1", "gpipe"):
+        notes.append(f"Megatron-LM has no {c.schedule} schedule flag; it runs 1F1B (interleaved when vp > 1)")
+    text, names = _flags(pairs)
+    return Export(tool="megatron", format="args", content=text, options=names, notes=notes)
+
+
+def _deepspeed(w: TrainingWorkload, c: ParallelConfig, layers: list[int]) -> Export:
+    m = w.global_batch_size // (c.dp * c.mbs)
+    cfg: dict[str, object] = {
+        "train_batch_size": w.global_batch_size,
+        "train_micro_batch_size_per_gpu": c.mbs,
+        "gradient_accumulation_steps": m,
+        "zero_optimization": {"stage": c.zero_stage, "overlap_comm": c.overlap_grad_reduce,
+                              "contiguous_gradients": True, "reduce_scatter": True},
+        "bf16": {"enabled": w.precision in ("bf16", "fp8")},
+        "fp16": {"enabled": w.precision == "fp16"},
+        "gradient_clipping": 1.0,
+    }
+    if c.tp > 1:
+        cfg["tensor_parallel"] = {"autotp_size": c.tp}
+    if c.recompute != "none":
+        cfg["activation_checkpointing"] = {"partition_activations": c.tp > 1, "contiguous_memory_optimization": True}
+    notes = []
+    if c.pp > 1:
+        notes.append(f"pipeline stages are set in code: PipelineModule(layers, num_stages={c.pp}, "
+                     f"partition_method='uniform') or explicit parts with layers per stage {layers}")
+    if c.cp > 1 or c.ep > 1:
+        notes.append("context/expert parallel degrees are set by the model code (DeepSpeed-Ulysses, DeepSpeed-MoE)")
+    if c.schedule != "1f1b" and c.pp > 1:
+        notes.append(f"DeepSpeed's pipeline engine runs 1F1B; the plan's {c.schedule} schedule is not available")
+    if w.precision == "fp8":
+        notes.append("FP8 GEMMs come from Transformer Engine in the model code; DeepSpeed runs bf16 around them")
+    return Export(tool="deepspeed", format="json", content=json.dumps(cfg, indent=2),
+                  options=sorted(_keys(cfg)), notes=notes)
+
+
+def _keys(d: dict[str, object], prefix: str = "") -> set[str]:
+    out = set()
+    for k, v in d.items():
+        name = f"{prefix}{k}"
+        out.add(name)
+        if isinstance(v, dict):
+            out |= _keys(v, name + ".")
+    return out
+
+
+TITAN_SCHEDULES = {"1f1b": "1F1B", "interleaved-1f1b": "Interleaved1F1B", "gpipe": "GPipe",
+                   "zb-h1": "InterleavedZeroBubble"}
+
+
+def _toml(value: object) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, str):
+        return json.dumps(value)
+    if isinstance(value, list):
+        return "[" + ", ".join(_toml(x) for x in value) + "]"
+    return str(value)
+
+
+def _torchtitan(model: ModelSpec, w: TrainingWorkload, c: ParallelConfig, layers: list[int]) -> Export:
+    sections: dict[str, dict[str, object]] = {
+        "parallelism": {
+            "data_parallel_replicate_degree": c.dp if c.zero_stage < 3 else 1,
+            "data_parallel_shard_degree": c.dp if c.zero_stage == 3 else 1,
+            "tensor_parallel_degree": c.tp, "pipeline_parallel_degree": c.pp,
+            "context_parallel_degree": c.cp, "expert_parallel_degree": c.ep,
+        },
+        "training": {"local_batch_size": w.global_batch_size // c.dp, "global_batch_size": w.global_batch_size,
+                     "seq_len": w.seq_len, "mixed_precision_param": "bfloat16" if w.precision != "fp16" else "float16"},
+        "activation_checkpoint": {"mode": c.recompute},
+    }
+    notes = []
+    if c.pp > 1:
+        par = sections["parallelism"]
+        par["pipeline_parallel_schedule"] = TITAN_SCHEDULES[c.schedule]
+        par["pipeline_parallel_microbatch_size"] = c.mbs
+        if len(set(layers)) == 1:
+            par["pipeline_parallel_layers_per_stage"] = layers[0] // c.vp
+            par["pipeline_parallel_first_stage_less_layers"] = 0
+            par["pipeline_parallel_last_stage_less_layers"] = 0
+        else:
+            parts = []
+            start = 0
+            # schedule order: chunk k of every rank, rank by rank
+            for k in range(c.vp):
+                for r, n in enumerate(layers):
+                    per = n // c.vp
+                    names = [f"layers.{i}" for i in range(start, start + per)]
+                    if k == 0 and r == 0:
+                        names = ["tok_embeddings", *names]
+                    if k == c.vp - 1 and r == c.pp - 1:
+                        names = [*names, "norm", "output"]
+                    parts.append(names)
+                    start += per
+            par["module_fqns_per_model_part"] = parts
+        if c.schedule == "zb-h1":
+            notes.append("torchtitan's closest zero-bubble schedule is InterleavedZeroBubble")
+    if c.zero_stage in (1, 2):
+        notes.append(f"torchtitan shards with FSDP2 (ZeRO-3) or replicates (DDP); ZeRO-{c.zero_stage} maps to "
+                     "replication here")
+    if c.recompute == "selective":
+        notes.append("torchtitan's selective mode checkpoints per op; set activation_checkpoint.selective_ac_option")
+    lines = []
+    names = []
+    for sec, body in sections.items():
+        lines.append(f"[{sec}]")
+        names.append(sec)
+        for k, v in body.items():
+            lines.append(f"{k} = {_toml(v)}")
+            names.append(f"{sec}.{k}")
+        lines.append("")
+    _ = model
+    return Export(tool="torchtitan", format="toml", content="\n".join(lines), options=names, notes=notes)
+
+
+def _vllm(w: InferenceWorkload, c: ParallelConfig, layers: list[int], model_ref: str) -> Export:
+    pairs: list[tuple[str, object | None]] = [
+        ("--tensor-parallel-size", c.tp), ("--pipeline-parallel-size", c.pp), ("--data-parallel-size", c.dp),
+        ("--max-num-seqs", w.batch), ("--max-model-len", w.prompt_len + w.output_len),
+        ("--gpu-memory-utilization", 0.9), ("--dtype", "bfloat16" if w.precision != "fp16" else "float16"),
+    ]
+    notes = []
+    if c.ep > 1:
+        pairs.append(("--enable-expert-parallel", None))
+        notes.append(f"vLLM sets EP = TP x DP = {c.tp * c.dp} for the MoE layers (plan: ep={c.ep})")
+    if w.precision == "fp8":
+        pairs.append(("--quantization", "fp8"))
+    if w.kv_cache_dtype == "fp8":
+        pairs.append(("--kv-cache-dtype", "fp8"))
+    text, names = _flags(pairs)
+    env = {}
+    if c.pp > 1 and len(set(layers)) > 1:
+        env["VLLM_PP_LAYER_PARTITION"] = ",".join(str(n) for n in layers)
+        names.append("VLLM_PP_LAYER_PARTITION")
+    return Export(tool="vllm", format="args", content=f"vllm serve {model_ref} \\\n  {text}", options=names, env=env,
+                  notes=notes)
+
+
+def _sglang(w: InferenceWorkload, c: ParallelConfig, model_ref: str) -> Export:
+    pairs: list[tuple[str, object | None]] = [
+        ("--model-path", model_ref), ("--tp-size", c.tp), ("--pp-size", c.pp), ("--dp-size", c.dp),
+        ("--max-running-requests", w.batch), ("--context-length", w.prompt_len + w.output_len),
+        ("--mem-fraction-static", 0.9), ("--dtype", "bfloat16" if w.precision != "fp16" else "float16"),
+    ]
+    if c.ep > 1:
+        pairs.append(("--ep-size", c.ep))
+    if w.precision == "fp8":
+        pairs.append(("--quantization", "fp8"))
+    if w.kv_cache_dtype == "fp8":
+        pairs.append(("--kv-cache-dtype", "fp8_e4m3"))
+    notes = []
+    if c.pp > 1 and len(set(c.layers_per_stage or [])) > 1:
+        notes.append(f"SGLang splits layers evenly across pp ranks; the plan's split is {c.layers_per_stage}")
+    text, names = _flags(pairs)
+    return Export(tool="sglang", format="args", content=f"python -m sglang.launch_server \\\n  {text}", options=names,
+                  notes=notes)

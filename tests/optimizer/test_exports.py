@@ -1,0 +1,88 @@
+"""Exports use only option names their tool documents, and carry the plan faithfully."""
+
+from __future__ import annotations
+
+import json
+import re
+import tomllib
+from importlib import resources
+
+import pytest
+
+from optimizer.errors import DomainError
+from optimizer.exports import TOOLS, export, megatron_layout
+from optimizer.model_loading import load_model_preset
+from optimizer.parallel_config import ParallelConfig
+from optimizer.workload import InferenceWorkload, TrainingWorkload
+
+REGISTRY = json.loads((resources.files("optimizer") / "data" / "export_options.json").read_text())
+W = TrainingWorkload(global_batch_size=2048, seq_len=8192)
+WI = InferenceWorkload(prompt_len=2048, output_len=256, batch=8, precision="fp8", kv_cache_dtype="fp8")
+TRAIN_CONFIGS = [
+    ParallelConfig(tp=8, pp=16, dp=16, vp=2, schedule="interleaved-1f1b", sequence_parallel=True, zero_stage=1,
+                   tp_comm_overlap=True, layers_per_stage=[6] + [8] * 15),
+    ParallelConfig(tp=8, pp=1, dp=8, zero_stage=3, recompute="full", mbs=2),
+    ParallelConfig(tp=4, pp=9, dp=4, cp=2, recompute="selective", sequence_parallel=True, schedule="zb-h1"),
+]
+
+
+@pytest.mark.parametrize("tool", ["megatron", "deepspeed", "torchtitan"])
+@pytest.mark.parametrize("cfg", TRAIN_CONFIGS)
+def test_training_exports_use_documented_options(tool: str, cfg: ParallelConfig) -> None:
+    e = export(tool, load_model_preset("llama-3.1-405b"), W, cfg)
+    unknown = set(e.options) - set(REGISTRY[tool]["options"])
+    assert not unknown, f"{tool} export uses undocumented options {unknown}"
+    if e.format == "args":
+        flags = set(re.findall(r"(?<!\S)--[a-z0-9-]+", e.content))
+        assert flags == {o for o in e.options if o.startswith("--")}
+
+
+@pytest.mark.parametrize("tool", ["vllm", "sglang"])
+def test_serving_exports_use_documented_options(tool: str) -> None:
+    cfg = ParallelConfig(tp=8, pp=2, ep=8, layers_per_stage=[28, 33])
+    e = export(tool, load_model_preset("deepseek-v3"), WI, cfg)
+    assert not set(e.options) - set(REGISTRY[tool]["options"])
+    assert "--quantization fp8" in e.content
+
+
+def test_megatron_layout_round_trip() -> None:
+    layers = [6] + [8] * 14 + [6]
+    text = megatron_layout(layers, 2)
+    segs = text.split("|")
+    assert len(segs) == 32 and segs[0].startswith("E") and segs[-1].endswith("L")
+    counts = [sum(int(t.split("*")[1]) if "*" in t else 1 for t in s.split(",") if t.startswith("t")) for s in segs]
+    per_rank = [counts[r] + counts[16 + r] for r in range(16)]
+    assert per_rank == layers
+
+
+def test_megatron_batch_and_degrees() -> None:
+    e = export("megatron", load_model_preset("llama-3.1-405b"), W, TRAIN_CONFIGS[0])
+    assert "--tensor-model-parallel-size 8" in e.content and "--pipeline-model-parallel-size 16" in e.content
+    assert "--global-batch-size 2048" in e.content and "--use-distributed-optimizer" in e.content
+
+
+def test_deepspeed_json_batch_identity() -> None:
+    cfg = TRAIN_CONFIGS[1]
+    doc = json.loads(export("deepspeed", load_model_preset("llama-3-70b"), W, cfg).content)
+    assert doc["train_batch_size"] == doc["train_micro_batch_size_per_gpu"] * doc["gradient_accumulation_steps"] * 8
+    assert doc["zero_optimization"]["stage"] == 3 and doc["tensor_parallel"]["autotp_size"] == 8
+
+
+def test_torchtitan_toml_parses_and_splits() -> None:
+    doc = tomllib.loads(export("torchtitan", load_model_preset("llama-3.1-405b"), W, TRAIN_CONFIGS[0]).content)
+    par = doc["parallelism"]
+    assert par["tensor_parallel_degree"] == 8 and par["pipeline_parallel_schedule"] == "Interleaved1F1B"
+    parts = par["module_fqns_per_model_part"]
+    assert len(parts) == 32
+    assert sum(1 for p in parts for n in p if n.startswith("layers.")) == 126
+
+
+def test_mode_mismatch_is_an_error() -> None:
+    with pytest.raises(DomainError):
+        export("vllm", load_model_preset("llama-3-8b"), W, ParallelConfig())
+    with pytest.raises(DomainError):
+        export("megatron", load_model_preset("llama-3-8b"), WI, ParallelConfig())
+    with pytest.raises(DomainError) as exc:
+        export("nemo", load_model_preset("llama-3-8b"), W, ParallelConfig())
+    assert "megatron" in str(exc.value)
+    assert set(TOOLS) == set(REGISTRY) - {"_about"}
