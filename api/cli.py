@@ -184,8 +184,9 @@ def plan(
     schedules: Annotated[str | None, typer.Option(help="Schedules to search (default 1f1b,interleaved-1f1b).")] = None,
     top: Annotated[int, typer.Option(help="Alternatives to show (top K).")] = 3,
     time_limit: Annotated[float, typer.Option(help="Solver time limit, seconds (0.1 - 3600).")] = 60.0,
-    export_to: Annotated[str | None, typer.Option("--export", help="megatron, deepspeed, torchtitan, vllm, sglang.")
-                         ] = None,
+    export_to: Annotated[
+        str | None, typer.Option("--export", help="megatron, deepspeed, torchtitan, vllm, sglang.")
+    ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
 ) -> None:
     """Find the configuration with the lowest estimated step time (or best serving objective), proven."""

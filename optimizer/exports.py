@@ -30,14 +30,21 @@ class Export(BaseModel):
     notes: list[str] = Field(default_factory=list, description="What the tool cannot express, or must be set in code.")
 
 
-def export(tool: str, model: ModelSpec, workload: TrainingWorkload | InferenceWorkload, c: ParallelConfig,
-           model_ref: str = "MODEL") -> Export:
+def export(
+    tool: str,
+    model: ModelSpec,
+    workload: TrainingWorkload | InferenceWorkload,
+    c: ParallelConfig,
+    model_ref: str = "MODEL",
+) -> Export:
     """Export a planned configuration (layers_per_stage filled) for `tool`."""
     if tool not in TOOLS:
         raise UnknownNameError("export", tool, TOOLS)
     training = isinstance(workload, TrainingWorkload)
     if training and tool in ("vllm", "sglang"):
-        raise DomainError("export", f"{tool} is a serving engine; a training plan exports to {', '.join(TRAINING_TOOLS)}")
+        raise DomainError(
+            "export", f"{tool} is a serving engine; a training plan exports to {', '.join(TRAINING_TOOLS)}"
+        )
     if not training and tool in TRAINING_TOOLS:
         raise DomainError("export", f"{tool} is a training framework; a serving plan exports to vllm or sglang")
     layers = c.layers_per_stage or c.stage_layers(model.num_layers)
@@ -80,8 +87,10 @@ def megatron_layout(layers: list[int], vp: int) -> str:
 def _megatron(model: ModelSpec, w: TrainingWorkload, c: ParallelConfig, layers: list[int]) -> Export:
     notes = []
     pairs: list[tuple[str, object | None]] = [
-        ("--num-layers", model.num_layers), ("--hidden-size", model.hidden_size),
-        ("--ffn-hidden-size", model.ffn_hidden_size), ("--num-attention-heads", model.num_attention_heads),
+        ("--num-layers", model.num_layers),
+        ("--hidden-size", model.hidden_size),
+        ("--ffn-hidden-size", model.ffn_hidden_size),
+        ("--num-attention-heads", model.num_attention_heads),
     ]
     if model.kv_heads != model.num_attention_heads:
         pairs += [("--group-query-attention", None), ("--num-query-groups", model.kv_heads)]
@@ -90,13 +99,20 @@ def _megatron(model: ModelSpec, w: TrainingWorkload, c: ParallelConfig, layers: 
     if not model.tied_embeddings:
         pairs.append(("--untie-embeddings-and-output-weights", None))
     if model.moe is not None:
-        pairs += [("--num-experts", model.moe.num_experts), ("--moe-router-topk", model.moe.top_k),
-                  ("--moe-ffn-hidden-size", model.moe.expert_ffn_hidden_size)]
+        pairs += [
+            ("--num-experts", model.moe.num_experts),
+            ("--moe-router-topk", model.moe.top_k),
+            ("--moe-ffn-hidden-size", model.moe.expert_ffn_hidden_size),
+        ]
     pairs += [
-        ("--seq-length", w.seq_len), ("--max-position-embeddings", w.seq_len),
-        ("--tensor-model-parallel-size", c.tp), ("--pipeline-model-parallel-size", c.pp),
-        ("--context-parallel-size", c.cp), ("--expert-model-parallel-size", c.ep),
-        ("--micro-batch-size", c.mbs), ("--global-batch-size", w.global_batch_size),
+        ("--seq-length", w.seq_len),
+        ("--max-position-embeddings", w.seq_len),
+        ("--tensor-model-parallel-size", c.tp),
+        ("--pipeline-model-parallel-size", c.pp),
+        ("--context-parallel-size", c.cp),
+        ("--expert-model-parallel-size", c.ep),
+        ("--micro-batch-size", c.mbs),
+        ("--global-batch-size", w.global_batch_size),
     ]
     even = len(set(layers)) == 1
     if c.pp > 1 and not even:
@@ -111,13 +127,13 @@ def _megatron(model: ModelSpec, w: TrainingWorkload, c: ParallelConfig, layers: 
         pairs += [("--use-distributed-optimizer", None), ("--overlap-param-gather", None)]
     elif c.zero_stage >= 2:
         pairs.append(("--use-distributed-optimizer", None))
-        notes.append(f"Megatron-LM shards optimizer states only (ZeRO-1); ZeRO-{c.zero_stage} needs Megatron FSDP "
-                     "or DeepSpeed")
+        notes.append(
+            f"Megatron-LM shards optimizer states only (ZeRO-1); ZeRO-{c.zero_stage} needs Megatron FSDP or DeepSpeed"
+        )
     if c.overlap_grad_reduce and c.dp * c.cp > 1:
         pairs.append(("--overlap-grad-reduce", None))
     if c.recompute == "full":
-        pairs += [("--recompute-granularity", "full"), ("--recompute-method", "uniform"),
-                  ("--recompute-num-layers", 1)]
+        pairs += [("--recompute-granularity", "full"), ("--recompute-method", "uniform"), ("--recompute-num-layers", 1)]
     elif c.recompute == "selective":
         pairs.append(("--recompute-granularity", "selective"))
     if w.precision == "fp8":
@@ -136,8 +152,12 @@ def _deepspeed(w: TrainingWorkload, c: ParallelConfig, layers: list[int]) -> Exp
         "train_batch_size": w.global_batch_size,
         "train_micro_batch_size_per_gpu": c.mbs,
         "gradient_accumulation_steps": m,
-        "zero_optimization": {"stage": c.zero_stage, "overlap_comm": c.overlap_grad_reduce,
-                              "contiguous_gradients": True, "reduce_scatter": True},
+        "zero_optimization": {
+            "stage": c.zero_stage,
+            "overlap_comm": c.overlap_grad_reduce,
+            "contiguous_gradients": True,
+            "reduce_scatter": True,
+        },
         "bf16": {"enabled": w.precision in ("bf16", "fp8")},
         "fp16": {"enabled": w.precision == "fp16"},
         "gradient_clipping": 1.0,
@@ -148,16 +168,19 @@ def _deepspeed(w: TrainingWorkload, c: ParallelConfig, layers: list[int]) -> Exp
         cfg["activation_checkpointing"] = {"partition_activations": c.tp > 1, "contiguous_memory_optimization": True}
     notes = []
     if c.pp > 1:
-        notes.append(f"pipeline stages are set in code: PipelineModule(layers, num_stages={c.pp}, "
-                     f"partition_method='uniform') or explicit parts with layers per stage {layers}")
+        notes.append(
+            f"pipeline stages are set in code: PipelineModule(layers, num_stages={c.pp}, "
+            f"partition_method='uniform') or explicit parts with layers per stage {layers}"
+        )
     if c.cp > 1 or c.ep > 1:
         notes.append("context/expert parallel degrees are set by the model code (DeepSpeed-Ulysses, DeepSpeed-MoE)")
     if c.schedule != "1f1b" and c.pp > 1:
         notes.append(f"DeepSpeed's pipeline engine runs 1F1B; the plan's {c.schedule} schedule is not available")
     if w.precision == "fp8":
         notes.append("FP8 GEMMs come from Transformer Engine in the model code; DeepSpeed runs bf16 around them")
-    return Export(tool="deepspeed", format="json", content=json.dumps(cfg, indent=2),
-                  options=sorted(_keys(cfg)), notes=notes)
+    return Export(
+        tool="deepspeed", format="json", content=json.dumps(cfg, indent=2), options=sorted(_keys(cfg)), notes=notes
+    )
 
 
 def _keys(d: dict[str, object], prefix: str = "") -> set[str]:
@@ -170,8 +193,12 @@ def _keys(d: dict[str, object], prefix: str = "") -> set[str]:
     return out
 
 
-TITAN_SCHEDULES = {"1f1b": "1F1B", "interleaved-1f1b": "Interleaved1F1B", "gpipe": "GPipe",
-                   "zb-h1": "InterleavedZeroBubble"}
+TITAN_SCHEDULES = {
+    "1f1b": "1F1B",
+    "interleaved-1f1b": "Interleaved1F1B",
+    "gpipe": "GPipe",
+    "zb-h1": "InterleavedZeroBubble",
+}
 
 
 def _toml(value: object) -> str:
@@ -189,16 +216,22 @@ def _torchtitan(model: ModelSpec, w: TrainingWorkload, c: ParallelConfig, layers
         "parallelism": {
             "data_parallel_replicate_degree": c.dp if c.zero_stage < 3 else 1,
             "data_parallel_shard_degree": c.dp if c.zero_stage == 3 else 1,
-            "tensor_parallel_degree": c.tp, "pipeline_parallel_degree": c.pp,
-            "context_parallel_degree": c.cp, "expert_parallel_degree": c.ep,
+            "tensor_parallel_degree": c.tp,
+            "pipeline_parallel_degree": c.pp,
+            "context_parallel_degree": c.cp,
+            "expert_parallel_degree": c.ep,
         },
-        "training": {"local_batch_size": w.global_batch_size // c.dp, "global_batch_size": w.global_batch_size,
-                     "seq_len": w.seq_len, "mixed_precision_param": "bfloat16" if w.precision != "fp16" else "float16"},
+        "training": {
+            "local_batch_size": w.global_batch_size // c.dp,
+            "global_batch_size": w.global_batch_size,
+            "seq_len": w.seq_len,
+            "mixed_precision_param": "bfloat16" if w.precision != "fp16" else "float16",
+        },
         "activation_checkpoint": {"mode": c.recompute},
     }
     notes = []
     if c.pp > 1:
-        par = sections["parallelism"]
+        par: dict[str, object] = sections["parallelism"]
         par["pipeline_parallel_schedule"] = TITAN_SCHEDULES[c.schedule]
         par["pipeline_parallel_microbatch_size"] = c.mbs
         if len(set(layers)) == 1:
@@ -223,28 +256,33 @@ def _torchtitan(model: ModelSpec, w: TrainingWorkload, c: ParallelConfig, layers
         if c.schedule == "zb-h1":
             notes.append("torchtitan's closest zero-bubble schedule is InterleavedZeroBubble")
     if c.zero_stage in (1, 2):
-        notes.append(f"torchtitan shards with FSDP2 (ZeRO-3) or replicates (DDP); ZeRO-{c.zero_stage} maps to "
-                     "replication here")
+        notes.append(
+            f"torchtitan shards with FSDP2 (ZeRO-3) or replicates (DDP); ZeRO-{c.zero_stage} maps to replication here"
+        )
     if c.recompute == "selective":
         notes.append("torchtitan's selective mode checkpoints per op; set activation_checkpoint.selective_ac_option")
-    lines = []
-    names = []
+    lines: list[str] = []
+    option_names: list[str] = []
     for sec, body in sections.items():
         lines.append(f"[{sec}]")
-        names.append(sec)
-        for k, v in body.items():
-            lines.append(f"{k} = {_toml(v)}")
-            names.append(f"{sec}.{k}")
+        option_names.append(sec)
+        for key, value in body.items():
+            lines.append(f"{key} = {_toml(value)}")
+            option_names.append(f"{sec}.{key}")
         lines.append("")
     _ = model
-    return Export(tool="torchtitan", format="toml", content="\n".join(lines), options=names, notes=notes)
+    return Export(tool="torchtitan", format="toml", content="\n".join(lines), options=option_names, notes=notes)
 
 
 def _vllm(w: InferenceWorkload, c: ParallelConfig, layers: list[int], model_ref: str) -> Export:
     pairs: list[tuple[str, object | None]] = [
-        ("--tensor-parallel-size", c.tp), ("--pipeline-parallel-size", c.pp), ("--data-parallel-size", c.dp),
-        ("--max-num-seqs", w.batch), ("--max-model-len", w.prompt_len + w.output_len),
-        ("--gpu-memory-utilization", 0.9), ("--dtype", "bfloat16" if w.precision != "fp16" else "float16"),
+        ("--tensor-parallel-size", c.tp),
+        ("--pipeline-parallel-size", c.pp),
+        ("--data-parallel-size", c.dp),
+        ("--max-num-seqs", w.batch),
+        ("--max-model-len", w.prompt_len + w.output_len),
+        ("--gpu-memory-utilization", 0.9),
+        ("--dtype", "bfloat16" if w.precision != "fp16" else "float16"),
     ]
     notes = []
     if c.ep > 1:
@@ -259,15 +297,21 @@ def _vllm(w: InferenceWorkload, c: ParallelConfig, layers: list[int], model_ref:
     if c.pp > 1 and len(set(layers)) > 1:
         env["VLLM_PP_LAYER_PARTITION"] = ",".join(str(n) for n in layers)
         names.append("VLLM_PP_LAYER_PARTITION")
-    return Export(tool="vllm", format="args", content=f"vllm serve {model_ref} \\\n  {text}", options=names, env=env,
-                  notes=notes)
+    return Export(
+        tool="vllm", format="args", content=f"vllm serve {model_ref} \\\n  {text}", options=names, env=env, notes=notes
+    )
 
 
 def _sglang(w: InferenceWorkload, c: ParallelConfig, model_ref: str) -> Export:
     pairs: list[tuple[str, object | None]] = [
-        ("--model-path", model_ref), ("--tp-size", c.tp), ("--pp-size", c.pp), ("--dp-size", c.dp),
-        ("--max-running-requests", w.batch), ("--context-length", w.prompt_len + w.output_len),
-        ("--mem-fraction-static", 0.9), ("--dtype", "bfloat16" if w.precision != "fp16" else "float16"),
+        ("--model-path", model_ref),
+        ("--tp-size", c.tp),
+        ("--pp-size", c.pp),
+        ("--dp-size", c.dp),
+        ("--max-running-requests", w.batch),
+        ("--context-length", w.prompt_len + w.output_len),
+        ("--mem-fraction-static", 0.9),
+        ("--dtype", "bfloat16" if w.precision != "fp16" else "float16"),
     ]
     if c.ep > 1:
         pairs.append(("--ep-size", c.ep))
@@ -279,5 +323,6 @@ def _sglang(w: InferenceWorkload, c: ParallelConfig, model_ref: str) -> Export:
     if c.pp > 1 and len(set(c.layers_per_stage or [])) > 1:
         notes.append(f"SGLang splits layers evenly across pp ranks; the plan's split is {c.layers_per_stage}")
     text, names = _flags(pairs)
-    return Export(tool="sglang", format="args", content=f"python -m sglang.launch_server \\\n  {text}", options=names,
-                  notes=notes)
+    return Export(
+        tool="sglang", format="args", content=f"python -m sglang.launch_server \\\n  {text}", options=names, notes=notes
+    )

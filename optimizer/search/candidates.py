@@ -256,6 +256,18 @@ class TrainingSpace:
                 ewb, egb, eob = state_bytes_per_param(zero, max(1, int(sh) // key.ep), grad_bytes, fp8)
                 mem[j] = (dense_params + emb_params) * (wb + gb + ob) + expert_params * (ewb + egb + eob)
             mem_by_zero[zero] = mem
+        # slot_bound[k-1, j]: least possible max stage work with k stages of gps[j] GPUs each (inf: no room).
+        per_layer = sorted((work[p.name] / L, p.healthy_gpus) for p in self.pools)
+        slot_bound = np.full((max(p_max, 1), len(dps)), np.inf)
+        for j, g in enumerate(gps):
+            inv: list[float] = []
+            for a, healthy in per_layer:
+                if a > 0:
+                    inv += [1.0 / a] * int(healthy // g)
+                if len(inv) >= p_max:
+                    break
+            harmonic = np.cumsum(inv[:p_max])
+            slot_bound[: len(harmonic), j] = L / harmonic
         pps = [
             pp
             for pp in range(1, p_max + 1)
@@ -293,10 +305,13 @@ class TrainingSpace:
                 P = pv[:, None].astype(float)
                 M = m_arr[None, :].astype(float)
                 gpus = gps[None, :] * pv[:, None]
-                base_ok = gpus <= self.budget
+                base_ok = (gpus <= self.budget) & np.isfinite(slot_bound[pv - 1, :])
                 hops = (2 * vp * hop_arr[None, :]) if multi else np.zeros((1, len(dps)))
                 stage_sum = w_min + x_last + P * hops
-                avg = stage_sum / P
+                # The slowest stage: at least the mean, and at least L / (sum of 1/a over the pp fastest stage
+                # slots the pools can host) with a_q the per-layer time on pool q (capacity-aware bound).
+                avg = np.maximum(stage_sum / P, slot_bound[pv - 1, :])
+                np.seterr(invalid="ignore")  # inf x 0 where a pipeline has no room: masked out below
                 for sched in scheds:
                     ok_s = base_ok & ((m_arr[None, :] % pv[:, None]) == 0) if sched == "interleaved-1f1b" else base_ok
                     if sched == "interleaved-1f1b":

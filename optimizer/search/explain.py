@@ -78,7 +78,7 @@ def explain(
     return Explanation(summary=summary, binding=binding, time_breakdown=breakdown, versus_runner_up=versus)
 
 
-def diagnose_infeasible(ts: TrainingSpace) -> InfeasibilityReport:
+def diagnose_infeasible(ts: TrainingSpace, thorough: bool = True) -> InfeasibilityReport:
     """Name the resource that runs out and search for the smallest change that makes a plan exist."""
     from optimizer.search.planner import plan
     from optimizer.search.space import KnobPin, SearchSpace
@@ -100,10 +100,12 @@ def diagnose_infeasible(ts: TrainingSpace) -> InfeasibilityReport:
             f"(weights + gradients + optimizer + activations of the micro-batches in flight)"
         )
     suggestions: list[Suggestion] = []
+    if not thorough:
+        return InfeasibilityReport(resource=resource, detail=detail, suggestions=suggestions)
 
     def feasible(m: object, c: ClusterSpec, wl: object, sp: SearchSpace) -> bool:
         try:
-            r = plan(m, c, wl, sp, top_k=1, time_limit_s=3.0)  # type: ignore[arg-type]
+            r = plan(m, c, wl, sp, top_k=1, time_limit_s=3.0, diagnose=False)  # type: ignore[arg-type]
         except Exception:  # a relaxation that breaks a rule is simply not a suggestion
             return False
         return r.plan is not None

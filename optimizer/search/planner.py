@@ -58,8 +58,10 @@ def plan(
     warm_start: ParallelConfig | None = None,
     progress: ProgressFn | None = None,
     cancelled: Callable[[], bool] | None = None,
+    diagnose: bool = True,
 ) -> PlanResult:
-    """The best configuration under the cost model, with runners-up and an explanation."""
+    """The best configuration under the cost model, with runners-up and an explanation. With `diagnose`, an
+    infeasible result names the resource that runs out and searches for the smallest change that helps."""
     space = space or SearchSpace()
     if not MIN_TIME_LIMIT_S <= time_limit_s <= max_time_limit_s:
         raise DomainError(
@@ -77,7 +79,9 @@ def plan(
         return plan_inference(
             model, cluster, workload, space, top_k=top_k, time_limit_s=time_limit_s, progress=progress
         )
-    return _plan_training(model, cluster, workload, space, top_k, time_limit_s, warm_start, progress, cancelled)
+    return _plan_training(
+        model, cluster, workload, space, top_k, time_limit_s, warm_start, progress, cancelled, diagnose
+    )
 
 
 def _plan_training(
@@ -90,13 +94,15 @@ def _plan_training(
     warm_start: ParallelConfig | None,
     progress: ProgressFn | None,
     cancelled: Callable[[], bool] | None,
+    diagnose: bool = True,
 ) -> PlanResult:
     t0 = time.perf_counter()
     ts = TrainingSpace(model, cluster, w, space)
     check_pins(ts)
     keys = sorted(((ts.key_bound(k), n, k) for n, k in enumerate(ts.layer_keys())), key=lambda x: x[:2])
     batches: list[KeyBatch] = []
-    heap: list[tuple[float, int, int]] = []
+    heap: list[tuple[float, int, int, int]] = []  # (bound, gpus, kind: 0 key batch / 1 pool structure, index)
+    pending: list[tuple[StageModel, tuple[int, ...]]] = []
     total = 0
     next_key = 0
 
@@ -109,7 +115,7 @@ def _plan_training(
             if b is not None:
                 batches.append(b)
                 total += len(b.lbs)
-                heapq.heappush(heap, (b.peek(), int(b.gpus[0]), len(batches) - 1))
+                heapq.heappush(heap, (b.peek(), int(b.gpus[0]), 0, len(batches) - 1))
 
     found: dict[tuple[object, ...], tuple[float, int, ParallelConfig]] = {}
     solved = 0
@@ -120,19 +126,40 @@ def _plan_training(
         vals = sorted(v[0] for v in found.values())
         return vals[top_k - 1] if len(vals) >= top_k else math.inf
 
+    def record(cand: Candidate, layers: tuple[int, ...], pools: tuple[str, ...], objective: float) -> None:
+        cfg = cand.config.model_copy(update={"layers_per_stage": list(layers), "stage_pools": list(pools)})
+        sig = _signature(cfg)
+        prev = found.get(sig)
+        if prev is None or (objective, cfg.gpus) < (prev[0], prev[1]):
+            found[sig] = (objective, cfg.gpus, cfg)
+
     def consider(cand: Candidate, hint: tuple[tuple[int, ...], tuple[str, ...]] | None = None) -> None:
         nonlocal solved
         remaining = time_limit_s - (time.perf_counter() - t0)
         thr = threshold()
-        res = StageModel(ts, cand).solve(max(0.05, remaining), None if math.isinf(thr) else thr, hint)
-        solved += 1
-        if not res.layers:
+        sm = StageModel(ts, cand)
+        if sm.Q > 1 and hint is None:
+            # several pools: branch on the pool-block structure inside the global search (bounded per branch)
+            for lb, fixed in sm._structures():
+                bound_ = max(lb, cand.lb)
+                if bound_ < thr:
+                    pending.append((sm, fixed))
+                    heapq.heappush(heap, (bound_, cand.gpus, 1, len(pending) - 1))
             return
-        cfg = cand.config.model_copy(update={"layers_per_stage": list(res.layers), "stage_pools": list(res.pools)})
-        sig = _signature(cfg)
-        prev = found.get(sig)
-        if prev is None or (res.objective_s, cfg.gpus) < (prev[0], prev[1]):
-            found[sig] = (res.objective_s, cfg.gpus, cfg)
+        res = sm.solve(max(0.05, remaining), None if math.isinf(thr) else thr, hint)
+        solved += 1
+        if res.layers:
+            record(cand, res.layers, res.pools, res.objective_s)
+
+    def solve_structure(index: int) -> None:
+        nonlocal solved
+        sm, fixed = pending[index]
+        thr = threshold()
+        remaining = time_limit_s - (time.perf_counter() - t0)
+        res = sm._solve_one(max(0.05, remaining), None if math.isinf(thr) else thr, None, fixed)
+        solved += 1
+        if res.layers:
+            record(sm.cand, res.layers, res.pools, res.objective_s)
 
     if warm_start is not None:  # warm start: solve the previous plan's knobs first, hinted with its layout
         ws = _warm_candidate(ts, warm_start)
@@ -149,7 +176,7 @@ def _plan_training(
         if not heap:
             bound = keys[next_key][0] if next_key < len(keys) else math.inf
             break
-        lb, _g, i = heap[0]
+        lb, _g, kind, i = heap[0]
         bound = lb
         if lb >= threshold():
             break
@@ -157,12 +184,15 @@ def _plan_training(
             status = "FEASIBLE"
             break
         heapq.heappop(heap)
-        b = batches[i]
-        cand = ts.candidate(b, b.next)
-        b.next += 1
-        if b.next < len(b.lbs):
-            heapq.heappush(heap, (b.peek(), int(b.gpus[b.next]), i))
-        consider(cand)
+        if kind == 1:
+            solve_structure(i)
+        else:
+            b = batches[i]
+            cand = ts.candidate(b, b.next)
+            b.next += 1
+            if b.next < len(b.lbs):
+                heapq.heappush(heap, (b.peek(), int(b.gpus[b.next]), 0, i))
+            consider(cand)
         if progress is not None:
             best = min((v[0] for v in found.values()), default=None)
             progress(Progress(best, lb, time.perf_counter() - t0, solved))
@@ -171,7 +201,7 @@ def _plan_training(
     elapsed = time.perf_counter() - t0
     if not ranked:
         status = "UNKNOWN" if status == "FEASIBLE" else "INFEASIBLE"
-        report = diagnose_infeasible(ts)
+        report = diagnose_infeasible(ts, thorough=diagnose)
         from optimizer.search.result import Explanation
 
         return PlanResult(

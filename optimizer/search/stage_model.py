@@ -11,6 +11,7 @@ pipeline objective.
 from __future__ import annotations
 
 import math
+import time
 from dataclasses import dataclass
 
 from ortools.sat.python import cp_model
@@ -72,6 +73,7 @@ class StageModel:
         self.l_first = [x for x in range(vp, hi + 1, vp) if x >= self.k_dense and (x - self.k_dense) % self.freq == 0]
         self.l_other = [x for x in range(step, hi + 1, step)]
         self.scale = vp if c.schedule == "interleaved-1f1b" else 1
+        self._roles: dict[tuple[bool, bool], dict[str, list[int]]] = {}  # tables, built once per candidate
         self.inflight_num = [  # in-flight micro-batches x scale (an integer for every schedule)
             round(inflight_microbatches(c, i, cand.microbatches) * self.scale) for i in range(pp)
         ]
@@ -89,7 +91,10 @@ class StageModel:
         return (q * (self.Q + 1) + qn) * (self.L + 1) + layers
 
     def build(
-        self, upper_bound_s: float | None = None, hint: tuple[tuple[int, ...], tuple[str, ...]] | None = None
+        self,
+        upper_bound_s: float | None = None,
+        hint: tuple[tuple[int, ...], tuple[str, ...]] | None = None,
+        fixed_pools: tuple[int, ...] | None = None,
     ) -> tuple[cp_model.CpModel, _Vars] | None:
         """The model, or None when some stage has no feasible (pool, layers) at all."""
         c, m = self.cand.config, self.cand.microbatches
@@ -100,7 +105,7 @@ class StageModel:
         v = _Vars()
         size = Q * (Q + 1) * (L + 1)
         ns = 1.0 / TIME_UNIT_S
-        roles: dict[tuple[bool, bool], dict[str, list[int]]] = {}
+        roles = self._roles
         for i in range(pp):
             role = (i == 0, i == pp - 1)
             lvals = self.l_first if i == 0 else self.l_other
@@ -149,6 +154,10 @@ class StageModel:
                 store.append(var)
                 old = v.bounds.get(name, (lo, hi))
                 v.bounds[name] = (min(old[0], lo), max(old[1], hi))
+        if fixed_pools is not None:  # a branch of the pool-block decomposition (see solve)
+            for qv_i, q in zip(v.pool, fixed_pools, strict=True):
+                if not isinstance(qv_i, int):
+                    model.add(qv_i == q)
         self._link_index(model, v)
         self._layer_balance(model, v)
         self._pool_capacity(model, v)
@@ -256,7 +265,92 @@ class StageModel:
         upper_bound_s: float | None = None,
         hint: tuple[tuple[int, ...], tuple[str, ...]] | None = None,
     ) -> StageLayout:
-        built = self.build(upper_bound_s, hint)
+        """Optimal layout. With several pools, branch on the pool-block structure (which pools, in which order,
+        how many stages each): bound each structure, solve the promising ones in bound order, stop when the next
+        bound cannot beat the best layout found."""
+        if self.Q <= 1:
+            return self._solve_one(time_limit_s, upper_bound_s, hint, None)
+        t0 = time.perf_counter()
+        best: StageLayout | None = None
+        limit = upper_bound_s
+        complete = True
+        for lb, fixed in self._structures():
+            if limit is not None and lb >= limit:
+                break
+            remaining = time_limit_s - (time.perf_counter() - t0)
+            if remaining <= 0:
+                complete = False
+                break
+            res = self._solve_one(remaining, limit, hint, fixed)
+            if res.status not in ("OPTIMAL", "INFEASIBLE"):
+                complete = False
+            if res.layers and (best is None or res.objective_s < best.objective_s):
+                best = res
+                limit = res.objective_s
+        if best is None:
+            return StageLayout("INFEASIBLE" if complete else "UNKNOWN", (), (), math.inf, math.inf)
+        status = "OPTIMAL" if complete else "FEASIBLE"
+        return StageLayout(
+            status, best.layers, best.pools, best.objective_s, best.objective_s if complete else best.bound_s
+        )
+
+    def _structures(self) -> list[tuple[float, tuple[int, ...]]]:
+        """Every contiguous pool-block assignment that fits the pools' GPUs, with a lower bound on its step time:
+        the slowest stage does at least L / sum(1/a) of layer work (a = per-layer time on the stage's pool), and
+        the stages together at least L x the fastest a [same terms as the candidate bound]."""
+        c, m, L = self.cand.config, self.cand.microbatches, self.L
+        pp, vp = c.pp, c.vp
+        model = self.space.model
+        n_moe = self.ctx.moe_count(0, L)
+        per_layer = []
+        for pool in self.pools:
+            gpu = self.ctx.gpu(pool)
+            total = 0.0
+            for count, is_moe in ((L - n_moe, False), (n_moe, True)):
+                if count:
+                    lc = self.ctx.layer(pool, gpu, is_moe)
+                    total += count * (lc.fwd + lc.bwd + lc.recompute + lc.tp + lc.cp + lc.ep)
+            per_layer.append(total / L)
+        cap = [p.healthy_gpus // self.gps for p in self.pools]
+        # Step >= pipeline + stage 0's work after its last backward (no slack on stage 0); that work grows with
+        # the stage's parameters, so its least value is at the fewest layers stage 0 may hold.
+        l0 = self.l_first[0] if self.l_first else 1
+        e0 = [self._cost(0, q, None if pp == 1 else q, l0).end for q in range(self.Q)]
+        out: list[tuple[float, tuple[int, ...]]] = []
+
+        def blocks(order: tuple[int, ...], left: int, counts: tuple[int, ...]) -> None:
+            if left == 0:
+                stages = tuple(q for q, n in zip(order, counts, strict=True) for _ in range(n))
+                harmonic = sum(n / per_layer[q] for q, n in zip(order, counts, strict=True))
+                t_max = L / harmonic
+                t_sum = L * min(per_layer[q] for q in order)
+                if c.schedule == "interleaved-1f1b":
+                    lb = (m - 1.0 / vp) * t_max + t_sum / vp
+                elif c.schedule == "zb-h1":
+                    lb = m * t_max
+                else:
+                    lb = t_sum + (m - 1) * t_max
+                out.append((lb + e0[stages[0]], stages))
+                return
+            for q in range(self.Q):
+                if q in order:
+                    continue
+                for n in range(1, min(left, cap[q]) + 1):
+                    blocks((*order, q), left - n, (*counts, n))
+
+        blocks((), pp, ())
+        _ = model
+        out.sort()
+        return out
+
+    def _solve_one(
+        self,
+        time_limit_s: float,
+        upper_bound_s: float | None,
+        hint: tuple[tuple[int, ...], tuple[str, ...]] | None,
+        fixed_pools: tuple[int, ...] | None,
+    ) -> StageLayout:
+        built = self.build(upper_bound_s, hint, fixed_pools)
         if built is None:
             return StageLayout("INFEASIBLE", (), (), math.inf, math.inf)
         model, v = built

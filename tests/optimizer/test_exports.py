@@ -19,8 +19,17 @@ REGISTRY = json.loads((resources.files("optimizer") / "data" / "export_options.j
 W = TrainingWorkload(global_batch_size=2048, seq_len=8192)
 WI = InferenceWorkload(prompt_len=2048, output_len=256, batch=8, precision="fp8", kv_cache_dtype="fp8")
 TRAIN_CONFIGS = [
-    ParallelConfig(tp=8, pp=16, dp=16, vp=2, schedule="interleaved-1f1b", sequence_parallel=True, zero_stage=1,
-                   tp_comm_overlap=True, layers_per_stage=[6] + [8] * 15),
+    ParallelConfig(
+        tp=8,
+        pp=16,
+        dp=16,
+        vp=2,
+        schedule="interleaved-1f1b",
+        sequence_parallel=True,
+        zero_stage=1,
+        tp_comm_overlap=True,
+        layers_per_stage=[6] + [8] * 15,
+    ),
     ParallelConfig(tp=8, pp=1, dp=8, zero_stage=3, recompute="full", mbs=2),
     ParallelConfig(tp=4, pp=9, dp=4, cp=2, recompute="selective", sequence_parallel=True, schedule="zb-h1"),
 ]
