@@ -34,6 +34,7 @@ test: lint
 bench: setup
 	$(BIN)/python benchmarks/estimate_speed.py
 	$(BIN)/python benchmarks/accuracy.py
+	$(BIN)/python benchmarks/solver.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info
