@@ -38,6 +38,45 @@ def kv_bytes_per_token_per_layer(model: ModelSpec, tp: int, kv_dtype_bytes: int)
     return 2 * max(model.kv_heads / tp, 1.0) * model.head_size * kv_dtype_bytes
 
 
+def serving_memory(
+    model: ModelSpec,
+    cluster: ClusterSpec,
+    w: InferenceWorkload,
+    c: ParallelConfig,
+    pool: NodePool,
+    layers: int,
+    moe_layers: int,
+    first: bool,
+    last: bool,
+) -> tuple[float, float, float, float, float, float]:
+    """Bytes per GPU of a serving stage: (weights, embedding/head, KV cache, prefill transient, reserve, capacity).
+
+    KV for batch x (prompt + output) tokens [costmodel A6]; the prefill working set is the widest intermediate
+    (MLP up/gate) of the batch's prompt tokens; the reserve adds CUDA graphs [A7; VL]."""
+    dense_p, expert_p, emb_p = stage_params(model, c, layers - moe_layers, moe_layers, first, last)
+    kv = (
+        w.batch
+        * (w.prompt_len + w.output_len)
+        * layers
+        * kv_bytes_per_token_per_layer(model, c.tp, BYTES[w.kv_cache_dtype])
+    )
+    width = (
+        model.ffn_hidden_size
+        if model.moe is None
+        else max(model.ffn_hidden_size, model.moe.top_k * model.moe.expert_ffn_hidden_size)
+    )
+    transient = w.batch * w.prompt_len * (2 * model.hidden_size + 3 * width / c.tp) * 2
+    capacity = cluster.gpu_of(pool).memory_bytes
+    return (
+        (dense_p + expert_p) * BYTES[w.precision],
+        emb_p * BYTES[w.precision],
+        kv,
+        transient,
+        reserve_bytes(capacity, CUDA_GRAPHS_BYTES),
+        capacity,
+    )
+
+
 def _experts_touched(model: ModelSpec, tokens: float) -> float:
     """Expected distinct routed experts a batch of tokens activates: E(1 - (1 - k/E)^tokens) (derived; uniform
     routing). At small batch only the active experts' weights are read [costmodel G]."""
@@ -125,8 +164,6 @@ def estimate_inference(
 ) -> Estimate:
     """TTFT (prefill of the whole batch), TPOT (one decode step at the mean context) and memory per stage."""
     pools, layer_counts = layout.stage_pools, layout.stage_layers
-    kvb = BYTES[w.kv_cache_dtype]
-    ctx_final = w.prompt_len + w.output_len
     ctx_mean = w.prompt_len + w.output_len / 2
     p = c.pp
     mb = w.batch / p if w.batch >= p and p > 1 else float(w.batch)  # micro-batches keep every stage busy
@@ -145,19 +182,9 @@ def estimate_inference(
             setattr(bd, k, getattr(bd, k) + v * w.output_len)
         gpu = cluster.gpu_of(pool)
         moe = sum(1 for j in range(start, start + layers) if model.is_moe_layer(j))
-        dense_p, expert_p, emb_p = stage_params(model, c, layers - moe, moe, i == 0, last)
-        weights = (dense_p + expert_p) * BYTES[w.precision]
-        emb = emb_p * BYTES[w.precision]
-        kv = w.batch * ctx_final * layers * kv_bytes_per_token_per_layer(model, c.tp, kvb)
-        # Prefill working set: the widest intermediate (MLP up/gate) of the batch's prompt tokens.
-        width = (
-            model.ffn_hidden_size
-            if model.moe is None
-            else max(model.ffn_hidden_size, model.moe.top_k * model.moe.expert_ffn_hidden_size)
+        weights, emb, kv, transient, reserve, capacity = serving_memory(
+            model, cluster, w, c, pool, layers, moe, i == 0, last
         )
-        transient = w.batch * w.prompt_len * (2 * model.hidden_size + 3 * width / c.tp) * 2
-        capacity = gpu.memory_bytes
-        reserve = reserve_bytes(capacity, CUDA_GRAPHS_BYTES)
         total = weights + emb + kv + transient + reserve
         stage_out.append(
             StageEstimate(

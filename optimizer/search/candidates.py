@@ -45,6 +45,18 @@ class LayerKey:
     recompute: str
 
 
+def layer_work(ctx: _Ctx, pool: NodePool, n_dense: int, n_moe: int) -> float:
+    """Per micro-batch time of all the model's layers on one GPU of `pool` (compute, recompute, exposed TP/CP/EP
+    communication): the work every stage layout divides among its stages."""
+    gpu = ctx.gpu(pool)
+    total = 0.0
+    for count, is_moe in ((n_dense, False), (n_moe, True)):
+        if count:
+            lc = ctx.layer(pool, gpu, is_moe)
+            total += count * (lc.fwd + lc.bwd + lc.recompute + lc.tp + lc.cp + lc.ep)
+    return total
+
+
 @dataclass(frozen=True, slots=True)
 class Candidate:
     """Global knobs of a plan, with a lower bound on its step time (seconds)."""
@@ -164,15 +176,7 @@ class TrainingSpace:
             recompute=key.recompute,
         )
         ctx = _Ctx(self.model, self.cluster, self.w, probe, 1)
-        best = float("inf")
-        for pool in self.pools:
-            gpu = ctx.gpu(pool)
-            total = 0.0
-            for count, is_moe in ((self.n_dense, False), (self.n_moe, True)):
-                if count:
-                    lc = ctx.layer(pool, gpu, is_moe)
-                    total += count * (lc.fwd + lc.bwd + lc.recompute + lc.tp + lc.cp + lc.ep)
-            best = min(best, total)
+        best = min(layer_work(ctx, pool, self.n_dense, self.n_moe) for pool in self.pools)
         replicas = max(1, self.budget // (key.tp * key.cp))
         return self.w.global_batch_size / key.mbs * best / replicas
 
@@ -196,13 +200,7 @@ class TrainingSpace:
         logits = {}
         act_layers = 0.0
         for pool in self.pools:
-            gpu = ctx.gpu(pool)
-            total = 0.0
-            for count, is_moe in ((self.n_dense, False), (self.n_moe, True)):
-                if count:
-                    lc = ctx.layer(pool, gpu, is_moe)
-                    total += count * (lc.fwd + lc.bwd + lc.recompute + lc.tp + lc.cp + lc.ep)
-            work[pool.name] = total
+            work[pool.name] = layer_work(ctx, pool, self.n_dense, self.n_moe)
             single = stage_cost(ctx, False, True, 0, 0, pool, None)
             logits[pool.name] = single.time
         from optimizer.costmodel.memory import activation_bytes_per_layer

@@ -17,9 +17,7 @@ from ortools.sat.python import cp_model
 
 from optimizer.cluster_spec import ClusterSpec, NodePool
 from optimizer.costmodel import network as net
-from optimizer.costmodel.constants import CUDA_GRAPHS_BYTES
-from optimizer.costmodel.inference import _stage_time, kv_bytes_per_token_per_layer
-from optimizer.costmodel.memory import reserve_bytes, stage_params
+from optimizer.costmodel.inference import _stage_time, serving_memory
 from optimizer.estimate import estimate
 from optimizer.model_spec import ModelSpec
 from optimizer.parallel_config import ParallelConfig
@@ -48,24 +46,9 @@ def _memory(
     first: bool,
     last: bool,
 ) -> tuple[float, float]:
-    """(bytes needed, capacity) of one stage, as estimate_inference counts them."""
-    gpu = cluster.gpu_of(pool)
-    dense_p, expert_p, emb_p = stage_params(model, c, layers - moe, moe, first, last)
-    kv = (
-        w.batch
-        * (w.prompt_len + w.output_len)
-        * layers
-        * kv_bytes_per_token_per_layer(model, c.tp, BYTES[w.kv_cache_dtype])
-    )
-    width = (
-        model.ffn_hidden_size
-        if model.moe is None
-        else max(model.ffn_hidden_size, model.moe.top_k * model.moe.expert_ffn_hidden_size)
-    )
-    transient = w.batch * w.prompt_len * (2 * model.hidden_size + 3 * width / c.tp) * 2
-    cap = gpu.memory_bytes
-    need = (dense_p + expert_p + emb_p) * BYTES[w.precision] + kv + transient + reserve_bytes(cap, CUDA_GRAPHS_BYTES)
-    return need, cap
+    """(bytes needed, capacity) of one stage, exactly as estimate_inference counts them."""
+    *terms, capacity = serving_memory(model, cluster, w, c, pool, layers, moe, first, last)
+    return sum(terms), capacity
 
 
 def _candidates(

@@ -18,7 +18,7 @@ from ortools.sat.python import cp_model
 
 from optimizer.costmodel.memory import inflight_microbatches
 from optimizer.costmodel.training import StageCost, _Ctx, stage_cost
-from optimizer.search.candidates import Candidate, TrainingSpace
+from optimizer.search.candidates import Candidate, TrainingSpace, layer_work
 from optimizer.search.solver_params import TIME_UNIT_S, stage_solver
 
 
@@ -302,15 +302,7 @@ class StageModel:
         pp, vp = c.pp, c.vp
         model = self.space.model
         n_moe = self.ctx.moe_count(0, L)
-        per_layer = []
-        for pool in self.pools:
-            gpu = self.ctx.gpu(pool)
-            total = 0.0
-            for count, is_moe in ((L - n_moe, False), (n_moe, True)):
-                if count:
-                    lc = self.ctx.layer(pool, gpu, is_moe)
-                    total += count * (lc.fwd + lc.bwd + lc.recompute + lc.tp + lc.cp + lc.ep)
-            per_layer.append(total / L)
+        per_layer = [layer_work(self.ctx, pool, L - n_moe, n_moe) / L for pool in self.pools]
         cap = [p.healthy_gpus // self.gps for p in self.pools]
         # Step >= pipeline + stage 0's work after its last backward (no slack on stage 0); that work grows with
         # the stage's parameters, so its least value is at the fewest layers stage 0 may hold.
