@@ -38,16 +38,29 @@ def fail(exc: Exception) -> NoReturn:
     raise typer.Exit(code=2)
 
 
+ModelOpt = Annotated[str, typer.Option(help="Preset name, HuggingFace config.json or model.yaml.")]
+ClusterOpt = Annotated[str, typer.Option(help="Preset (dgx-h100, dgx-h100:16 for 16 nodes) or cluster.yaml.")]
+ModeOpt = Annotated[str, typer.Option(help="training or inference.")]
+GbsOpt = Annotated[int | None, typer.Option(help="Global batch, sequences (training).")]
+SeqLenOpt = Annotated[int | None, typer.Option(help="Sequence length, tokens (training).")]
+BatchOpt = Annotated[int | None, typer.Option(help="Concurrent sequences (inference).")]
+PromptOpt = Annotated[int | None, typer.Option(help="Prompt tokens (inference).")]
+OutputOpt = Annotated[int | None, typer.Option(help="Generated tokens (inference).")]
+ObjectiveOpt = Annotated[str, typer.Option(help="Inference objective: latency or throughput.")]
+PrecisionOpt = Annotated[str, typer.Option(help="bf16, fp16 or fp8.")]
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON object.")]
+
+
 @app.command()
 def estimate(
-    model: Annotated[str, typer.Option(help="Preset name, HuggingFace config.json or model.yaml.")],
-    cluster: Annotated[str, typer.Option(help="Preset (dgx-h100, dgx-h100:16 for 16 nodes) or cluster.yaml.")],
-    mode: Annotated[str, typer.Option(help="training or inference.")] = "training",
-    gbs: Annotated[int | None, typer.Option(help="Global batch, sequences (training).")] = None,
-    seq_len: Annotated[int | None, typer.Option(help="Sequence length, tokens (training).")] = None,
-    batch: Annotated[int | None, typer.Option(help="Concurrent sequences (inference).")] = None,
-    prompt_len: Annotated[int | None, typer.Option(help="Prompt tokens (inference).")] = None,
-    output_len: Annotated[int | None, typer.Option(help="Generated tokens (inference).")] = None,
+    model: ModelOpt,
+    cluster: ClusterOpt,
+    mode: ModeOpt = "training",
+    gbs: GbsOpt = None,
+    seq_len: SeqLenOpt = None,
+    batch: BatchOpt = None,
+    prompt_len: PromptOpt = None,
+    output_len: OutputOpt = None,
     tp: Annotated[int, typer.Option(help="Tensor-parallel degree.")] = 1,
     pp: Annotated[int, typer.Option(help="Pipeline-parallel degree.")] = 1,
     dp: Annotated[int, typer.Option(help="Data-parallel degree.")] = 1,
@@ -59,35 +72,19 @@ def estimate(
     sp: Annotated[bool, typer.Option("--sp", help="Sequence parallelism.")] = False,
     zero: Annotated[int, typer.Option(help="ZeRO stage 0-3 (1 = distributed optimizer).")] = 0,
     recompute: Annotated[str, typer.Option(help="none, selective or full.")] = "none",
-    precision: Annotated[str, typer.Option(help="bf16, fp16 or fp8.")] = "bf16",
+    precision: PrecisionOpt = "bf16",
     layers_per_stage: Annotated[str | None, typer.Option(help="Uneven split, e.g. 19,21,21,19.")] = None,
     stage_pools: Annotated[str | None, typer.Option(help="Pool per stage, comma-separated.")] = None,
     tp_comm_overlap: Annotated[bool, typer.Option("--tp-comm-overlap", help="Overlap TP comm (needs --sp).")] = False,
     no_grad_overlap: Annotated[bool, typer.Option("--no-grad-overlap", help="Do not overlap DP reduction.")] = False,
-    objective: Annotated[str, typer.Option(help="Inference objective: latency or throughput.")] = "latency",
-    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
+    objective: ObjectiveOpt = "latency",
+    as_json: JsonOpt = False,
 ) -> None:
     """Predict per-GPU memory and step time (or TTFT/TPOT) of ONE parallel configuration."""
     try:
         spec = resolve_model(model)
         clus = resolve_cluster(cluster)
-        work: TrainingWorkload | InferenceWorkload
-        if mode == "training":
-            if gbs is None or seq_len is None:
-                raise DomainError("workload", "training needs --gbs and --seq-len")
-            work = build_training(global_batch_size=gbs, seq_len=seq_len, precision=precision)
-        elif mode == "inference":
-            if prompt_len is None or output_len is None:
-                raise DomainError("workload", "inference needs --prompt-len and --output-len")
-            work = build_inference(
-                prompt_len=prompt_len,
-                output_len=output_len,
-                batch=batch,
-                precision=precision,
-                objective=objective,
-            )
-        else:
-            raise DomainError("mode", f"must be training or inference (got {mode!r})")
+        work = _workload(mode, gbs, seq_len, batch, prompt_len, output_len, precision, objective)
         sched = schedule or ("interleaved-1f1b" if vp > 1 else "1f1b")
         config = build_config(
             tp=tp,
@@ -168,16 +165,16 @@ def render_estimate(e: Estimate, model: str, cluster: str) -> None:
 
 @app.command()
 def plan(
-    model: Annotated[str, typer.Option(help="Preset name, HuggingFace config.json or model.yaml.")],
-    cluster: Annotated[str, typer.Option(help="Preset (dgx-h100:16) or cluster.yaml.")],
-    mode: Annotated[str, typer.Option(help="training or inference.")] = "training",
-    gbs: Annotated[int | None, typer.Option(help="Global batch, sequences (training).")] = None,
-    seq_len: Annotated[int | None, typer.Option(help="Sequence length, tokens (training).")] = None,
-    batch: Annotated[int | None, typer.Option(help="Concurrent sequences (inference).")] = None,
-    prompt_len: Annotated[int | None, typer.Option(help="Prompt tokens (inference).")] = None,
-    output_len: Annotated[int | None, typer.Option(help="Generated tokens (inference).")] = None,
-    objective: Annotated[str, typer.Option(help="Inference objective: latency or throughput.")] = "latency",
-    precision: Annotated[str, typer.Option(help="bf16, fp16 or fp8.")] = "bf16",
+    model: ModelOpt,
+    cluster: ClusterOpt,
+    mode: ModeOpt = "training",
+    gbs: GbsOpt = None,
+    seq_len: SeqLenOpt = None,
+    batch: BatchOpt = None,
+    prompt_len: PromptOpt = None,
+    output_len: OutputOpt = None,
+    objective: ObjectiveOpt = "latency",
+    precision: PrecisionOpt = "bf16",
     pin: Annotated[list[str] | None, typer.Option(help="Fix or bound a knob: tp=8, pp<=16, recompute=full.")] = None,
     max_gpus: Annotated[int | None, typer.Option(help="GPU budget.")] = None,
     pools: Annotated[str | None, typer.Option(help="Allowed pools, comma-separated.")] = None,
@@ -187,7 +184,7 @@ def plan(
     export_to: Annotated[
         str | None, typer.Option("--export", help="megatron, deepspeed, torchtitan, vllm, sglang.")
     ] = None,
-    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
+    as_json: JsonOpt = False,
 ) -> None:
     """Find the configuration with the lowest estimated step time (or best serving objective), proven."""
     from optimizer.search.planner import Progress

@@ -9,7 +9,6 @@ from __future__ import annotations
 import argparse
 import statistics
 import time
-from pathlib import Path
 
 from rich.console import Console
 from rich.table import Table
@@ -138,7 +137,6 @@ def main() -> None:
             oracle_note(result),
         )
     Console(width=240).print(table)
-    _ = Path
 
 
 if __name__ == "__main__":

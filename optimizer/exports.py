@@ -53,7 +53,7 @@ def export(
             return _megatron(model, workload, c, layers)
         if tool == "deepspeed":
             return _deepspeed(workload, c, layers)
-        return _torchtitan(model, workload, c, layers)
+        return _torchtitan(workload, c, layers)
     if tool == "vllm":
         return _vllm(workload, c, layers, model_ref)
     return _sglang(workload, c, model_ref)
@@ -211,7 +211,7 @@ def _toml(value: object) -> str:
     return str(value)
 
 
-def _torchtitan(model: ModelSpec, w: TrainingWorkload, c: ParallelConfig, layers: list[int]) -> Export:
+def _torchtitan(w: TrainingWorkload, c: ParallelConfig, layers: list[int]) -> Export:
     sections: dict[str, dict[str, object]] = {
         "parallelism": {
             "data_parallel_replicate_degree": c.dp if c.zero_stage < 3 else 1,
@@ -270,7 +270,6 @@ def _torchtitan(model: ModelSpec, w: TrainingWorkload, c: ParallelConfig, layers
             lines.append(f"{key} = {_toml(value)}")
             option_names.append(f"{sec}.{key}")
         lines.append("")
-    _ = model
     return Export(tool="torchtitan", format="toml", content="\n".join(lines), options=option_names, notes=notes)
 
 

@@ -15,7 +15,7 @@ import numpy as np
 
 from optimizer.cluster_spec import ClusterSpec, NodePool
 from optimizer.costmodel import network as net
-from optimizer.costmodel.memory import reserve_bytes, state_bytes_per_param
+from optimizer.costmodel.memory import activation_bytes_per_layer, reserve_bytes, state_bytes_per_param
 from optimizer.costmodel.training import _Ctx, stage_cost
 from optimizer.model_spec import ModelSpec
 from optimizer.parallel_config import RECOMPUTES, ParallelConfig
@@ -98,6 +98,7 @@ class TrainingSpace:
         }
         self.n_moe = model.num_moe_layers
         self.n_dense = model.num_layers - self.n_moe
+        self._probes: dict[LayerKey, tuple[_Ctx, dict[str, float]]] = {}
 
     # ---- domains ---------------------------------------------------------------------------------------------
     def tp_values(self) -> list[int]:
@@ -162,21 +163,31 @@ class TrainingSpace:
         return values
 
     # ---- bounds ----------------------------------------------------------------------------------------------
+    def _probe(self, key: LayerKey) -> tuple[_Ctx, dict[str, float]]:
+        """A cost-model context for `key` (dp, pp do not change a layer's cost) and the per-micro-batch work of
+        all layers on each pool; computed once per key and shared by key_bound and key_batch."""
+        hit = self._probes.get(key)
+        if hit is None:
+            probe = ParallelConfig(
+                tp=key.tp,
+                cp=key.cp,
+                ep=key.ep,
+                dp=key.ep,
+                mbs=key.mbs,
+                sequence_parallel=key.sp,
+                tp_comm_overlap=key.tpo,
+                recompute=key.recompute,
+            )
+            ctx = _Ctx(self.model, self.cluster, self.w, probe, 1)
+            hit = (ctx, {p.name: layer_work(ctx, p, self.n_dense, self.n_moe) for p in self.pools})
+            self._probes[key] = hit
+        return hit
+
     def key_bound(self, key: LayerKey) -> float:
         """A lower bound on every candidate of `key`: the layers' work of the whole batch spread perfectly over
         the GPU budget (step >= m x max stage time >= (gbs/mbs) x sum of stage times / (dp x pp))."""
-        probe = ParallelConfig(
-            tp=key.tp,
-            cp=key.cp,
-            ep=key.ep,
-            dp=key.ep,
-            mbs=key.mbs,
-            sequence_parallel=key.sp,
-            tp_comm_overlap=key.tpo,
-            recompute=key.recompute,
-        )
-        ctx = _Ctx(self.model, self.cluster, self.w, probe, 1)
-        best = min(layer_work(ctx, pool, self.n_dense, self.n_moe) for pool in self.pools)
+        _, work = self._probe(key)
+        best = min(work.values())
         replicas = max(1, self.budget // (key.tp * key.cp))
         return self.w.global_batch_size / key.mbs * best / replicas
 
@@ -185,26 +196,13 @@ class TrainingSpace:
         keeps the candidates the memory bound proves infeasible (the oracle checks them the long way)."""
         model, w, space = self.model, self.w, self.space
         L, gbs = model.num_layers, w.global_batch_size
-        probe = ParallelConfig(
-            tp=key.tp,
-            cp=key.cp,
-            ep=key.ep,
-            dp=key.ep,
-            mbs=key.mbs,
-            sequence_parallel=key.sp,
-            tp_comm_overlap=key.tpo,
-            recompute=key.recompute,
-        )
-        ctx = _Ctx(model, self.cluster, w, probe, 1)
-        work = {}
+        ctx, work = self._probe(key)
+        probe = ctx.c
         logits = {}
         act_layers = 0.0
         for pool in self.pools:
-            work[pool.name] = layer_work(ctx, pool, self.n_dense, self.n_moe)
             single = stage_cost(ctx, False, True, 0, 0, pool, None)
             logits[pool.name] = single.time
-        from optimizer.costmodel.memory import activation_bytes_per_layer
-
         act_layers = self.n_dense * activation_bytes_per_layer(model, probe, w.seq_len, False, w.flash_attention)
         if self.n_moe:
             act_layers += self.n_moe * activation_bytes_per_layer(model, probe, w.seq_len, True, w.flash_attention)

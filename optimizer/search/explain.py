@@ -81,7 +81,7 @@ def explain(
 def diagnose_infeasible(ts: TrainingSpace, thorough: bool = True) -> InfeasibilityReport:
     """Name the resource that runs out and search for the smallest change that makes a plan exist."""
     from optimizer.search.planner import plan
-    from optimizer.search.space import KnobPin, SearchSpace
+    from optimizer.search.space import SearchSpace
 
     model, cluster, w, space = ts.model, ts.cluster, ts.w, ts.space
     usable = max(ts.usable.values(), default=0.0) / 1e9
@@ -155,6 +155,4 @@ def diagnose_infeasible(ts: TrainingSpace, thorough: bool = True) -> Infeasibili
                     )
                 )
                 break
-    if "recompute" not in space.pins:
-        _ = KnobPin  # full recompute and ZeRO are already in the search space
     return InfeasibilityReport(resource=resource, detail=detail, suggestions=suggestions)

@@ -21,7 +21,7 @@ from optimizer.costmodel.inference import _stage_time, serving_memory
 from optimizer.estimate import estimate
 from optimizer.model_spec import ModelSpec
 from optimizer.parallel_config import ParallelConfig
-from optimizer.search.explain import describe, explain
+from optimizer.search.explain import explain
 from optimizer.search.result import (
     Alternative,
     Explanation,
@@ -292,13 +292,7 @@ def plan_inference(
             continue
         seen.add(sig)
         alts.append(
-            Alternative(
-                config=cfg,
-                estimate=estimate(model, cluster, w, cfg),
-                delta_s=obj - best_obj,
-                delta_pct=100 * (obj - best_obj) / best_obj,
-                differs_in=[k for k in ("tp", "pp", "dp", "ep") if getattr(cfg, k) != getattr(best_cfg, k)],
-            )
+            Alternative.versus(estimate(model, cluster, w, cfg), cfg, obj, best_cfg, best_obj, ("tp", "pp", "dp", "ep"))
         )
     planned = PlannedConfig(config=best_cfg, estimate=est)
     budget = sum(p.healthy_gpus for p in pools)
@@ -317,6 +311,3 @@ def plan_inference(
         candidates_total=len(cands),
         candidates_solved=solved,
     )
-
-
-_ = describe

@@ -217,15 +217,7 @@ def _plan_training(
     est = estimate(model, cluster, w, best_cfg)
     alts = []
     for obj, _, cfg in ranked[1:top_k]:
-        alts.append(
-            Alternative(
-                config=cfg,
-                estimate=estimate(model, cluster, w, cfg),
-                delta_s=obj - best_obj,
-                delta_pct=100 * (obj - best_obj) / best_obj,
-                differs_in=[k for k in MAIN_KNOBS if _knob(cfg, k) != _knob(best_cfg, k)],
-            )
-        )
+        alts.append(Alternative.versus(estimate(model, cluster, w, cfg), cfg, obj, best_cfg, best_obj, MAIN_KNOBS))
     planned = PlannedConfig(config=best_cfg, estimate=est)
     gap = None if status == "OPTIMAL" else max(0.0, (best_obj - lower) / best_obj)
     return PlanResult(
@@ -241,10 +233,6 @@ def _plan_training(
         candidates_total=total,
         candidates_solved=solved,
     )
-
-
-def _knob(c: ParallelConfig, k: str) -> object:
-    return getattr(c, k)
 
 
 def _warm_candidate(ts: TrainingSpace, prev: ParallelConfig) -> Candidate | None:

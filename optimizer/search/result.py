@@ -22,6 +22,25 @@ class Alternative(PlannedConfig):
     delta_pct: float = Field(description="Relative to the plan's objective, percent.")
     differs_in: list[str] = Field(description="Main knobs whose value differs from the plan's.")
 
+    @classmethod
+    def versus(
+        cls,
+        estimate: Estimate,
+        cfg: ParallelConfig,
+        objective: float,
+        best: ParallelConfig,
+        best_objective: float,
+        knobs: tuple[str, ...],
+    ) -> Alternative:
+        """A runner-up described against the plan."""
+        return cls(
+            config=cfg,
+            estimate=estimate,
+            delta_s=objective - best_objective,
+            delta_pct=100 * (objective - best_objective) / best_objective,
+            differs_in=[k for k in knobs if getattr(cfg, k) != getattr(best, k)],
+        )
+
 
 class BindingConstraint(BaseModel):
     """A resource the plan runs close to."""

@@ -300,7 +300,6 @@ class StageModel:
         the stages together at least L x the fastest a [same terms as the candidate bound]."""
         c, m, L = self.cand.config, self.cand.microbatches, self.L
         pp, vp = c.pp, c.vp
-        model = self.space.model
         n_moe = self.ctx.moe_count(0, L)
         per_layer = [layer_work(self.ctx, pool, L - n_moe, n_moe) / L for pool in self.pools]
         cap = [p.healthy_gpus // self.gps for p in self.pools]
@@ -331,7 +330,6 @@ class StageModel:
                     blocks((*order, q), left - n, (*counts, n))
 
         blocks((), pp, ())
-        _ = model
         out.sort()
         return out
 
