@@ -1,0 +1,119 @@
+"""Cluster inventories as versioned documents: a content hash, node-state changes and the diff of two revisions."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+from optimizer.cluster_spec import ClusterSpec, NodePool, NodeState
+from optimizer.errors import DomainError
+
+
+def canonical_json(document: Any) -> str:
+    """One spelling per document: sorted keys, no whitespace (what the content hash is taken of)."""
+    return json.dumps(document, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
+
+
+def content_hash(document: Any) -> str:
+    """SHA-256 of the canonical JSON of a spec document (hex)."""
+    return hashlib.sha256(canonical_json(document).encode()).hexdigest()
+
+
+def spec_document(spec: BaseModel) -> dict[str, Any]:
+    """The stored form of a spec: JSON-ready, without the name (a renamed copy is the same content)."""
+    doc: dict[str, Any] = spec.model_dump(mode="json", exclude={"name"})
+    return doc
+
+
+def with_node_state(cluster: ClusterSpec, node: str, state: NodeState) -> ClusterSpec:
+    """The same inventory with one node in a new state (drained, failed or restored to healthy)."""
+    for pool in cluster.pools:
+        current = {n.name: n.state for n in pool.node_list}
+        if node not in current:
+            continue
+        current[node] = state
+        data = pool.model_dump(mode="json")
+        if isinstance(pool.nodes, list):  # named nodes carry their own state
+            data.update(nodes=[{"name": k, "state": v} for k, v in current.items()], node_states={})
+        else:  # counted nodes: states of the generated names, healthy by default
+            data.update(node_states={k: v for k, v in current.items() if v != "healthy"})
+        pools = [NodePool.model_validate(data) if p.name == pool.name else p for p in cluster.pools]
+        return cluster.model_copy(update={"pools": pools})
+    known = [n.name for p in cluster.pools for n in p.node_list]
+    raise DomainError("node", f"unknown node {node!r}; the cluster has {len(known)} nodes, e.g. {known[:3]}")
+
+
+class PoolDelta(BaseModel):
+    """GPUs gained or lost by one pool (healthy GPUs)."""
+
+    pool: str
+    gpu: str
+    healthy_gpus_before: int
+    healthy_gpus_after: int
+    delta: int
+
+
+class InventoryDiff(BaseModel):
+    """What changed between two inventory revisions."""
+
+    added: list[str] = Field(default_factory=list, description="Nodes that appeared.")
+    removed: list[str] = Field(default_factory=list, description="Nodes that are gone.")
+    drained: list[str] = Field(default_factory=list, description="Nodes now drained.")
+    failed: list[str] = Field(default_factory=list, description="Nodes now failed.")
+    restored: list[str] = Field(default_factory=list, description="Nodes healthy again.")
+    pools: list[PoolDelta] = Field(default_factory=list, description="Pools whose healthy GPU count changed.")
+    other: list[str] = Field(default_factory=list, description="Pool settings that changed (fabric, GPU type...).")
+
+    @property
+    def empty(self) -> bool:
+        return not (self.added or self.removed or self.drained or self.failed or self.restored or self.other)
+
+    def summary(self) -> str:
+        parts = [f"{len(v)} {k}" for k, v in self._lists() if v]
+        parts += [f"{p.pool} {p.delta:+d} GPUs" for p in self.pools]
+        return ", ".join(parts) or "no change"
+
+    def _lists(self) -> list[tuple[str, list[str]]]:
+        return [
+            ("added", self.added),
+            ("removed", self.removed),
+            ("drained", self.drained),
+            ("failed", self.failed),
+            ("restored", self.restored),
+        ]
+
+
+def diff_inventories(before: ClusterSpec, after: ClusterSpec) -> InventoryDiff:
+    """Nodes added, removed, drained, failed or restored, and healthy GPUs gained or lost per pool."""
+    old = {n.name: n.state for p in before.pools for n in p.node_list}
+    new = {n.name: n.state for p in after.pools for n in p.node_list}
+    d = InventoryDiff(added=sorted(set(new) - set(old)), removed=sorted(set(old) - set(new)))
+    for name in sorted(set(old) & set(new)):
+        if old[name] == new[name]:
+            continue
+        if new[name] == "drained":
+            d.drained.append(name)
+        elif new[name] == "failed":
+            d.failed.append(name)
+        else:
+            d.restored.append(name)
+    pools_before = {p.name: p for p in before.pools}
+    pools_after = {p.name: p for p in after.pools}
+    for name in sorted(set(pools_before) | set(pools_after)):
+        b, a = pools_before.get(name), pools_after.get(name)
+        hb, ha = (b.healthy_gpus if b else 0), (a.healthy_gpus if a else 0)
+        if hb != ha:
+            gpu = (a or b).gpu  # type: ignore[union-attr]
+            d.pools.append(PoolDelta(pool=name, gpu=gpu, healthy_gpus_before=hb, healthy_gpus_after=ha, delta=ha - hb))
+        if a and b:
+            for key in ("gpu", "gpus_per_node", "intra_node", "inter_node", "pod_size", "oversubscription"):
+                if getattr(a, key) != getattr(b, key):
+                    d.other.append(f"{name}.{key}")
+        elif a and not b:
+            d.other.append(f"{name} added")
+        elif b and not a:
+            d.other.append(f"{name} removed")
+    return d

@@ -1,0 +1,71 @@
+"""Engines and sessions. One engine per process (created after a fork), sessions that commit at the boundary."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from sqlalchemy import Engine, create_engine, event
+from sqlalchemy.orm import Session, sessionmaker
+
+from store.settings import settings
+
+
+def make_engine(url: str) -> Engine:
+    """An engine for `url`. SQLite gets foreign keys, WAL and a busy timeout so that threads and processes can
+    share the file; PostgreSQL gets pre-ping so that a restarted server is noticed."""
+    if url.startswith("sqlite"):
+        engine = create_engine(url, connect_args={"check_same_thread": False, "timeout": 30})
+
+        @event.listens_for(engine, "connect")
+        def _pragmas(dbapi_conn: Any, _record: Any) -> None:
+            dbapi_conn.isolation_level = None  # let SQLAlchemy's BEGIN below take the write lock
+            cur = dbapi_conn.cursor()
+            cur.execute("PRAGMA foreign_keys=ON")
+            cur.execute("PRAGMA journal_mode=WAL")
+            cur.execute("PRAGMA busy_timeout=30000")
+            cur.close()
+
+        @event.listens_for(engine, "begin")
+        def _begin(conn: Any) -> None:
+            conn.exec_driver_sql("BEGIN IMMEDIATE")  # writers serialize at BEGIN: no lost updates, no upgrade deadlock
+
+        return engine
+    return create_engine(url, pool_pre_ping=True, pool_size=10, max_overflow=20)
+
+
+class Database:
+    """An engine and its session factory."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self.engine = make_engine(url)
+        self.sessions = sessionmaker(self.engine, expire_on_commit=False)
+
+    @contextmanager
+    def session(self) -> Iterator[Session]:
+        """A unit of work: commits when the block ends, rolls back on any error."""
+        with self.sessions() as s:
+            try:
+                yield s
+                s.commit()
+            except BaseException:
+                s.rollback()
+                raise
+
+    def dispose(self) -> None:
+        self.engine.dispose()
+
+
+_databases: dict[tuple[int, str], Database] = {}
+
+
+def database(url: str | None = None) -> Database:
+    """This process's database for `url` (default: the settings'). Keyed by PID: a forked worker builds its own."""
+    url = url or settings().database_url
+    key = (os.getpid(), url)
+    if key not in _databases:
+        _databases[key] = Database(url)
+    return _databases[key]

@@ -1,0 +1,237 @@
+"""The schema: SQLAlchemy 2 typed mappings. Spec documents are JSON; what is filtered or sorted on is a column."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlalchemy import (
+    JSON,
+    BigInteger,
+    Boolean,
+    DateTime,
+    Float,
+    ForeignKey,
+    Index,
+    Integer,
+    MetaData,
+    String,
+    Text,
+    UniqueConstraint,
+)
+from sqlalchemy.dialects.postgresql import JSONB
+from sqlalchemy.engine import Dialect
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+from sqlalchemy.types import TypeDecorator
+
+# One naming convention for every constraint, so that migrations name them the same on SQLite and PostgreSQL.
+NAMING = {
+    "ix": "ix_%(table_name)s_%(column_0_N_name)s",
+    "uq": "uq_%(table_name)s_%(column_0_N_name)s",
+    "ck": "ck_%(table_name)s_%(constraint_name)s",
+    "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+    "pk": "pk_%(table_name)s",
+}
+
+JOB_STATES = ("queued", "running", "succeeded", "failed", "cancelled")
+TRIGGERS = ("user", "nightly", "inventory_change")
+
+
+class UTCDateTime(TypeDecorator[datetime]):
+    """Timezone-aware UTC timestamps on every backend (SQLite stores them naive)."""
+
+    impl = DateTime(timezone=True)
+    cache_ok = True
+
+    def process_bind_param(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is not None and value.tzinfo is None:
+            raise ValueError("naive datetime")
+        return value.astimezone(UTC) if value is not None else None
+
+    def process_result_value(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is not None and value.tzinfo is None:
+            return value.replace(tzinfo=UTC)
+        return value
+
+
+Document = JSON().with_variant(JSONB(), "postgresql")
+
+
+def now() -> datetime:
+    return datetime.now(UTC)
+
+
+class Base(DeclarativeBase):
+    metadata = MetaData(naming_convention=NAMING)
+    type_annotation_map = {datetime: UTCDateTime(), dict[str, Any]: Document, list[Any]: Document}
+
+
+class GpuType(Base):
+    """A GPU type defined by a user, beside the built-in catalog."""
+
+    __tablename__ = "gpu_types"
+    id: Mapped[int] = mapped_column(primary_key=True)
+    name: Mapped[str] = mapped_column(String(64), unique=True)
+    spec: Mapped[dict[str, Any]]
+    created_at: Mapped[datetime] = mapped_column(default=now)
+
+
+class Cluster(Base):
+    """A cluster; its inventory lives in immutable revisions."""
+
+    __tablename__ = "clusters"
+    id: Mapped[int] = mapped_column(primary_key=True)
+    name: Mapped[str] = mapped_column(String(128), unique=True)
+    head_revision: Mapped[int] = mapped_column(Integer, default=0, doc="Number of the current revision.")
+    created_at: Mapped[datetime] = mapped_column(default=now, index=True)
+
+
+class ClusterRevision(Base):
+    """A full inventory snapshot (pools, nodes, node states, fabric)."""
+
+    __tablename__ = "cluster_revisions"
+    __table_args__ = (UniqueConstraint("cluster_id", "number"),)
+    id: Mapped[int] = mapped_column(primary_key=True)
+    cluster_id: Mapped[int] = mapped_column(ForeignKey("clusters.id", ondelete="CASCADE"), index=True)
+    number: Mapped[int]
+    spec: Mapped[dict[str, Any]]
+    content_hash: Mapped[str] = mapped_column(String(64), index=True)
+    healthy_gpus: Mapped[int]
+    total_gpus: Mapped[int]
+    cause: Mapped[str] = mapped_column(String(256), default="", doc="What recorded it (import, node change...).")
+    diff: Mapped[dict[str, Any] | None] = mapped_column(Document, doc="Against the previous revision.")
+    recorded_at: Mapped[datetime] = mapped_column(default=now, index=True)
+
+
+class Model(Base):
+    """A model; its spec lives in versions."""
+
+    __tablename__ = "models"
+    id: Mapped[int] = mapped_column(primary_key=True)
+    name: Mapped[str] = mapped_column(String(128), unique=True)
+    head_version: Mapped[int] = mapped_column(Integer, default=0)
+    created_at: Mapped[datetime] = mapped_column(default=now, index=True)
+
+
+class ModelVersion(Base):
+    """One immutable version of a model spec."""
+
+    __tablename__ = "model_versions"
+    __table_args__ = (UniqueConstraint("model_id", "number"),)
+    id: Mapped[int] = mapped_column(primary_key=True)
+    model_id: Mapped[int] = mapped_column(ForeignKey("models.id", ondelete="CASCADE"), index=True)
+    number: Mapped[int]
+    spec: Mapped[dict[str, Any]]
+    content_hash: Mapped[str] = mapped_column(String(64), index=True)
+    parameters: Mapped[int] = mapped_column(BigInteger)
+    num_layers: Mapped[int]
+    is_moe: Mapped[bool] = mapped_column(Boolean, default=False)
+    created_at: Mapped[datetime] = mapped_column(default=now)
+
+
+class Workload(Base):
+    """A training or serving workload; identical documents are stored once."""
+
+    __tablename__ = "workloads"
+    id: Mapped[int] = mapped_column(primary_key=True)
+    mode: Mapped[str] = mapped_column(String(16), index=True)
+    spec: Mapped[dict[str, Any]]
+    content_hash: Mapped[str] = mapped_column(String(64), unique=True)
+    created_at: Mapped[datetime] = mapped_column(default=now)
+
+
+class Watch(Base):
+    """A (cluster, model, workload, pins) to re-plan every night."""
+
+    __tablename__ = "watches"
+    id: Mapped[int] = mapped_column(primary_key=True)
+    name: Mapped[str] = mapped_column(String(128), unique=True)
+    cluster_id: Mapped[int] = mapped_column(ForeignKey("clusters.id", ondelete="CASCADE"), index=True)
+    model_id: Mapped[int] = mapped_column(ForeignKey("models.id", ondelete="CASCADE"), index=True)
+    workload_id: Mapped[int] = mapped_column(ForeignKey("workloads.id"))
+    search: Mapped[dict[str, Any]] = mapped_column(doc="Pins, GPU budget, pools, schedules.")
+    objective: Mapped[str] = mapped_column(String(32))
+    time_limit_s: Mapped[float] = mapped_column(Float)
+    last_plan_id: Mapped[int | None] = mapped_column(ForeignKey("plans.id", use_alter=True, ondelete="SET NULL"))
+    last_checked_at: Mapped[datetime | None]
+    last_check: Mapped[str] = mapped_column(String(256), default="", doc="What the last nightly check found.")
+    created_at: Mapped[datetime] = mapped_column(default=now)
+
+
+class Job(Base):
+    """One planning job: its exact inputs, its state and live progress."""
+
+    __tablename__ = "jobs"
+    __table_args__ = (
+        UniqueConstraint("client", "idempotency_key"),
+        Index("ix_jobs_status_created_at", "status", "created_at"),
+    )
+    id: Mapped[int] = mapped_column(primary_key=True)
+    cluster_id: Mapped[int] = mapped_column(ForeignKey("clusters.id", ondelete="CASCADE"), index=True)
+    cluster_revision_id: Mapped[int] = mapped_column(ForeignKey("cluster_revisions.id", ondelete="CASCADE"))
+    model_id: Mapped[int] = mapped_column(ForeignKey("models.id", ondelete="CASCADE"), index=True)
+    model_version_id: Mapped[int] = mapped_column(ForeignKey("model_versions.id", ondelete="CASCADE"))
+    workload_id: Mapped[int] = mapped_column(ForeignKey("workloads.id"))
+    watch_id: Mapped[int | None] = mapped_column(ForeignKey("watches.id", ondelete="SET NULL"), index=True)
+    warm_start_plan_id: Mapped[int | None] = mapped_column(ForeignKey("plans.id", use_alter=True, ondelete="SET NULL"))
+    search: Mapped[dict[str, Any]] = mapped_column(doc="Pins, GPU budget, pools, schedules.")
+    objective: Mapped[str] = mapped_column(String(32))
+    time_limit_s: Mapped[float] = mapped_column(Float)
+    top_k: Mapped[int] = mapped_column(Integer, default=3)
+    status: Mapped[str] = mapped_column(String(16), default="queued", index=True)
+    best_objective: Mapped[float | None] = mapped_column(Float)
+    bound: Mapped[float | None] = mapped_column(Float)
+    elapsed_s: Mapped[float | None] = mapped_column(Float)
+    candidates_solved: Mapped[int | None]
+    error: Mapped[str | None] = mapped_column(Text)
+    cancel_requested: Mapped[bool] = mapped_column(Boolean, default=False)
+    attempts: Mapped[int] = mapped_column(Integer, default=0, doc="Times a worker started it.")
+    client: Mapped[str] = mapped_column(String(128), default="", doc="Submitting client (token name).")
+    idempotency_key: Mapped[str | None] = mapped_column(String(128))
+    request_hash: Mapped[str] = mapped_column(String(64), default="")
+    trigger: Mapped[str] = mapped_column(String(32), default="user", index=True)
+    created_at: Mapped[datetime] = mapped_column(default=now, index=True)
+    started_at: Mapped[datetime | None]
+    finished_at: Mapped[datetime | None]
+    progress_at: Mapped[datetime | None]
+
+
+class Plan(Base):
+    """A planning result, linked to its job, its inputs and the previous plan of the same watch."""
+
+    __tablename__ = "plans"
+    id: Mapped[int] = mapped_column(primary_key=True)
+    job_id: Mapped[int] = mapped_column(ForeignKey("jobs.id", ondelete="CASCADE"), unique=True)
+    cluster_id: Mapped[int] = mapped_column(ForeignKey("clusters.id", ondelete="CASCADE"), index=True)
+    cluster_revision_id: Mapped[int] = mapped_column(ForeignKey("cluster_revisions.id", ondelete="CASCADE"))
+    model_id: Mapped[int] = mapped_column(ForeignKey("models.id", ondelete="CASCADE"), index=True)
+    model_version_id: Mapped[int] = mapped_column(ForeignKey("model_versions.id", ondelete="CASCADE"))
+    workload_id: Mapped[int] = mapped_column(ForeignKey("workloads.id"))
+    watch_id: Mapped[int | None] = mapped_column(ForeignKey("watches.id", ondelete="SET NULL"), index=True)
+    previous_plan_id: Mapped[int | None] = mapped_column(ForeignKey("plans.id", ondelete="SET NULL"))
+    trigger: Mapped[str] = mapped_column(String(32), index=True)
+    solver_status: Mapped[str] = mapped_column(String(16))
+    objective: Mapped[str] = mapped_column(String(32))
+    objective_value: Mapped[float | None] = mapped_column(Float)
+    step_time_s: Mapped[float | None] = mapped_column(Float, index=True)
+    gap: Mapped[float | None] = mapped_column(Float)
+    gpus: Mapped[int | None]
+    mfu: Mapped[float | None] = mapped_column(Float)
+    peak_memory_gb: Mapped[float | None] = mapped_column(Float)
+    summary: Mapped[str] = mapped_column(String(256), default="")
+    result: Mapped[dict[str, Any]] = mapped_column(doc="The planner's PlanResult: plan, alternatives, explanation.")
+    diff: Mapped[dict[str, Any] | None] = mapped_column(Document, doc="Against previous_plan_id.")
+    created_at: Mapped[datetime] = mapped_column(default=now, index=True)
+
+
+class ApiToken(Base):
+    """A bearer token, stored as its SHA-256."""
+
+    __tablename__ = "api_tokens"
+    id: Mapped[int] = mapped_column(primary_key=True)
+    name: Mapped[str] = mapped_column(String(128))
+    token_hash: Mapped[str] = mapped_column(String(64), unique=True)
+    scopes: Mapped[str] = mapped_column(String(64), doc="Comma-separated: read, write.")
+    revoked: Mapped[bool] = mapped_column(Boolean, default=False)
+    created_at: Mapped[datetime] = mapped_column(default=now)
+    last_used_at: Mapped[datetime | None]

@@ -1,0 +1,63 @@
+"""Service settings, read once from the environment (the names docker-compose.yml sets)."""
+
+from __future__ import annotations
+
+import os
+from functools import lru_cache
+
+from pydantic import BaseModel, Field
+
+from optimizer.errors import DomainError
+
+DEFAULT_DATABASE_URL = "sqlite:///./meshplan.db"
+
+
+class Settings(BaseModel):
+    """Every knob of the service. Environment variable: MESHPLAN_<FIELD> upper-cased, except the two URLs."""
+
+    database_url: str = Field(default=DEFAULT_DATABASE_URL, description="DATABASE_URL: SQLAlchemy URL.")
+    redis_url: str | None = Field(
+        default=None, description="REDIS_URL: Celery broker and result backend; unset = jobs run in the API process."
+    )
+    max_time_limit_s: float = Field(default=600.0, gt=0.1, description="Cap on a job's solver time limit, seconds.")
+    default_time_limit_s: float = Field(default=30.0, gt=0.1, description="Solver time limit when a job names none.")
+    open_reads: bool = Field(default=False, description="Reads need no token.")
+    max_body_bytes: int = Field(default=1_000_000, ge=1024, description="Largest request body, bytes.")
+    max_page_size: int = Field(default=100, ge=1, description="Largest page of a list.")
+    replan_at: str = Field(default="02:00", pattern=r"^\d{2}:\d{2}$", description="Nightly re-plan time, HH:MM.")
+    replan_timezone: str = Field(default="UTC", description="Time zone of replan_at (IANA name).")
+    replan_on_inventory_change: bool = Field(
+        default=False, description="Re-plan a cluster's watches as soon as a node fails, drains or is restored."
+    )
+    job_progress_interval_s: float = Field(default=1.0, gt=0, description="Job progress written at most this often.")
+
+
+ENV = {
+    "database_url": "DATABASE_URL",
+    "redis_url": "REDIS_URL",
+}
+
+
+def env_name(field: str) -> str:
+    """The environment variable that sets `field`."""
+    return ENV.get(field, f"MESHPLAN_{field.upper()}")
+
+
+def load_settings(environ: dict[str, str] | None = None) -> Settings:
+    """Settings from the environment; a bad value is a domain error naming the variable."""
+    env = os.environ if environ is None else environ
+    raw: dict[str, object] = {}
+    for field in Settings.model_fields:
+        value = env.get(env_name(field))
+        if value is not None and value != "":
+            raw[field] = value.lower() in ("1", "true", "yes", "on") if field.startswith(("open_", "replan_on")) else value
+    try:
+        return Settings.model_validate(raw)
+    except ValueError as exc:
+        raise DomainError("settings", str(exc).splitlines()[0] + f": {exc}") from exc
+
+
+@lru_cache(maxsize=1)
+def settings() -> Settings:
+    """The process's settings (read once)."""
+    return load_settings()
