@@ -50,7 +50,9 @@ def load_settings(environ: dict[str, str] | None = None) -> Settings:
     for field in Settings.model_fields:
         value = env.get(env_name(field))
         if value is not None and value != "":
-            raw[field] = value.lower() in ("1", "true", "yes", "on") if field.startswith(("open_", "replan_on")) else value
+            raw[field] = (
+                value.lower() in ("1", "true", "yes", "on") if field.startswith(("open_", "replan_on")) else value
+            )
     try:
         return Settings.model_validate(raw)
     except ValueError as exc:

@@ -63,16 +63,9 @@ def plan(
     """The best configuration under the cost model, with runners-up and an explanation. With `diagnose`, an
     infeasible result names the resource that runs out and searches for the smallest change that helps."""
     space = space or SearchSpace()
-    if not MIN_TIME_LIMIT_S <= time_limit_s <= max_time_limit_s:
-        raise DomainError(
-            "time_limit", f"must be between {MIN_TIME_LIMIT_S} and {max_time_limit_s} seconds (got {time_limit_s})"
-        )
+    preflight(model, cluster, workload, space, time_limit_s=time_limit_s, max_time_limit_s=max_time_limit_s)
     if top_k < 1 or top_k > 20:
         raise DomainError("top", f"must be between 1 and 20 (got {top_k})")
-    if cluster.healthy_gpus == 0:
-        raise DomainError("cluster", f"cluster {cluster.name} has no healthy GPU")
-    for name in space.pools or ():
-        cluster.pool(name)
     if isinstance(workload, InferenceWorkload):
         from optimizer.search.inference_planner import plan_inference
 
@@ -82,6 +75,29 @@ def plan(
     return _plan_training(
         model, cluster, workload, space, top_k, time_limit_s, warm_start, progress, cancelled, diagnose
     )
+
+
+def preflight(
+    model: ModelSpec,
+    cluster: ClusterSpec,
+    workload: TrainingWorkload | InferenceWorkload,
+    space: SearchSpace,
+    *,
+    time_limit_s: float,
+    max_time_limit_s: float,
+) -> None:
+    """The checks `plan` makes before it solves (a service runs them when a job is submitted): the time limit,
+    a healthy GPU, known pools, and pins that agree with each other and with the model."""
+    if not MIN_TIME_LIMIT_S <= time_limit_s <= max_time_limit_s:
+        raise DomainError(
+            "time_limit", f"must be between {MIN_TIME_LIMIT_S} and {max_time_limit_s} seconds (got {time_limit_s})"
+        )
+    if cluster.healthy_gpus == 0:
+        raise DomainError("cluster", f"cluster {cluster.name} has no healthy GPU")
+    for name in space.pools or ():
+        cluster.pool(name)
+    if isinstance(workload, TrainingWorkload):
+        check_pins(TrainingSpace(model, cluster, workload, space))
 
 
 def _plan_training(
@@ -137,7 +153,7 @@ def _plan_training(
         nonlocal solved
         remaining = time_limit_s - (time.perf_counter() - t0)
         thr = threshold()
-        sm = StageModel(ts, cand)
+        sm = StageModel(ts, cand, cancelled)
         if sm.Q > 1 and hint is None:
             # several pools: branch on the pool-block structure inside the global search (bounded per branch)
             for lb, fixed in sm._structures():

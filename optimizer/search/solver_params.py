@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+
 from ortools.sat.python import cp_model
 
 # Times in the CP-SAT models are integers in nanoseconds: the plan's objective agrees with `estimate` to within
@@ -18,3 +22,26 @@ def stage_solver(time_limit_s: float, workers: int = 1) -> cp_model.CpSolver:
     solver.parameters.cp_model_presolve = True
     solver.parameters.symmetry_level = 2
     return solver
+
+
+@contextmanager
+def stop_when(solver: cp_model.CpSolver, stop: Callable[[], bool] | None, every_s: float = 0.1) -> Iterator[None]:
+    """Stop `solver` within `every_s` of `stop()` turning true (a cancelled job stops its solver promptly)."""
+    if stop is None:
+        yield
+        return
+    done = threading.Event()
+
+    def watch() -> None:
+        while not done.wait(every_s):
+            if stop():
+                solver.stop_search()
+                return
+
+    thread = threading.Thread(target=watch, name="cp-sat-stop", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        done.set()
+        thread.join()

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from ortools.sat.python import cp_model
@@ -19,7 +20,7 @@ from ortools.sat.python import cp_model
 from optimizer.costmodel.memory import inflight_microbatches
 from optimizer.costmodel.training import StageCost, _Ctx, stage_cost
 from optimizer.search.candidates import Candidate, TrainingSpace, layer_work
-from optimizer.search.solver_params import TIME_UNIT_S, stage_solver
+from optimizer.search.solver_params import TIME_UNIT_S, stage_solver, stop_when
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,8 +57,9 @@ class _Vars:
 class StageModel:
     """Build and solve the layout model of one candidate."""
 
-    def __init__(self, space: TrainingSpace, cand: Candidate) -> None:
+    def __init__(self, space: TrainingSpace, cand: Candidate, stop: Callable[[], bool] | None = None) -> None:
         self.space, self.cand = space, cand
+        self.stop = stop  # polled while CP-SAT runs: a cancelled job stops its solver
         c = cand.config
         self.ctx = _Ctx(space.model, space.cluster, space.w, c, cand.microbatches)
         self.gps = c.gpus_per_stage
@@ -345,7 +347,8 @@ class StageModel:
             return StageLayout("INFEASIBLE", (), (), math.inf, math.inf)
         model, v = built
         solver = stage_solver(time_limit_s)
-        status = solver.solve(model)
+        with stop_when(solver, self.stop):
+            status = solver.solve(model)
         name = solver.status_name(status)
         if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
             return StageLayout(name, (), (), math.inf, math.inf)

@@ -1,0 +1,110 @@
+"""Planning jobs: idempotent submission, claiming, progress, completion."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from sqlalchemy import select, update
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session
+
+from store.errors import ConflictError, NotFoundError
+from store.models import Job, now
+from store.repositories.paging import Page, PageRequest, paginate
+
+ACTIVE = ("queued", "running")
+FINISHED = ("succeeded", "failed", "cancelled")
+
+
+class JobRepository:
+    def __init__(self, session: Session) -> None:
+        self.s = session
+
+    def get(self, job_id: int) -> Job:
+        row = self.s.get(Job, job_id)
+        if row is None:
+            raise NotFoundError("job", job_id)
+        return row
+
+    def by_key(self, client: str, key: str) -> Job | None:
+        return self.s.scalar(select(Job).where(Job.client == client, Job.idempotency_key == key))
+
+    def submit(self, job: Job) -> tuple[Job, bool]:
+        """Insert `job`, or, when its client already used its idempotency key, return that job: (job, created).
+        The same key with another request body is a conflict. Two racing writers create one job: the unique
+        (client, idempotency_key) constraint decides, the loser reads the winner's row."""
+        if job.idempotency_key:
+            existing = self.by_key(job.client, job.idempotency_key)
+            if existing is not None:
+                return self._same(existing, job), False
+        try:
+            with self.s.begin_nested():
+                self.s.add(job)
+                self.s.flush()
+        except IntegrityError:
+            if not job.idempotency_key:
+                raise
+            existing = self.by_key(job.client, job.idempotency_key)
+            if existing is None:
+                raise
+            return self._same(existing, job), False
+        return job, True
+
+    @staticmethod
+    def _same(existing: Job, job: Job) -> Job:
+        if existing.request_hash != job.request_hash:
+            raise ConflictError(
+                "Idempotency-Key", f"key {job.idempotency_key!r} was used for job {existing.id} with another body"
+            )
+        return existing
+
+    def page(self, page: PageRequest, status: str | None = None, cluster_id: int | None = None) -> Page[Job]:
+        q = select(Job)
+        if status:
+            q = q.where(Job.status == status)
+        if cluster_id:
+            q = q.where(Job.cluster_id == cluster_id)
+        return paginate(self.s, q.order_by(Job.created_at.desc(), Job.id.desc()), page)
+
+    def queued_ids(self) -> list[int]:
+        return list(self.s.scalars(select(Job.id).where(Job.status == "queued").order_by(Job.id)))
+
+    def running_ids(self) -> list[int]:
+        return list(self.s.scalars(select(Job.id).where(Job.status == "running").order_by(Job.id)))
+
+    def claim(self, job_id: int) -> bool:
+        """Mark the job running if it is queued or was running on a worker that died (a redelivery). A job already
+        finished or cancelled is not claimed: it is never solved twice."""
+        res = self.s.execute(
+            update(Job)
+            .where(Job.id == job_id, Job.status.in_(ACTIVE), Job.cancel_requested.is_(False))
+            .values(status="running", started_at=now(), attempts=Job.attempts + 1, error=None)
+        )
+        return bool(res.rowcount)  # type: ignore[attr-defined]
+
+    def progress(self, job_id: int, best: float | None, bound: float | None, elapsed: float, solved: int) -> None:
+        self.s.execute(
+            update(Job)
+            .where(Job.id == job_id, Job.status == "running")
+            .values(best_objective=best, bound=bound, elapsed_s=elapsed, candidates_solved=solved, progress_at=now())
+        )
+
+    def cancel_requested(self, job_id: int) -> bool:
+        return bool(self.s.scalar(select(Job.cancel_requested).where(Job.id == job_id)))
+
+    def request_cancel(self, job_id: int) -> Job:
+        """Cancel a queued job at once; a running one is flagged and its solver stops within a second."""
+        job = self.get(job_id)
+        if job.status in FINISHED:
+            raise ConflictError("status", f"job {job_id} is {job.status}; only queued or running jobs can be cancelled")
+        job.cancel_requested = True
+        if job.status == "queued":
+            job.status, job.finished_at = "cancelled", now()
+        self.s.flush()
+        return job
+
+    def finish(self, job: Job, status: str, error: str | None = None, at: datetime | None = None) -> None:
+        job.status = status
+        job.error = error
+        job.finished_at = at or now()
+        self.s.flush()

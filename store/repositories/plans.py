@@ -1,0 +1,62 @@
+"""The history of plans: newest first, filtered by cluster, model, watch, trigger and time."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from store.errors import NotFoundError
+from store.models import Plan
+from store.repositories.paging import Page, PageRequest, paginate
+
+
+@dataclass(frozen=True)
+class PlanFilter:
+    cluster_id: int | None = None
+    model_id: int | None = None
+    watch_id: int | None = None
+    trigger: str | None = None
+    since: datetime | None = None
+    until: datetime | None = None
+
+
+class PlanRepository:
+    def __init__(self, session: Session) -> None:
+        self.s = session
+
+    def add(self, plan: Plan) -> Plan:
+        self.s.add(plan)
+        self.s.flush()
+        return plan
+
+    def get(self, plan_id: int) -> Plan:
+        row = self.s.get(Plan, plan_id)
+        if row is None:
+            raise NotFoundError("plan", plan_id)
+        return row
+
+    def by_job(self, job_id: int) -> Plan | None:
+        return self.s.scalar(select(Plan).where(Plan.job_id == job_id))
+
+    def history(self, f: PlanFilter, page: PageRequest) -> Page[Plan]:
+        q = select(Plan)
+        if f.cluster_id is not None:
+            q = q.where(Plan.cluster_id == f.cluster_id)
+        if f.model_id is not None:
+            q = q.where(Plan.model_id == f.model_id)
+        if f.watch_id is not None:
+            q = q.where(Plan.watch_id == f.watch_id)
+        if f.trigger is not None:
+            q = q.where(Plan.trigger == f.trigger)
+        if f.since is not None:
+            q = q.where(Plan.created_at >= f.since)
+        if f.until is not None:
+            q = q.where(Plan.created_at < f.until)
+        return paginate(self.s, q.order_by(Plan.created_at.desc(), Plan.id.desc()), page)
+
+    def latest(self, f: PlanFilter) -> Plan | None:
+        page = self.history(f, PageRequest(limit=1))
+        return page.items[0] if page.items else None

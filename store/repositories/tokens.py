@@ -1,0 +1,58 @@
+"""API tokens: only their SHA-256 is stored."""
+
+from __future__ import annotations
+
+import hashlib
+import secrets
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from optimizer.errors import DomainError
+from store.errors import NotFoundError
+from store.models import ApiToken, now
+
+SCOPES = ("read", "write")
+PREFIX = "mp_"
+
+
+def hash_token(secret: str) -> str:
+    return hashlib.sha256(secret.encode()).hexdigest()
+
+
+class TokenRepository:
+    def __init__(self, session: Session) -> None:
+        self.s = session
+
+    def create(self, name: str, scopes: list[str]) -> tuple[ApiToken, str]:
+        """A new token and its secret (shown once, never stored). `write` implies `read`."""
+        bad = [x for x in scopes if x not in SCOPES]
+        if bad or not scopes:
+            raise DomainError("scope", f"must be one or more of {', '.join(SCOPES)} (got {', '.join(scopes) or '-'})")
+        wanted = {"read", "write"} if "write" in scopes else {"read"}
+        secret = PREFIX + secrets.token_urlsafe(32)
+        row = ApiToken(name=name, token_hash=hash_token(secret), scopes=",".join(sorted(wanted)))
+        self.s.add(row)
+        self.s.flush()
+        return row, secret
+
+    def authenticate(self, secret: str) -> ApiToken | None:
+        """The live token with this secret, or None."""
+        row = self.s.scalar(select(ApiToken).where(ApiToken.token_hash == hash_token(secret)))
+        if row is None or row.revoked:
+            return None
+        t = now()
+        if row.last_used_at is None or (t - row.last_used_at).total_seconds() > 60:  # not a write per request
+            row.last_used_at = t
+        return row
+
+    def list(self) -> list[ApiToken]:
+        return list(self.s.scalars(select(ApiToken).order_by(ApiToken.id)))
+
+    def revoke(self, token_id: int) -> ApiToken:
+        row = self.s.get(ApiToken, token_id)
+        if row is None:
+            raise NotFoundError("token", token_id)
+        row.revoked = True
+        self.s.flush()
+        return row

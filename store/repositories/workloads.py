@@ -1,0 +1,45 @@
+"""Workloads, stored once per distinct document."""
+
+from __future__ import annotations
+
+from pydantic import TypeAdapter
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from optimizer.inventory import content_hash
+from optimizer.workload import InferenceWorkload, TrainingWorkload
+from optimizer.workload import Workload as WorkloadSpec
+from store.errors import ConflictError, NotFoundError
+from store.models import Workload
+from store.repositories.base import insert_unique
+
+_ADAPTER: TypeAdapter[TrainingWorkload | InferenceWorkload] = TypeAdapter(WorkloadSpec)
+
+
+def workload_spec(row: Workload) -> TrainingWorkload | InferenceWorkload:
+    return _ADAPTER.validate_python(row.spec)
+
+
+class WorkloadRepository:
+    def __init__(self, session: Session) -> None:
+        self.s = session
+
+    def get(self, workload_id: int) -> Workload:
+        row = self.s.get(Workload, workload_id)
+        if row is None:
+            raise NotFoundError("workload", workload_id)
+        return row
+
+    def intern(self, spec: TrainingWorkload | InferenceWorkload) -> Workload:
+        """The row of this workload document, created when new (concurrent callers get the same row)."""
+        doc = spec.model_dump(mode="json")
+        digest = content_hash(doc)
+        row = self.s.scalar(select(Workload).where(Workload.content_hash == digest))
+        if row is not None:
+            return row
+        try:
+            return insert_unique(self.s, Workload(mode=spec.mode, spec=doc, content_hash=digest), "workload", "")
+        except ConflictError:
+            row = self.s.scalar(select(Workload).where(Workload.content_hash == digest))
+            assert row is not None
+            return row

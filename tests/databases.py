@@ -1,0 +1,39 @@
+"""Real databases for the tests: a fresh PostgreSQL database per run on the local server, and a SQLite file.
+Under CI=true a missing PostgreSQL server fails the tests that need it; elsewhere they skip."""
+
+from __future__ import annotations
+
+import os
+import uuid
+
+import pytest
+from sqlalchemy import create_engine, text
+
+PG_ADMIN_URL = os.environ.get("MESHPLAN_TEST_PG", "postgresql+psycopg://postgres@127.0.0.1:5432/test")
+
+
+def require(reason: str) -> None:
+    """Fail under CI, skip elsewhere."""
+    if os.environ.get("CI", "").lower() == "true":
+        pytest.fail(f"{reason} (CI=true: a test that needs a server fails when it is missing)")
+    pytest.skip(reason)
+
+
+def create_pg_database() -> tuple[str, str]:
+    """A new empty database on the local server: (its URL, its name)."""
+    name = f"meshplan_test_{uuid.uuid4().hex[:10]}"
+    try:
+        admin = create_engine(PG_ADMIN_URL, isolation_level="AUTOCOMMIT")
+        with admin.connect() as c:
+            c.execute(text(f'CREATE DATABASE "{name}"'))
+        admin.dispose()
+    except Exception as exc:
+        require(f"PostgreSQL at {PG_ADMIN_URL} is not reachable: {type(exc).__name__}: {exc}".splitlines()[0])
+    return PG_ADMIN_URL.rsplit("/", 1)[0] + f"/{name}", name
+
+
+def drop_pg_database(name: str) -> None:
+    admin = create_engine(PG_ADMIN_URL, isolation_level="AUTOCOMMIT")
+    with admin.connect() as c:
+        c.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+    admin.dispose()

@@ -1,0 +1,41 @@
+"""Specs and rows the store tests share."""
+
+from __future__ import annotations
+
+import uuid
+
+from sqlalchemy.orm import Session
+
+from optimizer.cluster_loading import load_cluster_preset
+from optimizer.cluster_spec import ClusterSpec
+from optimizer.model_loading import load_model_preset
+from optimizer.workload import TrainingWorkload
+from store.models import Cluster, Model
+from store.services.catalog import create_cluster, create_model
+from store.services.jobs import JobRequest
+
+
+def unique(prefix: str) -> str:
+    return f"{prefix}-{uuid.uuid4().hex[:8]}"
+
+
+def small_cluster(nodes: int = 2) -> ClusterSpec:
+    return load_cluster_preset(f"dgx-h100:{nodes}")
+
+
+def cluster_and_model(s: Session, nodes: int = 1, model: str = "llama-3-8b") -> tuple[Cluster, Model]:
+    cluster, _ = create_cluster(s, unique("c"), small_cluster(nodes))
+    m, _ = create_model(s, unique("m"), load_model_preset(model))
+    return cluster, m
+
+
+def training_request(cluster: Cluster, model: Model, gbs: int = 64, **kw: object) -> JobRequest:
+    return JobRequest.model_validate(
+        {
+            "cluster_id": cluster.id,
+            "model_id": model.id,
+            "workload": TrainingWorkload(global_batch_size=gbs, seq_len=4096).model_dump(),
+            "time_limit_s": 20,
+            **kw,
+        }
+    )
