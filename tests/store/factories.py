@@ -15,6 +15,14 @@ from store.services.catalog import create_cluster, create_model
 from store.services.jobs import JobRequest
 
 
+def hetero_cluster() -> ClusterSpec:
+    """The solver benchmark's scenario (3): H100 + A100 + L40S pools, a solve that runs to its time limit."""
+    from benchmarks.solver import HETERO
+    from optimizer.cluster_loading import load_cluster_yaml
+
+    return load_cluster_yaml(HETERO)
+
+
 def unique(prefix: str) -> str:
     return f"{prefix}-{uuid.uuid4().hex[:8]}"
 

@@ -71,7 +71,9 @@ def test_name_clash_is_a_conflict_not_a_driver_error(session: Session) -> None:
 def test_invalid_spec_is_never_stored(session: Session) -> None:
     before = session.scalar(select(func.count()).select_from(ClusterRevision))
     with pytest.raises(DomainError) as err:
-        cluster_from_document(session, "bad", {"pools": [{"name": "p", "gpu": "H100-SXM-80GB", "nodes": 0, "gpus_per_node": 8}]})
+        cluster_from_document(
+            session, "bad", {"pools": [{"name": "p", "gpu": "H100-SXM-80GB", "nodes": 0, "gpus_per_node": 8}]}
+        )
     assert "nodes" in err.value.field
     assert session.scalar(select(func.count()).select_from(ClusterRevision)) == before
 

@@ -1,0 +1,128 @@
+"""Running jobs through the service: one plan per job, history links, cancellation, nightly checks."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+from optimizer.cluster_loading import load_cluster_preset
+from optimizer.model_loading import load_model_preset
+from optimizer.workload import TrainingWorkload
+from store.db import Database
+from store.models import Watch
+from store.repositories.jobs import JobRepository
+from store.repositories.paging import PageRequest
+from store.repositories.plans import PlanFilter, PlanRepository
+from store.repositories.watches import WatchRepository
+from store.repositories.workloads import WorkloadRepository
+from store.services.catalog import create_cluster, create_model, set_node_state
+from store.services.jobs import JobRequest, cancel, run_job, submit
+from store.services.replan import check_watches
+from tests.store.factories import cluster_and_model, hetero_cluster, training_request, unique
+
+
+def test_run_job_stores_one_plan_and_never_solves_twice(db: Database) -> None:
+    with db.session() as s:
+        cluster, model = cluster_and_model(s)
+        job, _ = submit(s, training_request(cluster, model))
+    assert run_job(db, job.id) == "succeeded"
+    assert run_job(db, job.id) == "succeeded"  # a redelivery of a finished job
+    with db.session() as s:
+        j = JobRepository(s).get(job.id)
+        assert j.attempts == 1 and j.best_objective is not None
+        plan = PlanRepository(s).by_job(job.id)
+        assert plan is not None and plan.solver_status == "OPTIMAL"
+        assert plan.step_time_s == plan.result["plan"]["estimate"]["step_time_s"]
+        assert abs(plan.objective_value - plan.step_time_s) < 1e-6  # type: ignore[operator]
+        assert plan.gpus == 8
+
+
+def test_a_job_running_when_its_worker_died_is_solved_again_and_stored_once(db: Database) -> None:
+    with db.session() as s:
+        cluster, model = cluster_and_model(s)
+        job, _ = submit(s, training_request(cluster, model))
+        assert JobRepository(s).claim(job.id)  # the first worker claimed it, then died
+    assert run_job(db, job.id) == "succeeded"
+    with db.session() as s:
+        assert JobRepository(s).get(job.id).attempts == 2
+        page = PlanRepository(s).history(PlanFilter(cluster_id=cluster.id), PageRequest())
+        assert page.total == 1
+
+
+def test_cancel_stops_a_running_solver_within_a_second(db: Database) -> None:
+    with db.session() as s:
+        cluster, _ = create_cluster(s, unique("hetero"), hetero_cluster())
+        _, model_v = create_model(s, unique("m"), load_model_preset("llama-2-70b"))
+        req = JobRequest.model_validate(
+            {
+                "cluster_id": cluster.id,
+                "model_id": model_v.model_id,
+                "workload": TrainingWorkload(global_batch_size=512, seq_len=4096).model_dump(),
+                "time_limit_s": 120,
+            }
+        )
+        job, _ = submit(s, req)
+    outcome: list[str] = []
+    t = threading.Thread(target=lambda: outcome.append(run_job(db, job.id)))
+    t.start()
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        with db.session() as s:
+            j = JobRepository(s).get(job.id)
+            if j.status == "running" and j.best_objective is not None:  # live progress is written
+                assert j.bound is not None and j.bound <= j.best_objective and j.progress_at is not None
+                break
+        time.sleep(0.05)
+    with db.session() as s:
+        cancel(s, job.id)
+    asked = time.monotonic()
+    t.join(timeout=10)
+    stopped_after = time.monotonic() - asked
+    assert outcome == ["cancelled"]
+    assert stopped_after < 1.5, stopped_after  # 0.5 s poll + 0.1 s solver stop + completion
+    with db.session() as s:
+        assert PlanRepository(s).by_job(job.id) is None
+
+
+def test_nightly_check_replans_only_changed_watches_and_names_the_change(db: Database) -> None:
+    with db.session() as s:
+        c1, m = cluster_and_model(s, nodes=2)
+        c2, _ = cluster_and_model(s, nodes=2)
+        w = WorkloadRepository(s).intern(TrainingWorkload(global_batch_size=64, seq_len=4096))
+        watches = [
+            WatchRepository(s).create(
+                Watch(
+                    name=unique("w"),
+                    cluster_id=c.id,
+                    model_id=m.id,
+                    workload_id=w.id,
+                    search={},
+                    objective="step_time_s",
+                    time_limit_s=20,
+                )
+            )
+            for c in (c1, c2)
+        ]
+        first = check_watches(s, "nightly")
+    mine = {c.watch_id: c for c in first if c.watch_id in {x.id for x in watches}}
+    assert all(c.job_id for c in mine.values())
+    for c in mine.values():
+        assert c.job_id is not None and run_job(db, c.job_id) == "succeeded"
+    with db.session() as s:
+        node = load_cluster_preset("dgx-h100:2").pools[0].node_list[1].name
+        set_node_state(s, c1.id, node, "failed")
+        second = {c.watch_id: c for c in check_watches(s, "nightly")}
+        again = {c.watch_id: c for c in check_watches(s, "nightly")}  # before the job ran: the same job
+    changed, unchanged = second[watches[0].id], second[watches[1].id]
+    assert changed.job_id is not None and unchanged.job_id is None
+    assert changed.changed == ["inventory revision 1→2"]
+    assert again[watches[0].id].job_id == changed.job_id
+    assert run_job(db, changed.job_id) == "succeeded"
+    with db.session() as s:
+        plan = PlanRepository(s).by_job(changed.job_id)
+        assert plan is not None and plan.previous_plan_id is not None and plan.diff is not None
+        assert plan.trigger == "nightly" and plan.gpus == 8
+        assert plan.diff["inputs"]["cluster_revision"]["failed"] == [node]
+        assert plan.diff["plan"]["gpus_before"] == 16 and plan.diff["plan"]["gpus_after"] == 8
+        assert WatchRepository(s).get(watches[0].id).last_plan_id == plan.id
+        assert WatchRepository(s).get(watches[1].id).last_check == "unchanged"
