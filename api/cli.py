@@ -12,7 +12,7 @@ from pydantic import ValidationError
 from rich.console import Console
 from rich.table import Table
 
-from optimizer.cluster_loading import cluster_preset_names, fabric_from_nvidia_smi_topo, resolve_cluster
+from optimizer.cluster_loading import cluster_document_from_topo, cluster_preset_names, resolve_cluster
 from optimizer.costmodel.result import Estimate
 from optimizer.errors import DomainError
 from optimizer.estimate import estimate as run_estimate
@@ -356,28 +356,17 @@ def import_topo(
 
     try:
         text = sys.stdin.read() if str(path) == "-" else path.read_text()
-        gpn, fabric, nics = fabric_from_nvidia_smi_topo(text)
-        spec = {
-            "name": name,
-            "pools": [
-                {
-                    "name": name,
-                    "gpu": gpu,
-                    "nodes": nodes,
-                    "gpus_per_node": gpn,
-                    "intra_node": fabric.model_dump(exclude_none=True),
-                    "inter_node": {"nics_per_node": nics, "gbits_per_s": nic_gbps},
-                }
-            ],
-        }
-        from optimizer.cluster_loading import build_cluster
-
-        build_cluster(spec)
+        spec = cluster_document_from_topo(text, gpu, nodes, nic_gbps, name)
     except OSError as exc:
         fail(DomainError("path", f"cannot read {path}: {exc.strerror}"))
     except DomainError as exc:
         fail(exc)
     sys.stdout.write(yaml.safe_dump(spec, sort_keys=False))
+
+
+from api.service_cli import register  # noqa: E402 - the service commands join the same CLI
+
+register(app)
 
 
 def main() -> None:

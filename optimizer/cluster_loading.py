@@ -120,3 +120,26 @@ def fabric_from_nvidia_smi_topo(text: str) -> tuple[int, IntraNodeFabric, int]:
     bond = min(links.values())
     fabric = IntraNodeFabric(kind="nvlink", gbytes_per_s=bond * NVLINK_GBYTES_PER_LINK, domain_size=domain)
     return n, fabric, len(nic_cols)
+
+
+def cluster_document_from_topo(
+    text: str, gpu: str, nodes: int = 1, nic_gbps: float = 400.0, pool: str = "pool"
+) -> dict[str, Any]:
+    """An inventory document with one pool of `nodes` nodes like the one `nvidia-smi topo -m` describes
+    (NVLink vs PCIe inside the node, data NIC count), validated."""
+    gpn, fabric, nics = fabric_from_nvidia_smi_topo(text)
+    spec: dict[str, Any] = {
+        "name": pool,
+        "pools": [
+            {
+                "name": pool,
+                "gpu": gpu,
+                "nodes": nodes,
+                "gpus_per_node": gpn,
+                "intra_node": fabric.model_dump(exclude_none=True),
+                "inter_node": {"nics_per_node": nics, "gbits_per_s": nic_gbps},
+            }
+        ],
+    }
+    build_cluster(spec)
+    return spec

@@ -198,6 +198,7 @@ class Job(Base):
     started_at: Mapped[datetime | None]
     finished_at: Mapped[datetime | None]
     progress_at: Mapped[datetime | None]
+    heartbeat_at: Mapped[datetime | None] = mapped_column(doc="Written by the solving worker every few seconds.")
 
 
 class Plan(Base):

@@ -29,6 +29,11 @@ class Settings(BaseModel):
     replan_on_inventory_change: bool = Field(
         default=False, description="Re-plan a cluster's watches as soon as a node fails, drains or is restored."
     )
+    visibility_timeout_s: float = Field(
+        default=900.0, gt=0, description="Redis redelivers a task whose worker died after this many seconds."
+    )
+    sweep_interval_s: float = Field(default=60.0, gt=0, description="How often beat re-sends lost jobs, seconds.")
+    sweep_after_s: float = Field(default=120.0, gt=0, description="A job queued this long is sent again.")
     job_progress_interval_s: float = Field(default=1.0, gt=0, description="Job progress written at most this often.")
 
 

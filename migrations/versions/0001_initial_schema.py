@@ -183,6 +183,7 @@ def upgrade() -> None:
         sa.Column("started_at", sa.DateTime(timezone=True), nullable=True),
         sa.Column("finished_at", sa.DateTime(timezone=True), nullable=True),
         sa.Column("progress_at", sa.DateTime(timezone=True), nullable=True),
+        sa.Column("heartbeat_at", sa.DateTime(timezone=True), nullable=True),
         sa.ForeignKeyConstraint(
             ["cluster_id"], ["clusters.id"], name=op.f("fk_jobs_cluster_id_clusters"), ondelete="CASCADE"
         ),

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import datetime, timedelta
 
-from sqlalchemy import select, update
+from sqlalchemy import and_, or_, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
@@ -14,6 +14,7 @@ from store.repositories.paging import Page, PageRequest, paginate
 
 ACTIVE = ("queued", "running")
 FINISHED = ("succeeded", "failed", "cancelled")
+LEASE_S = 10.0  # a running job whose worker has not beaten for this long is claimable again
 
 
 class JobRepository:
@@ -73,14 +74,45 @@ class JobRepository:
         return list(self.s.scalars(select(Job.id).where(Job.status == "running").order_by(Job.id)))
 
     def claim(self, job_id: int) -> bool:
-        """Mark the job running if it is queued or was running on a worker that died (a redelivery). A job already
-        finished or cancelled is not claimed: it is never solved twice."""
+        """Mark the job running if it is queued, or running on a worker that died (no heartbeat for LEASE_S: a
+        redelivery). A finished or cancelled job, or one a live worker is solving, is not claimed: never solved
+        twice."""
+        stale = now() - timedelta(seconds=LEASE_S)
         res = self.s.execute(
             update(Job)
-            .where(Job.id == job_id, Job.status.in_(ACTIVE), Job.cancel_requested.is_(False))
-            .values(status="running", started_at=now(), attempts=Job.attempts + 1, error=None)
+            .where(
+                Job.id == job_id,
+                Job.cancel_requested.is_(False),
+                or_(
+                    Job.status == "queued",
+                    and_(Job.status == "running", or_(Job.heartbeat_at.is_(None), Job.heartbeat_at < stale)),
+                ),
+            )
+            .values(status="running", started_at=now(), heartbeat_at=now(), attempts=Job.attempts + 1, error=None)
         )
         return bool(res.rowcount)  # type: ignore[attr-defined]
+
+    def heartbeat(self, job_id: int) -> None:
+        self.s.execute(update(Job).where(Job.id == job_id, Job.status == "running").values(heartbeat_at=now()))
+
+    def requeue_running(self) -> list[int]:
+        """Embedded mode at start-up: nothing else runs jobs, so every running job was interrupted."""
+        ids = self.running_ids()
+        if ids:
+            self.s.execute(update(Job).where(Job.id.in_(ids)).values(status="queued", heartbeat_at=None))
+        return ids
+
+    def stale_queued_ids(self, older_than_s: float) -> list[int]:
+        """Jobs queued for longer than `older_than_s` (their message may be lost: the sweep sends them again),
+        and running jobs whose worker stopped beating."""
+        t = now()
+        q = select(Job.id).where(
+            or_(
+                and_(Job.status == "queued", Job.created_at < t - timedelta(seconds=older_than_s)),
+                and_(Job.status == "running", Job.heartbeat_at < t - timedelta(seconds=LEASE_S)),
+            )
+        )
+        return list(self.s.scalars(q.order_by(Job.id)))
 
     def progress(self, job_id: int, best: float | None, bound: float | None, elapsed: float, solved: int) -> None:
         self.s.execute(

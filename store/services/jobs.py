@@ -188,12 +188,17 @@ class _Watcher:
         self._thread.join()
 
     def _poll(self) -> None:
+        beats = 0
         while not self._done.wait(0.5):
+            beats += 1
             try:
                 with self.db.session() as s:
-                    if JobRepository(s).cancel_requested(self.job_id):
+                    jobs = JobRepository(s)
+                    if jobs.cancel_requested(self.job_id):
                         self.cancel.set()
                         return
+                    if beats % 4 == 0:  # every 2 s: this worker is alive (a lease of LEASE_S)
+                        jobs.heartbeat(self.job_id)
             except Exception:  # the database is briefly away: keep solving, look again
                 log.warning("job %s: cancel flag unreadable", self.job_id, exc_info=True)
 
@@ -338,6 +343,7 @@ def cancel(session: Session, job_id: int) -> Job:
 
 
 def recover_interrupted(session: Session) -> list[int]:
-    """Jobs left queued or running by a process that stopped (embedded mode): the ones to run again."""
+    """Embedded mode at start-up: jobs left queued or running by a process that stopped, to run again."""
     jobs = JobRepository(session)
-    return jobs.queued_ids() + jobs.running_ids()
+    jobs.requeue_running()
+    return jobs.queued_ids()

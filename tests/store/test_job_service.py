@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import threading
 import time
+from datetime import UTC, datetime, timedelta
 
 from optimizer.cluster_loading import load_cluster_preset
 from optimizer.model_loading import load_model_preset
 from optimizer.workload import TrainingWorkload
 from store.db import Database
 from store.models import Watch
-from store.repositories.jobs import JobRepository
+from store.repositories.jobs import LEASE_S, JobRepository
 from store.repositories.paging import PageRequest
 from store.repositories.plans import PlanFilter, PlanRepository
 from store.repositories.watches import WatchRepository
@@ -41,7 +42,10 @@ def test_a_job_running_when_its_worker_died_is_solved_again_and_stored_once(db: 
     with db.session() as s:
         cluster, model = cluster_and_model(s)
         job, _ = submit(s, training_request(cluster, model))
-        assert JobRepository(s).claim(job.id)  # the first worker claimed it, then died
+        assert JobRepository(s).claim(job.id)  # the first worker claimed it
+    assert run_job(db, job.id) == "running"  # a live worker holds it: a duplicate delivery does not solve it
+    with db.session() as s:
+        JobRepository(s).get(job.id).heartbeat_at = datetime.now(UTC) - timedelta(seconds=LEASE_S + 1)  # it died
     assert run_job(db, job.id) == "succeeded"
     with db.session() as s:
         assert JobRepository(s).get(job.id).attempts == 2

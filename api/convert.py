@@ -1,0 +1,178 @@
+"""Rows to response bodies."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from sqlalchemy.orm import Session
+
+from api import schemas as S
+from optimizer.cluster_spec import ClusterSpec
+from optimizer.inventory import InventoryDiff
+from optimizer.search.result import PlanResult
+from store.models import Cluster, ClusterRevision, Job, Model, ModelVersion, Plan, Watch
+from store.repositories.clusters import ClusterRepository, revision_spec
+from store.repositories.models import ModelRepository
+from store.repositories.plans import PlanRepository
+from store.repositories.workloads import WorkloadRepository, workload_spec
+from store.services.jobs import SearchOptions
+
+
+def revision_out(rev: ClusterRevision) -> S.RevisionOut:
+    return S.RevisionOut(
+        number=rev.number,
+        content_hash=rev.content_hash,
+        recorded_at=rev.recorded_at,
+        cause=rev.cause,
+        healthy_gpus=rev.healthy_gpus,
+        total_gpus=rev.total_gpus,
+        diff=InventoryDiff.model_validate(rev.diff) if rev.diff else None,
+        inventory=rev.spec,
+    )
+
+
+def pools_summary(spec: ClusterSpec) -> list[S.PoolSummary]:
+    out = []
+    for p in spec.pools:
+        states = Counter(n.state for n in p.node_list)
+        out.append(
+            S.PoolSummary(
+                name=p.name,
+                gpu=p.gpu,
+                nodes=len(p.node_list),
+                gpus_per_node=p.gpus_per_node,
+                healthy_gpus=p.healthy_gpus,
+                nodes_by_state=dict(states),
+            )
+        )
+    return out
+
+
+def cluster_out(s: Session, c: Cluster) -> S.ClusterOut:
+    head = ClusterRepository(s).head(c)
+    assert head is not None
+    return S.ClusterOut(
+        id=c.id,
+        name=c.name,
+        created_at=c.created_at,
+        revision=head.number,
+        healthy_gpus=head.healthy_gpus,
+        total_gpus=head.total_gpus,
+        pools=pools_summary(revision_spec(c, head)),
+        inventory=head.spec,
+    )
+
+
+def version_out(v: ModelVersion) -> S.VersionOut:
+    return S.VersionOut(
+        number=v.number,
+        created_at=v.created_at,
+        parameters=v.parameters,
+        num_layers=v.num_layers,
+        is_moe=v.is_moe,
+        spec=v.spec,
+    )
+
+
+def model_out(s: Session, m: Model) -> S.ModelOut:
+    head = ModelRepository(s).head(m)
+    assert head is not None
+    return S.ModelOut(
+        id=m.id,
+        name=m.name,
+        created_at=m.created_at,
+        version=head.number,
+        parameters=head.parameters,
+        num_layers=head.num_layers,
+        is_moe=head.is_moe,
+        spec=head.spec,
+    )
+
+
+def job_out(s: Session, j: Job) -> S.JobOut:
+    plan = PlanRepository(s).by_job(j.id)
+    return S.JobOut(
+        id=j.id,
+        status=j.status,
+        cluster_id=j.cluster_id,
+        cluster_revision=ClusterRepository(s).revision_by_id(j.cluster_revision_id).number,
+        model_id=j.model_id,
+        model_version=ModelRepository(s).version_by_id(j.model_version_id).number,
+        workload=workload_spec(WorkloadRepository(s).get(j.workload_id)),
+        search=SearchOptions.model_validate(j.search),
+        objective=j.objective,
+        time_limit_s=j.time_limit_s,
+        top_k=j.top_k,
+        progress=S.JobProgress(
+            best_objective=j.best_objective,
+            bound=j.bound,
+            elapsed_s=j.elapsed_s,
+            candidates_solved=j.candidates_solved,
+            updated_at=j.progress_at,
+        ),
+        error=j.error,
+        trigger=j.trigger,
+        watch_id=j.watch_id,
+        attempts=j.attempts,
+        cancel_requested=j.cancel_requested,
+        plan_id=plan.id if plan else None,
+        created_at=j.created_at,
+        started_at=j.started_at,
+        finished_at=j.finished_at,
+    )
+
+
+def _summary_fields(s: Session, p: Plan) -> dict[str, object]:
+    return dict(
+        id=p.id,
+        job_id=p.job_id,
+        created_at=p.created_at,
+        trigger=p.trigger,
+        cluster_id=p.cluster_id,
+        cluster_revision=ClusterRepository(s).revision_by_id(p.cluster_revision_id).number,
+        model_id=p.model_id,
+        model_version=ModelRepository(s).version_by_id(p.model_version_id).number,
+        watch_id=p.watch_id,
+        previous_plan_id=p.previous_plan_id,
+        solver_status=p.solver_status,
+        objective=p.objective,
+        objective_value=p.objective_value,
+        step_time_s=p.step_time_s,
+        gap=p.gap,
+        gpus=p.gpus,
+        mfu=p.mfu,
+        peak_memory_gb=p.peak_memory_gb,
+        summary=p.summary,
+        change=str(p.diff.get("summary")) if p.diff else None,
+    )
+
+
+def plan_summary_out(s: Session, p: Plan) -> S.PlanSummaryOut:
+    return S.PlanSummaryOut.model_validate(_summary_fields(s, p))
+
+
+def plan_out(s: Session, p: Plan) -> S.PlanOut:
+    return S.PlanOut.model_validate(
+        {
+            **_summary_fields(s, p),
+            "workload": workload_spec(WorkloadRepository(s).get(p.workload_id)),
+            "result": PlanResult.model_validate(p.result),
+            "diff": p.diff,
+        }
+    )
+
+
+def watch_out(s: Session, w: Watch) -> S.WatchOut:
+    return S.WatchOut(
+        id=w.id,
+        name=w.name,
+        cluster_id=w.cluster_id,
+        model_id=w.model_id,
+        workload=workload_spec(WorkloadRepository(s).get(w.workload_id)),
+        search=SearchOptions.model_validate(w.search),
+        time_limit_s=w.time_limit_s,
+        last_plan_id=w.last_plan_id,
+        last_checked_at=w.last_checked_at,
+        last_check=w.last_check,
+        created_at=w.created_at,
+    )

@@ -1,0 +1,93 @@
+"""Request-scoped dependencies: the session (committed at the request boundary) and the caller's token."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Annotated
+
+from fastapi import Depends, HTTPException, Request
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from sqlalchemy.orm import Session
+
+from store.db import Database
+from store.repositories.paging import PageRequest
+from store.repositories.tokens import TokenRepository
+from store.settings import Settings
+from workers.dispatch import Dispatcher
+
+bearer = HTTPBearer(auto_error=False, description="An API token from `meshplan token create`.")
+
+
+def get_db(request: Request) -> Database:
+    db: Database = request.app.state.db
+    return db
+
+
+def get_settings(request: Request) -> Settings:
+    cfg: Settings = request.app.state.settings
+    return cfg
+
+
+def get_dispatcher(request: Request) -> Dispatcher:
+    d: Dispatcher = request.app.state.dispatcher
+    return d
+
+
+def get_session(db: Annotated[Database, Depends(get_db)]) -> Iterator[Session]:
+    """One unit of work per request: committed when the handler returns, rolled back when it raises."""
+    with db.session() as s:
+        yield s
+
+
+SessionDep = Annotated[Session, Depends(get_session)]
+SettingsDep = Annotated[Settings, Depends(get_settings)]
+DispatcherDep = Annotated[Dispatcher, Depends(get_dispatcher)]
+
+
+@dataclass(frozen=True)
+class Caller:
+    """Who sent the request."""
+
+    name: str
+    scopes: frozenset[str]
+
+
+def require(scope: str) -> Callable[..., Caller]:
+    """A dependency that admits a live token with `scope` (401 without one, 403 without the scope). With the
+    open_reads setting, reads need no token."""
+
+    def check(
+        s: SessionDep,
+        cfg: SettingsDep,
+        creds: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)],
+    ) -> Caller:
+        if creds is None:
+            if scope == "read" and cfg.open_reads:
+                return Caller("anonymous", frozenset({"read"}))
+            raise HTTPException(401, "a bearer token is required", headers={"WWW-Authenticate": "Bearer"})
+        token = TokenRepository(s).authenticate(creds.credentials)
+        if token is None:
+            raise HTTPException(401, "unknown or revoked token", headers={"WWW-Authenticate": "Bearer"})
+        scopes = frozenset(token.scopes.split(","))
+        if scope not in scopes:
+            raise HTTPException(403, f"this token lacks the {scope!r} scope")
+        return Caller(f"token:{token.id}", scopes)
+
+    return check
+
+
+Reader = Annotated[Caller, Depends(require("read"))]
+Writer = Annotated[Caller, Depends(require("write"))]
+
+
+def page_request(cfg: SettingsDep, offset: int = 0, limit: int = 50) -> PageRequest:
+    """offset and limit query parameters; limit capped by the max_page_size setting."""
+    from optimizer.errors import DomainError
+
+    if limit > cfg.max_page_size:
+        raise DomainError("limit", f"must be at most {cfg.max_page_size} (got {limit})")
+    return PageRequest(offset=offset, limit=limit)
+
+
+Paging = Annotated[PageRequest, Depends(page_request)]

@@ -1,0 +1,71 @@
+"""Every error a client can cause answered with a status and a reason: never a traceback, never a 500."""
+
+from __future__ import annotations
+
+import logging
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from sqlalchemy.exc import DBAPIError, OperationalError
+
+from optimizer.errors import DomainError
+from store.errors import ConflictError, NotFoundError
+from workers.dispatch import BrokerUnavailable
+
+log = logging.getLogger("meshplan.api")
+
+
+def _loc(field: str) -> list[str | int]:
+    return ["body", *field.split(".")] if field else ["body"]
+
+
+def install(app: FastAPI) -> None:
+    @app.exception_handler(NotFoundError)
+    async def not_found(_: Request, exc: NotFoundError) -> JSONResponse:
+        return JSONResponse({"detail": exc.rule}, status_code=404)
+
+    @app.exception_handler(ConflictError)
+    async def conflict(_: Request, exc: ConflictError) -> JSONResponse:
+        return JSONResponse({"detail": f"{exc.field}: {exc.rule}"}, status_code=409)
+
+    @app.exception_handler(DomainError)
+    async def domain(_: Request, exc: DomainError) -> JSONResponse:
+        item = {"loc": _loc(exc.field), "msg": exc.rule, "type": "domain_rule"}
+        return JSONResponse({"detail": [item]}, status_code=422)
+
+    @app.exception_handler(RequestValidationError)
+    async def invalid(_: Request, exc: RequestValidationError) -> JSONResponse:
+        items = []
+        for e in exc.errors():
+            ctx = (e.get("ctx") or {}).get("error")
+            if isinstance(ctx, DomainError):
+                items.append(
+                    {"loc": [*e.get("loc", ()), *ctx.field.split(".")], "msg": ctx.rule, "type": "domain_rule"}
+                )
+            else:
+                items.append({"loc": list(e.get("loc", ())), "msg": str(e.get("msg")), "type": str(e.get("type"))})
+        return JSONResponse({"detail": items}, status_code=422)
+
+    @app.exception_handler(OperationalError)
+    async def db_down(_: Request, exc: OperationalError) -> JSONResponse:
+        log.warning("database unavailable: %s", exc.orig)
+        return JSONResponse({"detail": "database unavailable; retry later"}, status_code=503)
+
+    @app.exception_handler(DBAPIError)
+    async def db_error(_: Request, exc: DBAPIError) -> JSONResponse:
+        if exc.connection_invalidated:
+            return JSONResponse({"detail": "database unavailable; retry later"}, status_code=503)
+        log.exception("database error")
+        return JSONResponse({"detail": "internal error"}, status_code=500)
+
+    @app.exception_handler(BrokerUnavailable)
+    async def broker_down(_: Request, exc: BrokerUnavailable) -> JSONResponse:
+        return JSONResponse(
+            {"detail": f"job queue unavailable ({exc}); nothing was stored, retry later"}, status_code=503
+        )
+
+    @app.exception_handler(Exception)
+    async def unexpected(_: Request, exc: Exception) -> JSONResponse:
+        log.exception("unhandled error")
+        return JSONResponse({"detail": "internal error"}, status_code=500)

@@ -1,0 +1,1 @@
+"""The /v1 resources."""

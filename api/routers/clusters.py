@@ -1,0 +1,162 @@
+"""/v1/clusters: inventories with immutable revisions, node state changes, imports."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Body, Query
+
+from api.convert import cluster_out, revision_out
+from api.deps import DispatcherDep, Paging, Reader, SessionDep, SettingsDep, Writer
+from api.responses import NOT_FOUND, STANDARD, WRITE
+from api.schemas import (
+    ClusterCreate,
+    ClusterOut,
+    InventoryPut,
+    InventoryResult,
+    NodePatch,
+    PageOut,
+    RevisionDiffOut,
+    RevisionOut,
+)
+from optimizer.cluster_loading import cluster_document_from_topo
+from optimizer.errors import DomainError
+from optimizer.inventory import diff_inventories
+from store.repositories.clusters import ClusterRepository, revision_spec
+from store.services.catalog import cluster_from_document, create_cluster, set_node_state
+from store.services.replan import check_watches
+from workers.dispatch import send_committed
+
+router = APIRouter(prefix="/v1/clusters", tags=["clusters"], responses=STANDARD)
+
+
+def _yaml_document(text: str) -> dict[str, object]:
+    import yaml
+
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise DomainError("body", f"not valid YAML: {str(exc).splitlines()[0]}") from None
+    if not isinstance(data, dict):
+        raise DomainError("body", "must be a YAML mapping with `pools`")
+    data.pop("name", None)
+    return data
+
+
+@router.post("", status_code=201, response_model=ClusterOut, responses=WRITE)
+def create(body: ClusterCreate, s: SessionDep, _: Writer) -> ClusterOut:
+    spec = cluster_from_document(s, body.name, body.inventory)
+    cluster, _rev = create_cluster(s, body.name, spec)
+    return cluster_out(s, cluster)
+
+
+@router.post("/import/yaml", status_code=201, response_model=ClusterOut, responses=WRITE)
+def import_yaml(
+    s: SessionDep,
+    _: Writer,
+    name: Annotated[str, Query(min_length=1, max_length=128, pattern=r"^[A-Za-z0-9._-]+$")],
+    body: Annotated[str, Body(media_type="application/yaml", description="The cluster YAML format.")],
+) -> ClusterOut:
+    spec = cluster_from_document(s, name, _yaml_document(body))
+    cluster, _rev = create_cluster(s, name, spec, "imported from YAML")
+    return cluster_out(s, cluster)
+
+
+@router.post("/import/nvidia-smi-topo", status_code=201, response_model=ClusterOut, responses=WRITE)
+def import_topo(
+    s: SessionDep,
+    _: Writer,
+    name: Annotated[str, Query(min_length=1, max_length=128, pattern=r"^[A-Za-z0-9._-]+$")],
+    gpu: Annotated[str, Query(min_length=1, max_length=64, description="GPU type of the node.")],
+    body: Annotated[str, Body(media_type="text/plain", description="Output of `nvidia-smi topo -m`.")],
+    nodes: Annotated[int, Query(ge=1, le=100_000)] = 1,
+    nic_gbps: Annotated[float, Query(gt=0, le=100_000)] = 400.0,
+) -> ClusterOut:
+    doc = cluster_document_from_topo(body, gpu, nodes, nic_gbps, "pool")
+    doc.pop("name", None)
+    spec = cluster_from_document(s, name, doc)
+    cluster, _rev = create_cluster(s, name, spec, "imported from nvidia-smi topo -m")
+    return cluster_out(s, cluster)
+
+
+@router.get("", response_model=PageOut[ClusterOut])
+def list_clusters(s: SessionDep, _: Reader, page: Paging) -> PageOut[ClusterOut]:
+    p = ClusterRepository(s).page(page)
+    return PageOut(items=[cluster_out(s, c) for c in p.items], total=p.total, offset=p.offset, limit=p.limit)
+
+
+@router.get("/{cluster_id}", response_model=ClusterOut, responses=NOT_FOUND)
+def get(cluster_id: int, s: SessionDep, _: Reader) -> ClusterOut:
+    return cluster_out(s, ClusterRepository(s).get(cluster_id))
+
+
+@router.delete("/{cluster_id}", status_code=204, responses=NOT_FOUND)
+def delete(cluster_id: int, s: SessionDep, _: Writer) -> None:
+    ClusterRepository(s).delete(cluster_id)
+
+
+def _replan(s: SessionDep, d: DispatcherDep, cfg: SettingsDep, cluster_id: int) -> list[int]:
+    """With replan_on_inventory_change, the cluster's watches are checked at once (sent after the commit)."""
+    if not cfg.replan_on_inventory_change:
+        return []
+    jobs = [c.job_id for c in check_watches(s, "inventory_change", cluster_id, cfg) if c.job_id is not None]
+    s.commit()
+    send_committed(d, jobs)
+    return jobs
+
+
+@router.put("/{cluster_id}/inventory", response_model=InventoryResult, responses=WRITE)
+def put_inventory(
+    cluster_id: int, body: InventoryPut, s: SessionDep, d: DispatcherDep, cfg: SettingsDep, _: Writer
+) -> InventoryResult:
+    repo = ClusterRepository(s)
+    cluster = repo.get(cluster_id)
+    spec = cluster_from_document(s, cluster.name, body.inventory)
+    rev, created = repo.record(cluster_id, spec, body.cause)
+    s.commit()
+    return InventoryResult(
+        created=created, revision=revision_out(rev), replan_jobs=_replan(s, d, cfg, cluster_id) if created else []
+    )
+
+
+@router.patch("/{cluster_id}/nodes/{node}", response_model=InventoryResult, responses=WRITE)
+def patch_node(
+    cluster_id: int, node: str, body: NodePatch, s: SessionDep, d: DispatcherDep, cfg: SettingsDep, _: Writer
+) -> InventoryResult:
+    rev, created = set_node_state(s, cluster_id, node, body.state)
+    s.commit()
+    return InventoryResult(
+        created=created, revision=revision_out(rev), replan_jobs=_replan(s, d, cfg, cluster_id) if created else []
+    )
+
+
+@router.get("/{cluster_id}/revisions", response_model=PageOut[RevisionOut], responses=NOT_FOUND)
+def revisions(cluster_id: int, s: SessionDep, _: Reader, page: Paging) -> PageOut[RevisionOut]:
+    repo = ClusterRepository(s)
+    p = repo.revisions(repo.get(cluster_id), page)
+    return PageOut(items=[revision_out(r) for r in p.items], total=p.total, offset=p.offset, limit=p.limit)
+
+
+@router.get("/{cluster_id}/revisions/{number}", response_model=RevisionOut, responses=NOT_FOUND)
+def revision(cluster_id: int, number: int, s: SessionDep, _: Reader) -> RevisionOut:
+    repo = ClusterRepository(s)
+    return revision_out(repo.revision(repo.get(cluster_id), number))
+
+
+@router.get("/{cluster_id}/revisions/{number}/diff", response_model=RevisionDiffOut, responses=NOT_FOUND)
+def revision_diff(
+    cluster_id: int,
+    number: int,
+    s: SessionDep,
+    _: Reader,
+    against: Annotated[int | None, Query(ge=1, description="Revision to compare with; default the one before.")] = None,
+) -> RevisionDiffOut:
+    repo = ClusterRepository(s)
+    cluster = repo.get(cluster_id)
+    after = repo.revision(cluster, number)
+    base = against if against is not None else number - 1
+    if base < 1:
+        raise DomainError("against", "revision 1 has no revision before it; name one with ?against=N")
+    before = repo.revision(cluster, base)
+    d = diff_inventories(revision_spec(cluster, before), revision_spec(cluster, after))
+    return RevisionDiffOut(before=before.number, after=after.number, diff=d, summary=d.summary())

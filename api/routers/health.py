@@ -1,0 +1,38 @@
+"""/healthz (process up), /readyz (database and broker reachable), /metrics (Prometheus)."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Request, Response
+from fastapi.responses import JSONResponse
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from sqlalchemy import text
+
+from api.deps import get_db, get_dispatcher
+from api.schemas import Health
+
+router = APIRouter(tags=["health"])
+
+
+@router.get("/healthz", response_model=Health)
+def healthz() -> Health:
+    return Health(status="ok")
+
+
+@router.get("/readyz", response_model=Health, responses={503: {"model": Health}})
+def readyz(request: Request) -> Response:
+    db, dispatcher = get_db(request), get_dispatcher(request)
+    database = "ok"
+    try:
+        with db.engine.connect() as c:
+            c.execute(text("SELECT 1"))
+    except Exception as exc:
+        database = f"unreachable: {type(exc).__name__}"
+    broker = dispatcher.problem() or "ok"
+    ok = database == "ok" and broker == "ok"
+    body = Health(status="ok" if ok else "unavailable", database=database, broker=broker, mode=dispatcher.mode)
+    return JSONResponse(body.model_dump(), status_code=200 if ok else 503)
+
+
+@router.get("/metrics", response_class=Response, responses={200: {"content": {"text/plain": {}}}})
+def metrics(request: Request) -> Response:
+    return Response(generate_latest(request.app.state.metrics.registry), media_type=CONTENT_TYPE_LATEST)

@@ -1,0 +1,62 @@
+"""/v1/models: specs from meshplan fields or a HuggingFace config.json, versioned."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter
+
+from api.convert import model_out, version_out
+from api.deps import Paging, Reader, SessionDep, Writer
+from api.responses import NOT_FOUND, STANDARD, WRITE
+from api.schemas import ModelCreate, ModelOut, ModelVersionCreate, PageOut, VersionOut, VersionResult
+from optimizer.model_loading import model_from_hf_config
+from optimizer.model_spec import ModelSpec
+from store.repositories.models import ModelRepository
+from store.services.catalog import create_model, model_from_document
+
+router = APIRouter(prefix="/v1/models", tags=["models"], responses=STANDARD)
+
+
+def _spec(name: str, spec: dict[str, Any] | None, hf: dict[str, Any] | None) -> ModelSpec:
+    if hf is not None:
+        return model_from_hf_config(hf, name=name)
+    assert spec is not None
+    return model_from_document(name, spec)
+
+
+@router.post("", status_code=201, response_model=ModelOut, responses=WRITE)
+def create(body: ModelCreate, s: SessionDep, _: Writer) -> ModelOut:
+    model, _v = create_model(s, body.name, _spec(body.name, body.spec, body.hf_config))
+    return model_out(s, model)
+
+
+@router.get("", response_model=PageOut[ModelOut])
+def list_models(s: SessionDep, _: Reader, page: Paging) -> PageOut[ModelOut]:
+    p = ModelRepository(s).page(page)
+    return PageOut(items=[model_out(s, m) for m in p.items], total=p.total, offset=p.offset, limit=p.limit)
+
+
+@router.get("/{model_id}", response_model=ModelOut, responses=NOT_FOUND)
+def get(model_id: int, s: SessionDep, _: Reader) -> ModelOut:
+    return model_out(s, ModelRepository(s).get(model_id))
+
+
+@router.delete("/{model_id}", status_code=204, responses=NOT_FOUND)
+def delete(model_id: int, s: SessionDep, _: Writer) -> None:
+    ModelRepository(s).delete(model_id)
+
+
+@router.post("/{model_id}/versions", response_model=VersionResult, responses=WRITE)
+def new_version(model_id: int, body: ModelVersionCreate, s: SessionDep, _: Writer) -> VersionResult:
+    repo = ModelRepository(s)
+    model = repo.get(model_id)
+    version, created = repo.record(model.id, _spec(model.name, body.spec, body.hf_config))
+    return VersionResult(created=created, version=version_out(version))
+
+
+@router.get("/{model_id}/versions", response_model=PageOut[VersionOut], responses=NOT_FOUND)
+def versions(model_id: int, s: SessionDep, _: Reader, page: Paging) -> PageOut[VersionOut]:
+    repo = ModelRepository(s)
+    p = repo.versions(repo.get(model_id), page)
+    return PageOut(items=[version_out(v) for v in p.items], total=p.total, offset=p.offset, limit=p.limit)

@@ -1,0 +1,79 @@
+"""/v1/watches: what to re-plan every night; replan now."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter
+
+from api.convert import job_out, watch_out
+from api.deps import DispatcherDep, Paging, Reader, SessionDep, SettingsDep, Writer
+from api.responses import NOT_FOUND, STANDARD, WRITE
+from api.schemas import PageOut, ReplanOut, WatchCreate, WatchOut
+from optimizer.search.planner import preflight
+from store.models import Watch
+from store.repositories.clusters import ClusterRepository, revision_spec
+from store.repositories.jobs import JobRepository
+from store.repositories.models import ModelRepository, version_spec
+from store.repositories.watches import WatchRepository
+from store.repositories.workloads import WorkloadRepository
+from store.services.jobs import objective_name
+from store.services.replan import check_watch
+from workers.dispatch import BrokerUnavailable, send_committed
+
+router = APIRouter(prefix="/v1/watches", tags=["watches"], responses=STANDARD)
+
+
+@router.post("", status_code=201, response_model=WatchOut, responses=WRITE)
+def create(body: WatchCreate, s: SessionDep, cfg: SettingsDep, _: Writer) -> WatchOut:
+    clusters, models = ClusterRepository(s), ModelRepository(s)
+    cluster, model = clusters.get(body.cluster_id), models.get(body.model_id)
+    rev, version = clusters.head(cluster), models.head(model)
+    limit = body.time_limit_s if body.time_limit_s is not None else cfg.default_time_limit_s
+    if rev is not None and version is not None:  # the same checks a job gets, now rather than at night
+        preflight(
+            version_spec(model, version),
+            revision_spec(cluster, rev),
+            body.workload,
+            body.search.space(),
+            time_limit_s=limit,
+            max_time_limit_s=cfg.max_time_limit_s,
+        )
+    w = Watch(
+        name=body.name,
+        cluster_id=cluster.id,
+        model_id=model.id,
+        workload_id=WorkloadRepository(s).intern(body.workload).id,
+        search=body.search.model_dump(mode="json"),
+        objective=objective_name(body.workload),
+        time_limit_s=limit,
+    )
+    return watch_out(s, WatchRepository(s).create(w))
+
+
+@router.get("", response_model=PageOut[WatchOut])
+def list_watches(s: SessionDep, _: Reader, page: Paging) -> PageOut[WatchOut]:
+    p = WatchRepository(s).page(page)
+    return PageOut(items=[watch_out(s, w) for w in p.items], total=p.total, offset=p.offset, limit=p.limit)
+
+
+@router.get("/{watch_id}", response_model=WatchOut, responses=NOT_FOUND)
+def get(watch_id: int, s: SessionDep, _: Reader) -> WatchOut:
+    return watch_out(s, WatchRepository(s).get(watch_id))
+
+
+@router.delete("/{watch_id}", status_code=204, responses=NOT_FOUND)
+def delete(watch_id: int, s: SessionDep, _: Writer) -> None:
+    WatchRepository(s).delete(watch_id)
+
+
+@router.post("/{watch_id}/replan", status_code=202, response_model=ReplanOut, responses=NOT_FOUND)
+def replan(watch_id: int, s: SessionDep, d: DispatcherDep, cfg: SettingsDep, _: Writer) -> ReplanOut:
+    """Plan this watch now, warm-started from its last plan, whether or not its inputs changed."""
+    problem = d.problem()
+    if problem:
+        raise BrokerUnavailable(problem)
+    check = check_watch(s, WatchRepository(s).get(watch_id), "user", cfg, force=True)
+    s.commit()
+    job = JobRepository(s).get(check.job_id) if check.job_id else None
+    if job is not None:
+        send_committed(d, [job.id])
+    return ReplanOut(watch_id=watch_id, changed=check.changed, job=job_out(s, job) if job else None)

@@ -1,0 +1,270 @@
+"""Request and response bodies of the HTTP API. Spec documents are the optimizer's own pydantic models."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Generic, Literal, TypeVar
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from optimizer.errors import DomainError
+from optimizer.gpu_catalog import GPUSpec
+from optimizer.inventory import InventoryDiff
+from optimizer.plan_diff import PlanDiff
+from optimizer.search.result import PlanResult
+from optimizer.workload import Workload
+from store.services.jobs import JobRequest, SearchOptions
+
+T = TypeVar("T")
+NAME = Field(min_length=1, max_length=128, pattern=r"^[A-Za-z0-9._-]+$", description="Unique name.")
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class PageOut(BaseModel, Generic[T]):
+    items: list[T]
+    total: int = Field(description="Rows matching the filters.")
+    offset: int
+    limit: int
+
+
+class ErrorItem(BaseModel):
+    loc: list[str | int] = Field(description="Path of the offending field.")
+    msg: str = Field(description="The rule it breaks.")
+    type: str
+
+
+class ValidationErrorOut(BaseModel):
+    detail: list[ErrorItem]
+
+
+class ErrorOut(BaseModel):
+    detail: str
+
+
+# ---- GPU types
+class GpuTypeOut(BaseModel):
+    name: str
+    builtin: bool
+    spec: GPUSpec
+
+
+# ---- clusters
+class ClusterCreate(Strict):
+    name: str = NAME
+    inventory: dict[str, Any] = Field(description="Pools, nodes, node states, fabric (the cluster YAML as JSON).")
+
+
+class InventoryPut(Strict):
+    inventory: dict[str, Any]
+    cause: str = Field(default="inventory update", max_length=200, description="Why it changed.")
+
+
+class NodePatch(Strict):
+    state: Literal["healthy", "drained", "failed"] = Field(description="healthy restores a drained or failed node.")
+
+
+class PoolSummary(BaseModel):
+    name: str
+    gpu: str
+    nodes: int
+    gpus_per_node: int
+    healthy_gpus: int
+    nodes_by_state: dict[str, int]
+
+
+class RevisionOut(BaseModel):
+    number: int
+    content_hash: str
+    recorded_at: datetime
+    cause: str
+    healthy_gpus: int
+    total_gpus: int
+    diff: InventoryDiff | None = Field(description="Against the previous revision.")
+    inventory: dict[str, Any]
+
+
+class ClusterOut(BaseModel):
+    id: int
+    name: str
+    created_at: datetime
+    revision: int = Field(description="Current inventory revision.")
+    healthy_gpus: int
+    total_gpus: int
+    pools: list[PoolSummary]
+    inventory: dict[str, Any]
+
+
+class InventoryResult(BaseModel):
+    created: bool = Field(description="False when the inventory equals the current one (no new revision).")
+    revision: RevisionOut
+    replan_jobs: list[int] = Field(default_factory=list, description="Jobs submitted for the cluster's watches.")
+
+
+class RevisionDiffOut(BaseModel):
+    before: int
+    after: int
+    diff: InventoryDiff
+    summary: str
+
+
+# ---- models
+class ModelCreate(Strict):
+    name: str = NAME
+    spec: dict[str, Any] | None = Field(default=None, description="meshplan model fields (as in model.yaml).")
+    hf_config: dict[str, Any] | None = Field(default=None, description="A HuggingFace config.json body.")
+
+    @model_validator(mode="after")
+    def _one(self) -> ModelCreate:
+        if (self.spec is None) == (self.hf_config is None):
+            raise DomainError("spec", "give exactly one of spec or hf_config")
+        return self
+
+
+class ModelVersionCreate(Strict):
+    spec: dict[str, Any] | None = None
+    hf_config: dict[str, Any] | None = None
+
+    @model_validator(mode="after")
+    def _one(self) -> ModelVersionCreate:
+        if (self.spec is None) == (self.hf_config is None):
+            raise DomainError("spec", "give exactly one of spec or hf_config")
+        return self
+
+
+class VersionOut(BaseModel):
+    number: int
+    created_at: datetime
+    parameters: int
+    num_layers: int
+    is_moe: bool
+    spec: dict[str, Any]
+
+
+class ModelOut(BaseModel):
+    id: int
+    name: str
+    created_at: datetime
+    version: int
+    parameters: int
+    num_layers: int
+    is_moe: bool
+    spec: dict[str, Any]
+
+
+class VersionResult(BaseModel):
+    created: bool
+    version: VersionOut
+
+
+# ---- jobs
+class JobProgress(BaseModel):
+    best_objective: float | None
+    bound: float | None
+    elapsed_s: float | None
+    candidates_solved: int | None
+    updated_at: datetime | None
+
+
+class JobOut(BaseModel):
+    id: int
+    status: Literal["queued", "running", "succeeded", "failed", "cancelled"]
+    cluster_id: int
+    cluster_revision: int
+    model_id: int
+    model_version: int
+    workload: Workload
+    search: SearchOptions
+    objective: str
+    time_limit_s: float
+    top_k: int
+    progress: JobProgress
+    error: str | None
+    trigger: str
+    watch_id: int | None
+    attempts: int
+    cancel_requested: bool
+    plan_id: int | None
+    created_at: datetime
+    started_at: datetime | None
+    finished_at: datetime | None
+
+
+JobCreate = JobRequest
+
+
+# ---- plans
+class PlanSummaryOut(BaseModel):
+    id: int
+    job_id: int
+    created_at: datetime
+    trigger: str
+    cluster_id: int
+    cluster_revision: int
+    model_id: int
+    model_version: int
+    watch_id: int | None
+    previous_plan_id: int | None
+    solver_status: str
+    objective: str
+    objective_value: float | None
+    step_time_s: float | None
+    gap: float | None
+    gpus: int | None
+    mfu: float | None
+    peak_memory_gb: float | None
+    summary: str
+    change: str | None = Field(description="Against the previous plan, in words.")
+
+
+class PlanOut(PlanSummaryOut):
+    workload: Workload
+    result: PlanResult
+    diff: dict[str, Any] | None = Field(description="Inputs and plan changes against the previous plan.")
+
+
+class PlanDiffOut(BaseModel):
+    plan_id: int
+    against: int
+    diff: PlanDiff
+    summary: str
+    inventory: InventoryDiff | None = Field(description="When the two plans ran on different revisions.")
+
+
+# ---- watches
+class WatchCreate(Strict):
+    name: str = NAME
+    cluster_id: int = Field(ge=1)
+    model_id: int = Field(ge=1)
+    workload: Workload
+    search: SearchOptions = Field(default_factory=SearchOptions)
+    time_limit_s: float | None = Field(default=None, description="Solver time limit per re-plan, seconds.")
+
+
+class WatchOut(BaseModel):
+    id: int
+    name: str
+    cluster_id: int
+    model_id: int
+    workload: Workload
+    search: SearchOptions
+    time_limit_s: float
+    last_plan_id: int | None
+    last_checked_at: datetime | None
+    last_check: str
+    created_at: datetime
+
+
+class ReplanOut(BaseModel):
+    watch_id: int
+    changed: list[str]
+    job: JobOut | None
+
+
+class Health(BaseModel):
+    status: str
+    database: str | None = None
+    broker: str | None = None
+    mode: str | None = None

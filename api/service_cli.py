@@ -1,0 +1,155 @@
+"""`meshplan serve | worker | beat | replan | migrate | token`: running the service."""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import Annotated, NoReturn
+
+import typer
+
+from optimizer.errors import DomainError
+from store.settings import Settings
+
+service = typer.Typer(add_completion=False, pretty_exceptions_enable=False)
+token_app = typer.Typer(add_completion=False, pretty_exceptions_enable=False, help="API tokens.")
+
+
+def _fail(exc: Exception) -> NoReturn:
+    sys.stderr.write(f"error: {exc}\n")
+    raise typer.Exit(code=2)
+
+
+def _settings() -> Settings:
+    from store.settings import load_settings
+
+    try:
+        return load_settings()
+    except DomainError as exc:
+        _fail(exc)
+
+
+def register(app: typer.Typer) -> None:
+    app.command("serve")(serve)
+    app.command("worker")(worker)
+    app.command("beat")(beat)
+    app.command("replan")(replan)
+    app.command("migrate")(migrate)
+    app.add_typer(token_app, name="token")
+
+
+def migrate() -> None:
+    """Bring the database (DATABASE_URL, default the SQLite file) to the newest schema."""
+    from store.migrate import upgrade
+
+    cfg = _settings()
+    try:
+        upgrade(cfg.database_url)
+    except Exception as exc:
+        _fail(DomainError("DATABASE_URL", f"cannot migrate {cfg.database_url}: {type(exc).__name__}: {exc}"))
+    typer.echo(f"database at the newest schema: {cfg.database_url}")
+
+
+def serve(
+    host: Annotated[str, typer.Option(help="Address to listen on.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="Port.")] = 8000,
+    no_migrate: Annotated[bool, typer.Option("--no-migrate", help="Do not migrate at start-up.")] = False,
+) -> None:
+    """Run the API and the web pages. Without REDIS_URL, jobs run inside this process (embedded mode)."""
+    import uvicorn
+
+    from api.app import create_app
+    from store.db import database
+    from store.repositories.tokens import TokenRepository
+
+    cfg = _settings()
+    if not no_migrate:
+        migrate()
+    db = database(cfg.database_url)
+    with db.session() as s:
+        repo = TokenRepository(s)
+        if not repo.list():
+            _row, secret = repo.create("first-admin", ["write"])
+            typer.echo(f"created the first API token (write scope; shown once): {secret}")
+    mode = "Celery on " + cfg.redis_url if cfg.redis_url else "in-process (no REDIS_URL)"
+    typer.echo(f"meshplan on http://{host}:{port}  database: {cfg.database_url}  jobs: {mode}")
+    uvicorn.run(create_app(cfg, db), host=host, port=port, log_level="warning")
+
+
+def worker(
+    concurrency: Annotated[int, typer.Option(help="Worker processes.")] = 1,
+) -> None:
+    """Run a Celery worker (needs REDIS_URL)."""
+    cfg = _settings()
+    if not cfg.redis_url:
+        _fail(DomainError("REDIS_URL", "must be set to run a worker (without it, `meshplan serve` runs jobs)"))
+    from workers.celery_app import app
+
+    app.worker_main(["worker", "--loglevel=INFO", f"--concurrency={concurrency}", "--pool=prefork"])
+
+
+def beat() -> None:
+    """Run Celery beat: the nightly re-plan and the sweep of lost jobs (needs REDIS_URL)."""
+    cfg = _settings()
+    if not cfg.redis_url:
+        _fail(DomainError("REDIS_URL", "must be set to run beat"))
+    from workers.celery_app import app
+
+    schedule = os.environ.get("MESHPLAN_BEAT_SCHEDULE", "/tmp/meshplan-beat-schedule")
+    app.Beat(loglevel="INFO", schedule=schedule).run()
+
+
+def replan(
+    now: Annotated[bool, typer.Option("--now", help="Check every watch now (else: print when beat runs it).")] = False,
+    cluster: Annotated[int | None, typer.Option(help="Only this cluster's watches.")] = None,
+    wait: Annotated[bool, typer.Option(help="Embedded mode: run the jobs here and wait for them.")] = True,
+) -> None:
+    """Re-plan the watches whose inputs changed (what beat runs nightly)."""
+    cfg = _settings()
+    if not now:
+        typer.echo(f"beat re-plans daily at {cfg.replan_at} {cfg.replan_timezone}; `meshplan replan --now` runs it now")
+        return
+    from store.db import database
+    from workers.dispatch import InProcessDispatcher, make_dispatcher
+    from workers.service import replan_all
+
+    db = database(cfg.database_url)
+    dispatcher = make_dispatcher(db, cfg)
+    jobs = replan_all("nightly", cluster, dispatcher)
+    typer.echo(f"{len(jobs)} watch(es) changed; jobs {jobs}" if jobs else "no watch changed")
+    if isinstance(dispatcher, InProcessDispatcher) and wait:
+        dispatcher.pool.shutdown(wait=True)
+
+
+@token_app.command("create")
+def token_create(
+    scope: Annotated[list[str], typer.Option(help="read or write (write implies read).")],
+    name: Annotated[str, typer.Option(help="Who it is for.")] = "cli",
+) -> None:
+    """Create an API token; the secret is printed once and stored hashed."""
+    from store.db import database
+    from store.repositories.tokens import TokenRepository
+
+    cfg = _settings()
+    try:
+        with database(cfg.database_url).session() as s:
+            row, secret = TokenRepository(s).create(name, scope)
+    except DomainError as exc:
+        _fail(exc)
+    typer.echo(secret)
+    sys.stderr.write(f"token {row.id} ({row.scopes}) for {name}\n")
+
+
+@token_app.command("revoke")
+def token_revoke(token_id: int) -> None:
+    """Revoke a token by id."""
+    from store.db import database
+    from store.repositories.tokens import TokenRepository
+
+    cfg = _settings()
+    try:
+        with database(cfg.database_url).session() as s:
+            TokenRepository(s).revoke(token_id)
+    except DomainError as exc:
+        _fail(exc)
+    typer.echo(f"token {token_id} revoked")

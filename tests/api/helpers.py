@@ -1,0 +1,42 @@
+"""Small helpers for driving the API."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from typing import Any
+
+from fastapi.testclient import TestClient
+
+INVENTORY = {"pools": [{"name": "h100", "gpu": "H100-SXM-80GB", "nodes": 2, "gpus_per_node": 8}]}
+TRAINING = {"mode": "training", "global_batch_size": 64, "seq_len": 4096}
+
+
+def name(prefix: str) -> str:
+    return f"{prefix}-{uuid.uuid4().hex[:8]}"
+
+
+def ok(resp: Any, status: int = 200) -> Any:
+    assert resp.status_code == status, (resp.status_code, resp.text)
+    return resp.json() if resp.content else None
+
+
+def make_cluster(c: TestClient, inventory: dict[str, Any] | None = None) -> dict[str, Any]:
+    return ok(c.post("/v1/clusters", json={"name": name("c"), "inventory": inventory or INVENTORY}), 201)
+
+
+def make_model(c: TestClient, preset: str = "llama-3-8b") -> dict[str, Any]:
+    from optimizer.model_loading import load_model_preset
+
+    spec = load_model_preset(preset).model_dump(mode="json", exclude={"name"})
+    return ok(c.post("/v1/models", json={"name": name("m"), "spec": spec}), 201)
+
+
+def wait_job(c: TestClient, job_id: int, timeout: float = 60) -> dict[str, Any]:
+    deadline = time.monotonic() + timeout
+    while True:
+        job = ok(c.get(f"/v1/jobs/{job_id}"))
+        if job["status"] in ("succeeded", "failed", "cancelled"):
+            return job
+        assert time.monotonic() < deadline, job
+        time.sleep(0.1)

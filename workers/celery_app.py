@@ -1,0 +1,52 @@
+"""The Celery app: Redis broker and result backend from REDIS_URL, settings that make delivery safe."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from celery import Celery
+from celery.schedules import crontab
+from celery.signals import worker_process_init
+
+from store.settings import Settings, settings
+from workers import names
+
+# Redelivery of a message whose worker died (Redis: after the visibility timeout). Above the longest solve, so a
+# live task is not delivered twice; a job redelivered while its first worker still beats is not solved twice anyway.
+VISIBILITY_MARGIN_S = 120
+
+
+def make_celery(cfg: Settings) -> Celery:
+    url = cfg.redis_url or "redis://127.0.0.1:6379/0"
+    app = Celery("meshplan", broker=url, backend=url, include=["workers.tasks"])
+    hh, mm = (int(x) for x in cfg.replan_at.split(":"))
+    app.conf.update(
+        task_acks_late=True,  # acknowledge after the task ran: a worker that dies leaves the message unacked
+        task_reject_on_worker_lost=True,  # ... and a killed child process puts it back on the queue
+        worker_prefetch_multiplier=1,  # one job at a time per process; nothing waits behind a long solve
+        task_soft_time_limit=cfg.max_time_limit_s + 60,  # above the solver's own limit
+        task_time_limit=cfg.max_time_limit_s + 120,
+        broker_transport_options={"visibility_timeout": cfg.visibility_timeout_s},
+        result_expires=24 * 3600,
+        task_serializer="json",
+        accept_content=["json"],
+        timezone=cfg.replan_timezone,
+        enable_utc=True,
+        broker_connection_retry_on_startup=True,
+        beat_schedule={
+            "nightly-replan": {"task": names.REPLAN, "schedule": crontab(hour=hh, minute=mm)},
+            "sweep-lost-jobs": {"task": names.SWEEP, "schedule": cfg.sweep_interval_s},
+        },
+    )
+    return app
+
+
+app = make_celery(settings())
+
+
+@worker_process_init.connect  # type: ignore[untyped-decorator]
+def _fresh_engine(**_: Any) -> None:
+    """A database engine per worker process, created after the fork (store.db keys engines by PID)."""
+    from store.db import database
+
+    database()

@@ -1,0 +1,99 @@
+"""Sending jobs to be run: to Celery when REDIS_URL is set, else to a thread inside this process (embedded mode).
+Callers enqueue only after the transaction that created the job committed."""
+
+from __future__ import annotations
+
+import logging
+from concurrent.futures import ThreadPoolExecutor
+from typing import Protocol
+
+from store.db import Database
+from store.services.jobs import run_job
+from store.settings import Settings
+from workers import names
+
+log = logging.getLogger("meshplan.dispatch")
+
+
+class BrokerUnavailable(RuntimeError):
+    """The broker did not take the message."""
+
+
+class Dispatcher(Protocol):
+    mode: str
+
+    def enqueue(self, job_id: int) -> None: ...
+
+    def problem(self) -> str | None:
+        """None when jobs can be sent, else why not."""
+        ...
+
+    def shutdown(self) -> None: ...
+
+
+class InProcessDispatcher:
+    """Embedded mode: one background thread runs the jobs, through the same service code as a worker."""
+
+    mode = "in-process"
+
+    def __init__(self, db: Database, cfg: Settings) -> None:
+        self.db, self.cfg = db, cfg
+        self.pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="meshplan-job")
+
+    def enqueue(self, job_id: int) -> None:
+        self.pool.submit(self._run, job_id)
+
+    def _run(self, job_id: int) -> None:
+        try:
+            run_job(self.db, job_id, self.cfg)
+        except Exception:  # the database went away mid-job: the job stays running/queued and is recovered
+            log.exception("job %s could not be run", job_id)
+
+    def problem(self) -> str | None:
+        return None
+
+    def shutdown(self) -> None:
+        self.pool.shutdown(wait=False, cancel_futures=True)
+
+
+class CeleryDispatcher:
+    """Service mode: a message per job on the Redis broker."""
+
+    mode = "celery"
+
+    def __init__(self, cfg: Settings) -> None:
+        from workers.celery_app import make_celery
+
+        self.app = make_celery(cfg)
+
+    def enqueue(self, job_id: int) -> None:
+        try:
+            self.app.send_task(names.RUN_JOB, args=[job_id], retry=False)
+        except Exception as exc:
+            raise BrokerUnavailable(f"broker unreachable: {type(exc).__name__}: {exc}".splitlines()[0]) from exc
+
+    def problem(self) -> str | None:
+        try:
+            with self.app.connection_for_write() as conn:
+                conn.ensure_connection(max_retries=1, timeout=1)
+                conn.default_channel.client.ping()
+        except Exception as exc:
+            return f"broker unreachable: {type(exc).__name__}"
+        return None
+
+    def shutdown(self) -> None:
+        pass
+
+
+def make_dispatcher(db: Database, cfg: Settings) -> Dispatcher:
+    return CeleryDispatcher(cfg) if cfg.redis_url else InProcessDispatcher(db, cfg)
+
+
+def send_committed(dispatcher: Dispatcher, job_ids: list[int]) -> None:
+    """Send jobs whose transaction has committed. A broker that fails now loses nothing: the jobs stay queued in
+    the database and the sweep (beat, every sweep_interval_s) sends them again."""
+    for job_id in job_ids:
+        try:
+            dispatcher.enqueue(job_id)
+        except BrokerUnavailable:
+            log.warning("job %s stays queued until the broker is back (the sweep sends it)", job_id)

@@ -1,0 +1,39 @@
+"""What the tasks and commands call: each opens its own transaction and enqueues after it commits."""
+
+from __future__ import annotations
+
+from store.db import database
+from store.repositories.jobs import JobRepository
+from store.services.jobs import run_job
+from store.services.replan import check_watches
+from store.settings import settings
+from workers.dispatch import Dispatcher, make_dispatcher
+
+
+def run(job_id: int) -> str:
+    return run_job(database(), job_id, settings())
+
+
+def replan_all(
+    trigger: str = "nightly", cluster_id: int | None = None, dispatcher: Dispatcher | None = None
+) -> list[int]:
+    """Check every watch (or a cluster's); submit and send a job for each whose inputs changed."""
+    db, cfg = database(), settings()
+    with db.session() as s:
+        checks = check_watches(s, trigger, cluster_id, cfg)
+    jobs = [c.job_id for c in checks if c.job_id is not None]
+    send = dispatcher or make_dispatcher(db, cfg)
+    for job_id in jobs:
+        send.enqueue(job_id)
+    return jobs
+
+
+def sweep(dispatcher: Dispatcher | None = None) -> list[int]:
+    """Send again the jobs whose message may have been lost (a broker restart): claiming makes it harmless."""
+    db, cfg = database(), settings()
+    with db.session() as s:
+        ids = JobRepository(s).stale_queued_ids(cfg.sweep_after_s)
+    send = dispatcher or make_dispatcher(db, cfg)
+    for job_id in ids:
+        send.enqueue(job_id)
+    return ids
