@@ -16,12 +16,12 @@ $(STAMP): pyproject.toml | $(BIN)/python
 
 setup: $(STAMP)
 
-# Until the service exists, `make run` runs the CLI on two examples: training and serving.
+# The service on the embedded defaults: SQLite file ./meshplan.db, jobs in-process (no Redis). Prints the first
+# API token on the first start. HOST/PORT override where it listens.
+HOST ?= 127.0.0.1
+PORT ?= 8000
 run: setup
-	$(BIN)/meshplan estimate --model llama-3-70b --cluster dgx-h100:8 --mode training \
-	  --gbs 512 --seq-len 4096 --tp 8 --pp 4 --dp 2 --vp 5 --sp --zero 1 --recompute selective
-	$(BIN)/meshplan estimate --model llama-2-70b --cluster dgx-h100 --mode inference \
-	  --batch 8 --prompt-len 2048 --output-len 256 --tp 8
+	$(BIN)/meshplan serve --host $(HOST) --port $(PORT)
 
 lint: setup
 	$(BIN)/ruff check .

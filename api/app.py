@@ -71,8 +71,12 @@ def create_app(
         if isinstance(dispatcher, InProcessDispatcher):  # embedded: pick up what a stopped process left
             from store.services.jobs import recover_interrupted
 
-            with db.session() as s:
-                pending = recover_interrupted(s)
+            try:
+                with db.session() as s:
+                    pending = recover_interrupted(s)
+            except Exception as exc:  # the database is down: serve anyway (readyz says why), recover next start
+                log.warning("interrupted jobs not recovered: %s", exc)
+                pending = []
             for job_id in pending:
                 dispatcher.enqueue(job_id)
         yield

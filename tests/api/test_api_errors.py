@@ -1,0 +1,135 @@
+"""Every error a client can cause: the status, the field path and the rule, and nothing stored."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+from fastapi.testclient import TestClient
+from sqlalchemy import func, select
+
+from api.app import create_app
+from store.db import Database
+from store.models import Cluster, Job
+from store.settings import Settings
+from tests.api.helpers import INVENTORY, TRAINING, make_cluster, make_model, name, ok
+from workers.dispatch import CeleryDispatcher
+
+
+def _count(db: Database, model: type) -> int:
+    with db.session() as s:
+        return int(s.scalar(select(func.count()).select_from(model)) or 0)
+
+
+def test_tokens_401_and_403(client: TestClient, tokens: dict[str, str]) -> None:
+    assert client.get("/v1/clusters", headers={"Authorization": ""}).status_code == 401
+    assert client.get("/v1/clusters", headers={"Authorization": "Bearer nope"}).status_code == 401
+    assert client.get("/v1/clusters", headers={"Authorization": f"Bearer {tokens['revoked']}"}).status_code == 401
+    reader = {"Authorization": f"Bearer {tokens['read']}"}
+    assert client.get("/v1/clusters", headers=reader).status_code == 200
+    r = client.post("/v1/clusters", json={"name": name("c"), "inventory": INVENTORY}, headers=reader)
+    assert r.status_code == 403 and "write" in r.json()["detail"]
+
+
+def test_open_reads_setting(api_settings: Settings, api_db: Database) -> None:
+    app = create_app(api_settings.model_copy(update={"open_reads": True}), api_db)
+    with TestClient(app) as c:
+        assert c.get("/v1/clusters").status_code == 200
+        assert c.post("/v1/clusters", json={"name": "x", "inventory": INVENTORY}).status_code == 401
+
+
+def test_bad_inventory_is_422_with_the_field_and_stores_nothing(client: TestClient, api_db: Database) -> None:
+    before = _count(api_db, Cluster)
+    bad = {"pools": [{"name": "p", "gpu": "H100-SXM-80GB", "nodes": 1, "gpus_per_node": 0}]}
+    r = client.post("/v1/clusters", json={"name": name("c"), "inventory": bad})
+    assert r.status_code == 422
+    item = r.json()["detail"][0]
+    assert item["loc"][-1] == "gpus_per_node" and "greater than or equal to 1" in item["msg"]
+    r = client.post("/v1/clusters", json={"name": name("c"), "inventory": {"pools": [{**bad["pools"][0], "gpus_per_node": 8, "gpu": "Z9000"}]}})
+    assert r.status_code == 422 and "unknown gpu 'Z9000'" in r.json()["detail"][0]["msg"]
+    r = client.post("/v1/clusters", json={"name": "bad name!", "inventory": INVENTORY})
+    assert r.status_code == 422 and r.json()["detail"][0]["loc"] == ["body", "name"]
+    r = client.post("/v1/clusters/import/yaml", params={"name": name("y")}, content="pools: [", headers={"Content-Type": "application/yaml"})
+    assert r.status_code == 422 and "YAML" in r.json()["detail"][0]["msg"]
+    assert _count(api_db, Cluster) == before
+
+
+def test_conflicts_are_409(client: TestClient) -> None:
+    c = make_cluster(client)
+    r = client.post("/v1/clusters", json={"name": c["name"], "inventory": INVENTORY})
+    assert r.status_code == 409 and "exists" in r.json()["detail"]
+    m = make_model(client)
+    body = {"cluster_id": c["id"], "model_id": m["id"], "workload": TRAINING}
+    key = name("k")
+    ok(client.post("/v1/jobs", json=body, headers={"Idempotency-Key": key}), 202)
+    r = client.post("/v1/jobs", json={**body, "workload": {**TRAINING, "global_batch_size": 128}}, headers={"Idempotency-Key": key})
+    assert r.status_code == 409 and "Idempotency-Key" in r.json()["detail"]
+
+
+def test_job_input_errors_name_the_field(client: TestClient, api_db: Database) -> None:
+    c, m = make_cluster(client), make_model(client)
+    base = {"cluster_id": c["id"], "model_id": m["id"], "workload": TRAINING}
+    jobs_before = _count(api_db, Job)
+    cases = [
+        ({**base, "search": {"pins": ["tp=3"]}}, "pin.tp", "num_attention_heads=32"),
+        ({**base, "time_limit_s": 0.01}, "time_limit", "between 0.1"),
+        ({**base, "time_limit_s": 5000}, "time_limit_s", "at most 120"),
+        ({**base, "search": {"pins": ["tp=8", "tp=4"]}}, "pin", ""),
+        ({**base, "search": {"pools": ["nope"]}}, "pool", "unknown pool 'nope'"),
+        ({**base, "workload": {**TRAINING, "seq_len": 0}}, "seq_len", "greater than"),
+        ({**base, "workload": {"mode": "serving"}}, "workload", ""),
+        ({**base, "top_k": 99}, "top_k", "less than or equal to 20"),
+    ]
+    for body, field, rule in cases:
+        r = client.post("/v1/jobs", json=body)
+        assert r.status_code == 422, (body, r.text)
+        item = r.json()["detail"][0]
+        assert field in ".".join(str(x) for x in item["loc"]), (field, item)
+        assert rule in item["msg"], (rule, item)
+    assert client.post("/v1/jobs", json={**base, "cluster_id": 10**8}).status_code == 404
+    assert client.post("/v1/jobs", json={**base, "model_id": 10**8}).status_code == 404
+    assert _count(api_db, Job) == jobs_before
+
+
+def test_404s_paging_and_body_caps(client: TestClient) -> None:
+    for path in ("/v1/clusters/999999", "/v1/models/999999", "/v1/jobs/999999", "/v1/plans/999999", "/v1/watches/999999",
+                 "/v1/plans/999999/diff", "/v1/plans/999999/export/megatron"):
+        r = client.get(path)
+        assert r.status_code == 404, (path, r.text)
+    assert client.get("/v1/plans", params={"limit": 51}).status_code == 422
+    assert client.get("/v1/plans", params={"offset": -1}).status_code == 422
+    assert client.get("/v1/plans", params={"since": "2026-01-01T00:00:00"}).status_code == 422
+    assert client.get("/v1/plans/1/export/slurm").status_code == 422
+    huge = {"name": name("c"), "inventory": {"pools": INVENTORY["pools"], "pad": "x" * 300_000}}
+    assert client.post("/v1/clusters", json=huge).status_code == 413
+
+
+@pytest.fixture
+def broken_db_app(api_settings: Settings) -> Iterator[TestClient]:
+    cfg = api_settings.model_copy(update={"database_url": "postgresql+psycopg://postgres@127.0.0.1:1/none"})
+    app = create_app(cfg, Database(cfg.database_url))
+    with TestClient(app, raise_server_exceptions=False) as c:
+        c.headers["Authorization"] = "Bearer whatever"
+        yield c
+
+
+def test_database_down_is_503(broken_db_app: TestClient) -> None:
+    r = broken_db_app.get("/v1/clusters")
+    assert r.status_code == 503 and "database" in r.json()["detail"]
+    ready = broken_db_app.get("/readyz")
+    assert ready.status_code == 503 and ready.json()["database"].startswith("unreachable")
+    assert broken_db_app.get("/healthz").status_code == 200
+
+
+def test_broker_down_is_503_and_stores_nothing(api_settings: Settings, api_db: Database, tokens: dict[str, str]) -> None:
+    cfg = api_settings.model_copy(update={"redis_url": "redis://127.0.0.1:1/0"})
+    app = create_app(cfg, api_db, CeleryDispatcher(cfg))
+    with TestClient(app, raise_server_exceptions=False) as c:
+        c.headers["Authorization"] = f"Bearer {tokens['write']}"
+        cl, m = make_cluster(c), make_model(c)
+        before = _count(api_db, Job)
+        r = c.post("/v1/jobs", json={"cluster_id": cl["id"], "model_id": m["id"], "workload": TRAINING})
+        assert r.status_code == 503 and "broker" in r.json()["detail"]
+        assert _count(api_db, Job) == before
+        ready = c.get("/readyz")
+        assert ready.status_code == 503 and ready.json()["broker"].startswith("broker unreachable")
