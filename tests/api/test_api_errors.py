@@ -45,11 +45,19 @@ def test_bad_inventory_is_422_with_the_field_and_stores_nothing(client: TestClie
     assert r.status_code == 422
     item = r.json()["detail"][0]
     assert item["loc"][-1] == "gpus_per_node" and "greater than or equal to 1" in item["msg"]
-    r = client.post("/v1/clusters", json={"name": name("c"), "inventory": {"pools": [{**bad["pools"][0], "gpus_per_node": 8, "gpu": "Z9000"}]}})
+    r = client.post(
+        "/v1/clusters",
+        json={"name": name("c"), "inventory": {"pools": [{**bad["pools"][0], "gpus_per_node": 8, "gpu": "Z9000"}]}},
+    )
     assert r.status_code == 422 and "unknown gpu 'Z9000'" in r.json()["detail"][0]["msg"]
     r = client.post("/v1/clusters", json={"name": "bad name!", "inventory": INVENTORY})
     assert r.status_code == 422 and r.json()["detail"][0]["loc"] == ["body", "name"]
-    r = client.post("/v1/clusters/import/yaml", params={"name": name("y")}, content="pools: [", headers={"Content-Type": "application/yaml"})
+    r = client.post(
+        "/v1/clusters/import/yaml",
+        params={"name": name("y")},
+        content="pools: [",
+        headers={"Content-Type": "application/yaml"},
+    )
     assert r.status_code == 422 and "YAML" in r.json()["detail"][0]["msg"]
     assert _count(api_db, Cluster) == before
 
@@ -62,7 +70,9 @@ def test_conflicts_are_409(client: TestClient) -> None:
     body = {"cluster_id": c["id"], "model_id": m["id"], "workload": TRAINING}
     key = name("k")
     ok(client.post("/v1/jobs", json=body, headers={"Idempotency-Key": key}), 202)
-    r = client.post("/v1/jobs", json={**body, "workload": {**TRAINING, "global_batch_size": 128}}, headers={"Idempotency-Key": key})
+    r = client.post(
+        "/v1/jobs", json={**body, "workload": {**TRAINING, "global_batch_size": 128}}, headers={"Idempotency-Key": key}
+    )
     assert r.status_code == 409 and "Idempotency-Key" in r.json()["detail"]
 
 
@@ -92,8 +102,15 @@ def test_job_input_errors_name_the_field(client: TestClient, api_db: Database) -
 
 
 def test_404s_paging_and_body_caps(client: TestClient) -> None:
-    for path in ("/v1/clusters/999999", "/v1/models/999999", "/v1/jobs/999999", "/v1/plans/999999", "/v1/watches/999999",
-                 "/v1/plans/999999/diff", "/v1/plans/999999/export/megatron"):
+    for path in (
+        "/v1/clusters/999999",
+        "/v1/models/999999",
+        "/v1/jobs/999999",
+        "/v1/plans/999999",
+        "/v1/watches/999999",
+        "/v1/plans/999999/diff",
+        "/v1/plans/999999/export/megatron",
+    ):
         r = client.get(path)
         assert r.status_code == 404, (path, r.text)
     assert client.get("/v1/plans", params={"limit": 51}).status_code == 422
@@ -121,7 +138,9 @@ def test_database_down_is_503(broken_db_app: TestClient) -> None:
     assert broken_db_app.get("/healthz").status_code == 200
 
 
-def test_broker_down_is_503_and_stores_nothing(api_settings: Settings, api_db: Database, tokens: dict[str, str]) -> None:
+def test_broker_down_is_503_and_stores_nothing(
+    api_settings: Settings, api_db: Database, tokens: dict[str, str]
+) -> None:
     cfg = api_settings.model_copy(update={"redis_url": "redis://127.0.0.1:1/0"})
     app = create_app(cfg, api_db, CeleryDispatcher(cfg))
     with TestClient(app, raise_server_exceptions=False) as c:
