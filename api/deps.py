@@ -6,7 +6,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Annotated
 
-from fastapi import Depends, HTTPException, Request
+from fastapi import Depends, HTTPException, Path, Query, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from sqlalchemy.orm import Session
 
@@ -15,6 +15,9 @@ from store.repositories.paging import PageRequest
 from store.repositories.tokens import TokenRepository
 from store.settings import Settings
 from workers.dispatch import Dispatcher
+
+MAX_ID = 2_147_483_647  # ids are 32-bit integer columns
+RowId = Annotated[int, Path(ge=1, le=MAX_ID, description="Row id.")]
 
 bearer = HTTPBearer(auto_error=False, description="An API token from `meshplan token create`.")
 
@@ -81,7 +84,9 @@ Reader = Annotated[Caller, Depends(require("read"))]
 Writer = Annotated[Caller, Depends(require("write"))]
 
 
-def page_request(cfg: SettingsDep, offset: int = 0, limit: int = 50) -> PageRequest:
+def page_request(
+    cfg: SettingsDep, offset: Annotated[int, Query(ge=0, le=MAX_ID)] = 0, limit: Annotated[int, Query(ge=1)] = 50
+) -> PageRequest:
     """offset and limit query parameters; limit capped by the max_page_size setting."""
     from optimizer.errors import DomainError
 

@@ -7,7 +7,7 @@ import logging
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
-from sqlalchemy.exc import DBAPIError, OperationalError
+from sqlalchemy.exc import DataError, DBAPIError, OperationalError
 
 from optimizer.errors import DomainError
 from store.errors import ConflictError, NotFoundError
@@ -51,6 +51,15 @@ def install(app: FastAPI) -> None:
     async def db_down(_: Request, exc: OperationalError) -> JSONResponse:
         log.warning("database unavailable: %s", exc.orig)
         return JSONResponse({"detail": "database unavailable; retry later"}, status_code=503)
+
+    @app.exception_handler(DataError)
+    async def unstorable(_: Request, exc: DataError) -> JSONResponse:
+        item = {
+            "loc": ["body"],
+            "msg": f"a value the database cannot store: {str(exc.orig).splitlines()[0]}",
+            "type": "data_error",
+        }
+        return JSONResponse({"detail": [item]}, status_code=422)
 
     @app.exception_handler(DBAPIError)
     async def db_error(_: Request, exc: DBAPIError) -> JSONResponse:

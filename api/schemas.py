@@ -59,7 +59,9 @@ class ClusterCreate(Strict):
 
 class InventoryPut(Strict):
     inventory: dict[str, Any]
-    cause: str = Field(default="inventory update", max_length=200, description="Why it changed.")
+    cause: str = Field(
+        default="inventory update", max_length=200, pattern=r"^[^\x00-\x1f]*$", description="Why it changed."
+    )
 
 
 class NodePatch(Strict):
@@ -236,8 +238,8 @@ class PlanDiffOut(BaseModel):
 # ---- watches
 class WatchCreate(Strict):
     name: str = NAME
-    cluster_id: int = Field(ge=1)
-    model_id: int = Field(ge=1)
+    cluster_id: int = Field(ge=1, le=2_147_483_647)
+    model_id: int = Field(ge=1, le=2_147_483_647)
     workload: Workload
     search: SearchOptions = Field(default_factory=SearchOptions)
     time_limit_s: float | None = Field(default=None, description="Solver time limit per re-plan, seconds.")

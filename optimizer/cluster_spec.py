@@ -53,7 +53,9 @@ class Node(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    name: str = Field(min_length=1, max_length=128, description="Host name, unique in the cluster.")
+    name: str = Field(
+        min_length=1, max_length=128, pattern=r"^[A-Za-z0-9._:-]+$", description="Host name, unique in the cluster."
+    )
     state: NodeState = Field(default="healthy", description="Only healthy nodes are planned on.")
 
 

@@ -7,7 +7,7 @@ from typing import Annotated
 from fastapi import APIRouter, Body, Query
 
 from api.convert import cluster_out, revision_out
-from api.deps import DispatcherDep, Paging, Reader, SessionDep, SettingsDep, Writer
+from api.deps import MAX_ID, DispatcherDep, Paging, Reader, RowId, SessionDep, SettingsDep, Writer
 from api.responses import NOT_FOUND, STANDARD, WRITE
 from api.schemas import (
     ClusterCreate,
@@ -86,12 +86,12 @@ def list_clusters(s: SessionDep, _: Reader, page: Paging) -> PageOut[ClusterOut]
 
 
 @router.get("/{cluster_id}", response_model=ClusterOut, responses=NOT_FOUND)
-def get(cluster_id: int, s: SessionDep, _: Reader) -> ClusterOut:
+def get(cluster_id: RowId, s: SessionDep, _: Reader) -> ClusterOut:
     return cluster_out(s, ClusterRepository(s).get(cluster_id))
 
 
 @router.delete("/{cluster_id}", status_code=204, responses=NOT_FOUND)
-def delete(cluster_id: int, s: SessionDep, _: Writer) -> None:
+def delete(cluster_id: RowId, s: SessionDep, _: Writer) -> None:
     ClusterRepository(s).delete(cluster_id)
 
 
@@ -107,7 +107,7 @@ def _replan(s: SessionDep, d: DispatcherDep, cfg: SettingsDep, cluster_id: int) 
 
 @router.put("/{cluster_id}/inventory", response_model=InventoryResult, responses=WRITE)
 def put_inventory(
-    cluster_id: int, body: InventoryPut, s: SessionDep, d: DispatcherDep, cfg: SettingsDep, _: Writer
+    cluster_id: RowId, body: InventoryPut, s: SessionDep, d: DispatcherDep, cfg: SettingsDep, _: Writer
 ) -> InventoryResult:
     repo = ClusterRepository(s)
     cluster = repo.get(cluster_id)
@@ -121,7 +121,7 @@ def put_inventory(
 
 @router.patch("/{cluster_id}/nodes/{node}", response_model=InventoryResult, responses=WRITE)
 def patch_node(
-    cluster_id: int, node: str, body: NodePatch, s: SessionDep, d: DispatcherDep, cfg: SettingsDep, _: Writer
+    cluster_id: RowId, node: str, body: NodePatch, s: SessionDep, d: DispatcherDep, cfg: SettingsDep, _: Writer
 ) -> InventoryResult:
     rev, created = set_node_state(s, cluster_id, node, body.state)
     s.commit()
@@ -131,25 +131,27 @@ def patch_node(
 
 
 @router.get("/{cluster_id}/revisions", response_model=PageOut[RevisionOut], responses=NOT_FOUND)
-def revisions(cluster_id: int, s: SessionDep, _: Reader, page: Paging) -> PageOut[RevisionOut]:
+def revisions(cluster_id: RowId, s: SessionDep, _: Reader, page: Paging) -> PageOut[RevisionOut]:
     repo = ClusterRepository(s)
     p = repo.revisions(repo.get(cluster_id), page)
     return PageOut(items=[revision_out(r) for r in p.items], total=p.total, offset=p.offset, limit=p.limit)
 
 
 @router.get("/{cluster_id}/revisions/{number}", response_model=RevisionOut, responses=NOT_FOUND)
-def revision(cluster_id: int, number: int, s: SessionDep, _: Reader) -> RevisionOut:
+def revision(cluster_id: RowId, number: RowId, s: SessionDep, _: Reader) -> RevisionOut:
     repo = ClusterRepository(s)
     return revision_out(repo.revision(repo.get(cluster_id), number))
 
 
 @router.get("/{cluster_id}/revisions/{number}/diff", response_model=RevisionDiffOut, responses=NOT_FOUND)
 def revision_diff(
-    cluster_id: int,
-    number: int,
+    cluster_id: RowId,
+    number: RowId,
     s: SessionDep,
     _: Reader,
-    against: Annotated[int | None, Query(ge=1, description="Revision to compare with; default the one before.")] = None,
+    against: Annotated[
+        int | None, Query(ge=1, le=MAX_ID, description="Revision to compare with; default the one before.")
+    ] = None,
 ) -> RevisionDiffOut:
     repo = ClusterRepository(s)
     cluster = repo.get(cluster_id)

@@ -7,7 +7,7 @@ from typing import Annotated, Literal
 from fastapi import APIRouter, Header, Query
 
 from api.convert import job_out
-from api.deps import DispatcherDep, Paging, Reader, SessionDep, SettingsDep, Writer
+from api.deps import MAX_ID, DispatcherDep, Paging, Reader, RowId, SessionDep, SettingsDep, Writer
 from api.responses import CONFLICT, NOT_FOUND, STANDARD, WRITE
 from api.schemas import JobCreate, JobOut, PageOut
 from optimizer.errors import DomainError
@@ -48,18 +48,18 @@ def list_jobs(
     _: Reader,
     page: Paging,
     status: JobState | None = None,
-    cluster_id: Annotated[int | None, Query(ge=1)] = None,
+    cluster_id: Annotated[int | None, Query(ge=1, le=MAX_ID)] = None,
 ) -> PageOut[JobOut]:
     p = JobRepository(s).page(page, status=status, cluster_id=cluster_id)
     return PageOut(items=[job_out(s, j) for j in p.items], total=p.total, offset=p.offset, limit=p.limit)
 
 
 @router.get("/{job_id}", response_model=JobOut, responses=NOT_FOUND)
-def get(job_id: int, s: SessionDep, _: Reader) -> JobOut:
+def get(job_id: RowId, s: SessionDep, _: Reader) -> JobOut:
     return job_out(s, JobRepository(s).get(job_id))
 
 
 @router.delete("/{job_id}", response_model=JobOut, responses=CONFLICT)
-def cancel_job(job_id: int, s: SessionDep, _: Writer) -> JobOut:
+def cancel_job(job_id: RowId, s: SessionDep, _: Writer) -> JobOut:
     """Cancel a queued job at once, or stop a running job's solver (within a second)."""
     return job_out(s, cancel(s, job_id))

@@ -7,7 +7,7 @@ from typing import Any
 from fastapi import APIRouter
 
 from api.convert import model_out, version_out
-from api.deps import Paging, Reader, SessionDep, Writer
+from api.deps import Paging, Reader, RowId, SessionDep, Writer
 from api.responses import NOT_FOUND, STANDARD, WRITE
 from api.schemas import ModelCreate, ModelOut, ModelVersionCreate, PageOut, VersionOut, VersionResult
 from optimizer.model_loading import model_from_hf_config
@@ -38,17 +38,17 @@ def list_models(s: SessionDep, _: Reader, page: Paging) -> PageOut[ModelOut]:
 
 
 @router.get("/{model_id}", response_model=ModelOut, responses=NOT_FOUND)
-def get(model_id: int, s: SessionDep, _: Reader) -> ModelOut:
+def get(model_id: RowId, s: SessionDep, _: Reader) -> ModelOut:
     return model_out(s, ModelRepository(s).get(model_id))
 
 
 @router.delete("/{model_id}", status_code=204, responses=NOT_FOUND)
-def delete(model_id: int, s: SessionDep, _: Writer) -> None:
+def delete(model_id: RowId, s: SessionDep, _: Writer) -> None:
     ModelRepository(s).delete(model_id)
 
 
 @router.post("/{model_id}/versions", response_model=VersionResult, responses=WRITE)
-def new_version(model_id: int, body: ModelVersionCreate, s: SessionDep, _: Writer) -> VersionResult:
+def new_version(model_id: RowId, body: ModelVersionCreate, s: SessionDep, _: Writer) -> VersionResult:
     repo = ModelRepository(s)
     model = repo.get(model_id)
     version, created = repo.record(model.id, _spec(model.name, body.spec, body.hf_config))
@@ -56,7 +56,7 @@ def new_version(model_id: int, body: ModelVersionCreate, s: SessionDep, _: Write
 
 
 @router.get("/{model_id}/versions", response_model=PageOut[VersionOut], responses=NOT_FOUND)
-def versions(model_id: int, s: SessionDep, _: Reader, page: Paging) -> PageOut[VersionOut]:
+def versions(model_id: RowId, s: SessionDep, _: Reader, page: Paging) -> PageOut[VersionOut]:
     repo = ModelRepository(s)
     p = repo.versions(repo.get(model_id), page)
     return PageOut(items=[version_out(v) for v in p.items], total=p.total, offset=p.offset, limit=p.limit)

@@ -8,7 +8,7 @@ from typing import Annotated, Literal
 from fastapi import APIRouter, Query
 
 from api.convert import plan_out, plan_summary_out
-from api.deps import Paging, Reader, SessionDep
+from api.deps import MAX_ID, Paging, Reader, RowId, SessionDep
 from api.responses import NOT_FOUND, STANDARD
 from api.schemas import PageOut, PlanDiffOut, PlanOut, PlanSummaryOut
 from optimizer.errors import DomainError
@@ -30,9 +30,9 @@ def history(
     s: SessionDep,
     _: Reader,
     page: Paging,
-    cluster_id: Annotated[int | None, Query(ge=1)] = None,
-    model_id: Annotated[int | None, Query(ge=1)] = None,
-    watch_id: Annotated[int | None, Query(ge=1)] = None,
+    cluster_id: Annotated[int | None, Query(ge=1, le=MAX_ID)] = None,
+    model_id: Annotated[int | None, Query(ge=1, le=MAX_ID)] = None,
+    watch_id: Annotated[int | None, Query(ge=1, le=MAX_ID)] = None,
     trigger: Trigger | None = None,
     since: Annotated[datetime | None, Query(description="Created at or after (ISO 8601 with zone).")] = None,
     until: Annotated[datetime | None, Query(description="Created before.")] = None,
@@ -48,16 +48,18 @@ def history(
 
 
 @router.get("/{plan_id}", response_model=PlanOut, responses=NOT_FOUND)
-def get(plan_id: int, s: SessionDep, _: Reader) -> PlanOut:
+def get(plan_id: RowId, s: SessionDep, _: Reader) -> PlanOut:
     return plan_out(s, PlanRepository(s).get(plan_id))
 
 
 @router.get("/{plan_id}/diff", response_model=PlanDiffOut, responses=NOT_FOUND)
 def diff(
-    plan_id: int,
+    plan_id: RowId,
     s: SessionDep,
     _: Reader,
-    against: Annotated[int | None, Query(ge=1, description="Plan to compare with; default the previous.")] = None,
+    against: Annotated[
+        int | None, Query(ge=1, le=MAX_ID, description="Plan to compare with; default the previous.")
+    ] = None,
 ) -> PlanDiffOut:
     repo = PlanRepository(s)
     after = repo.get(plan_id)
@@ -79,7 +81,7 @@ def diff(
 
 @router.get("/{plan_id}/export/{tool}", response_model=Export, responses=NOT_FOUND)
 def export_plan(
-    plan_id: int, tool: Literal["megatron", "deepspeed", "torchtitan", "vllm", "sglang"], s: SessionDep, _: Reader
+    plan_id: RowId, tool: Literal["megatron", "deepspeed", "torchtitan", "vllm", "sglang"], s: SessionDep, _: Reader
 ) -> Export:
     p = PlanRepository(s).get(plan_id)
     best = planned(p)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from fastapi import APIRouter
 
 from api.convert import job_out, watch_out
-from api.deps import DispatcherDep, Paging, Reader, SessionDep, SettingsDep, Writer
+from api.deps import DispatcherDep, Paging, Reader, RowId, SessionDep, SettingsDep, Writer
 from api.responses import NOT_FOUND, STANDARD, WRITE
 from api.schemas import PageOut, ReplanOut, WatchCreate, WatchOut
 from optimizer.search.planner import preflight
@@ -56,17 +56,17 @@ def list_watches(s: SessionDep, _: Reader, page: Paging) -> PageOut[WatchOut]:
 
 
 @router.get("/{watch_id}", response_model=WatchOut, responses=NOT_FOUND)
-def get(watch_id: int, s: SessionDep, _: Reader) -> WatchOut:
+def get(watch_id: RowId, s: SessionDep, _: Reader) -> WatchOut:
     return watch_out(s, WatchRepository(s).get(watch_id))
 
 
 @router.delete("/{watch_id}", status_code=204, responses=NOT_FOUND)
-def delete(watch_id: int, s: SessionDep, _: Writer) -> None:
+def delete(watch_id: RowId, s: SessionDep, _: Writer) -> None:
     WatchRepository(s).delete(watch_id)
 
 
 @router.post("/{watch_id}/replan", status_code=202, response_model=ReplanOut, responses=NOT_FOUND)
-def replan(watch_id: int, s: SessionDep, d: DispatcherDep, cfg: SettingsDep, _: Writer) -> ReplanOut:
+def replan(watch_id: RowId, s: SessionDep, d: DispatcherDep, cfg: SettingsDep, _: Writer) -> ReplanOut:
     """Plan this watch now, warm-started from its last plan, whether or not its inputs changed."""
     problem = d.problem()
     if problem:

@@ -62,10 +62,14 @@ class JobRequest(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    cluster_id: int = Field(ge=1, description="Cluster to plan on.")
-    cluster_revision: int | None = Field(default=None, ge=1, description="Inventory revision; default the current.")
-    model_id: int = Field(ge=1, description="Model to place.")
-    model_version: int | None = Field(default=None, ge=1, description="Model version; default the current.")
+    cluster_id: int = Field(ge=1, le=2_147_483_647, description="Cluster to plan on.")
+    cluster_revision: int | None = Field(
+        default=None, ge=1, le=2_147_483_647, description="Inventory revision; default the current."
+    )
+    model_id: int = Field(ge=1, le=2_147_483_647, description="Model to place.")
+    model_version: int | None = Field(
+        default=None, ge=1, le=2_147_483_647, description="Model version; default the current."
+    )
     workload: WorkloadSpec
     search: SearchOptions = Field(default_factory=SearchOptions)
     time_limit_s: float | None = Field(default=None, description="Solver time limit, seconds (capped by a setting).")

@@ -59,6 +59,9 @@ def test_bad_inventory_is_422_with_the_field_and_stores_nothing(client: TestClie
         headers={"Content-Type": "application/yaml"},
     )
     assert r.status_code == 422 and "YAML" in r.json()["detail"][0]["msg"]
+    nul = {"pools": [{"name": "p", "gpu": "H100-SXM-80GB", "nodes": [{"name": "a\u0000b"}], "gpus_per_node": 8}]}
+    r = client.post("/v1/clusters", json={"name": name("c"), "inventory": nul})
+    assert r.status_code == 422 and r.json()["detail"][0]["loc"][-1] == "name"
     assert _count(api_db, Cluster) == before
 
 
