@@ -8,6 +8,7 @@ from fastapi.testclient import TestClient
 from hypothesis import HealthCheck, given, settings
 from schemathesis.checks import not_a_server_error
 
+
 def test_every_route_documents_its_errors(client: TestClient) -> None:
     doc = client.get("/openapi.json").json()
     for path, ops in doc["paths"].items():
