@@ -2,14 +2,20 @@
 
 from __future__ import annotations
 
+from typing import Any
+
+from store.repositories.jobs import LEASE_S
 from workers import names
 from workers.celery_app import app
 from workers.service import replan_all, run, sweep
 
 
-@app.task(name=names.RUN_JOB)  # type: ignore[untyped-decorator]
-def run_job(job_id: int) -> str:
-    return run(job_id)
+@app.task(bind=True, name=names.RUN_JOB, max_retries=None)  # type: ignore[untyped-decorator]
+def run_job(self: Any, job_id: int) -> str:
+    status = run(job_id)
+    if status == "running":  # another delivery holds a live lease: look again once it would have expired
+        raise self.retry(countdown=LEASE_S)
+    return status
 
 
 @app.task(name=names.REPLAN)  # type: ignore[untyped-decorator]
