@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import sys
 from typing import Annotated, NoReturn
 
@@ -95,8 +94,7 @@ def beat() -> None:
         _fail(DomainError("REDIS_URL", "must be set to run beat"))
     from workers.celery_app import app
 
-    schedule = os.environ.get("MESHPLAN_BEAT_SCHEDULE", "/tmp/meshplan-beat-schedule")
-    app.Beat(loglevel="INFO", schedule=schedule).run()
+    app.Beat(loglevel="INFO", schedule=cfg.beat_schedule).run()
 
 
 def replan(

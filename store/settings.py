@@ -34,6 +34,9 @@ class Settings(BaseModel):
     )
     sweep_interval_s: float = Field(default=60.0, gt=0, description="How often beat re-sends lost jobs, seconds.")
     sweep_after_s: float = Field(default=120.0, gt=0, description="A job queued this long is sent again.")
+    beat_schedule: str = Field(
+        default="/tmp/meshplan-beat-schedule", description="File where Celery beat keeps its last run times."
+    )
     job_progress_interval_s: float = Field(default=1.0, gt=0, description="Job progress written at most this often.")
 
 
