@@ -122,16 +122,19 @@ def job_out(s: Session, j: Job) -> S.JobOut:
     )
 
 
-def _summary_fields(s: Session, p: Plan) -> dict[str, object]:
+def _summary_fields(
+    s: Session, p: Plan, numbers: tuple[dict[int, int], dict[int, int]] | None = None
+) -> dict[str, object]:
+    revs, versions = numbers or plan_numbers(s, [p])
     return dict(
         id=p.id,
         job_id=p.job_id,
         created_at=p.created_at,
         trigger=p.trigger,
         cluster_id=p.cluster_id,
-        cluster_revision=ClusterRepository(s).revision_by_id(p.cluster_revision_id).number,
+        cluster_revision=revs[p.cluster_revision_id],
         model_id=p.model_id,
-        model_version=ModelRepository(s).version_by_id(p.model_version_id).number,
+        model_version=versions[p.model_version_id],
         watch_id=p.watch_id,
         previous_plan_id=p.previous_plan_id,
         solver_status=p.solver_status,
@@ -147,8 +150,17 @@ def _summary_fields(s: Session, p: Plan) -> dict[str, object]:
     )
 
 
-def plan_summary_out(s: Session, p: Plan) -> S.PlanSummaryOut:
-    return S.PlanSummaryOut.model_validate(_summary_fields(s, p))
+def plan_numbers(s: Session, plans: list[Plan]) -> tuple[dict[int, int], dict[int, int]]:
+    """Revision and version numbers of many plans in two queries."""
+    return (
+        ClusterRepository(s).numbers({p.cluster_revision_id for p in plans}),
+        ModelRepository(s).numbers({p.model_version_id for p in plans}),
+    )
+
+
+def plan_summaries_out(s: Session, plans: list[Plan]) -> list[S.PlanSummaryOut]:
+    numbers = plan_numbers(s, plans)
+    return [S.PlanSummaryOut.model_validate(_summary_fields(s, p, numbers)) for p in plans]
 
 
 def plan_out(s: Session, p: Plan) -> S.PlanOut:

@@ -4,6 +4,7 @@ Callers enqueue only after the transaction that created the job committed."""
 from __future__ import annotations
 
 import logging
+import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Protocol
 
@@ -65,6 +66,7 @@ class CeleryDispatcher:
         from workers.celery_app import make_celery
 
         self.app = make_celery(cfg)
+        self._healthy_at = -1e9
 
     def enqueue(self, job_id: int) -> None:
         try:
@@ -73,12 +75,17 @@ class CeleryDispatcher:
             raise BrokerUnavailable(f"broker unreachable: {type(exc).__name__}: {exc}".splitlines()[0]) from exc
 
     def problem(self) -> str | None:
+        """Asked before every submission: a healthy answer is reused for a second, a failure never is."""
+        now = time.monotonic()
+        if now - self._healthy_at < 1.0:
+            return None
         try:
             with self.app.connection_for_write() as conn:
                 conn.ensure_connection(max_retries=1, timeout=1)
                 conn.default_channel.client.ping()
         except Exception as exc:
             return f"broker unreachable: {type(exc).__name__}"
+        self._healthy_at = now
         return None
 
     def shutdown(self) -> None:

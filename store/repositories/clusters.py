@@ -64,6 +64,11 @@ class ClusterRepository:
             raise NotFoundError("revision", revision_id)
         return row
 
+    def numbers(self, revision_ids: set[int]) -> dict[int, int]:
+        """Revision number by revision id, in one query."""
+        q = select(ClusterRevision.id, ClusterRevision.number).where(ClusterRevision.id.in_(revision_ids))
+        return {i: n for i, n in self.s.execute(q)}
+
     def revisions(self, cluster: Cluster, page: PageRequest) -> Page[ClusterRevision]:
         q = select(ClusterRevision).where(ClusterRevision.cluster_id == cluster.id)
         return paginate(self.s, q.order_by(ClusterRevision.number.desc()), page)

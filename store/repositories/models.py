@@ -61,6 +61,11 @@ class ModelRepository:
             raise NotFoundError("version", version_id)
         return row
 
+    def numbers(self, version_ids: set[int]) -> dict[int, int]:
+        """Version number by version id, in one query."""
+        q = select(ModelVersion.id, ModelVersion.number).where(ModelVersion.id.in_(version_ids))
+        return {i: n for i, n in self.s.execute(q)}
+
     def versions(self, model: Model, page: PageRequest) -> Page[ModelVersion]:
         q = select(ModelVersion).where(ModelVersion.model_id == model.id)
         return paginate(self.s, q.order_by(ModelVersion.number.desc()), page)

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from sqlalchemy import select
-from sqlalchemy.orm import Session
+from sqlalchemy.orm import Session, defer
 
 from store.errors import NotFoundError
 from store.models import Plan
@@ -41,8 +41,9 @@ class PlanRepository:
     def by_job(self, job_id: int) -> Plan | None:
         return self.s.scalar(select(Plan).where(Plan.job_id == job_id))
 
-    def history(self, f: PlanFilter, page: PageRequest) -> Page[Plan]:
-        q = select(Plan)
+    def history(self, f: PlanFilter, page: PageRequest, *, with_result: bool = False) -> Page[Plan]:
+        """Newest first. The full planner result (large JSON) is loaded only when asked for."""
+        q = select(Plan) if with_result else select(Plan).options(defer(Plan.result))
         if f.cluster_id is not None:
             q = q.where(Plan.cluster_id == f.cluster_id)
         if f.model_id is not None:
@@ -58,5 +59,5 @@ class PlanRepository:
         return paginate(self.s, q.order_by(Plan.created_at.desc(), Plan.id.desc()), page)
 
     def latest(self, f: PlanFilter) -> Plan | None:
-        page = self.history(f, PageRequest(limit=1))
+        page = self.history(f, PageRequest(limit=1), with_result=True)
         return page.items[0] if page.items else None
