@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run test lint bench setup clean
+.PHONY: run test lint bench setup clean browsers
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -28,7 +28,13 @@ lint: setup
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy optimizer api store workers benchmarks
 
-test: lint
+# The browser tests drive Debian's headless Chromium (a test tool's own browser download does not work here).
+browsers:
+	@command -v chromium >/dev/null && command -v chromedriver >/dev/null || { \
+	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+	  $$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq chromium chromium-driver >/dev/null; }
+
+test: lint browsers
 	$(BIN)/pytest
 
 bench: setup

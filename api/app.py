@@ -96,6 +96,7 @@ def create_app(
     from api.pages import router as pages
 
     app.include_router(pages.router)
+    pages.install(app)
 
     @app.middleware("http")
     async def count(request: Request, call_next: Callable[[Request], Awaitable[Response]]) -> Response:

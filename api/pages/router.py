@@ -1,7 +1,301 @@
-"""The web pages (filled in by the pages issue)."""
+"""Server-rendered pages (no JavaScript needed): clusters, models, jobs, plan history, plans and diffs.
+Reads need a token, kept in a cookie after /login (or none with the open_reads setting)."""
 
 from __future__ import annotations
 
-from fastapi import APIRouter
+from collections import Counter
+from pathlib import Path
+from typing import Annotated, Any
+from urllib.parse import parse_qs, quote, urlencode
+
+from fastapi import APIRouter, Depends, FastAPI, Query, Request
+from fastapi.responses import HTMLResponse, RedirectResponse, Response
+from fastapi.templating import Jinja2Templates
+
+from api.convert import cluster_out, job_out, model_out, plan_out, plan_summaries_out, version_out
+from api.deps import MAX_ID, RowId, SessionDep, SettingsDep
+from api.pages.figures import breakdown_bar, device_mesh, memory_bars, pipeline_timeline
+from optimizer.errors import DomainError
+from optimizer.exports import TOOLS, Export, export
+from optimizer.inventory import InventoryDiff, diff_inventories
+from optimizer.plan_diff import diff_plans
+from optimizer.search.explain import describe
+from optimizer.timeline import simulate
+from store.repositories.clusters import ClusterRepository, revision_spec
+from store.repositories.jobs import JobRepository
+from store.repositories.models import ModelRepository, version_spec
+from store.repositories.paging import PageRequest
+from store.repositories.plans import PlanFilter, PlanRepository
+from store.repositories.tokens import TokenRepository
+from store.repositories.workloads import WorkloadRepository, workload_spec
+from store.services.jobs import planned
 
 router = APIRouter(include_in_schema=False)
+templates = Jinja2Templates(directory=str(Path(__file__).parent / "templates"))
+COOKIE = "meshplan_token"
+
+
+class LoginRequired(Exception):
+    def __init__(self, next_url: str) -> None:
+        self.next_url = next_url
+
+
+def reader(request: Request, s: SessionDep, cfg: SettingsDep) -> None:
+    if cfg.open_reads:
+        return
+    secret = request.cookies.get(COOKIE) or request.headers.get("authorization", "").removeprefix("Bearer ").strip()
+    if not secret or TokenRepository(s).authenticate(secret) is None:
+        raise LoginRequired(str(request.url.path) + (f"?{request.url.query}" if request.url.query else ""))
+
+
+Viewer = Annotated[None, Depends(reader)]
+
+
+def page(request: Request, name: str, title: str, **ctx: Any) -> HTMLResponse:
+    return templates.TemplateResponse(request, name, {"title": title, **ctx})
+
+
+def install(app: FastAPI) -> None:
+    @app.exception_handler(LoginRequired)
+    async def _login(_: Request, exc: LoginRequired) -> Response:
+        return RedirectResponse(f"/login?next={quote(exc.next_url)}", status_code=303)
+
+
+@router.get("/login", response_class=HTMLResponse)
+def login_form(request: Request, next: str = "/plans", error: str | None = None) -> HTMLResponse:
+    return page(request, "login.html", "Sign in", next=next if next.startswith("/") else "/plans", error=error)
+
+
+@router.post("/login")
+async def login(request: Request, s: SessionDep) -> Response:
+    form = parse_qs((await request.body()).decode(errors="replace"))
+    token = (form.get("token") or [""])[0].strip()
+    nxt = (form.get("next") or ["/plans"])[0]
+    nxt = nxt if nxt.startswith("/") and not nxt.startswith("//") else "/plans"
+    if not token or TokenRepository(s).authenticate(token) is None:
+        return page(request, "login.html", "Sign in", next=nxt, error="unknown or revoked token")
+    resp = RedirectResponse(nxt, status_code=303)
+    resp.set_cookie(COOKIE, token, httponly=True, samesite="strict", max_age=30 * 24 * 3600)
+    return resp
+
+
+@router.get("/", response_class=HTMLResponse)
+def home() -> Response:
+    return RedirectResponse("/plans", status_code=303)
+
+
+@router.get("/clusters", response_class=HTMLResponse)
+def clusters_page(request: Request, s: SessionDep, _: Viewer) -> HTMLResponse:
+    items = [cluster_out(s, c) for c in ClusterRepository(s).page(PageRequest(limit=200)).items]
+    return page(request, "clusters.html", "Clusters", clusters=items)
+
+
+@router.get("/clusters/{cluster_id}", response_class=HTMLResponse)
+def cluster_page(request: Request, cluster_id: RowId, s: SessionDep, _: Viewer) -> HTMLResponse:
+    repo = ClusterRepository(s)
+    cluster = repo.get(cluster_id)
+    c = cluster_out(s, cluster)
+    head = repo.head(cluster)
+    assert head is not None
+    spec = revision_spec(cluster, head)
+    by_type: Counter[str] = Counter()
+    for p in spec.pools:
+        by_type[p.gpu] += p.healthy_gpus
+    unhealthy = [(n.name, n.state) for p in spec.pools for n in p.node_list if n.state != "healthy"]
+    revs = repo.revisions(cluster, PageRequest(limit=100)).items
+    revisions = [{**r.__dict__, "diff": InventoryDiff.model_validate(r.diff) if r.diff else None} for r in revs]
+    return page(
+        request,
+        "cluster.html",
+        f"Cluster {c.name}",
+        c=c,
+        by_type=dict(by_type),
+        unhealthy=unhealthy,
+        revisions=revisions,
+    )
+
+
+@router.get("/models", response_class=HTMLResponse)
+def models_page(request: Request, s: SessionDep, _: Viewer) -> HTMLResponse:
+    items = [model_out(s, m) for m in ModelRepository(s).page(PageRequest(limit=200)).items]
+    return page(request, "models.html", "Models", models=items)
+
+
+@router.get("/models/{model_id}", response_class=HTMLResponse)
+def model_page(request: Request, model_id: RowId, s: SessionDep, _: Viewer) -> HTMLResponse:
+    repo = ModelRepository(s)
+    model = repo.get(model_id)
+    m = model_out(s, model)
+    keys = (
+        "num_layers",
+        "hidden_size",
+        "num_attention_heads",
+        "num_kv_heads",
+        "ffn_hidden_size",
+        "vocab_size",
+        "activation",
+        "moe",
+        "mla",
+    )
+    summary = [(k, m.spec.get(k)) for k in keys if m.spec.get(k) is not None]
+    versions = [version_out(v) for v in repo.versions(model, PageRequest(limit=100)).items]
+    return page(request, "model.html", f"Model {m.name}", m=m, summary=summary, versions=versions)
+
+
+@router.get("/jobs", response_class=HTMLResponse)
+def jobs_page(request: Request, s: SessionDep, _: Viewer) -> HTMLResponse:
+    items = [job_out(s, j) for j in JobRepository(s).page(PageRequest(limit=100)).items]
+    return page(request, "jobs.html", "Jobs", jobs=items)
+
+
+@router.get("/jobs/{job_id}", response_class=HTMLResponse)
+def job_page(request: Request, job_id: RowId, s: SessionDep, _: Viewer) -> HTMLResponse:
+    j = job_out(s, JobRepository(s).get(job_id))
+    w = j.workload.model_dump()
+    workload = ", ".join(f"{k}={v}" for k, v in w.items())
+    refresh = 2 if j.status in ("queued", "running") else None
+    return page(request, "job.html", f"Job {j.id}", j=j, workload=workload, refresh=refresh)
+
+
+@router.get("/plans", response_class=HTMLResponse)
+def plans_page(
+    request: Request,
+    s: SessionDep,
+    _: Viewer,
+    cluster_id: Annotated[int | None, Query(ge=1, le=MAX_ID)] = None,
+    model_id: Annotated[int | None, Query(ge=1, le=MAX_ID)] = None,
+    watch_id: Annotated[int | None, Query(ge=1, le=MAX_ID)] = None,
+    offset: Annotated[int, Query(ge=0, le=MAX_ID)] = 0,
+) -> HTMLResponse:
+    limit = 50
+    f = PlanFilter(cluster_id=cluster_id, model_id=model_id, watch_id=watch_id)
+    p = PlanRepository(s).history(f, PageRequest(offset=offset, limit=limit))
+    scope = " ".join(f"{k} {v}" for k, v in (("cluster", cluster_id), ("model", model_id), ("watch", watch_id)) if v)
+    base = {k: v for k, v in (("cluster_id", cluster_id), ("model_id", model_id), ("watch_id", watch_id)) if v}
+    prev_url = f"/plans?{urlencode({**base, 'offset': max(0, offset - limit)})}" if offset else None
+    next_url = f"/plans?{urlencode({**base, 'offset': offset + limit})}" if offset + limit < p.total else None
+    return page(
+        request,
+        "plans.html",
+        "Plan history",
+        plans=plan_summaries_out(s, p.items),
+        scope=scope,
+        total=p.total,
+        prev_url=prev_url,
+        next_url=next_url,
+    )
+
+
+CONFIG_ROWS = [
+    ("tensor parallel", "tp"),
+    ("pipeline parallel", "pp"),
+    ("data parallel", "dp"),
+    ("context parallel", "cp"),
+    ("expert parallel", "ep"),
+    ("virtual stages", "vp"),
+    ("micro-batch size", "mbs"),
+    ("schedule", "schedule"),
+    ("sequence parallel", "sequence_parallel"),
+    ("ZeRO stage", "zero_stage"),
+    ("recompute", "recompute"),
+    ("layers per stage", "layers_per_stage"),
+    ("pools per stage", "stage_pools"),
+]
+
+
+@router.get("/plans/{plan_id}", response_class=HTMLResponse)
+def plan_page(request: Request, plan_id: RowId, s: SessionDep, _: Viewer) -> HTMLResponse:
+    row = PlanRepository(s).get(plan_id)
+    p = plan_out(s, row)
+    best = p.result.plan
+    ctx: dict[str, Any] = {"p": p, "result": p.result, "best": best}
+    if best is not None:
+        cfg, est = best.config, best.estimate
+        clusters = ClusterRepository(s)
+        cluster = revision_spec(clusters.get(row.cluster_id), clusters.revision_by_id(row.cluster_revision_id))
+        models = ModelRepository(s)
+        model = version_spec(models.get(row.model_id), models.version_by_id(row.model_version_id))
+        workload = workload_spec(WorkloadRepository(s).get(row.workload_id))
+        timeline = simulate(
+            cfg.schedule,
+            [st.forward_s for st in est.stages],
+            [st.backward_s for st in est.stages],
+            est.microbatches,
+            cfg.vp,
+        )
+        breakdown = [(k, v) for k, v in est.breakdown.model_dump().items() if v > 0]
+        exports: list[Export] = []
+        for tool in TOOLS:
+            try:
+                exports.append(export(tool, model, workload, cfg, model.name))
+            except DomainError:
+                continue  # a training plan has no serving export and the other way round
+        ctx.update(
+            config_rows=[(label, getattr(cfg, k)) for label, k in CONFIG_ROWS],
+            mesh=device_mesh(cluster, cfg, est),
+            timeline=pipeline_timeline(timeline),
+            memory=memory_bars(est),
+            breakdown=breakdown,
+            breakdown_svg=breakdown_bar(dict(breakdown)),
+            alternatives=[{"alt": a, "text": describe(a.config)} for a in p.result.alternatives],
+            exports=exports,
+        )
+    return page(request, "plan.html", f"Plan {p.id}", **ctx)
+
+
+@router.get("/plans/{plan_id}/diff", response_class=HTMLResponse)
+def diff_page(
+    request: Request,
+    plan_id: RowId,
+    s: SessionDep,
+    _: Viewer,
+    against: Annotated[int | None, Query(ge=1, le=MAX_ID)] = None,
+) -> HTMLResponse:
+    repo = PlanRepository(s)
+    after_row = repo.get(plan_id)
+    base = against or after_row.previous_plan_id
+    if base is None:
+        raise DomainError("against", f"plan {plan_id} has no previous plan; name one with ?against=ID")
+    before_row = repo.get(base)
+    before, after = planned(before_row), planned(after_row)
+    d = diff_plans(before, after)
+    rows: list[tuple[str, Any, Any, bool]] = []
+    if before and after:
+        b, a = before.config.model_dump(), after.config.model_dump()
+        for label, k in CONFIG_ROWS:
+            rows.append((label, b[k], a[k], b[k] != a[k]))
+        for label, fb, fa in (
+            ("step time, s", before.estimate.step_time_s, after.estimate.step_time_s),
+            ("GPUs", before.estimate.gpus, after.estimate.gpus),
+            ("MFU", f"{100 * before.estimate.mfu:.1f}%", f"{100 * after.estimate.mfu:.1f}%"),
+            ("peak memory, GB", round(before.estimate.peak_memory_gb, 1), round(after.estimate.peak_memory_gb, 1)),
+        ):
+            rows.append(
+                (
+                    label,
+                    round(fb, 4) if isinstance(fb, float) else fb,
+                    round(fa, 4) if isinstance(fa, float) else fa,
+                    fb != fa,
+                )
+            )
+    inventory = None
+    if (
+        before_row.cluster_id == after_row.cluster_id
+        and before_row.cluster_revision_id != after_row.cluster_revision_id
+    ):
+        clusters = ClusterRepository(s)
+        cluster = clusters.get(after_row.cluster_id)
+        inventory = diff_inventories(
+            revision_spec(cluster, clusters.revision_by_id(before_row.cluster_revision_id)),
+            revision_spec(cluster, clusters.revision_by_id(after_row.cluster_revision_id)),
+        )
+    return page(
+        request,
+        "diff.html",
+        f"Plan {plan_id} diff",
+        before=before_row,
+        after=after_row,
+        rows=rows,
+        summary=d.summary(),
+        inventory=inventory,
+    )

@@ -1,0 +1,216 @@
+"""SVG figures drawn on the server: device mesh, pipeline timeline, per-stage memory, step-time breakdown.
+Colours come from a palette ordered by lightness (viridis stops), so stages stay distinguishable in greyscale;
+every mark also carries its number or a label."""
+
+from __future__ import annotations
+
+from html import escape
+
+from optimizer.cluster_spec import ClusterSpec
+from optimizer.costmodel.result import Estimate
+from optimizer.parallel_config import ParallelConfig
+from optimizer.timeline import Timeline
+
+# viridis at 10 stops: luminance rises monotonically, so greyscale keeps the order
+PALETTE = ["#440154", "#482878", "#3e4989", "#31688e", "#26828e", "#1f9e89", "#35b779", "#6ece58", "#b5de2b", "#fde725"]
+MEMORY_PARTS = [
+    ("weights", "#1b1b1b"),
+    ("gradients", "#4d4d4d"),
+    ("optimizer", "#7a7a7a"),
+    ("embedding_lm_head", "#a6a6a6"),
+    ("activations", "#3e4989"),
+    ("kv_cache", "#26828e"),
+    ("transient", "#6ece58"),
+    ("reserve", "#fde725"),
+]
+
+
+def colour(i: int, n: int) -> str:
+    return PALETTE[0 if n <= 1 else round(i * (len(PALETTE) - 1) / (n - 1))]
+
+
+def text_colour(fill: str) -> str:
+    return "#fff" if fill in PALETTE[:5] or fill in ("#1b1b1b", "#4d4d4d", "#7a7a7a") else "#000"
+
+
+def _svg(width: float, height: float, body: list[str], label: str, cls: str) -> str:
+    return (
+        f'<svg class="{cls}" role="img" aria-label="{escape(label)}" viewBox="0 0 {width:.0f} {height:.0f}" '
+        f'width="{width:.0f}" height="{height:.0f}" preserveAspectRatio="xMinYMin meet" xmlns="http://www.w3.org/2000/svg" '
+        f'font-family="system-ui, sans-serif" font-size="11">{"".join(body)}</svg>'
+    )
+
+
+def device_mesh(cluster: ClusterSpec, cfg: ParallelConfig, est: Estimate, max_nodes: int = 48) -> str:
+    """Nodes (rows) x GPUs (columns), coloured by pipeline stage; TP groups outlined. Ranks fill each stage's pool
+    in Megatron's order (tp fastest, then cp, then dp)."""
+    per_stage = cfg.tp * cfg.cp * cfg.dp
+    pools = {p.name: p for p in cluster.pools}
+    cursor: dict[str, int] = dict.fromkeys(pools, 0)
+    owner: dict[tuple[str, int], tuple[int, int]] = {}  # (pool, gpu index) -> (stage, tp group)
+    for st in est.stages:
+        start = cursor[st.pool]
+        for r in range(per_stage):
+            owner[(st.pool, start + r)] = (st.index, r // cfg.tp)
+        cursor[st.pool] = start + per_stage
+    cell, gap, left, top = 16, 2, 110, 18
+    rows: list[tuple[str, str, int]] = []  # (pool, node name, node's first gpu index among healthy)
+    for pool in cluster.pools:
+        k = 0
+        for node in pool.node_list:
+            if node.state == "healthy":
+                rows.append((pool.name, node.name, k))
+                k += pool.gpus_per_node
+            else:
+                rows.append((pool.name, f"{node.name} ({node.state})", -1))
+    shown = rows[:max_nodes]
+    gpn = max(p.gpus_per_node for p in cluster.pools)
+    width = left + gpn * (cell + gap) + 10
+    height = top + len(shown) * (cell + gap) + (18 if len(rows) > max_nodes else 4)
+    body = [f'<text x="0" y="12" font-weight="bold">node</text><text x="{left}" y="12">GPUs (number = stage)</text>']
+    n_stages = len(est.stages)
+    for i, (pool_name, label, first) in enumerate(shown):
+        y = top + i * (cell + gap)
+        body.append(f'<text x="0" y="{y + 12}">{escape(label[:18])}</text>')
+        for g in range(pools[pool_name].gpus_per_node):
+            x = left + g * (cell + gap)
+            own = owner.get((pool_name, first + g)) if first >= 0 else None
+            if own is None:
+                fill, txt, extra = "#ffffff", "", ' stroke="#999" stroke-dasharray="2,2"'
+            else:
+                fill, txt, extra = colour(own[0], n_stages), str(own[0]), ""
+            data = f' data-stage="{own[0]}" data-tp-group="{own[1]}"' if own else ' data-idle="1"'
+            body.append(
+                f'<rect class="gpu" x="{x}" y="{y}" width="{cell}" height="{cell}" fill="{fill}"{extra}{data}/>'
+            )
+            if txt:
+                body.append(
+                    f'<text x="{x + cell / 2}" y="{y + 12}" text-anchor="middle" font-size="9" '
+                    f'fill="{text_colour(fill)}">{txt}</text>'
+                )
+        # TP groups: consecutive runs of one (stage, tp group) on a node
+        g = 0
+        while g < pools[pool_name].gpus_per_node and first >= 0:
+            own = owner.get((pool_name, first + g))
+            if own is None:
+                g += 1
+                continue
+            run = 1
+            while g + run < pools[pool_name].gpus_per_node and owner.get((pool_name, first + g + run)) == own:
+                run += 1
+            x = left + g * (cell + gap) - 1
+            body.append(
+                f'<rect class="tp-group" x="{x}" y="{y - 1}" width="{run * (cell + gap) - gap + 2}" '
+                f'height="{cell + 2}" fill="none" stroke="#000" stroke-width="1.5"/>'
+            )
+            g += run
+    if len(rows) > max_nodes:
+        body.append(f'<text x="0" y="{height - 4}">… {len(rows) - max_nodes} more nodes not drawn</text>')
+    return _svg(
+        width, height, body, f"device mesh: {len(rows)} nodes, {n_stages} stages, TP groups of {cfg.tp}", "mesh"
+    )
+
+
+def pipeline_timeline(t: Timeline, width: int = 960) -> str:
+    """One row per stage; forward blocks light, backward dark, micro-batch numbers inside; gaps are the bubble."""
+    left, row, top = 70, 24, 20
+    scale = (width - left - 10) / t.makespan_s if t.makespan_s > 0 else 1.0
+    height = top + t.stages * row + 30
+    body = [
+        f'<text x="0" y="12" font-weight="bold">stage</text>'
+        f'<text x="{left}" y="12">time → (F forward, B backward; gaps are the bubble: '
+        f"{100 * t.bubble_fraction:.1f}% idle)</text>"
+    ]
+    for s in range(t.stages):
+        y = top + s * row
+        body.append(
+            f'<g class="stage-row" data-stage="{s}"><text x="0" y="{y + 15}">stage {s}</text>'
+            f'<rect x="{left}" y="{y}" width="{width - left - 10}" height="{row - 4}" fill="#f2f2f2"/></g>'
+        )
+    for b in t.blocks:
+        x = left + b.start_s * scale
+        w = max(0.5, (b.end_s - b.start_s) * scale)
+        y = top + b.stage * row
+        fill = ["#b5de2b", "#6ece58", "#35b779", "#1f9e89"][b.chunk % 4] if b.kind == "F" else "#222"
+        body.append(
+            f'<rect class="block {b.kind}" x="{x:.2f}" y="{y}" width="{w:.2f}" height="{row - 4}" '
+            f'fill="{fill}" stroke="#fff" stroke-width="0.5"><title>{b.kind} mb {b.microbatch} chunk '
+            f"{b.chunk}</title></rect>"
+        )
+        if w > 14:
+            body.append(
+                f'<text x="{x + w / 2:.1f}" y="{y + 14}" text-anchor="middle" font-size="9" '
+                f'fill="{"#fff" if b.kind == "B" else "#000"}">{b.kind}{b.microbatch}</text>'
+            )
+    note = (
+        f"first {t.microbatches} of {t.truncated_from} micro-batches drawn"
+        if t.truncated_from
+        else (f"{t.microbatches} micro-batches, {t.vp} virtual stage(s) per rank")
+    )
+    body.append(f'<text x="{left}" y="{height - 8}">{escape(note)}</text>')
+    return _svg(width, height, body, f"pipeline timeline: {t.stages} stages", "timeline")
+
+
+def memory_bars(est: Estimate, width: int = 960) -> str:
+    """Per stage, the per-GPU memory parts stacked against the GPU's capacity (dashed line)."""
+    left, bar, gap, top = 70, 22, 8, 24
+    cap = max(max(s.memory_gb.capacity, s.memory_gb.total) for s in est.stages)
+    scale = (width - left - 140) / cap
+    height = top + len(est.stages) * (bar + gap) + 40
+    body = [f'<text x="0" y="12" font-weight="bold">stage</text><text x="{left}" y="12">per-GPU memory, GB</text>']
+    for s in est.stages:
+        y = top + s.index * (bar + gap)
+        m = s.memory_gb
+        body.append(
+            f'<g class="mem-bar" data-stage="{s.index}" data-total-gb="{m.total:.3f}" '
+            f'data-capacity-gb="{m.capacity:.3f}"><text x="0" y="{y + 15}">stage {s.index}</text>'
+        )
+        x = float(left)
+        for part, fill in MEMORY_PARTS:
+            v = getattr(m, part)
+            if v <= 0:
+                continue
+            w = v * scale
+            body.append(
+                f'<rect class="mem-part" data-part="{part}" data-gb="{v:.3f}" x="{x:.2f}" y="{y}" '
+                f'width="{w:.2f}" height="{bar}" fill="{fill}"><title>{part} {v:.2f} GB</title></rect>'
+            )
+            x += w
+        cx = left + m.capacity * scale
+        body.append(
+            f'<line x1="{cx:.2f}" x2="{cx:.2f}" y1="{y - 3}" y2="{y + bar + 3}" stroke="#c00" '
+            f'stroke-width="2" stroke-dasharray="4,2"/>'
+        )
+        body.append(
+            f'<text class="mem-total" x="{max(x, cx) + 6:.2f}" y="{y + 15}">{m.total:.1f} / '
+            f"{m.capacity:.0f} GB</text></g>"
+        )
+    ly = height - 18
+    lx = float(left)
+    for part, fill in MEMORY_PARTS:
+        body.append(
+            f'<rect x="{lx}" y="{ly}" width="10" height="10" fill="{fill}" stroke="#000" stroke-width="0.3"/>'
+            f'<text x="{lx + 13}" y="{ly + 9}">{part.replace("_", " ")}</text>'
+        )
+        lx += 13 + 7 * len(part) + 12
+    return _svg(width, height, body, f"memory per stage against capacity ({len(est.stages)} stages)", "memory")
+
+
+def breakdown_bar(parts: dict[str, float], width: int = 960) -> str:
+    """The step time as one stacked bar, labelled."""
+    total = sum(v for v in parts.values() if v > 0) or 1.0
+    scale = (width - 20) / total
+    body: list[str] = []
+    x = 10.0
+    items = [(k, v) for k, v in parts.items() if v > 0]
+    for i, (k, v) in enumerate(items):
+        w = v * scale
+        fill = colour(i, len(items))
+        body.append(
+            f'<rect class="time-part" data-part="{k}" data-s="{v:.6f}" x="{x:.2f}" y="6" width="{w:.2f}" '
+            f'height="24" fill="{fill}"><title>{k} {v:.4f} s</title></rect>'
+        )
+        if w > 50:
+            body.append(f'<text x="{x + 3:.1f}" y="22" fill="{text_colour(fill)}">{escape(k)}</text>')
+        x += w
+    return _svg(width, 36, body, "step time breakdown", "breakdown")
