@@ -36,7 +36,8 @@ def text_colour(fill: str) -> str:
 def _svg(width: float, height: float, body: list[str], label: str, cls: str) -> str:
     return (
         f'<svg class="{cls}" role="img" aria-label="{escape(label)}" viewBox="0 0 {width:.0f} {height:.0f}" '
-        f'width="{width:.0f}" height="{height:.0f}" preserveAspectRatio="xMinYMin meet" xmlns="http://www.w3.org/2000/svg" '
+        f'width="{width:.0f}" height="{height:.0f}" preserveAspectRatio="xMinYMin meet" '
+        f'xmlns="http://www.w3.org/2000/svg" '
         f'font-family="system-ui, sans-serif" font-size="11">{"".join(body)}</svg>'
     )
 
