@@ -9,6 +9,7 @@ ROOT = Path(__file__).resolve().parents[1]
 FORBIDDEN = {
     "optimizer": {"store", "api", "workers", "sqlalchemy", "fastapi", "celery", "redis", "alembic"},
     "store": {"api", "workers", "fastapi", "celery"},
+    "workers": {"api", "fastapi"},
 }
 
 
@@ -27,3 +28,11 @@ def test_no_upward_imports() -> None:
         for path in (ROOT / package).rglob("*.py"):
             bad = imports(path) & banned
             assert not bad, f"{path.relative_to(ROOT)} imports {sorted(bad)}"
+
+
+def test_tasks_are_thin() -> None:
+    """A task body is one service call (and, for a held lease, a retry): ids in, nothing else."""
+    tree = ast.parse((ROOT / "workers" / "tasks.py").read_text())
+    for fn in (n for n in tree.body if isinstance(n, ast.FunctionDef)):
+        assert len(fn.body) <= 3, fn.name
+        assert not any(isinstance(n, ast.With | ast.For | ast.While) for n in ast.walk(fn)), fn.name
