@@ -41,6 +41,7 @@ bench: setup
 	$(BIN)/python benchmarks/estimate_speed.py
 	$(BIN)/python benchmarks/accuracy.py
 	$(BIN)/python benchmarks/solver.py
+	$(BIN)/python benchmarks/service.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info
