@@ -55,6 +55,15 @@ class Database:
                 s.rollback()
                 raise
 
+    def ping(self) -> str | None:
+        """None when the database answers, else why not."""
+        try:
+            with self.engine.connect() as c:
+                c.exec_driver_sql("SELECT 1")
+        except Exception as exc:
+            return f"unreachable: {type(exc).__name__}"
+        return None
+
     def dispose(self) -> None:
         self.engine.dispose()
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 from fastapi import APIRouter, Request, Response
 from fastapi.responses import JSONResponse
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
-from sqlalchemy import text
 
 from api.deps import get_db, get_dispatcher
 from api.schemas import Health
@@ -21,12 +20,7 @@ def healthz() -> Health:
 @router.get("/readyz", response_model=Health, responses={503: {"model": Health}})
 def readyz(request: Request) -> Response:
     db, dispatcher = get_db(request), get_dispatcher(request)
-    database = "ok"
-    try:
-        with db.engine.connect() as c:
-            c.execute(text("SELECT 1"))
-    except Exception as exc:
-        database = f"unreachable: {type(exc).__name__}"
+    database = db.ping() or "ok"
     broker = dispatcher.problem() or "ok"
     ok = database == "ok" and broker == "ok"
     body = Health(status="ok" if ok else "unavailable", database=database, broker=broker, mode=dispatcher.mode)

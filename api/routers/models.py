@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Body, Query
 
 from api.convert import model_out, version_out
 from api.deps import Paging, Reader, RowId, SessionDep, Writer
 from api.responses import NOT_FOUND, STANDARD, WRITE
 from api.schemas import ModelCreate, ModelOut, ModelVersionCreate, PageOut, VersionOut, VersionResult
+from optimizer.errors import DomainError
 from optimizer.model_loading import model_from_hf_config
 from optimizer.model_spec import ModelSpec
 from store.repositories.models import ModelRepository
@@ -28,6 +29,26 @@ def _spec(name: str, spec: dict[str, Any] | None, hf: dict[str, Any] | None) -> 
 @router.post("", status_code=201, response_model=ModelOut, responses=WRITE)
 def create(body: ModelCreate, s: SessionDep, _: Writer) -> ModelOut:
     model, _v = create_model(s, body.name, _spec(body.name, body.spec, body.hf_config))
+    return model_out(s, model)
+
+
+@router.post("/import/yaml", status_code=201, response_model=ModelOut, responses=WRITE)
+def import_yaml(
+    s: SessionDep,
+    _: Writer,
+    name: Annotated[str, Query(min_length=1, max_length=128, pattern=r"^[A-Za-z0-9._-]+$")],
+    body: Annotated[str, Body(media_type="application/yaml", description="ModelSpec fields (model.yaml).")],
+) -> ModelOut:
+    import yaml
+
+    try:
+        doc = yaml.safe_load(body)
+    except yaml.YAMLError as exc:
+        raise DomainError("body", f"not valid YAML: {str(exc).splitlines()[0]}") from None
+    if not isinstance(doc, dict):
+        raise DomainError("body", "must be a YAML mapping of model fields")
+    doc.pop("name", None)
+    model, _v = create_model(s, name, model_from_document(name, doc))
     return model_out(s, model)
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
-from sqlalchemy import and_, or_, select, update
+from sqlalchemy import and_, case, func, or_, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
@@ -69,6 +69,19 @@ class JobRepository:
 
     def queued_ids(self) -> list[int]:
         return list(self.s.scalars(select(Job.id).where(Job.status == "queued").order_by(Job.id)))
+
+    def counts_by_status(self) -> dict[str, int]:
+        return {status: n for status, n in self.s.execute(select(Job.status, func.count()).group_by(Job.status))}
+
+    def solve_time_histogram(self, buckets: tuple[float, ...]) -> tuple[int, float, list[int]]:
+        """Succeeded jobs: (count, total solve seconds, cumulative count at or below each bucket)."""
+        cols = [func.sum(case((Job.elapsed_s <= b, 1), else_=0)) for b in buckets]
+        row = self.s.execute(
+            select(func.count(), func.coalesce(func.sum(Job.elapsed_s), 0.0), *cols).where(
+                Job.status == "succeeded", Job.elapsed_s.is_not(None)
+            )
+        ).one()
+        return int(row[0]), float(row[1]), [int(v or 0) for v in row[2:]]
 
     def running_ids(self) -> list[int]:
         return list(self.s.scalars(select(Job.id).where(Job.status == "running").order_by(Job.id)))

@@ -38,6 +38,9 @@ class PlanRepository:
             raise NotFoundError("plan", plan_id)
         return row
 
+    def find(self, plan_id: int) -> Plan | None:
+        return self.s.get(Plan, plan_id)
+
     def by_job(self, job_id: int) -> Plan | None:
         return self.s.scalar(select(Plan).where(Plan.job_id == job_id))
 

@@ -158,7 +158,7 @@ def load_inputs(session: Session, job: Job) -> JobInputs:
     model = models.get(job.model_id)
     warm = None
     if job.warm_start_plan_id is not None:
-        prev = session.get(Plan, job.warm_start_plan_id)
+        prev = PlanRepository(session).find(job.warm_start_plan_id)
         if prev is not None and prev.result.get("plan"):
             warm = ParallelConfig.model_validate(prev.result["plan"]["config"])
     return JobInputs(

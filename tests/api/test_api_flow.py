@@ -6,6 +6,9 @@ from pathlib import Path
 
 from fastapi.testclient import TestClient
 
+from api.app import create_app
+from store.db import Database
+from store.settings import Settings
 from tests.api.helpers import INVENTORY, TRAINING, make_cluster, make_model, name, ok, wait_job
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -137,3 +140,49 @@ def test_health_ready_metrics(client: TestClient) -> None:
     assert 'meshplan_jobs{state="succeeded"}' in text
     assert "meshplan_solve_time_seconds_bucket" in text and "meshplan_http_requests_total" in text
     assert INVENTORY  # the module constant is the one other tests post
+
+
+def test_models_from_yaml_and_replan_on_inventory_change(
+    api_settings: Settings, api_db: Database, tokens: dict[str, str]
+) -> None:
+    app = create_app(api_settings.model_copy(update={"replan_on_inventory_change": True}), api_db)
+    with TestClient(app) as c:
+        c.headers["Authorization"] = f"Bearer {tokens['write']}"
+        yaml_text = (ROOT / "examples" / "my-model.yaml").read_text()
+        m = ok(
+            c.post(
+                "/v1/models/import/yaml",
+                params={"name": name("y")},
+                content=yaml_text,
+                headers={"Content-Type": "application/yaml"},
+            ),
+            201,
+        )
+        assert m["version"] == 1 and m["num_layers"] > 0
+        bad = c.post(
+            "/v1/models/import/yaml",
+            params={"name": name("y")},
+            content="num_layers: -1",
+            headers={"Content-Type": "application/yaml"},
+        )
+        assert bad.status_code == 422 and "num_layers" in ".".join(map(str, bad.json()["detail"][0]["loc"]))
+        cluster, model = make_cluster(c), make_model(c)
+        w = ok(
+            c.post(
+                "/v1/watches",
+                json={
+                    "name": name("w"),
+                    "cluster_id": cluster["id"],
+                    "model_id": model["id"],
+                    "workload": TRAINING,
+                    "time_limit_s": 30,
+                },
+            ),
+            201,
+        )
+        node = cluster["inventory"]["pools"][0]["name"] + "-001"
+        r = ok(c.patch(f"/v1/clusters/{cluster['id']}/nodes/{node}", json={"state": "drained"}))
+        assert len(r["replan_jobs"]) == 1
+        done = wait_job(c, r["replan_jobs"][0])
+        assert done["trigger"] == "inventory_change" and done["watch_id"] == w["id"] and done["status"] == "succeeded"
+        assert ok(c.get(f"/v1/plans/{done['plan_id']}"))["gpus"] == 8
