@@ -113,27 +113,19 @@ class RevisionDiffOut(BaseModel):
 
 
 # ---- models
-class ModelCreate(Strict):
-    name: str = NAME
+class ModelVersionCreate(Strict):
     spec: dict[str, Any] | None = Field(default=None, description="meshplan model fields (as in model.yaml).")
     hf_config: dict[str, Any] | None = Field(default=None, description="A HuggingFace config.json body.")
-
-    @model_validator(mode="after")
-    def _one(self) -> ModelCreate:
-        if (self.spec is None) == (self.hf_config is None):
-            raise DomainError("spec", "give exactly one of spec or hf_config")
-        return self
-
-
-class ModelVersionCreate(Strict):
-    spec: dict[str, Any] | None = None
-    hf_config: dict[str, Any] | None = None
 
     @model_validator(mode="after")
     def _one(self) -> ModelVersionCreate:
         if (self.spec is None) == (self.hf_config is None):
             raise DomainError("spec", "give exactly one of spec or hf_config")
         return self
+
+
+class ModelCreate(ModelVersionCreate):
+    name: str = NAME
 
 
 class VersionOut(BaseModel):

@@ -13,6 +13,7 @@ from pydantic import ValidationError
 from optimizer.cluster_spec import ClusterSpec, IntraNodeFabric
 from optimizer.errors import DomainError, UnknownNameError
 from optimizer.validation_errors import domain_error_from_validation
+from optimizer.yaml_documents import yaml_mapping
 
 # NVLink 3 and 4 carry 25 GB/s per direction per link (A100: 12 links = 300 GB/s, H100: 18 links = 450 GB/s);
 # NVLink 5 carries 50 GB/s per link [NV NVLink product pages; ST].
@@ -29,13 +30,7 @@ def build_cluster(data: dict[str, Any]) -> ClusterSpec:
 
 def load_cluster_yaml(text: str, source: str = "cluster") -> ClusterSpec:
     """Parse the YAML inventory format."""
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        raise DomainError("cluster", f"{source} is not valid YAML: {exc}") from None
-    if not isinstance(data, dict):
-        raise DomainError("cluster", f"{source} must hold a mapping with `pools`")
-    return build_cluster(data)
+    return build_cluster(yaml_mapping(text, "cluster", source, "with `pools`"))
 
 
 def cluster_preset_names() -> list[str]:

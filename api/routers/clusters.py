@@ -22,25 +22,13 @@ from api.schemas import (
 from optimizer.cluster_loading import cluster_document_from_topo
 from optimizer.errors import DomainError
 from optimizer.inventory import diff_inventories
+from optimizer.yaml_documents import yaml_mapping
 from store.repositories.clusters import ClusterRepository, revision_spec
 from store.services.catalog import cluster_from_document, create_cluster, set_node_state
 from store.services.replan import check_watches
 from workers.dispatch import send_committed
 
 router = APIRouter(prefix="/v1/clusters", tags=["clusters"], responses=STANDARD)
-
-
-def _yaml_document(text: str) -> dict[str, object]:
-    import yaml
-
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        raise DomainError("body", f"not valid YAML: {str(exc).splitlines()[0]}") from None
-    if not isinstance(data, dict):
-        raise DomainError("body", "must be a YAML mapping with `pools`")
-    data.pop("name", None)
-    return data
 
 
 @router.post("", status_code=201, response_model=ClusterOut, responses=WRITE)
@@ -57,7 +45,9 @@ def import_yaml(
     name: Annotated[str, Query(min_length=1, max_length=128, pattern=r"^[A-Za-z0-9._-]+$")],
     body: Annotated[str, Body(media_type="application/yaml", description="The cluster YAML format.")],
 ) -> ClusterOut:
-    spec = cluster_from_document(s, name, _yaml_document(body))
+    doc = yaml_mapping(body, "body", "the body", "with `pools`")
+    doc.pop("name", None)
+    spec = cluster_from_document(s, name, doc)
     cluster, _rev = create_cluster(s, name, spec, "imported from YAML")
     return cluster_out(s, cluster)
 

@@ -10,9 +10,9 @@ from api.convert import model_out, version_out
 from api.deps import Paging, Reader, RowId, SessionDep, Writer
 from api.responses import NOT_FOUND, STANDARD, WRITE
 from api.schemas import ModelCreate, ModelOut, ModelVersionCreate, PageOut, VersionOut, VersionResult
-from optimizer.errors import DomainError
 from optimizer.model_loading import model_from_hf_config
 from optimizer.model_spec import ModelSpec
+from optimizer.yaml_documents import yaml_mapping
 from store.repositories.models import ModelRepository
 from store.services.catalog import create_model, model_from_document
 
@@ -39,14 +39,7 @@ def import_yaml(
     name: Annotated[str, Query(min_length=1, max_length=128, pattern=r"^[A-Za-z0-9._-]+$")],
     body: Annotated[str, Body(media_type="application/yaml", description="ModelSpec fields (model.yaml).")],
 ) -> ModelOut:
-    import yaml
-
-    try:
-        doc = yaml.safe_load(body)
-    except yaml.YAMLError as exc:
-        raise DomainError("body", f"not valid YAML: {str(exc).splitlines()[0]}") from None
-    if not isinstance(doc, dict):
-        raise DomainError("body", "must be a YAML mapping of model fields")
+    doc = yaml_mapping(body, "body", "the body", "of model fields")
     doc.pop("name", None)
     model, _v = create_model(s, name, model_from_document(name, doc))
     return model_out(s, model)
