@@ -17,18 +17,17 @@ from api.deps import MAX_ID, RowId, SessionDep, SettingsDep
 from api.pages.figures import breakdown_bar, device_mesh, memory_bars, pipeline_timeline
 from optimizer.errors import DomainError
 from optimizer.exports import TOOLS, Export, export
-from optimizer.inventory import InventoryDiff, diff_inventories
+from optimizer.inventory import InventoryDiff
 from optimizer.plan_diff import diff_plans
 from optimizer.search.explain import describe
 from optimizer.timeline import simulate
 from store.repositories.clusters import ClusterRepository, revision_spec
 from store.repositories.jobs import JobRepository
-from store.repositories.models import ModelRepository, version_spec
+from store.repositories.models import ModelRepository
 from store.repositories.paging import PageRequest
 from store.repositories.plans import PlanFilter, PlanRepository
 from store.repositories.tokens import TokenRepository
-from store.repositories.workloads import WorkloadRepository, workload_spec
-from store.services.jobs import planned
+from store.services.plans import inventory_change, plan_pair, planned, specs_of
 
 router = APIRouter(include_in_schema=False)
 templates = Jinja2Templates(directory=str(Path(__file__).parent / "templates"))
@@ -211,11 +210,7 @@ def plan_page(request: Request, plan_id: RowId, s: SessionDep, _: Viewer) -> HTM
     ctx: dict[str, Any] = {"p": p, "result": p.result, "best": best}
     if best is not None:
         cfg, est = best.config, best.estimate
-        clusters = ClusterRepository(s)
-        cluster = revision_spec(clusters.get(row.cluster_id), clusters.revision_by_id(row.cluster_revision_id))
-        models = ModelRepository(s)
-        model = version_spec(models.get(row.model_id), models.version_by_id(row.model_version_id))
-        workload = workload_spec(WorkloadRepository(s).get(row.workload_id))
+        specs = specs_of(s, row)
         timeline = simulate(
             cfg.schedule,
             [st.forward_s for st in est.stages],
@@ -227,12 +222,12 @@ def plan_page(request: Request, plan_id: RowId, s: SessionDep, _: Viewer) -> HTM
         exports: list[Export] = []
         for tool in TOOLS:
             try:
-                exports.append(export(tool, model, workload, cfg, model.name))
+                exports.append(export(tool, specs.model, specs.workload, cfg, specs.model.name))
             except DomainError:
                 continue  # a training plan has no serving export and the other way round
         ctx.update(
             config_rows=[(label, getattr(cfg, k)) for label, k in CONFIG_ROWS],
-            mesh=device_mesh(cluster, cfg, est),
+            mesh=device_mesh(specs.cluster, cfg, est),
             timeline=pipeline_timeline(timeline),
             memory=memory_bars(est),
             breakdown=breakdown,
@@ -251,12 +246,7 @@ def diff_page(
     _: Viewer,
     against: Annotated[int | None, Query(ge=1, le=MAX_ID)] = None,
 ) -> HTMLResponse:
-    repo = PlanRepository(s)
-    after_row = repo.get(plan_id)
-    base = against or after_row.previous_plan_id
-    if base is None:
-        raise DomainError("against", f"plan {plan_id} has no previous plan; name one with ?against=ID")
-    before_row = repo.get(base)
+    before_row, after_row = plan_pair(s, plan_id, against)
     before, after = planned(before_row), planned(after_row)
     d = diff_plans(before, after)
     rows: list[tuple[str, Any, Any, bool]] = []
@@ -278,17 +268,6 @@ def diff_page(
                     fb != fa,
                 )
             )
-    inventory = None
-    if (
-        before_row.cluster_id == after_row.cluster_id
-        and before_row.cluster_revision_id != after_row.cluster_revision_id
-    ):
-        clusters = ClusterRepository(s)
-        cluster = clusters.get(after_row.cluster_id)
-        inventory = diff_inventories(
-            revision_spec(cluster, clusters.revision_by_id(before_row.cluster_revision_id)),
-            revision_spec(cluster, clusters.revision_by_id(after_row.cluster_revision_id)),
-        )
     return page(
         request,
         "diff.html",
@@ -297,5 +276,5 @@ def diff_page(
         after=after_row,
         rows=rows,
         summary=d.summary(),
-        inventory=inventory,
+        inventory=inventory_change(s, before_row, after_row),
     )

@@ -13,13 +13,9 @@ from api.responses import NOT_FOUND, STANDARD
 from api.schemas import PageOut, PlanDiffOut, PlanOut, PlanSummaryOut
 from optimizer.errors import DomainError
 from optimizer.exports import Export, export
-from optimizer.inventory import diff_inventories
 from optimizer.plan_diff import diff_plans
-from store.repositories.clusters import ClusterRepository, revision_spec
-from store.repositories.models import ModelRepository, version_spec
 from store.repositories.plans import PlanFilter, PlanRepository
-from store.repositories.workloads import WorkloadRepository, workload_spec
-from store.services.jobs import planned
+from store.services.plans import inventory_change, plan_pair, planned, specs_of
 
 router = APIRouter(prefix="/v1/plans", tags=["plans"], responses=STANDARD)
 Trigger = Literal["user", "nightly", "inventory_change"]
@@ -61,22 +57,11 @@ def diff(
         int | None, Query(ge=1, le=MAX_ID, description="Plan to compare with; default the previous.")
     ] = None,
 ) -> PlanDiffOut:
-    repo = PlanRepository(s)
-    after = repo.get(plan_id)
-    base_id = against if against is not None else after.previous_plan_id
-    if base_id is None:
-        raise DomainError("against", f"plan {plan_id} has no previous plan; name one with ?against=ID")
-    before = repo.get(base_id)
+    before, after = plan_pair(s, plan_id, against)
     d = diff_plans(planned(before), planned(after))
-    inventory = None
-    if before.cluster_id == after.cluster_id and before.cluster_revision_id != after.cluster_revision_id:
-        clusters = ClusterRepository(s)
-        cluster = clusters.get(after.cluster_id)
-        inventory = diff_inventories(
-            revision_spec(cluster, clusters.revision_by_id(before.cluster_revision_id)),
-            revision_spec(cluster, clusters.revision_by_id(after.cluster_revision_id)),
-        )
-    return PlanDiffOut(plan_id=plan_id, against=before.id, diff=d, summary=d.summary(), inventory=inventory)
+    return PlanDiffOut(
+        plan_id=plan_id, against=before.id, diff=d, summary=d.summary(), inventory=inventory_change(s, before, after)
+    )
 
 
 @router.get("/{plan_id}/export/{tool}", response_model=Export, responses=NOT_FOUND)
@@ -87,6 +72,5 @@ def export_plan(
     best = planned(p)
     if best is None:
         raise DomainError("plan", f"plan {plan_id} is {p.solver_status}: there is no configuration to export")
-    models = ModelRepository(s)
-    model = version_spec(models.get(p.model_id), models.version_by_id(p.model_version_id))
-    return export(tool, model, workload_spec(WorkloadRepository(s).get(p.workload_id)), best.config, model.name)
+    specs = specs_of(s, p)
+    return export(tool, specs.model, specs.workload, best.config, specs.model.name)

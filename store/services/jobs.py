@@ -14,7 +14,7 @@ from sqlalchemy.orm import Session
 
 from optimizer.cluster_spec import ClusterSpec
 from optimizer.errors import DomainError
-from optimizer.inventory import InventoryDiff, content_hash, diff_inventories
+from optimizer.inventory import content_hash
 from optimizer.model_spec import ModelSpec
 from optimizer.parallel_config import ParallelConfig
 from optimizer.plan_diff import diff_plans
@@ -31,7 +31,8 @@ from store.repositories.jobs import JobRepository
 from store.repositories.models import ModelRepository, version_spec
 from store.repositories.plans import PlanFilter, PlanRepository
 from store.repositories.watches import WatchRepository
-from store.repositories.workloads import WorkloadRepository, workload_spec
+from store.repositories.workloads import WorkloadRepository
+from store.services.plans import inventory_between, planned, specs_of
 from store.settings import Settings, settings
 
 log = logging.getLogger("meshplan.jobs")
@@ -153,18 +154,16 @@ def submit(
 
 
 def load_inputs(session: Session, job: Job) -> JobInputs:
-    clusters, models = ClusterRepository(session), ModelRepository(session)
-    cluster = clusters.get(job.cluster_id)
-    model = models.get(job.model_id)
+    specs = specs_of(session, job)
     warm = None
     if job.warm_start_plan_id is not None:
         prev = PlanRepository(session).find(job.warm_start_plan_id)
         if prev is not None and prev.result.get("plan"):
             warm = ParallelConfig.model_validate(prev.result["plan"]["config"])
     return JobInputs(
-        model=version_spec(model, models.version_by_id(job.model_version_id)),
-        cluster=revision_spec(cluster, clusters.revision_by_id(job.cluster_revision_id)),
-        workload=workload_spec(WorkloadRepository(session).get(job.workload_id)),
+        model=specs.model,
+        cluster=specs.cluster,
+        workload=specs.workload,
         space=SearchOptions.model_validate(job.search).space(),
         time_limit_s=job.time_limit_s,
         top_k=job.top_k,
@@ -314,21 +313,15 @@ def store_plan(s: Session, job: Job, result: PlanResult) -> Plan:
     return row
 
 
-def planned(plan_row: Plan) -> PlannedConfig | None:
-    doc = plan_row.result.get("plan")
-    return PlannedConfig.model_validate(doc) if doc else None
-
-
 def plan_diff_document(s: Session, previous: Plan, job: Job, best: PlannedConfig | None) -> dict[str, Any]:
     """What changed since `previous`: the inputs (inventory, model version, workload) and the plan itself."""
     inputs: dict[str, Any] = {}
-    clusters = ClusterRepository(s)
     if previous.cluster_revision_id != job.cluster_revision_id:
-        cluster = clusters.get(job.cluster_id)
-        before = clusters.revision_by_id(previous.cluster_revision_id)
-        after = clusters.revision_by_id(job.cluster_revision_id)
-        inv: InventoryDiff = diff_inventories(revision_spec(cluster, before), revision_spec(cluster, after))
-        inputs["cluster_revision"] = {"before": before.number, "after": after.number, **inv.model_dump(mode="json")}
+        clusters = ClusterRepository(s)
+        before = clusters.revision_by_id(previous.cluster_revision_id).number
+        after = clusters.revision_by_id(job.cluster_revision_id).number
+        inv = inventory_between(s, job.cluster_id, previous.cluster_revision_id, job.cluster_revision_id)
+        inputs["cluster_revision"] = {"before": before, "after": after, **inv.model_dump(mode="json")}
         inputs["cluster_revision"]["summary"] = inv.summary()
     if previous.model_version_id != job.model_version_id:
         models = ModelRepository(s)
