@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Sequence
 
 from sqlalchemy.orm import Session
 
@@ -90,14 +91,24 @@ def model_out(s: Session, m: Model) -> S.ModelOut:
 
 
 def job_out(s: Session, j: Job) -> S.JobOut:
-    plan = PlanRepository(s).by_job(j.id)
+    return jobs_out(s, [j])[0]
+
+
+def jobs_out(s: Session, jobs: list[Job]) -> list[S.JobOut]:
+    """Many jobs with their revision and version numbers and plan ids in three queries."""
+    revs, versions = input_numbers(s, jobs)
+    plan_ids = PlanRepository(s).ids_by_job({j.id for j in jobs})
+    return [_job_out(s, j, revs, versions, plan_ids.get(j.id)) for j in jobs]
+
+
+def _job_out(s: Session, j: Job, revs: dict[int, int], versions: dict[int, int], plan_id: int | None) -> S.JobOut:
     return S.JobOut(
         id=j.id,
         status=j.status,
         cluster_id=j.cluster_id,
-        cluster_revision=ClusterRepository(s).revision_by_id(j.cluster_revision_id).number,
+        cluster_revision=revs[j.cluster_revision_id],
         model_id=j.model_id,
-        model_version=ModelRepository(s).version_by_id(j.model_version_id).number,
+        model_version=versions[j.model_version_id],
         workload=workload_spec(WorkloadRepository(s).get(j.workload_id)),
         search=SearchOptions.model_validate(j.search),
         objective=j.objective,
@@ -115,7 +126,7 @@ def job_out(s: Session, j: Job) -> S.JobOut:
         watch_id=j.watch_id,
         attempts=j.attempts,
         cancel_requested=j.cancel_requested,
-        plan_id=plan.id if plan else None,
+        plan_id=plan_id,
         created_at=j.created_at,
         started_at=j.started_at,
         finished_at=j.finished_at,
@@ -125,7 +136,7 @@ def job_out(s: Session, j: Job) -> S.JobOut:
 def _summary_fields(
     s: Session, p: Plan, numbers: tuple[dict[int, int], dict[int, int]] | None = None
 ) -> dict[str, object]:
-    revs, versions = numbers or plan_numbers(s, [p])
+    revs, versions = numbers or input_numbers(s, [p])
     return dict(
         id=p.id,
         job_id=p.job_id,
@@ -150,16 +161,16 @@ def _summary_fields(
     )
 
 
-def plan_numbers(s: Session, plans: list[Plan]) -> tuple[dict[int, int], dict[int, int]]:
-    """Revision and version numbers of many plans in two queries."""
+def input_numbers(s: Session, rows: Sequence[Job | Plan]) -> tuple[dict[int, int], dict[int, int]]:
+    """Revision and version numbers of many jobs or plans in two queries."""
     return (
-        ClusterRepository(s).numbers({p.cluster_revision_id for p in plans}),
-        ModelRepository(s).numbers({p.model_version_id for p in plans}),
+        ClusterRepository(s).numbers({r.cluster_revision_id for r in rows}),
+        ModelRepository(s).numbers({r.model_version_id for r in rows}),
     )
 
 
 def plan_summaries_out(s: Session, plans: list[Plan]) -> list[S.PlanSummaryOut]:
-    numbers = plan_numbers(s, plans)
+    numbers = input_numbers(s, plans)
     return [S.PlanSummaryOut.model_validate(_summary_fields(s, p, numbers)) for p in plans]
 
 

@@ -12,7 +12,7 @@ from fastapi import APIRouter, Depends, FastAPI, Query, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from fastapi.templating import Jinja2Templates
 
-from api.convert import cluster_out, job_out, model_out, plan_out, plan_summaries_out, version_out
+from api.convert import cluster_out, job_out, jobs_out, model_out, plan_out, plan_summaries_out, version_out
 from api.deps import MAX_ID, RowId, SessionDep, SettingsDep
 from api.pages.figures import breakdown_bar, device_mesh, memory_bars, pipeline_timeline
 from optimizer.errors import DomainError
@@ -143,7 +143,7 @@ def model_page(request: Request, model_id: RowId, s: SessionDep, _: Viewer) -> H
 
 @router.get("/jobs", response_class=HTMLResponse)
 def jobs_page(request: Request, s: SessionDep, _: Viewer) -> HTMLResponse:
-    items = [job_out(s, j) for j in JobRepository(s).page(PageRequest(limit=100)).items]
+    items = jobs_out(s, JobRepository(s).page(PageRequest(limit=100)).items)
     return page(request, "jobs.html", "Jobs", jobs=items)
 
 

@@ -27,7 +27,7 @@ def create(body: WatchCreate, s: SessionDep, cfg: SettingsDep, _: Writer) -> Wat
     clusters, models = ClusterRepository(s), ModelRepository(s)
     cluster, model = clusters.get(body.cluster_id), models.get(body.model_id)
     rev, version = clusters.head(cluster), models.head(model)
-    limit = body.time_limit_s if body.time_limit_s is not None else cfg.default_time_limit_s
+    limit = cfg.time_limit(body.time_limit_s)
     if rev is not None and version is not None:  # the same checks a job gets, now rather than at night
         preflight(
             version_spec(model, version),

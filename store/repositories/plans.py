@@ -44,6 +44,11 @@ class PlanRepository:
     def by_job(self, job_id: int) -> Plan | None:
         return self.s.scalar(select(Plan).where(Plan.job_id == job_id))
 
+    def ids_by_job(self, job_ids: set[int]) -> dict[int, int]:
+        """Plan id by job id, for the jobs that have a plan."""
+        q = select(Plan.job_id, Plan.id).where(Plan.job_id.in_(job_ids))
+        return {job_id: plan_id for job_id, plan_id in self.s.execute(q)}
+
     def history(self, f: PlanFilter, page: PageRequest, *, with_result: bool = False) -> Page[Plan]:
         """Newest first. The full planner result (large JSON) is loaded only when asked for."""
         q = select(Plan) if with_result else select(Plan).options(defer(Plan.result))

@@ -109,7 +109,7 @@ def submit(
 ) -> tuple[Job, bool]:
     """Validate and store a job (queued). Returns (job, created); the caller commits, then enqueues."""
     cfg = cfg or settings()
-    limit = req.time_limit_s if req.time_limit_s is not None else min(cfg.default_time_limit_s, cfg.max_time_limit_s)
+    limit = cfg.time_limit(req.time_limit_s)
     clusters, models = ClusterRepository(session), ModelRepository(session)
     cluster = clusters.get(req.cluster_id)
     rev = clusters.revision(cluster, req.cluster_revision) if req.cluster_revision else clusters.head(cluster)
