@@ -39,7 +39,6 @@ class Settings(BaseModel):
     )
     job_progress_interval_s: float = Field(default=1.0, gt=0, description="Job progress written at most this often.")
 
-
     def time_limit(self, requested: float | None) -> float:
         """A job's solver time limit: the one asked for, else the default (never above the cap)."""
         return requested if requested is not None else min(self.default_time_limit_s, self.max_time_limit_s)
