@@ -5,13 +5,14 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import Annotated, NoReturn
+from typing import Annotated
 
 import typer
 from pydantic import ValidationError
 from rich.console import Console
 from rich.table import Table
 
+from api.cli_output import err, fail
 from optimizer.cluster_loading import cluster_document_from_topo, cluster_preset_names, resolve_cluster
 from optimizer.costmodel.result import Estimate
 from optimizer.errors import DomainError
@@ -29,13 +30,6 @@ app = typer.Typer(
     help="meshplan: split a large transformer over a GPU cluster.",
 )
 out = Console(width=None if sys.stdout.isatty() else 150)
-err = Console(stderr=True, width=None if sys.stderr.isatty() else 300)
-
-
-def fail(exc: Exception) -> NoReturn:
-    """One line on stderr, exit code 2: how every bad input ends."""
-    err.print(f"error: {exc}", markup=False, highlight=False, soft_wrap=True)
-    raise typer.Exit(code=2)
 
 
 ModelOpt = Annotated[str, typer.Option(help="Preset name, HuggingFace config.json or model.yaml.")]

@@ -3,20 +3,15 @@
 from __future__ import annotations
 
 import sys
-from typing import Annotated, NoReturn
+from typing import Annotated
 
 import typer
 
+from api.cli_output import fail
 from optimizer.errors import DomainError
 from store.settings import Settings
 
-service = typer.Typer(add_completion=False, pretty_exceptions_enable=False)
 token_app = typer.Typer(add_completion=False, pretty_exceptions_enable=False, help="API tokens.")
-
-
-def _fail(exc: Exception) -> NoReturn:
-    sys.stderr.write(f"error: {exc}\n")
-    raise typer.Exit(code=2)
 
 
 def _settings() -> Settings:
@@ -25,7 +20,7 @@ def _settings() -> Settings:
     try:
         return load_settings()
     except DomainError as exc:
-        _fail(exc)
+        fail(exc)
 
 
 def register(app: typer.Typer) -> None:
@@ -45,7 +40,7 @@ def migrate() -> None:
     try:
         upgrade(cfg.database_url)
     except Exception as exc:
-        _fail(DomainError("DATABASE_URL", f"cannot migrate {cfg.database_url}: {type(exc).__name__}: {exc}"))
+        fail(DomainError("DATABASE_URL", f"cannot migrate {cfg.database_url}: {type(exc).__name__}: {exc}"))
     typer.echo(f"database at the newest schema: {cfg.database_url}")
 
 
@@ -81,7 +76,7 @@ def worker(
     """Run a Celery worker (needs REDIS_URL)."""
     cfg = _settings()
     if not cfg.redis_url:
-        _fail(DomainError("REDIS_URL", "must be set to run a worker (without it, `meshplan serve` runs jobs)"))
+        fail(DomainError("REDIS_URL", "must be set to run a worker (without it, `meshplan serve` runs jobs)"))
     from workers.celery_app import app
 
     app.worker_main(["worker", "--loglevel=INFO", f"--concurrency={concurrency}", "--pool=prefork"])
@@ -91,7 +86,7 @@ def beat() -> None:
     """Run Celery beat: the nightly re-plan and the sweep of lost jobs (needs REDIS_URL)."""
     cfg = _settings()
     if not cfg.redis_url:
-        _fail(DomainError("REDIS_URL", "must be set to run beat"))
+        fail(DomainError("REDIS_URL", "must be set to run beat"))
     from workers.celery_app import app
 
     app.Beat(loglevel="INFO", schedule=cfg.beat_schedule).run()
@@ -133,7 +128,7 @@ def token_create(
         with database(cfg.database_url).session() as s:
             row, secret = TokenRepository(s).create(name, scope)
     except DomainError as exc:
-        _fail(exc)
+        fail(exc)
     typer.echo(secret)
     sys.stderr.write(f"token {row.id} ({row.scopes}) for {name}\n")
 
@@ -149,5 +144,5 @@ def token_revoke(token_id: int) -> None:
         with database(cfg.database_url).session() as s:
             TokenRepository(s).revoke(token_id)
     except DomainError as exc:
-        _fail(exc)
+        fail(exc)
     typer.echo(f"token {token_id} revoked")
