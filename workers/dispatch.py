@@ -6,7 +6,7 @@ from __future__ import annotations
 import logging
 import time
 from concurrent.futures import ThreadPoolExecutor
-from typing import Protocol
+from typing import Any, Protocol
 
 from store.db import Database
 from store.services.jobs import run_job
@@ -62,10 +62,11 @@ class CeleryDispatcher:
 
     mode = "celery"
 
-    def __init__(self, cfg: Settings) -> None:
+    def __init__(self, cfg: Settings, app: Any = None) -> None:
+        """`app`: an existing Celery app (a worker sends with its own); default a new one for `cfg`."""
         from workers.celery_app import make_celery
 
-        self.app = make_celery(cfg)
+        self.app = app if app is not None else make_celery(cfg)
         self._healthy_at = -1e9
 
     def enqueue(self, job_id: int) -> None:

@@ -7,7 +7,7 @@ from store.repositories.jobs import JobRepository
 from store.services.jobs import run_job
 from store.services.replan import check_watches
 from store.settings import settings
-from workers.dispatch import Dispatcher, make_dispatcher
+from workers.dispatch import CeleryDispatcher, Dispatcher, make_dispatcher, send_committed
 
 
 def run(job_id: int) -> str:
@@ -22,9 +22,7 @@ def replan_all(
     with db.session() as s:
         checks = check_watches(s, trigger, cluster_id, cfg)
     jobs = [c.job_id for c in checks if c.job_id is not None]
-    send = dispatcher or make_dispatcher(db, cfg)
-    for job_id in jobs:
-        send.enqueue(job_id)
+    send_committed(dispatcher or _dispatcher(), jobs)
     return jobs
 
 
@@ -33,7 +31,15 @@ def sweep(dispatcher: Dispatcher | None = None) -> list[int]:
     db, cfg = database(), settings()
     with db.session() as s:
         ids = JobRepository(s).stale_queued_ids(cfg.sweep_after_s)
-    send = dispatcher or make_dispatcher(db, cfg)
-    for job_id in ids:
-        send.enqueue(job_id)
+    send_committed(dispatcher or _dispatcher(), ids)
     return ids
+
+
+def _dispatcher() -> Dispatcher:
+    """Where tasks send follow-up jobs: with REDIS_URL this process's Celery app, not a new one per call."""
+    cfg = settings()
+    if cfg.redis_url:
+        from workers.celery_app import app
+
+        return CeleryDispatcher(cfg, app)
+    return make_dispatcher(database(), cfg)
