@@ -9,6 +9,7 @@ largest usable memory) drops candidates that cannot fit anywhere.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -57,6 +58,12 @@ def layer_work(ctx: _Ctx, pool: NodePool, n_dense: int, n_moe: int) -> float:
     return total
 
 
+def _divisors(n: int) -> list[int]:
+    """The divisors of n, ascending."""
+    small = [d for d in range(1, math.isqrt(n) + 1) if n % d == 0]
+    return small + [n // d for d in reversed(small) if d * d != n]
+
+
 @dataclass(frozen=True, slots=True)
 class Candidate:
     """Global knobs of a plan, with a lower bound on its step time (seconds)."""
@@ -99,6 +106,9 @@ class TrainingSpace:
         self.n_moe = model.num_moe_layers
         self.n_dense = model.num_layers - self.n_moe
         self._probes: dict[LayerKey, tuple[_Ctx, dict[str, float]]] = {}
+        self._hops: dict[tuple[int, float], float] = {}
+        self._states: dict[tuple[int, int, int, int], dict[int, np.ndarray]] = {}
+        self._pps: dict[int, list[int]] = {}
 
     # ---- domains ---------------------------------------------------------------------------------------------
     def tp_values(self) -> list[int]:
@@ -217,59 +227,34 @@ class TrainingSpace:
         emb_params = (model.embedding_params + model.lm_head_params) / key.tp
         logits_bytes = key.mbs * w.seq_len / key.cp * model.vocab_size / key.tp * 6
         usable_max = max(self.usable.values())
-        fp8 = w.precision == "fp8"
-        grad_bytes = 4 if w.grad_dtype == "fp32" else 2
 
         dps = [
             d
-            for d in range(1, gbs // key.mbs + 1)
-            if gbs % (d * key.mbs) == 0
-            and (d * key.cp) % key.ep == 0
-            and space.allows("dp", d)
-            and key.tp * key.cp * d <= self.largest_pool
+            for d in _divisors(gbs // key.mbs)
+            if (d * key.cp) % key.ep == 0 and space.allows("dp", d) and key.tp * key.cp * d <= self.largest_pool
         ]
         if not dps:
             return None
         dp_arr = np.array(dps, dtype=np.int64)
         m_arr = gbs // (dp_arr * key.mbs)
         gps = key.tp * key.cp * dp_arr
-        hops_by_dp = {}
         p_max = min(L, MAX_PP, self.budget // (key.tp * key.cp))
         msg = key.mbs * w.seq_len / key.cp * model.hidden_size * 2 / key.tp
-        for d in dps:
-            g = key.tp * key.cp * d
-            hops_by_dp[d] = min(
-                net.p2p(net.neighbour_tier(ctx.tiers(p), g).bw, net.neighbour_tier(ctx.tiers(p), g).network, msg)
-                for p in self.pools
-            )
-        hop_arr = np.array([hops_by_dp[d] for d in dps])
-        shards = dp_arr * key.cp
-        mem_by_zero = {}
-        for zero in (0, 1, 2, 3):
-            mem = np.zeros(len(dps))
-            for j, sh in enumerate(shards):
-                wb, gb, ob = state_bytes_per_param(zero, int(sh), grad_bytes, fp8)
-                ewb, egb, eob = state_bytes_per_param(zero, max(1, int(sh) // key.ep), grad_bytes, fp8)
-                mem[j] = (dense_params + emb_params) * (wb + gb + ob) + expert_params * (ewb + egb + eob)
-            mem_by_zero[zero] = mem
-        # slot_bound[k-1, j]: least possible max stage work with k stages of gps[j] GPUs each (inf: no room).
-        per_layer = sorted((work[p.name] / L, p.healthy_gpus) for p in self.pools)
-        slot_bound = np.full((max(p_max, 1), len(dps)), np.inf)
-        for j, g in enumerate(gps):
-            inv: list[float] = []
-            for a, healthy in per_layer:
-                if a > 0:
-                    inv += [1.0 / a] * int(healthy // g)
-                if len(inv) >= p_max:
-                    break
-            harmonic = np.cumsum(inv[:p_max])
-            slot_bound[: len(harmonic), j] = L / harmonic
-        pps = [
-            pp
-            for pp in range(1, p_max + 1)
-            if space.allows("pp", pp)
-            and not (model.moe is not None and pp > 1 and model.moe.first_k_dense > L - (pp - 1))
-        ]
+        hop_arr = np.array([self._hop(int(g), msg) for g in gps])
+        mem_by_zero = self._state_memory(key, dense_params + emb_params, expert_params, dps)
+        # slot_bound[k-1, j]: least possible max stage work with k stages of gps[j] GPUs each (inf: no room),
+        # L / (sum of 1/a over the k fastest stage slots, a = per-layer time on the slot's pool).
+        ks = np.arange(1, max(p_max, 1) + 1, dtype=float)[:, None]
+        harmonic = np.zeros((len(ks), len(dps)))
+        filled = np.zeros(len(dps))
+        for a, healthy in sorted((work[p.name] / L, p.healthy_gpus) for p in self.pools):
+            if a > 0:
+                slots = (healthy // gps).astype(float)
+                harmonic += np.clip(ks - filled[None, :], 0.0, slots[None, :]) / a
+                filled = filled + slots
+        with np.errstate(divide="ignore"):
+            slot_bound = np.where((ks <= filled[None, :]) & (harmonic > 0), L / harmonic, np.inf)
+        pps = self._pp_values(p_max)
         cols: dict[str, list[np.ndarray]] = {
             "pp": [],
             "vp": [],
@@ -347,6 +332,58 @@ class TrainingSpace:
             arr["gpus"][order],
             np.stack([arr[k][order] for k in ("pp", "vp", "dp", "sched", "zero")], axis=1),
         )
+
+    def _hop(self, gpus_per_stage: int, msg: float) -> float:
+        """The fastest pipeline hop of `msg` bytes over the pools, for stages of `gpus_per_stage` GPUs."""
+        hit = self._hops.get((gpus_per_stage, msg))
+        if hit is None:
+            hit = math.inf
+            for p in self.pools:
+                tier = net.neighbour_tier(net.pool_tiers(p, self.cluster.fabric_of(p)), gpus_per_stage)
+                hit = min(hit, net.p2p(tier.bw, tier.network, msg))
+            self._hops[(gpus_per_stage, msg)] = hit
+        return hit
+
+    def _state_memory(
+        self, key: LayerKey, dense_params: float, expert_params: float, dps: list[int]
+    ) -> dict[int, np.ndarray]:
+        """Per ZeRO stage, the bytes of weights, gradients and optimizer states one model-parallel rank group
+        holds in all, for each dp (sharded over dp x cp; experts over dp x cp / ep) [costmodel A]."""
+        ck = (key.tp, key.cp, key.ep, key.mbs)
+        hit = self._states.get(ck)
+        if hit is None:
+            fp8 = self.w.precision == "fp8"
+            grad_bytes = 4 if self.w.grad_dtype == "fp32" else 2
+
+            def per_param(zero: int, shards: int) -> float:
+                return sum(state_bytes_per_param(zero, shards, grad_bytes, fp8))
+
+            hit = {
+                zero: np.array(
+                    [
+                        dense_params * per_param(zero, d * key.cp)
+                        + expert_params * per_param(zero, max(1, d * key.cp // key.ep))
+                        for d in dps
+                    ]
+                )
+                for zero in (0, 1, 2, 3)
+            }
+            self._states[ck] = hit
+        return hit
+
+    def _pp_values(self, p_max: int) -> list[int]:
+        """Pipeline degrees up to p_max the space allows (an MoE model's leading dense layers fit stage 0)."""
+        hit = self._pps.get(p_max)
+        if hit is None:
+            model, L = self.model, self.model.num_layers
+            hit = [
+                pp
+                for pp in range(1, p_max + 1)
+                if self.space.allows("pp", pp)
+                and not (model.moe is not None and pp > 1 and model.moe.first_k_dense > L - (pp - 1))
+            ]
+            self._pps[p_max] = hit
+        return hit
 
     def _sched_ok(self, sched: str) -> bool:
         pinned = self.space.pinned_values("schedule")

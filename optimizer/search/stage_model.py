@@ -34,6 +34,17 @@ class StageLayout:
     bound_s: float
 
 
+_Table = tuple[dict[str, list[int]], list[int]]  # integer columns by name, and the indices filled in
+
+
+class _Model(cp_model.CpModel):
+    """A CpModel without the camelCase aliases OR-Tools attaches to every instance (about 1 ms per model;
+    the search builds hundreds of small models)."""
+
+    def _add_pre_pep8_methods(self) -> None:
+        pass
+
+
 class _Vars:
     """Variables of the stage model; owns extraction."""
 
@@ -75,7 +86,7 @@ class StageModel:
         self.l_first = [x for x in range(vp, hi + 1, vp) if x >= self.k_dense and (x - self.k_dense) % self.freq == 0]
         self.l_other = [x for x in range(step, hi + 1, step)]
         self.scale = vp if c.schedule == "interleaved-1f1b" else 1
-        self._roles: dict[tuple[bool, bool], dict[str, list[int]]] = {}  # tables, built once per candidate
+        self._roles: dict[tuple[bool, bool], _Table] = {}  # tables, built once per candidate
         self.inflight_num = [  # in-flight micro-batches x scale (an integer for every schedule)
             round(inflight_microbatches(c, i, cand.microbatches) * self.scale) for i in range(pp)
         ]
@@ -92,6 +103,53 @@ class StageModel:
     def _idx(self, q: int, qn: int, layers: int) -> int:
         return (q * (self.Q + 1) + qn) * (self.L + 1) + layers
 
+    def _role_table(self, role: tuple[bool, bool], upper_bound_s: float | None) -> _Table:
+        """The cost-model values of a stage role (first, last) over (pool, next pool, layers), as integer tables,
+        and the indices computed. Built once per candidate, by increasing layers per (pool, next pool), stopping
+        at the first layer count that can never be part of a plan: both cut-offs are monotone in the layers, so
+        every larger count fails too.
+        - Memory: states + reserve + the role's fewest in-flight micro-batches x activations exceed the GPU
+          (each term grows with the layers; the transient terms are left out, so this is a lower bound).
+        - Time, given an upper bound on the step: m x the stage's time per micro-batch exceeds it. Every
+          schedule's step is at least m x the slowest stage's time (1F1B/GPipe: sum t + (m-1) t_max; interleaved:
+          m t_max + (sum t - t_max)/v; ZB-H1: m t_max + sum u - max u with u = t - 2w >= forward >= 0, as the
+          backward holds both the dgrad and wgrad GEMMs), and the stage's time grows with its layers.
+        A later call with a lower bound reuses the table (bounds only fall during a search)."""
+        hit = self._roles.get(role)
+        if hit is not None:
+            return hit
+        c, m = self.cand.config, self.cand.microbatches
+        pp, Q, L = c.pp, self.Q, self.L
+        first, last = role
+        positions = [i for i in range(pp) if (i == 0, i == pp - 1) == role]
+        inflight_min = min(inflight_microbatches(c, i, m) for i in positions)
+        lvals = self.l_first if first else self.l_other
+        nexts = [Q] if last else list(range(Q))
+        size = Q * (Q + 1) * (L + 1)
+        ns = 1.0 / TIME_UNIT_S
+        limit = math.inf if upper_bound_s is None else upper_bound_s * (1 + 1e-9)
+        tab = {k: [0] * size for k in ("t", "b", "e", "u", "static", "act", "cap")}
+        entries: list[int] = []
+        i0 = positions[0]
+        for q in range(Q):
+            for qn in nexts:
+                for x in lvals:
+                    sc = self._cost(i0, q, None if qn == Q else qn, x)
+                    states = sc.weights + sc.grads + sc.optim + sc.emb + sc.reserve
+                    if states + inflight_min * sc.act_per_mb > sc.capacity or m * sc.time > limit:
+                        break
+                    j = self._idx(q, qn, x)
+                    tab["t"][j] = round(sc.time * ns)
+                    tab["b"][j] = round(sc.bwd * ns)
+                    tab["e"][j] = round(sc.end * ns)
+                    tab["u"][j] = round((sc.time - 2 * sc.wgrad) * ns)
+                    tab["static"][j] = round(sc.static)
+                    tab["act"][j] = round(sc.act_per_mb)
+                    tab["cap"][j] = int(sc.capacity)
+                    entries.append(j)
+        self._roles[role] = (tab, entries)
+        return tab, entries
+
     def build(
         self,
         upper_bound_s: float | None = None,
@@ -103,44 +161,31 @@ class StageModel:
         pp, Q, L = c.pp, self.Q, self.L
         if Q == 0:
             return None
-        model = cp_model.CpModel()
-        v = _Vars()
-        size = Q * (Q + 1) * (L + 1)
-        ns = 1.0 / TIME_UNIT_S
-        roles = self._roles
+        t_limit = math.inf if upper_bound_s is None else upper_bound_s / TIME_UNIT_S / m + 1
+        domains: list[_Table] = []
         for i in range(pp):
-            role = (i == 0, i == pp - 1)
-            lvals = self.l_first if i == 0 else self.l_other
-            nexts = [Q] if i == pp - 1 else list(range(Q))
-            if role not in roles:
-                tab = {k: [0] * size for k in ("t", "b", "e", "u", "static", "act", "cap")}
-                for q in range(Q):
-                    for qn in nexts:
-                        for x in lvals:
-                            sc = self._cost(i, q, None if qn == Q else qn, x)
-                            j = self._idx(q, qn, x)
-                            tab["t"][j] = round(sc.time * ns)
-                            tab["b"][j] = round(sc.bwd * ns)
-                            tab["e"][j] = round(sc.end * ns)
-                            tab["u"][j] = round((sc.time - 2 * sc.wgrad) * ns)
-                            tab["static"][j] = round(sc.static)
-                            tab["act"][j] = round(sc.act_per_mb)
-                            tab["cap"][j] = int(sc.capacity)
-                roles[role] = tab
-            tab = roles[role]
+            tab, entries = self._role_table((i == 0, i == pp - 1), upper_bound_s)
             # Memory limit [cost model A]: the stage's (pool, next pool, layers) index may only take values whose
-            # static memory + in-flight micro-batches x activations fits the pool's GPU (exact, per stage).
+            # static memory + in-flight micro-batches x activations fits the pool's GPU (exact, per stage); and,
+            # under an upper bound on the step, whose m x stage time stays below it (see _role_table).
             allowed = [
-                self._idx(q, qn, x)
-                for q in range(Q)
-                for qn in nexts
-                for x in lvals
-                if self.scale * tab["static"][self._idx(q, qn, x)]
-                + self.inflight_num[i] * tab["act"][self._idx(q, qn, x)]
-                <= self.scale * tab["cap"][self._idx(q, qn, x)]
+                j
+                for j in entries
+                if self.scale * tab["static"][j] + self.inflight_num[i] * tab["act"][j] <= self.scale * tab["cap"][j]
+                and tab["t"][j] <= t_limit
             ]
             if not allowed:
                 return None
+            domains.append((tab, allowed))
+        # Layer balance, checked before building: the stages' layer ranges must be able to sum to the model.
+        lows = [min(j % (L + 1) for j in a) for _, a in domains]
+        highs = [max(j % (L + 1) for j in a) for _, a in domains]
+        if sum(lows) > L or sum(highs) < L:
+            return None
+        model = _Model()
+        v = _Vars()
+        for i, (tab, allowed) in enumerate(domains):
+            lvals = sorted({j % (L + 1) for j in allowed})
             idx = model.new_int_var_from_domain(cp_model.Domain.from_values(allowed), f"idx{i}")
             lay = model.new_int_var_from_domain(cp_model.Domain.from_values(lvals), f"layers{i}")
             qv: cp_model.IntVar | int = model.new_int_var(0, Q - 1, f"pool{i}") if Q > 1 else 0
