@@ -326,8 +326,8 @@ def _stage_cost(
         transient = tokens * model.vocab_size / tp * (4 + 2)
     if c.recompute == "full":
         transient = max(transient, ctx.recompute_peak[moe_layers > 0])
-    if c.zero_stage == 3:  # two unsharded layers prefetched [LA analysis.py training()]
-        per_layer = (dense_p + expert_p) * dpc / max(1, layers)
+    if c.zero_stage == 3:  # two unsharded bf16 layers prefetched (forward + backward) [LA analysis.py training()]
+        per_layer = (dense_p + expert_p) / max(1, layers)  # stage_params are per TP/EP rank, not yet DP-sharded
         transient += 2 * per_layer * 2
     weights = dense_p * wb + expert_p * ewb
     grads = dense_p * gb + expert_p * egb

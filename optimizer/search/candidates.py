@@ -64,6 +64,27 @@ def _divisors(n: int) -> list[int]:
     return small + [n // d for d in reversed(small) if d * d != n]
 
 
+def _staggered_memory_bound(
+    layers: int, states: np.ndarray, act: float, pv: np.ndarray, m_arr: np.ndarray
+) -> np.ndarray:
+    """A lower bound on the largest per-GPU memory over the stages of a 1F1B / ZB-H1 pipeline (less the reserve),
+    for each (pp in pv, dp): stage i holds n_i = min(p - i, m) micro-batches in flight [costmodel A], so `layers`
+    layers of this type, x_i on stage i, need max_i x_i (s + n_i a) >= layers / sum_i 1/(s + n_i a) (the
+    minimax of a split with positive weights equalizes them). s: states per layer per dp, a: activations per
+    layer and micro-batch. Embedding, logits and transients only add to it."""
+    p_top = int(pv.max())
+    c = states / act  # (D,)
+    n = np.arange(1, p_top + 1, dtype=float)[:, None]
+    cum = np.cumsum(1.0 / (c[None, :] + n), axis=0)  # cum[k-1, d] = sum_{n=1..k} 1/(c_d + n)
+    m = m_arr[None, :]
+    p = pv[:, None]
+    k = np.minimum(p, m)
+    harmonic = np.take_along_axis(cum, np.broadcast_to(k - 1, (len(pv), len(m_arr))), axis=0)
+    harmonic = harmonic + np.maximum(0, p - m) / (c[None, :] + m)
+    bound: np.ndarray = layers * act / harmonic
+    return bound
+
+
 @dataclass(frozen=True, slots=True)
 class Candidate:
     """Global knobs of a plan, with a lower bound on its step time (seconds)."""
@@ -107,7 +128,7 @@ class TrainingSpace:
         self.n_dense = model.num_layers - self.n_moe
         self._probes: dict[LayerKey, tuple[_Ctx, dict[str, float]]] = {}
         self._hops: dict[tuple[int, float], float] = {}
-        self._states: dict[tuple[int, int, int, int], dict[int, np.ndarray]] = {}
+        self._states: dict[tuple[str, int, int, int, int], dict[int, np.ndarray]] = {}
         self._pps: dict[int, list[int]] = {}
 
     # ---- domains ---------------------------------------------------------------------------------------------
@@ -209,15 +230,21 @@ class TrainingSpace:
         ctx, work = self._probe(key)
         probe = ctx.c
         logits = {}
-        act_layers = 0.0
         for pool in self.pools:
             single = stage_cost(ctx, False, True, 0, 0, pool, None)
             logits[pool.name] = single.time
-        act_layers = self.n_dense * activation_bytes_per_layer(model, probe, w.seq_len, False, w.flash_attention)
-        if self.n_moe:
-            act_layers += self.n_moe * activation_bytes_per_layer(model, probe, w.seq_len, True, w.flash_attention)
+        act_dense = activation_bytes_per_layer(model, probe, w.seq_len, False, w.flash_attention)
+        act_moe = activation_bytes_per_layer(model, probe, w.seq_len, True, w.flash_attention) if self.n_moe else 0.0
+        act_layers = self.n_dense * act_dense + self.n_moe * act_moe
         w_min = min(work.values())
         x_last = min(logits.values())
+        # Integer layers: some stage holds at least ceil(n / pp) of the model's n layers of a type (dense, MoE),
+        # each costing at least that type's per-layer time on the fastest pool [same terms as layer_work].
+        per_type = [
+            (n, min(layer_work(ctx, p, int(not moe), int(moe)) for p in self.pools))
+            for n, moe in ((self.n_dense, False), (self.n_moe, True))
+            if n
+        ]
         # Parameters one model-parallel rank group holds in all (split by TP; experts by TP x EP).
         dense_params = (
             self.n_dense * model.dense_layer_params
@@ -241,7 +268,22 @@ class TrainingSpace:
         p_max = min(L, MAX_PP, self.budget // (key.tp * key.cp))
         msg = key.mbs * w.seq_len / key.cp * model.hidden_size * 2 / key.tp
         hop_arr = np.array([self._hop(int(g), msg) for g in gps])
-        mem_by_zero = self._state_memory(key, dense_params + emb_params, expert_params, dps)
+        mem_by_zero = self._state_memory(key, "all", dense_params + emb_params, expert_params, dps)
+        # One layer's states per GPU of its stage, by layer type (dense; MoE: shared part + experts).
+        layer_types = [
+            (n, act, self._state_memory(key, kind, dense / key.tp, expert / (key.tp * key.ep), dps))
+            for kind, n, act, dense, expert in (
+                ("dense", self.n_dense, act_dense, model.dense_layer_params, 0.0),
+                (
+                    "moe",
+                    self.n_moe,
+                    act_moe,
+                    model.moe_layer_params - model.moe_expert_params_per_layer,
+                    model.moe_expert_params_per_layer,
+                ),
+            )
+            if n
+        ]
         # slot_bound[k-1, j]: least possible max stage work with k stages of gps[j] GPUs each (inf: no room),
         # L / (sum of 1/a over the k fastest stage slots, a = per-layer time on the slot's pool).
         ks = np.arange(1, max(p_max, 1) + 1, dtype=float)[:, None]
@@ -291,7 +333,12 @@ class TrainingSpace:
                 stage_sum = w_min + x_last + P * hops
                 # The slowest stage: at least the mean, and at least L / (sum of 1/a over the pp fastest stage
                 # slots the pools can host) with a_q the per-layer time on pool q (capacity-aware bound).
-                avg = np.maximum(stage_sum / P, slot_bound[pv - 1, :])
+                # Each stage also pays its pipeline hops, so the slowest stage's layer work + hops bounds it too.
+                heaviest = slot_bound[pv - 1, :]
+                for n, a in per_type:  # stages hold multiples of vp layers when all layers are of one type
+                    step_ = vp if n == L else 1
+                    heaviest = np.maximum(heaviest, a * step_ * np.ceil(n / (step_ * P)))
+                avg = np.maximum(stage_sum / P, heaviest + hops)
                 np.seterr(invalid="ignore")  # inf x 0 where a pipeline has no room: masked out below
                 for sched in scheds:
                     ok_s = base_ok & ((m_arr[None, :] % pv[:, None]) == 0) if sched == "interleaved-1f1b" else base_ok
@@ -312,6 +359,9 @@ class TrainingSpace:
                             continue
                         mem_avg = (mem_by_zero[zero][None, :] + logits_bytes + inflight_min * act_layers) / P
                         ok = ok_s & (mem_avg <= usable_max) if prune_memory else ok_s
+                        if prune_memory and multi and sched in ("1f1b", "zb-h1"):
+                            for n, act, states in layer_types:
+                                ok &= _staggered_memory_bound(n, states[zero], act, pv, m_arr) <= usable_max
                         ii, jj = np.nonzero(ok)
                         if not len(ii):
                             continue
@@ -345,11 +395,12 @@ class TrainingSpace:
         return hit
 
     def _state_memory(
-        self, key: LayerKey, dense_params: float, expert_params: float, dps: list[int]
+        self, key: LayerKey, tag: str, dense_params: float, expert_params: float, dps: list[int]
     ) -> dict[int, np.ndarray]:
-        """Per ZeRO stage, the bytes of weights, gradients and optimizer states one model-parallel rank group
-        holds in all, for each dp (sharded over dp x cp; experts over dp x cp / ep) [costmodel A]."""
-        ck = (key.tp, key.cp, key.ep, key.mbs)
+        """Per ZeRO stage, the bytes of weights, gradients and optimizer states of `dense_params` and
+        `expert_params` on one GPU, for each dp (sharded over dp x cp; experts over dp x cp / ep) [costmodel A].
+        Cached per `tag` and the knobs that decide the dp values."""
+        ck = (tag, key.tp, key.cp, key.ep, key.mbs)
         hit = self._states.get(ck)
         if hit is None:
             fp8 = self.w.precision == "fp8"

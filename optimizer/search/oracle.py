@@ -63,8 +63,17 @@ def oracle_plan(
     model: ModelSpec, cluster: ClusterSpec, w: TrainingWorkload, space: SearchSpace | None = None
 ) -> tuple[float, int, ParallelConfig] | None:
     """(best step time, its GPUs, its configuration), or None when nothing fits."""
+    ranked = oracle_ranked(model, cluster, w, space)
+    return ranked[0] if ranked else None
+
+
+def oracle_ranked(
+    model: ModelSpec, cluster: ClusterSpec, w: TrainingWorkload, space: SearchSpace | None = None
+) -> list[tuple[float, int, ParallelConfig]]:
+    """The best plan of every (tp, pp, dp, cp, ep) signature, best first: what the planner's top-K alternatives
+    are drawn from."""
     ts = TrainingSpace(model, cluster, w, space or SearchSpace())
-    best: tuple[float, int, ParallelConfig] | None = None
+    best: dict[tuple[int, ...], tuple[float, int, ParallelConfig]] = {}
     for key in ts.layer_keys():
         batch = ts.key_batch(key, prune_memory=False)
         if batch is None:
@@ -77,6 +86,8 @@ def oracle_plan(
                     est = estimate(model, cluster, w, cfg)
                 except DomainError:
                     continue  # e.g. too many GPUs of one pool: the planner's pool-capacity family
-                if est.feasible and (best is None or (est.step_time_s, cfg.gpus) < (best[0], best[1])):
-                    best = (est.step_time_s, cfg.gpus, cfg)
-    return best
+                sig = (cfg.tp, cfg.pp, cfg.dp, cfg.cp, cfg.ep)
+                prev = best.get(sig)
+                if est.feasible and (prev is None or (est.step_time_s, cfg.gpus) < (prev[0], prev[1])):
+                    best[sig] = (est.step_time_s, cfg.gpus, cfg)
+    return sorted(best.values(), key=lambda v: (v[0], v[1]))

@@ -122,10 +122,11 @@ def _plan_training(
     total = 0
     next_key = 0
 
-    def expand_keys_below(limit: float) -> None:
-        """Enumerate the candidates of every layer key whose bound is below `limit` (lazily, best first)."""
+    def expand_keys() -> None:
+        """Enumerate the candidates of the layer keys (lazily, best bound first) until the heap's top is below
+        the next unexpanded key's bound, or that bound cannot beat the K-th best plan."""
         nonlocal next_key, total
-        while next_key < len(keys) and keys[next_key][0] < limit:
+        while next_key < len(keys) and keys[next_key][0] < min(heap[0][0] if heap else math.inf, threshold()):
             b = ts.key_batch(keys[next_key][2])
             next_key += 1
             if b is not None:
@@ -188,7 +189,7 @@ def _plan_training(
     while True:
         # The next key's bound is below every candidate of that key: expand keys until the heap's top is
         # below the next unexpanded key's bound (or no key is left).
-        expand_keys_below(min(heap[0][0] if heap else math.inf, threshold()))
+        expand_keys()
         if not heap:
             bound = keys[next_key][0] if next_key < len(keys) else math.inf
             break

@@ -83,7 +83,12 @@ class StageModel:
         self.freq = moe.layer_freq if moe is not None and pp > 1 else 1
         hi = L - (pp - 1) * vp
         step = vp * self.freq // math.gcd(vp, self.freq)
-        self.l_first = [x for x in range(vp, hi + 1, vp) if x >= self.k_dense and (x - self.k_dense) % self.freq == 0]
+        if pp == 1:  # one stage holds the whole model
+            self.l_first = [L]
+        else:
+            self.l_first = [
+                x for x in range(vp, hi + 1, vp) if x >= self.k_dense and (x - self.k_dense) % self.freq == 0
+            ]
         self.l_other = [x for x in range(step, hi + 1, step)]
         self.scale = vp if c.schedule == "interleaved-1f1b" else 1
         self._roles: dict[tuple[bool, bool], _Table] = {}  # tables, built once per candidate
@@ -182,6 +187,12 @@ class StageModel:
         highs = [max(j % (L + 1) for j in a) for _, a in domains]
         if sum(lows) > L or sum(highs) < L:
             return None
+        # Stage 0 has no cool-down slack: step >= pipeline + its end work >= the candidate's pipeline bound + the
+        # least end work any allowed stage-0 entry has (see _objective).
+        if upper_bound_s is not None:
+            tab0, allowed0 = domains[0]
+            if self.cand.lb + min(tab0["e"][j] for j in allowed0) * TIME_UNIT_S >= upper_bound_s:
+                return None
         model = _Model()
         v = _Vars()
         for i, (tab, allowed) in enumerate(domains):

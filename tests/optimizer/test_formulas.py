@@ -194,3 +194,17 @@ def test_step_breakdown_adds_up(llama70b: ModelSpec, two_dgx_h100: ClusterSpec) 
         ParallelConfig(tp=8, pp=4, dp=2, zero_stage=1, sequence_parallel=True),
     )
     assert sum(est.breakdown.model_dump().values()) == pytest.approx(est.step_time_s, rel=1e-9)
+
+
+def test_zero3_gathers_two_unsharded_layers_whatever_the_dp(llama70b: ModelSpec, two_dgx_h100: ClusterSpec) -> None:
+    # ZeRO-3 prefetches one unsharded layer forward and one backward: 2 x 2 B x (layer params / tp), the same at
+    # every dp (the layer is gathered whole) [costmodel: "ZeRO-3 transient"; LA analysis.py training()].
+    w = TrainingWorkload(global_batch_size=16, seq_len=4096)
+    transients = []
+    for dp in (2, 4):
+        c = ParallelConfig(tp=4, pp=1, dp=dp, zero_stage=3)
+        est = estimate(llama70b, two_dgx_h100, w, c)
+        logits = 1 * 4096 * llama70b.vocab_size / 4 * 6
+        transients.append(est.stages[0].memory_gb.transient * 1e9 - logits)
+    assert transients[0] == pytest.approx(transients[1])
+    assert transients[0] == pytest.approx(2 * 2 * llama70b.dense_layer_params / 4)

@@ -12,7 +12,7 @@ from optimizer.errors import DomainError
 from optimizer.estimate import estimate
 from optimizer.model_loading import load_model_preset
 from optimizer.model_spec import ModelSpec
-from optimizer.search.oracle import oracle_plan
+from optimizer.search.oracle import oracle_plan, oracle_ranked
 from optimizer.search.planner import plan
 from optimizer.search.space import SearchSpace, parse_pins
 from optimizer.workload import InferenceWorkload, TrainingWorkload
@@ -27,6 +27,26 @@ def tiny_model(layers: int = 6, hidden: int = 1024, heads: int = 8, kv: int = 8,
         num_attention_heads=heads,
         num_kv_heads=kv,
         vocab_size=vocab,
+    )
+
+
+def tiny_moe(layers: int = 4, first_k_dense: int = 1) -> ModelSpec:
+    return ModelSpec.model_validate(
+        {
+            "name": "tiny-moe",
+            "num_layers": layers,
+            "hidden_size": 1024,
+            "ffn_hidden_size": 4096,
+            "num_attention_heads": 8,
+            "num_kv_heads": 8,
+            "vocab_size": 32000,
+            "moe": {
+                "num_experts": 4,
+                "top_k": 2,
+                "expert_ffn_hidden_size": 2048,
+                "first_k_dense": first_k_dense,
+            },
+        }
     )
 
 
@@ -104,6 +124,31 @@ def test_heterogeneous_equals_oracle() -> None:
     check_against_oracle(
         tiny_model(layers=4), cluster, TrainingWorkload(global_batch_size=8, seq_len=2048), SMALL_SPACE
     )
+
+
+@pytest.mark.parametrize(("memory", "gbs", "first_k_dense"), [(2.0, 8, 1), (4.0, 8, 0), (1.6, 4, 1)])
+def test_moe_equals_oracle(memory: float, gbs: int, first_k_dense: int) -> None:
+    # Dense and MoE layers (experts split by EP), the leading dense layer on stage 0: the planner's per-layer-type
+    # bounds (integer layers, staggered in-flight memory) must never cut the optimum.
+    check_against_oracle(
+        tiny_moe(first_k_dense=first_k_dense),
+        small_cluster(memory),
+        TrainingWorkload(global_batch_size=gbs, seq_len=2048),
+        SearchSpace(pins=parse_pins(["mbs=1,2", "vp<=2", "cp=1"])),
+    )
+
+
+@pytest.mark.parametrize(("memory", "second"), [(2.0, None), (2.5, 3.0)])
+def test_top_k_equal_the_oracles_best_signatures(memory: float, second: float | None) -> None:
+    # The runners-up are the best plans of the next-best (tp, pp, dp, cp, ep): the search's stopping rule (the
+    # K-th best found beats every open bound) must prove all K, not only the first.
+    model, cluster = tiny_model(layers=4), small_cluster(memory, gpn=2 if second else 4, second=second)
+    w = TrainingWorkload(global_batch_size=8, seq_len=2048)
+    got = plan(model, cluster, w, SMALL_SPACE, top_k=3, time_limit_s=120)
+    want = oracle_ranked(model, cluster, w, SMALL_SPACE)[:3]
+    assert got.status == "OPTIMAL" and got.objective_value is not None and len(want) == 3
+    objectives = [got.objective_value] + [got.objective_value + a.delta_s for a in got.alternatives]
+    assert objectives == pytest.approx([v[0] for v in want], abs=1e-6)
 
 
 @settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
