@@ -80,7 +80,7 @@ def explain(
 
 def diagnose_infeasible(ts: TrainingSpace, thorough: bool = True) -> InfeasibilityReport:
     """Name the resource that runs out and search for the smallest change that makes a plan exist."""
-    from optimizer.search.planner import plan
+    from optimizer.search.planner import has_plan
     from optimizer.search.space import SearchSpace
 
     model, cluster, w, space = ts.model, ts.cluster, ts.w, ts.space
@@ -105,10 +105,9 @@ def diagnose_infeasible(ts: TrainingSpace, thorough: bool = True) -> Infeasibili
 
     def feasible(m: object, c: ClusterSpec, wl: object, sp: SearchSpace) -> bool:
         try:
-            r = plan(m, c, wl, sp, top_k=1, time_limit_s=3.0, diagnose=False)  # type: ignore[arg-type]
+            return has_plan(m, c, wl, sp, time_limit_s=3.0)  # type: ignore[arg-type]
         except Exception:  # a relaxation that breaks a rule is simply not a suggestion
             return False
-        return r.plan is not None
 
     relaxed = {k: v for k, v in space.pins.items() if k not in ("recompute", "zero")}
     if len(relaxed) != len(space.pins):
@@ -144,7 +143,12 @@ def diagnose_infeasible(ts: TrainingSpace, thorough: bool = True) -> Infeasibili
                     )
                 )
                 break
-    if w.mode == "training" and w.global_batch_size > 1:
+    # A smaller batch only shrinks activations: when one sequence does not fit, no halving will (one probe).
+    if (
+        w.mode == "training"
+        and w.global_batch_size > 1
+        and feasible(model, cluster, w.model_copy(update={"global_batch_size": 1}), space)
+    ):
         gbs = w.global_batch_size
         while gbs > 1:
             gbs //= 2

@@ -111,6 +111,7 @@ def _plan_training(
     progress: ProgressFn | None,
     cancelled: Callable[[], bool] | None,
     diagnose: bool = True,
+    first_feasible: bool = False,
 ) -> PlanResult:
     t0 = time.perf_counter()
     ts = TrainingSpace(model, cluster, w, space)
@@ -210,6 +211,9 @@ def _plan_training(
             if b.next < len(b.lbs):
                 heapq.heappush(heap, (b.peek(), int(b.gpus[b.next]), 0, i))
             consider(cand)
+        if first_feasible and found:
+            status = "FEASIBLE"
+            break
         if progress is not None:
             best = min((v[0] for v in found.values()), default=None)
             progress(Progress(best, lb, time.perf_counter() - t0, solved))
@@ -250,6 +254,21 @@ def _plan_training(
         candidates_total=total,
         candidates_solved=solved,
     )
+
+
+def has_plan(
+    model: ModelSpec,
+    cluster: ClusterSpec,
+    w: TrainingWorkload,
+    space: SearchSpace,
+    time_limit_s: float,
+) -> bool:
+    """Whether any training plan fits (the search stops at the first one): the infeasibility diagnosis probes
+    relaxations with it."""
+    ts = TrainingSpace(model, cluster, w, space)
+    check_pins(ts)
+    r = _plan_training(model, cluster, w, space, 1, time_limit_s, None, None, None, False, first_feasible=True)
+    return r.plan is not None
 
 
 def _warm_candidate(ts: TrainingSpace, prev: ParallelConfig) -> Candidate | None:

@@ -281,3 +281,19 @@ def test_inference_plan() -> None:
     assert r.status == "OPTIMAL" and r.plan is not None
     assert r.plan.estimate.tpot_s == pytest.approx(r.objective_value, abs=1e-6)
     assert r.plan.config.tp == 8  # the latency-optimal plan on one NVLink node uses all of it for TP
+
+
+def test_infeasible_suggests_the_largest_batch_that_fits() -> None:
+    # GPipe keeps every micro-batch in flight: with dp and mbs pinned, activations grow with the batch, so a
+    # smaller batch is the fix; the suggestion is the largest halving that fits, and it really does fit.
+    m, c = tiny_model(layers=4), small_cluster(3.0)
+    space = SearchSpace(pins=parse_pins(["pp=2", "schedule=gpipe", "dp=1", "mbs=1", "tp=1", "cp=1"]))
+    w = TrainingWorkload(global_batch_size=512, seq_len=4096)
+    r = plan(m, c, w, space, time_limit_s=30)
+    assert r.status == "INFEASIBLE" and r.explanation is not None and r.explanation.infeasible is not None
+    changes = [s.change for s in r.explanation.infeasible.suggestions]
+    batch = [x for x in changes if x.startswith("smaller global batch")]
+    assert len(batch) == 1, changes
+    gbs = int(batch[0].split(": ")[1].split()[0])
+    assert plan(m, c, w.model_copy(update={"global_batch_size": gbs}), space, time_limit_s=30).plan is not None
+    assert plan(m, c, w.model_copy(update={"global_batch_size": gbs * 2}), space, time_limit_s=30).plan is None
