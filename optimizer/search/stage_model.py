@@ -10,6 +10,7 @@ pipeline objective.
 
 from __future__ import annotations
 
+import bisect
 import math
 import time
 from collections.abc import Callable
@@ -58,6 +59,7 @@ class _Vars:
         self.u: list[cp_model.IntVar] = []
         self.step: cp_model.IntVar | None = None
         self.bounds: dict[str, tuple[int, int]] = {}  # name -> (min, max) over all stages
+        self.linked: list[int] = []  # stages whose table index is a (pool, next pool, layers) variable
 
     def extract(self, solver: cp_model.CpSolver, pool_names: list[str]) -> tuple[tuple[int, ...], tuple[str, ...]]:
         layers = tuple(int(solver.value(v)) for v in self.layers)
@@ -155,13 +157,8 @@ class StageModel:
         self._roles[role] = (tab, entries)
         return tab, entries
 
-    def build(
-        self,
-        upper_bound_s: float | None = None,
-        hint: tuple[tuple[int, ...], tuple[str, ...]] | None = None,
-        fixed_pools: tuple[int, ...] | None = None,
-    ) -> tuple[cp_model.CpModel, _Vars] | None:
-        """The model, or None when some stage has no feasible (pool, layers) at all."""
+    def _domains(self, upper_bound_s: float | None, fixed_pools: tuple[int, ...] | None) -> list[_Table] | None:
+        """Per stage, the table indices it may take, or None when some stage has none."""
         c, m = self.cand.config, self.cand.microbatches
         pp, Q, L = c.pp, self.Q, self.L
         if Q == 0:
@@ -170,6 +167,10 @@ class StageModel:
         domains: list[_Table] = []
         for i in range(pp):
             tab, entries = self._role_table((i == 0, i == pp - 1), upper_bound_s)
+            if fixed_pools is not None:  # a branch of the pool-block decomposition: (pool, next pool) known
+                qn = fixed_pools[i + 1] if i + 1 < pp else Q
+                base = (fixed_pools[i] * (Q + 1) + qn) * (L + 1)
+                entries = [j for j in entries if base <= j < base + L + 1]
             # Memory limit [cost model A]: the stage's (pool, next pool, layers) index may only take values whose
             # static memory + in-flight micro-batches x activations fits the pool's GPU (exact, per stage); and,
             # under an upper bound on the step, whose m x stage time stays below it (see _role_table).
@@ -182,24 +183,91 @@ class StageModel:
             if not allowed:
                 return None
             domains.append((tab, allowed))
-        # Layer balance, checked before building: the stages' layer ranges must be able to sum to the model.
-        lows = [min(j % (L + 1) for j in a) for _, a in domains]
-        highs = [max(j % (L + 1) for j in a) for _, a in domains]
-        if sum(lows) > L or sum(highs) < L:
+        return domains
+
+    def _layout_bound(self, domains: list[_Table]) -> float:
+        """A lower bound on the step time of any layout within `domains`, seconds (inf: no layout).
+
+        Layer balance: the slowest stage takes at least T*, the least T for which the stages' largest layer
+        counts with time <= T sum to the model's layers (a relaxation of the integer split; exact in T). Then the
+        schedule's pipeline formula with T* for the maximum and each stage's least time for the sum, plus stage
+        0's least end work (stage 0 has no cool-down slack), as in _objective."""
+        L, m, c = self.L, self.cand.microbatches, self.cand.config
+        stages = [sorted((tab["t"][j], j % (L + 1)) for j in allowed) for tab, allowed in domains]
+        if sum(min(x for _, x in st) for st in stages) > L:
+            return math.inf
+        reach: list[tuple[list[int], list[int]]] = []  # per stage: times ascending, most layers within each time
+        for st in stages:
+            most, xs = -1, []
+            for _, x in st:
+                most = max(most, x)
+                xs.append(most)
+            reach.append(([t for t, _ in st], xs))
+
+        def layers_within(limit: int) -> int:
+            total = 0
+            for times, xs in reach:
+                k = bisect.bisect_right(times, limit)
+                if k == 0:
+                    return -1
+                total += xs[k - 1]
+            return total
+
+        candidates = sorted({t for st in stages for t, _ in st})
+        lo, hi = 0, len(candidates) - 1
+        if layers_within(candidates[hi]) < L:
+            return math.inf
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if layers_within(candidates[mid]) >= L:
+                hi = mid
+            else:
+                lo = mid + 1
+        t_max = candidates[lo]
+        t_sum = sum(st[0][0] for st in stages)
+        if c.schedule == "interleaved-1f1b":
+            pipe = (m - 1 / c.vp) * t_max + t_sum / c.vp
+        elif c.schedule == "zb-h1":
+            pipe = m * t_max
+        else:
+            pipe = t_sum + (m - 1) * t_max
+        tab0, allowed0 = domains[0]
+        return (pipe + min(tab0["e"][j] for j in allowed0)) * TIME_UNIT_S
+
+    def build(
+        self,
+        upper_bound_s: float | None = None,
+        hint: tuple[tuple[int, ...], tuple[str, ...]] | None = None,
+        fixed_pools: tuple[int, ...] | None = None,
+    ) -> tuple[cp_model.CpModel, _Vars] | None:
+        """The model, or None when some stage has no feasible (pool, layers) at all."""
+        c, m = self.cand.config, self.cand.microbatches
+        _pp, Q, L = c.pp, self.Q, self.L
+        if Q == 0:
             return None
-        # Stage 0 has no cool-down slack: step >= pipeline + its end work >= the candidate's pipeline bound + the
-        # least end work any allowed stage-0 entry has (see _objective).
-        if upper_bound_s is not None:
-            tab0, allowed0 = domains[0]
-            if self.cand.lb + min(tab0["e"][j] for j in allowed0) * TIME_UNIT_S >= upper_bound_s:
-                return None
+        domains = self._domains(upper_bound_s, fixed_pools)
+        if domains is None:
+            return None
+        if upper_bound_s is not None and self._layout_bound(domains) > upper_bound_s * (1 + 1e-9):
+            return None
         model = _Model()
         v = _Vars()
         for i, (tab, allowed) in enumerate(domains):
             lvals = sorted({j % (L + 1) for j in allowed})
-            idx = model.new_int_var_from_domain(cp_model.Domain.from_values(allowed), f"idx{i}")
             lay = model.new_int_var_from_domain(cp_model.Domain.from_values(lvals), f"layers{i}")
-            qv: cp_model.IntVar | int = model.new_int_var(0, Q - 1, f"pool{i}") if Q > 1 else 0
+            block = allowed[0] // (L + 1)
+            if all(j // (L + 1) == block for j in allowed):
+                # One (pool, next pool) for this stage: index the tables by its layers (a slice of L+1 entries).
+                idx, lo_j = lay, block * (L + 1)
+            else:
+                idx = model.new_int_var_from_domain(cp_model.Domain.from_values(allowed), f"idx{i}")
+                lo_j = 0
+                v.linked.append(i)
+            qv: cp_model.IntVar | int = 0
+            if fixed_pools is not None:  # a branch of the pool-block decomposition (see solve): constants
+                qv = fixed_pools[i]
+            elif Q > 1:
+                qv = model.new_int_var(0, Q - 1, f"pool{i}")
             v.layers.append(lay)
             v.pool.append(qv)
             v.index.append(idx)
@@ -208,14 +276,10 @@ class StageModel:
                 hi = max(tab[name][j] for j in allowed)
                 lo = min(0, min(tab[name][j] for j in allowed))
                 var = model.new_int_var(lo, hi, f"{name}{i}")
-                model.add_element(idx, tab[name], var)
+                model.add_element(idx, tab[name][lo_j : lo_j + L + 1] if idx is lay else tab[name], var)
                 store.append(var)
                 old = v.bounds.get(name, (lo, hi))
                 v.bounds[name] = (min(old[0], lo), max(old[1], hi))
-        if fixed_pools is not None:  # a branch of the pool-block decomposition (see solve)
-            for qv_i, q in zip(v.pool, fixed_pools, strict=True):
-                if not isinstance(qv_i, int):
-                    model.add(qv_i == q)
         self._link_index(model, v)
         self._layer_balance(model, v)
         self._pool_capacity(model, v)
@@ -233,9 +297,9 @@ class StageModel:
 
     # ---- constraint families ---------------------------------------------------------------------------------
     def _link_index(self, model: cp_model.CpModel, v: _Vars) -> None:
-        """Table index = (pool, next stage's pool, layers) of each stage."""
+        """Table index = (pool, next stage's pool, layers) of each stage (where the stage's pool is open)."""
         pp, Q = len(v.layers), self.Q
-        for i in range(pp):
+        for i in v.linked:
             qn: cp_model.IntVar | int = v.pool[i + 1] if i + 1 < pp else Q
             model.add(v.index[i] == (v.pool[i] * (Q + 1) + qn) * (self.L + 1) + v.layers[i])
 
@@ -244,8 +308,9 @@ class StageModel:
         model.add(sum(v.layers) == self.L)
 
     def _pool_capacity(self, model: cp_model.CpModel, v: _Vars) -> None:
-        """Interconnect tiers / inventory: each stage takes tp x cp x dp healthy GPUs of its pool."""
-        if self.Q == 1:
+        """Interconnect tiers / inventory: each stage takes tp x cp x dp healthy GPUs of its pool. (Fixed pools
+        come from _structures, which only lists block assignments within the pools' GPUs.)"""
+        if all(isinstance(q, int) for q in v.pool):
             return
         self.member: list[list[cp_model.IntVar]] = []
         for i, qv in enumerate(v.pool):
@@ -261,8 +326,9 @@ class StageModel:
 
     def _pool_contiguity(self, model: cp_model.CpModel, v: _Vars) -> None:
         """Symmetry breaking (labelled): the stages on one pool form one contiguous block, so a pipeline crosses
-        between pools at most once per pool; this also keeps slow cross-pool hops to the minimum."""
-        if self.Q == 1:
+        between pools at most once per pool; this also keeps slow cross-pool hops to the minimum. (Fixed pools
+        are contiguous blocks by construction.)"""
+        if all(isinstance(q, int) for q in v.pool):
             return
         for q in range(self.Q):
             leaves = []
@@ -279,8 +345,10 @@ class StageModel:
         stages that otherwise dominate the proof."""
         pp = len(v.layers)
         for i in range(1, pp - 2):
-            if self.Q == 1:
-                model.add(v.layers[i] <= v.layers[i + 1])
+            qa, qb = v.pool[i], v.pool[i + 1]
+            if isinstance(qa, int) and isinstance(qb, int):
+                if qa == qb:
+                    model.add(v.layers[i] <= v.layers[i + 1])
             else:
                 same = model.new_bool_var(f"same{i}")
                 model.add(v.pool[i] == v.pool[i + 1]).only_enforce_if(same)
