@@ -254,10 +254,7 @@ def _stage_cost(
     if c.pp > 1:
         msg = tokens * model.hidden_size * 2 / tp
         if next_pool is not None and next_pool.name != pool.name:
-            nic = min(
-                net.pool_tiers(pool, ctx.cluster.fabric_of(pool))[-1].bw,
-                net.pool_tiers(next_pool, ctx.cluster.fabric_of(next_pool))[-1].bw,
-            )
+            nic = min(ctx.tiers(pool)[-1].bw, ctx.tiers(next_pool)[-1].bw)
             hop = net.p2p(nic, True, msg)
         else:
             tier = net.neighbour_tier(tiers, c.gpus_per_stage)

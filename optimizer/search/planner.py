@@ -158,8 +158,13 @@ def _plan_training(
         sm = StageModel(ts, cand, cancelled)
         if sm.Q > 1 and hint is None:
             # several pools: branch on the pool-block structure inside the global search (bounded per branch)
-            for lb, fixed in sm._structures():
+            for lb, fixed in sm._structures(None if math.isinf(thr) else thr):
                 bound_ = max(lb, cand.lb)
+                if bound_ >= thr:
+                    continue
+                # The branch's layout bound from the stage tables orders the heap (and drops the branch when it
+                # cannot beat the K-th best).
+                bound_ = max(bound_, sm.branch_bound(None if math.isinf(thr) else thr, fixed))
                 if bound_ < thr:
                     pending.append((sm, fixed))
                     heapq.heappush(heap, (bound_, cand.gpus, 1, len(pending) - 1))

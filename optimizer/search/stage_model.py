@@ -11,6 +11,7 @@ pipeline objective.
 from __future__ import annotations
 
 import bisect
+import itertools
 import math
 import time
 from collections.abc import Callable
@@ -93,7 +94,9 @@ class StageModel:
             ]
         self.l_other = [x for x in range(step, hi + 1, step)]
         self.scale = vp if c.schedule == "interleaved-1f1b" else 1
-        self._roles: dict[tuple[bool, bool], _Table] = {}  # tables, built once per candidate
+        self._roles: dict[tuple[bool, bool], dict[str, list[int]]] = {}  # tables per stage role
+        self._blocks: dict[tuple[tuple[bool, bool], int, int], list[int]] = {}  # filled (role, pool, next pool)
+        self._allowed: dict[tuple[int, int, int, float], list[int]] = {}  # (stage, pool, next pool, t limit)
         self.inflight_num = [  # in-flight micro-batches x scale (an integer for every schedule)
             round(inflight_microbatches(c, i, cand.microbatches) * self.scale) for i in range(pp)
         ]
@@ -112,90 +115,113 @@ class StageModel:
 
     def _role_table(self, role: tuple[bool, bool], upper_bound_s: float | None) -> _Table:
         """The cost-model values of a stage role (first, last) over (pool, next pool, layers), as integer tables,
-        and the indices computed. Built once per candidate, by increasing layers per (pool, next pool), stopping
-        at the first layer count that can never be part of a plan: both cut-offs are monotone in the layers, so
-        every larger count fails too.
+        and the indices computed (see _block)."""
+        Q = self.Q
+        entries: list[int] = []
+        for q in range(Q):
+            for qn in [Q] if role[1] else range(Q):
+                entries += self._block(role, q, qn, upper_bound_s)
+        return self._tables(role), entries
+
+    def _tables(self, role: tuple[bool, bool]) -> dict[str, list[int]]:
+        tab = self._roles.get(role)
+        if tab is None:
+            size = self.Q * (self.Q + 1) * (self.L + 1)
+            tab = self._roles[role] = {k: [0] * size for k in ("t", "b", "e", "u", "static", "act", "cap")}
+        return tab
+
+    def _block(self, role: tuple[bool, bool], q: int, qn: int, upper_bound_s: float | None) -> list[int]:
+        """Fill the role's tables for one (pool, next pool) by increasing layers, stopping at the first layer
+        count that can never be part of a plan (both cut-offs are monotone in the layers, so every larger count
+        fails too); the indices filled. Built once per candidate and block, on first use.
         - Memory: states + reserve + the role's fewest in-flight micro-batches x activations exceed the GPU
           (each term grows with the layers; the transient terms are left out, so this is a lower bound).
         - Time, given an upper bound on the step: m x the stage's time per micro-batch exceeds it. Every
           schedule's step is at least m x the slowest stage's time (1F1B/GPipe: sum t + (m-1) t_max; interleaved:
           m t_max + (sum t - t_max)/v; ZB-H1: m t_max + sum u - max u with u = t - 2w >= forward >= 0, as the
           backward holds both the dgrad and wgrad GEMMs), and the stage's time grows with its layers.
-        A later call with a lower bound reuses the table (bounds only fall during a search)."""
-        hit = self._roles.get(role)
+        A later call with a lower bound reuses the block (bounds only fall during a search)."""
+        hit = self._blocks.get((role, q, qn))
         if hit is not None:
             return hit
         c, m = self.cand.config, self.cand.microbatches
-        pp, Q, L = c.pp, self.Q, self.L
-        first, last = role
-        positions = [i for i in range(pp) if (i == 0, i == pp - 1) == role]
+        first, _ = role
+        positions = [i for i in range(c.pp) if (i == 0, i == c.pp - 1) == role]
         inflight_min = min(inflight_microbatches(c, i, m) for i in positions)
-        lvals = self.l_first if first else self.l_other
-        nexts = [Q] if last else list(range(Q))
-        size = Q * (Q + 1) * (L + 1)
         ns = 1.0 / TIME_UNIT_S
         limit = math.inf if upper_bound_s is None else upper_bound_s * (1 + 1e-9)
-        tab = {k: [0] * size for k in ("t", "b", "e", "u", "static", "act", "cap")}
+        tab = self._tables(role)
         entries: list[int] = []
-        i0 = positions[0]
-        for q in range(Q):
-            for qn in nexts:
-                for x in lvals:
-                    sc = self._cost(i0, q, None if qn == Q else qn, x)
-                    states = sc.weights + sc.grads + sc.optim + sc.emb + sc.reserve
-                    if states + inflight_min * sc.act_per_mb > sc.capacity or m * sc.time > limit:
-                        break
-                    j = self._idx(q, qn, x)
-                    tab["t"][j] = round(sc.time * ns)
-                    tab["b"][j] = round(sc.bwd * ns)
-                    tab["e"][j] = round(sc.end * ns)
-                    tab["u"][j] = round((sc.time - 2 * sc.wgrad) * ns)
-                    tab["static"][j] = round(sc.static)
-                    tab["act"][j] = round(sc.act_per_mb)
-                    tab["cap"][j] = int(sc.capacity)
-                    entries.append(j)
-        self._roles[role] = (tab, entries)
-        return tab, entries
+        for x in self.l_first if first else self.l_other:
+            sc = self._cost(positions[0], q, None if qn == self.Q else qn, x)
+            states = sc.weights + sc.grads + sc.optim + sc.emb + sc.reserve
+            if states + inflight_min * sc.act_per_mb > sc.capacity or m * sc.time > limit:
+                break
+            j = self._idx(q, qn, x)
+            tab["t"][j] = round(sc.time * ns)
+            tab["b"][j] = round(sc.bwd * ns)
+            tab["e"][j] = round(sc.end * ns)
+            tab["u"][j] = round((sc.time - 2 * sc.wgrad) * ns)
+            tab["static"][j] = round(sc.static)
+            tab["act"][j] = round(sc.act_per_mb)
+            tab["cap"][j] = int(sc.capacity)
+            entries.append(j)
+        self._blocks[(role, q, qn)] = entries
+        return entries
 
     def _domains(self, upper_bound_s: float | None, fixed_pools: tuple[int, ...] | None) -> list[_Table] | None:
         """Per stage, the table indices it may take, or None when some stage has none."""
         c, m = self.cand.config, self.cand.microbatches
-        pp, Q, L = c.pp, self.Q, self.L
+        pp, Q = c.pp, self.Q
         if Q == 0:
             return None
         t_limit = math.inf if upper_bound_s is None else upper_bound_s / TIME_UNIT_S / m + 1
         domains: list[_Table] = []
         for i in range(pp):
-            tab, entries = self._role_table((i == 0, i == pp - 1), upper_bound_s)
-            if fixed_pools is not None:  # a branch of the pool-block decomposition: (pool, next pool) known
-                qn = fixed_pools[i + 1] if i + 1 < pp else Q
-                base = (fixed_pools[i] * (Q + 1) + qn) * (L + 1)
-                entries = [j for j in entries if base <= j < base + L + 1]
-            # Memory limit [cost model A]: the stage's (pool, next pool, layers) index may only take values whose
-            # static memory + in-flight micro-batches x activations fits the pool's GPU (exact, per stage); and,
-            # under an upper bound on the step, whose m x stage time stays below it (see _role_table).
-            allowed = [
-                j
-                for j in entries
-                if self.scale * tab["static"][j] + self.inflight_num[i] * tab["act"][j] <= self.scale * tab["cap"][j]
-                and tab["t"][j] <= t_limit
-            ]
+            role = (i == 0, i == pp - 1)
+            tab = self._tables(role)
+            if fixed_pools is None:
+                allowed = self._filter(i, tab, self._role_table(role, upper_bound_s)[1], t_limit)
+            else:  # a branch of the pool-block decomposition: (pool, next pool) known
+                q, qn = fixed_pools[i], fixed_pools[i + 1] if i + 1 < pp else Q
+                hit = self._allowed.get((i, q, qn, t_limit))
+                if hit is None:
+                    hit = self._filter(i, tab, self._block(role, q, qn, upper_bound_s), t_limit)
+                    self._allowed[(i, q, qn, t_limit)] = hit
+                allowed = hit
             if not allowed:
                 return None
             domains.append((tab, allowed))
         return domains
 
-    def _layout_bound(self, domains: list[_Table]) -> float:
+    def _filter(self, i: int, tab: dict[str, list[int]], entries: list[int], t_limit: float) -> list[int]:
+        """Memory limit [cost model A]: stage i's (pool, next pool, layers) index may only take values whose
+        static memory + in-flight micro-batches x activations fits the pool's GPU (exact, per stage); and, under
+        an upper bound on the step, whose m x stage time stays below it (see _block)."""
+        return [
+            j
+            for j in entries
+            if self.scale * tab["static"][j] + self.inflight_num[i] * tab["act"][j] <= self.scale * tab["cap"][j]
+            and tab["t"][j] <= t_limit
+        ]
+
+    def branch_bound(self, upper_bound_s: float | None, fixed_pools: tuple[int, ...] | None) -> float:
+        """A lower bound on the step time of every layout of this candidate (within a pool-block branch when
+        `fixed_pools` is given); inf when none exists."""
+        domains = self._domains(upper_bound_s, fixed_pools)
+        return math.inf if domains is None else self._layout_bound(domains)[0]
+
+    def _layout_bound(self, domains: list[_Table]) -> tuple[float, int]:
         """A lower bound on the step time of any layout within `domains`, seconds (inf: no layout).
 
         Layer balance: the slowest stage takes at least T*, the least T for which the stages' largest layer
         counts with time <= T sum to the model's layers (a relaxation of the integer split; exact in T). Then the
         schedule's pipeline formula with T* for the maximum and each stage's least time for the sum, plus stage
-        0's least end work (stage 0 has no cool-down slack), as in _objective."""
+        0's least end work (stage 0 has no cool-down slack), as in _objective. Returns (bound s, T* ns)."""
         L, m, c = self.L, self.cand.microbatches, self.cand.config
         stages = [sorted((tab["t"][j], j % (L + 1)) for j in allowed) for tab, allowed in domains]
         if sum(min(x for _, x in st) for st in stages) > L:
-            return math.inf
+            return math.inf, 0
         reach: list[tuple[list[int], list[int]]] = []  # per stage: times ascending, most layers within each time
         for st in stages:
             most, xs = -1, []
@@ -216,7 +242,7 @@ class StageModel:
         candidates = sorted({t for st in stages for t, _ in st})
         lo, hi = 0, len(candidates) - 1
         if layers_within(candidates[hi]) < L:
-            return math.inf
+            return math.inf, 0
         while lo < hi:
             mid = (lo + hi) // 2
             if layers_within(candidates[mid]) >= L:
@@ -232,7 +258,7 @@ class StageModel:
         else:
             pipe = t_sum + (m - 1) * t_max
         tab0, allowed0 = domains[0]
-        return (pipe + min(tab0["e"][j] for j in allowed0)) * TIME_UNIT_S
+        return (pipe + min(tab0["e"][j] for j in allowed0)) * TIME_UNIT_S, t_max
 
     def build(
         self,
@@ -248,7 +274,8 @@ class StageModel:
         domains = self._domains(upper_bound_s, fixed_pools)
         if domains is None:
             return None
-        if upper_bound_s is not None and self._layout_bound(domains) > upper_bound_s * (1 + 1e-9):
+        bound_s, t_star = self._layout_bound(domains)
+        if upper_bound_s is not None and bound_s > upper_bound_s * (1 + 1e-9):
             return None
         model = _Model()
         v = _Vars()
@@ -285,7 +312,7 @@ class StageModel:
         self._pool_capacity(model, v)
         self._pool_contiguity(model, v)
         self._middle_order(model, v)
-        self._objective(model, v, m, upper_bound_s)
+        self._objective(model, v, m, upper_bound_s, t_star)
         if hint is not None:
             names = [p.name for p in self.pools]
             for var, val in zip(v.layers, hint[0], strict=True):
@@ -355,13 +382,16 @@ class StageModel:
                 model.add(v.pool[i] != v.pool[i + 1]).only_enforce_if(same.negated())
                 model.add(v.layers[i] <= v.layers[i + 1]).only_enforce_if(same)
 
-    def _objective(self, model: cp_model.CpModel, v: _Vars, m: int, upper_bound_s: float | None) -> None:
+    def _objective(
+        self, model: cp_model.CpModel, v: _Vars, m: int, upper_bound_s: float | None, t_star: int = 0
+    ) -> None:
         """Step time of the cost model [training.step_time], times the schedule's scale (v for interleaved):
         pipeline = sum t + (m-1) max t (1F1B, GPipe); v m max t + sum t - max t (interleaved, x v);
-        m max t + sum u - max u (ZB-H1). Step = max over stages of pipeline - earlier backwards + own end work."""
+        m max t + sum u - max u (ZB-H1). Step = max over stages of pipeline - earlier backwards + own end work.
+        Redundant (labelled): t_max >= T*, the layer-balance bound of _layout_bound."""
         c = self.cand.config
         t_hi = v.bounds["t"][1]
-        t_max = model.new_int_var(0, t_hi, "t_max")
+        t_max = model.new_int_var(min(t_star, t_hi), t_hi, "t_max")
         for t in v.t:  # the objective grows with t_max, so t_max >= every t_i makes it the maximum
             model.add(t <= t_max)
         model.add(len(v.t) * t_max >= sum(v.t))  # redundant: the maximum is at least the mean
@@ -400,7 +430,7 @@ class StageModel:
         best: StageLayout | None = None
         limit = upper_bound_s
         complete = True
-        for lb, fixed in self._structures():
+        for lb, fixed in self._structures(upper_bound_s):
             if limit is not None and lb >= limit:
                 break
             remaining = time_limit_s - (time.perf_counter() - t0)
@@ -420,11 +450,13 @@ class StageModel:
             status, best.layers, best.pools, best.objective_s, best.objective_s if complete else best.bound_s
         )
 
-    def _structures(self) -> list[tuple[float, tuple[int, ...]]]:
-        """Every contiguous pool-block assignment that fits the pools' GPUs, with a lower bound on its step time:
-        the slowest stage does at least L / sum(1/a) of layer work (a = per-layer time on the stage's pool), and
-        the stages together at least L x the fastest a [same terms as the candidate bound]."""
-        c, m, L = self.cand.config, self.cand.microbatches, self.L
+    def _structures(self, upper_bound_s: float | None = None) -> list[tuple[float, tuple[int, ...]]]:
+        """Every contiguous pool-block assignment that fits the pools' GPUs, with a lower bound on its step time
+        (best first; those whose bound reaches `upper_bound_s` left out): the slowest stage does at least
+        L / sum(1/a) of layer work (a = per-layer time on the stage's pool), and the stages together at least
+        L x the fastest a [same terms as the candidate bound]. Enumerated as stage counts per pool first (the
+        bound depends on the order only through stage 0's pool), then the orders of the pools used."""
+        c, m, L, Q = self.cand.config, self.cand.microbatches, self.L, self.Q
         pp, vp = c.pp, c.vp
         n_moe = self.ctx.moe_count(0, L)
         per_layer = [layer_work(self.ctx, pool, L - n_moe, n_moe) / L for pool in self.pools]
@@ -432,30 +464,36 @@ class StageModel:
         # Step >= pipeline + stage 0's work after its last backward (no slack on stage 0); that work grows with
         # the stage's parameters, so its least value is at the fewest layers stage 0 may hold.
         l0 = self.l_first[0] if self.l_first else 1
-        e0 = [self._cost(0, q, None if pp == 1 else q, l0).end for q in range(self.Q)]
+        e0 = [self._cost(0, q, None if pp == 1 else q, l0).end for q in range(Q)]
+        limit = math.inf if upper_bound_s is None else upper_bound_s
         out: list[tuple[float, tuple[int, ...]]] = []
 
-        def blocks(order: tuple[int, ...], left: int, counts: tuple[int, ...]) -> None:
-            if left == 0:
-                stages = tuple(q for q, n in zip(order, counts, strict=True) for _ in range(n))
-                harmonic = sum(n / per_layer[q] for q, n in zip(order, counts, strict=True))
-                t_max = L / harmonic
-                t_sum = L * min(per_layer[q] for q in order)
-                if c.schedule == "interleaved-1f1b":
-                    lb = (m - 1.0 / vp) * t_max + t_sum / vp
-                elif c.schedule == "zb-h1":
-                    lb = m * t_max
-                else:
-                    lb = t_sum + (m - 1) * t_max
-                out.append((lb + e0[stages[0]], stages))
+        def place(counts: tuple[int, ...]) -> None:
+            used = [q for q in range(Q) if counts[q]]
+            t_max = L / sum(counts[q] / per_layer[q] for q in used)
+            t_sum = L * min(per_layer[q] for q in used)
+            if c.schedule == "interleaved-1f1b":
+                lb = (m - 1.0 / vp) * t_max + t_sum / vp
+            elif c.schedule == "zb-h1":
+                lb = m * t_max
+            else:
+                lb = t_sum + (m - 1) * t_max
+            if lb + min(e0[q] for q in used) >= limit:
                 return
-            for q in range(self.Q):
-                if q in order:
-                    continue
-                for n in range(1, min(left, cap[q]) + 1):
-                    blocks((*order, q), left - n, (*counts, n))
+            for order in itertools.permutations(used):
+                bound = lb + e0[order[0]]
+                if bound < limit:
+                    out.append((bound, tuple(q for q in order for _ in range(counts[q]))))
 
-        blocks((), pp, ())
+        def counts_from(q: int, left: int, counts: tuple[int, ...]) -> None:
+            if q == Q:
+                if left == 0:
+                    place(counts)
+                return
+            for n in range(0, min(left, cap[q]) + 1):
+                counts_from(q + 1, left - n, (*counts, n))
+
+        counts_from(0, pp, ())
         out.sort()
         return out
 
