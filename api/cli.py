@@ -40,7 +40,10 @@ SeqLenOpt = Annotated[int | None, typer.Option(help="Sequence length, tokens (tr
 BatchOpt = Annotated[int | None, typer.Option(help="Concurrent sequences (inference).")]
 PromptOpt = Annotated[int | None, typer.Option(help="Prompt tokens (inference).")]
 OutputOpt = Annotated[int | None, typer.Option(help="Generated tokens (inference).")]
-ObjectiveOpt = Annotated[str, typer.Option(help="Inference objective: latency or throughput.")]
+ObjectiveOpt = Annotated[
+    str | None,
+    typer.Option(help="Training: step_time (default) or cost (needs pool prices). Inference: latency or throughput."),
+]
 PrecisionOpt = Annotated[str, typer.Option(help="bf16, fp16 or fp8.")]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON object.")]
 
@@ -71,7 +74,7 @@ def estimate(
     stage_pools: Annotated[str | None, typer.Option(help="Pool per stage, comma-separated.")] = None,
     tp_comm_overlap: Annotated[bool, typer.Option("--tp-comm-overlap", help="Overlap TP comm (needs --sp).")] = False,
     no_grad_overlap: Annotated[bool, typer.Option("--no-grad-overlap", help="Do not overlap DP reduction.")] = False,
-    objective: ObjectiveOpt = "latency",
+    objective: ObjectiveOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Predict per-GPU memory and step time (or TTFT/TPOT) of ONE parallel configuration."""
@@ -167,7 +170,7 @@ def plan(
     batch: BatchOpt = None,
     prompt_len: PromptOpt = None,
     output_len: OutputOpt = None,
-    objective: ObjectiveOpt = "latency",
+    objective: ObjectiveOpt = None,
     precision: PrecisionOpt = "bf16",
     pin: Annotated[list[str] | None, typer.Option(help="Fix or bound a knob: tp=8, pp<=16, recompute=full.")] = None,
     max_gpus: Annotated[int | None, typer.Option(help="GPU budget.")] = None,
@@ -244,17 +247,23 @@ def _workload(
     prompt_len: int | None,
     output_len: int | None,
     precision: str,
-    objective: str,
+    objective: str | None,
 ) -> TrainingWorkload | InferenceWorkload:
     if mode == "training":
         if gbs is None or seq_len is None:
             raise DomainError("workload", "training needs --gbs and --seq-len")
-        return build_training(global_batch_size=gbs, seq_len=seq_len, precision=precision)
+        return build_training(
+            global_batch_size=gbs, seq_len=seq_len, precision=precision, objective=objective or "step_time"
+        )
     if mode == "inference":
         if prompt_len is None or output_len is None:
             raise DomainError("workload", "inference needs --prompt-len and --output-len")
         return build_inference(
-            prompt_len=prompt_len, output_len=output_len, batch=batch, precision=precision, objective=objective
+            prompt_len=prompt_len,
+            output_len=output_len,
+            batch=batch,
+            precision=precision,
+            objective=objective or "latency",
         )
     raise DomainError("mode", f"must be training or inference (got {mode!r})")
 
@@ -279,6 +288,8 @@ def render_plan(r: object) -> None:
     out.print(r.explanation.summary)
     if c.layers_per_stage:
         out.print(f"layers per stage: {c.layers_per_stage}; pools: {sorted(set(c.stage_pools or []))}")
+    if r.price_per_step is not None:
+        out.print(f"price per step: {r.price_per_step:.4g} (GPUs used x their pools' price_per_gpu_hour)")
     render_estimate(r.plan.estimate, "plan", "cluster")
     if r.alternatives:
         t = Table(title="Alternatives")

@@ -25,6 +25,11 @@ class TrainingWorkload(BaseModel):
     flash_attention: bool = Field(
         default=True, description="Fused attention (no s^2 activations); false = 2021-era explicit softmax."
     )
+    objective: Literal["step_time", "cost"] = Field(
+        default="step_time",
+        description="step_time: seconds per step; cost: price per step (GPUs used x their pool's price_per_gpu_hour"
+        " x step time), which may leave GPUs idle or pick cheaper pools.",
+    )
 
     @property
     def tokens_per_step(self) -> int:

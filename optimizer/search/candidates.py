@@ -106,6 +106,13 @@ class KeyBatch:
     next: int = 0
     extra: dict[str, float] = field(default_factory=dict)
 
+    def priced(self, price_per_gpu_s: float) -> KeyBatch:
+        """The batch with its step-time bounds turned into price bounds (x GPUs x the least price per GPU-second),
+        re-sorted."""
+        lbs = self.lbs * self.gpus * price_per_gpu_s
+        order = np.lexsort((self.gpus, lbs))
+        return KeyBatch(self.key, lbs[order], self.gpus[order], self.rows[order])
+
     def peek(self) -> float:
         return float(self.lbs[self.next]) if self.next < len(self.lbs) else float("inf")
 
@@ -221,6 +228,13 @@ class TrainingSpace:
         best = min(work.values())
         replicas = max(1, self.budget // (key.tp * key.cp))
         return self.w.global_batch_size / key.mbs * best / replicas
+
+    def key_cost_bound(self, key: LayerKey, price_per_gpu_s: float) -> float:
+        """A lower bound on the price per step of every candidate of `key`: step >= m x t_max >= m x W / pp with
+        W the layers' work per micro-batch on the fastest pool, m = gbs / (dp x mbs) and tp x cp x dp x pp GPUs,
+        so GPUs x step >= gbs / mbs x W x tp x cp, each GPU at the least price."""
+        _, work = self._probe(key)
+        return self.w.global_batch_size / key.mbs * min(work.values()) * key.tp * key.cp * price_per_gpu_s
 
     def key_batch(self, key: LayerKey, prune_memory: bool = True) -> KeyBatch | None:
         """Every candidate of `key`, with lower bounds, sorted; None when none is left. `prune_memory=False`

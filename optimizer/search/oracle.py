@@ -62,7 +62,7 @@ def _layouts(ts: TrainingSpace, c: ParallelConfig) -> Iterator[tuple[list[int], 
 def oracle_plan(
     model: ModelSpec, cluster: ClusterSpec, w: TrainingWorkload, space: SearchSpace | None = None
 ) -> tuple[float, int, ParallelConfig] | None:
-    """(best step time, its GPUs, its configuration), or None when nothing fits."""
+    """(best objective: step time or price per step, its GPUs, its configuration), or None when nothing fits."""
     ranked = oracle_ranked(model, cluster, w, space)
     return ranked[0] if ranked else None
 
@@ -80,14 +80,18 @@ def oracle_ranked(
             continue
         for i in range(len(batch.lbs)):
             cand = ts.candidate(batch, i)
+            c = cand.config
             for layers, pools in _layouts(ts, cand.config):
                 cfg = cand.config.model_copy(update={"layers_per_stage": layers, "stage_pools": pools})
                 try:
                     est = estimate(model, cluster, w, cfg)
                 except DomainError:
                     continue  # e.g. too many GPUs of one pool: the planner's pool-capacity family
+                value = est.step_time_s
+                if w.objective == "cost":  # price per step: each stage's GPUs at its pool's price
+                    value *= c.gpus_per_stage * sum((cluster.pool(n).price_per_gpu_hour or 0.0) / 3600 for n in pools)
                 sig = (cfg.tp, cfg.pp, cfg.dp, cfg.cp, cfg.ep)
                 prev = best.get(sig)
-                if est.feasible and (prev is None or (est.step_time_s, cfg.gpus) < (prev[0], prev[1])):
-                    best[sig] = (est.step_time_s, cfg.gpus, cfg)
+                if est.feasible and (prev is None or (value, cfg.gpus) < (prev[0], prev[1])):
+                    best[sig] = (value, cfg.gpus, cfg)
     return sorted(best.values(), key=lambda v: (v[0], v[1]))

@@ -97,7 +97,14 @@ def preflight(
     for name in space.pools or ():
         cluster.pool(name)
     if isinstance(workload, TrainingWorkload):
-        check_pins(TrainingSpace(model, cluster, workload, space))
+        ts = TrainingSpace(model, cluster, workload, space)
+        check_pins(ts)
+        unpriced = [p.name for p in ts.pools if p.price_per_gpu_hour is None]
+        if workload.objective == "cost" and unpriced:
+            raise DomainError(
+                "workload.objective",
+                f"cost needs price_per_gpu_hour on every allowed pool; missing on {', '.join(unpriced)}",
+            )
 
 
 def _plan_training(
@@ -116,10 +123,20 @@ def _plan_training(
     t0 = time.perf_counter()
     ts = TrainingSpace(model, cluster, w, space)
     check_pins(ts)
-    keys = sorted(((ts.key_bound(k), n, k) for n, k in enumerate(ts.layer_keys())), key=lambda x: x[:2])
+    # Objective: step time, or price per step = step time x sum over stages of its GPUs x its pool's price per
+    # GPU-second. Every bound below is in the objective's unit: time bounds x the least price rate they allow.
+    cost = w.objective == "cost"
+    price = {p.name: (p.price_per_gpu_hour or 0.0) / 3600 for p in ts.pools}
+    min_price = min(price.values(), default=0.0)
+
+    def rate(gpus_per_stage: int, pools: tuple[str, ...]) -> float:
+        return gpus_per_stage * sum(price[n] for n in pools) if cost else 1.0
+
+    key_bound = (lambda k: ts.key_cost_bound(k, min_price)) if cost else ts.key_bound
+    keys = sorted(((key_bound(k), n, k) for n, k in enumerate(ts.layer_keys())), key=lambda x: x[:2])
     batches: list[KeyBatch] = []
     heap: list[tuple[float, int, int, int]] = []  # (bound, gpus, kind: 0 key batch / 1 pool structure, index)
-    pending: list[tuple[StageModel, tuple[int, ...]]] = []
+    pending: list[tuple[StageModel, tuple[int, ...], float]] = []  # (model, pools per stage, price rate)
     total = 0
     next_key = 0
 
@@ -130,6 +147,8 @@ def _plan_training(
         while next_key < len(keys) and keys[next_key][0] < min(heap[0][0] if heap else math.inf, threshold()):
             b = ts.key_batch(keys[next_key][2])
             next_key += 1
+            if b is not None and cost:
+                b = b.priced(min_price)
             if b is not None:
                 batches.append(b)
                 total += len(b.lbs)
@@ -156,33 +175,38 @@ def _plan_training(
         remaining = time_limit_s - (time.perf_counter() - t0)
         thr = threshold()
         sm = StageModel(ts, cand, cancelled)
-        if sm.Q > 1 and hint is None:
+        if sm.Q == 0:
+            return
+        if sm.Q > 1 and (hint is None or cost):
             # several pools: branch on the pool-block structure inside the global search (bounded per branch)
+            names = [p.name for p in sm.pools]
             for lb, fixed in sm._structures(None if math.isinf(thr) else thr):
-                bound_ = max(lb, cand.lb)
+                r = rate(sm.gps, tuple(names[q] for q in fixed))
+                bound_ = max(lb * r, cand.lb)
                 if bound_ >= thr:
                     continue
                 # The branch's layout bound from the stage tables orders the heap (and drops the branch when it
                 # cannot beat the K-th best).
-                bound_ = max(bound_, sm.branch_bound(None if math.isinf(thr) else thr, fixed))
+                bound_ = max(bound_, sm.branch_bound(None if math.isinf(thr) else thr / r, fixed) * r)
                 if bound_ < thr:
-                    pending.append((sm, fixed))
+                    pending.append((sm, fixed, r))
                     heapq.heappush(heap, (bound_, cand.gpus, 1, len(pending) - 1))
             return
-        res = sm.solve(max(0.05, remaining), None if math.isinf(thr) else thr, hint)
+        r = rate(sm.gps, (sm.pools[0].name,) * cand.config.pp)  # one pool (a hint on several: step time only)
+        res = sm.solve(max(0.05, remaining), None if math.isinf(thr) else thr / r, hint)
         solved += 1
         if res.layers:
-            record(cand, res.layers, res.pools, res.objective_s)
+            record(cand, res.layers, res.pools, res.objective_s * r)
 
     def solve_structure(index: int) -> None:
         nonlocal solved
-        sm, fixed = pending[index]
+        sm, fixed, r = pending[index]
         thr = threshold()
         remaining = time_limit_s - (time.perf_counter() - t0)
-        res = sm._solve_one(max(0.05, remaining), None if math.isinf(thr) else thr, None, fixed)
+        res = sm._solve_one(max(0.05, remaining), None if math.isinf(thr) else thr / r, None, fixed)
         solved += 1
         if res.layers:
-            record(sm.cand, res.layers, res.pools, res.objective_s)
+            record(sm.cand, res.layers, res.pools, res.objective_s * r)
 
     if warm_start is not None:  # warm start: solve the previous plan's knobs first, hinted with its layout
         ws = _warm_candidate(ts, warm_start)
@@ -232,7 +256,7 @@ def _plan_training(
 
         return PlanResult(
             status=status,
-            objective="step_time_s",
+            objective="price_per_step" if cost else "step_time_s",
             explanation=Explanation(summary=f"No configuration fits: {report.detail}", infeasible=report),
             solve_time_s=elapsed,
             candidates_total=total,
@@ -245,16 +269,26 @@ def _plan_training(
     for obj, _, cfg in ranked[1:top_k]:
         alts.append(Alternative.versus(estimate(model, cluster, w, cfg), cfg, obj, best_cfg, best_obj, MAIN_KNOBS))
     planned = PlannedConfig(config=best_cfg, estimate=est)
+    stage_pools = best_cfg.stage_pools or [ts.pools[0].name] * best_cfg.pp
+    priced = all(cluster.pool(n).price_per_gpu_hour is not None for n in stage_pools)
+    per_step = (
+        est.step_time_s
+        * best_cfg.gpus_per_stage
+        * sum((cluster.pool(n).price_per_gpu_hour or 0.0) / 3600 for n in stage_pools)
+        if priced
+        else None
+    )
     gap = None if status == "OPTIMAL" else max(0.0, (best_obj - lower) / best_obj)
     return PlanResult(
         status=status,
-        objective="step_time_s",
+        objective="price_per_step" if cost else "step_time_s",
         objective_value=best_obj,
         lower_bound=lower,
         gap=gap,
         plan=planned,
         alternatives=alts,
         explanation=explain(ts, planned, alts),
+        price_per_step=per_step,
         solve_time_s=elapsed,
         candidates_total=total,
         candidates_solved=solved,

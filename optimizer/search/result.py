@@ -18,7 +18,7 @@ class PlannedConfig(BaseModel):
 class Alternative(PlannedConfig):
     """A runner-up that differs from the plan in the main knobs."""
 
-    delta_s: float = Field(description="Objective minus the plan's, seconds.")
+    delta_s: float = Field(description="Objective minus the plan's, in the objective's unit (seconds for times).")
     delta_pct: float = Field(description="Relative to the plan's objective, percent.")
     differs_in: list[str] = Field(description="Main knobs whose value differs from the plan's.")
 
@@ -79,11 +79,18 @@ class PlanResult(BaseModel):
     """The planner's answer."""
 
     status: str = Field(description="OPTIMAL (proven), FEASIBLE (time limit; see gap) or INFEASIBLE.")
-    objective: str = Field(description="step_time_s, tpot_s or gpu_seconds_per_token (throughput).")
+    objective: str = Field(
+        description="step_time_s, price_per_step (training cost), tpot_s or gpu_seconds_per_token (throughput)."
+    )
     objective_value: float | None = None
     lower_bound: float | None = Field(default=None, description="Proven lower bound on the objective.")
     gap: float | None = Field(default=None, description="(objective - bound) / objective when not proven.")
     plan: PlannedConfig | None = None
+    price_per_step: float | None = Field(
+        default=None,
+        description="Training: the plan's GPUs x their pools' price_per_gpu_hour x step time, when every pool it "
+        "uses has a price (the currency of the prices).",
+    )
     alternatives: list[Alternative] = Field(default_factory=list)
     explanation: Explanation
     solve_time_s: float

@@ -226,3 +226,17 @@ def test_import_topo_roundtrip(tmp_path: Path) -> None:
 def test_listings() -> None:
     assert "H100-SXM-80GB" in meshplan("gpus").stdout
     assert "llama-3.1-405b" in meshplan("models").stdout
+
+
+def test_plan_cost_objective_and_missing_prices() -> None:
+    args = ["plan", "--model", "llama-3-8b", "--gbs", "64", "--seq-len", "4096", "--time-limit", "60"]
+    cost = meshplan(*args, "--cluster", "examples/priced-cluster.yaml", "--objective", "cost", "--json")
+    assert cost.returncode == 0, cost.stderr
+    doc = json.loads(cost.stdout)
+    assert doc["status"] == "OPTIMAL" and doc["objective"] == "price_per_step"
+    assert doc["price_per_step"] == pytest.approx(doc["objective_value"], rel=1e-6)
+    fast = json.loads(meshplan(*args, "--cluster", "examples/priced-cluster.yaml", "--json").stdout)
+    assert doc["objective_value"] <= fast["price_per_step"] * (1 + 1e-9)
+    missing = meshplan(*args, "--cluster", "dgx-h100:2", "--objective", "cost")
+    assert missing.returncode == 2
+    assert "workload.objective" in missing.stderr + missing.stdout and "Traceback" not in missing.stderr

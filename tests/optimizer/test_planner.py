@@ -51,7 +51,12 @@ def tiny_moe(layers: int = 4, first_k_dense: int = 1) -> ModelSpec:
 
 
 def small_cluster(
-    memory_gib: float, nodes: int = 1, gpn: int = 4, second: float | None = None, pcie: bool = False
+    memory_gib: float,
+    nodes: int = 1,
+    gpn: int = 4,
+    second: float | None = None,
+    pcie: bool = False,
+    prices: tuple[float | None, float | None] = (None, None),
 ) -> ClusterSpec:
     gpus = [
         {
@@ -75,6 +80,8 @@ def small_cluster(
     ]
     if pcie:
         pools[0]["intra_node"] = {"kind": "pcie", "pcie_gen": 4}
+    if prices[0] is not None:
+        pools[0]["price_per_gpu_hour"] = prices[0]
     if second is not None:
         gpus.append(
             {
@@ -97,6 +104,8 @@ def small_cluster(
                 "inter_node": {"nics_per_node": 1, "gbits_per_s": 100},
             }
         )
+    if second is not None and prices[1] is not None:
+        pools[1]["price_per_gpu_hour"] = prices[1]
     return build_cluster({"name": "small", "pools": pools, "gpu_types": gpus})
 
 
@@ -297,3 +306,36 @@ def test_infeasible_suggests_the_largest_batch_that_fits() -> None:
     gbs = int(batch[0].split(": ")[1].split()[0])
     assert plan(m, c, w.model_copy(update={"global_batch_size": gbs}), space, time_limit_s=30).plan is not None
     assert plan(m, c, w.model_copy(update={"global_batch_size": gbs * 2}), space, time_limit_s=30).plan is None
+
+
+@pytest.mark.parametrize(("second", "prices"), [(None, (2.0, None)), (3.0, (4.0, 1.0)), (3.0, (1.0, 4.0))])
+def test_cost_objective_equals_oracle(second: float | None, prices: tuple[float, float | None]) -> None:
+    # Price per step = step time x each stage's GPUs at its pool's price: the planner's proven optimum equals the
+    # exhaustive oracle's under the same objective, and the reported price is that of the plan.
+    model = tiny_model(layers=4)
+    cluster = small_cluster(2.5, gpn=2 if second else 4, second=second, prices=prices)
+    w = TrainingWorkload(global_batch_size=8, seq_len=2048, objective="cost")
+    got = plan(model, cluster, w, SMALL_SPACE, top_k=1, time_limit_s=120)
+    want = oracle_plan(model, cluster, w, SMALL_SPACE)
+    assert want is not None and got.status == "OPTIMAL" and got.objective == "price_per_step"
+    assert got.objective_value == pytest.approx(want[0], rel=1e-6)
+    assert got.price_per_step == pytest.approx(got.objective_value, rel=1e-6)
+
+
+def test_cost_objective_trades_time_for_price() -> None:
+    # Two nodes at a price: the fastest plan uses all 8 GPUs; the cheapest per step may use fewer. Each is
+    # optimal for its own objective, so neither beats the other on the other's.
+    model, cluster = tiny_model(layers=4), small_cluster(2.5, nodes=2, prices=(2.0, None))
+    fast = plan(model, cluster, TrainingWorkload(global_batch_size=8, seq_len=2048), SMALL_SPACE, time_limit_s=60)
+    cheap = plan(model, cluster, TrainingWorkload(global_batch_size=8, seq_len=2048, objective="cost"), SMALL_SPACE)
+    assert fast.plan is not None and cheap.plan is not None
+    assert fast.price_per_step is not None and cheap.price_per_step is not None
+    assert cheap.price_per_step <= fast.price_per_step * (1 + 1e-9)
+    assert fast.plan.estimate.step_time_s <= cheap.plan.estimate.step_time_s * (1 + 1e-9)
+
+
+def test_cost_objective_needs_prices() -> None:
+    cluster = small_cluster(2.5, gpn=2, second=3.0, prices=(1.0, None))
+    with pytest.raises(DomainError) as exc:
+        plan(tiny_model(), cluster, TrainingWorkload(global_batch_size=8, seq_len=2048, objective="cost"))
+    assert exc.value.field == "workload.objective" and "b" in str(exc.value)
