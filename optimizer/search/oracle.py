@@ -95,3 +95,50 @@ def oracle_ranked(
                 if est.feasible and (prev is None or (value, cfg.gpus) < (prev[0], prev[1])):
                     best[sig] = (value, cfg.gpus, cfg)
     return sorted(best.values(), key=lambda v: (v[0], v[1]))
+
+
+def layout_count(ts: TrainingSpace, c: ParallelConfig) -> int:
+    """How many stage layouts the oracle enumerates for `c` with every stage on one pool: stage 0 from its
+    allowed counts, middle stages non-decreasing, the last free (partitions into exactly pp-2 parts, by DP)."""
+    L, pp, vp = ts.model.num_layers, c.pp, c.vp
+    if pp == 1:
+        return 1
+    moe = ts.model.moe
+    k = moe.first_k_dense if moe is not None else 0
+    freq = moe.layer_freq if moe is not None else 1
+    step = vp * freq // math.gcd(vp, freq)
+    hi = L - (pp - 1) * vp
+    firsts = [x for x in range(vp, hi + 1, vp) if x >= k and (x - k) % freq == 0]
+    others = list(range(step, hi + 1, step))
+    parts = pp - 2
+    # ways[j][n]: non-decreasing sequences of j values from `others` summing to n (parts taken in increasing order)
+    ways = [[0] * (L + 1) for _ in range(parts + 1)]
+    ways[0][0] = 1
+    for x in others:
+        for j in range(1, parts + 1):
+            row, prev = ways[j], ways[j - 1]
+            for n in range(x, L + 1):
+                row[n] += prev[n - x]
+    return sum(ways[parts][L - l0 - last] for l0 in firsts for last in others if L - l0 - last >= 0)
+
+
+def oracle_evaluations_lower_bound(ts: TrainingSpace) -> int:
+    """A lower bound on the `estimate` calls the oracle makes: every candidate of the space (memory bound off)
+    whose stages all fit on one pool is evaluated with at least every one-pool layout; the others at least once."""
+    counts: dict[tuple[int, int], int] = {}
+    total = 0
+    largest = max((p.healthy_gpus for p in ts.pools), default=0)
+    for key in ts.layer_keys():
+        batch = ts.key_batch(key, prune_memory=False)
+        if batch is None:
+            continue
+        for i in range(len(batch.lbs)):
+            c = ts.candidate(batch, i).config
+            if c.gpus > largest:
+                total += 1
+                continue
+            shape = (c.pp, c.vp)
+            if shape not in counts:
+                counts[shape] = layout_count(ts, c)
+            total += counts[shape]
+    return total

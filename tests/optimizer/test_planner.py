@@ -339,3 +339,22 @@ def test_cost_objective_needs_prices() -> None:
     with pytest.raises(DomainError) as exc:
         plan(tiny_model(), cluster, TrainingWorkload(global_batch_size=8, seq_len=2048, objective="cost"))
     assert exc.value.field == "workload.objective" and "b" in str(exc.value)
+
+
+@pytest.mark.parametrize("moe", [False, True])
+def test_layout_count_equals_the_oracles_enumeration(moe: bool) -> None:
+    # The benchmark's lower bound on the oracle's work counts layouts by DP; it must equal what the oracle
+    # enumerates on one pool.
+    from optimizer.parallel_config import ParallelConfig
+    from optimizer.search.candidates import TrainingSpace
+    from optimizer.search.oracle import _layouts, layout_count
+
+    model = tiny_moe(layers=5) if moe else tiny_model(layers=6)
+    ts = TrainingSpace(
+        model, small_cluster(4.0, gpn=8), TrainingWorkload(global_batch_size=8, seq_len=2048), SMALL_SPACE
+    )
+    for pp, vp in [(1, 1), (2, 1), (3, 1), (4, 1), (5, 1), (2, 2), (3, 2)]:
+        if model.num_layers % vp or pp * vp > model.num_layers:
+            continue
+        c = ParallelConfig(pp=pp, vp=vp, schedule="interleaved-1f1b" if vp > 1 else "1f1b")
+        assert layout_count(ts, c) == sum(1 for _ in _layouts(ts, c)), (pp, vp)
