@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from functools import cached_property
 from typing import Literal
 
@@ -148,6 +149,14 @@ class ClusterSpec(BaseModel):
             if p.name == name:
                 return p
         raise UnknownNameError("pool", name, [p.name for p in self.pools])
+
+    def price_per_s(self, gpus_per_stage: int, stage_pools: Sequence[str]) -> float | None:
+        """Price per second of a plan's GPUs: each stage's GPUs at its pool's price_per_gpu_hour / 3600; None
+        when a pool it uses has no price."""
+        prices = [self.pool(n).price_per_gpu_hour for n in stage_pools]
+        if any(p is None for p in prices):
+            return None
+        return gpus_per_stage * sum(p or 0.0 for p in prices) / 3600
 
     def gpu_of(self, pool: NodePool) -> GPUSpec:
         """The GPU spec of a pool."""

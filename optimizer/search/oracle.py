@@ -79,17 +79,16 @@ def oracle_ranked(
         if batch is None:
             continue
         for i in range(len(batch.lbs)):
-            cand = ts.candidate(batch, i)
-            c = cand.config
-            for layers, pools in _layouts(ts, cand.config):
-                cfg = cand.config.model_copy(update={"layers_per_stage": layers, "stage_pools": pools})
+            c = ts.candidate(batch, i).config
+            for layers, pools in _layouts(ts, c):
+                cfg = c.model_copy(update={"layers_per_stage": layers, "stage_pools": pools})
                 try:
                     est = estimate(model, cluster, w, cfg)
                 except DomainError:
                     continue  # e.g. too many GPUs of one pool: the planner's pool-capacity family
                 value = est.step_time_s
                 if w.objective == "cost":  # price per step: each stage's GPUs at its pool's price
-                    value *= c.gpus_per_stage * sum((cluster.pool(n).price_per_gpu_hour or 0.0) / 3600 for n in pools)
+                    value *= cluster.price_per_s(c.gpus_per_stage, pools) or 0.0
                 sig = (cfg.tp, cfg.pp, cfg.dp, cfg.cp, cfg.ep)
                 prev = best.get(sig)
                 if est.feasible and (prev is None or (value, cfg.gpus) < (prev[0], prev[1])):

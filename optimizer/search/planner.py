@@ -125,12 +125,11 @@ def _plan_training(
     check_pins(ts)
     # Objective: step time, or price per step = step time x sum over stages of its GPUs x its pool's price per
     # GPU-second. Every bound below is in the objective's unit: time bounds x the least price rate they allow.
-    cost = w.objective == "cost"
-    price = {p.name: (p.price_per_gpu_hour or 0.0) / 3600 for p in ts.pools}
-    min_price = min(price.values(), default=0.0)
+    cost = w.objective == "cost"  # preflight checked that every allowed pool has a price
+    min_price = min((cluster.price_per_s(1, [p.name]) or 0.0 for p in ts.pools), default=0.0)
 
     def rate(gpus_per_stage: int, pools: tuple[str, ...]) -> float:
-        return gpus_per_stage * sum(price[n] for n in pools) if cost else 1.0
+        return (cluster.price_per_s(gpus_per_stage, pools) or 0.0) if cost else 1.0
 
     key_bound = (lambda k: ts.key_cost_bound(k, min_price)) if cost else ts.key_bound
     keys = sorted(((key_bound(k), n, k) for n, k in enumerate(ts.layer_keys())), key=lambda x: x[:2])
@@ -269,15 +268,7 @@ def _plan_training(
     for obj, _, cfg in ranked[1:top_k]:
         alts.append(Alternative.versus(estimate(model, cluster, w, cfg), cfg, obj, best_cfg, best_obj, MAIN_KNOBS))
     planned = PlannedConfig(config=best_cfg, estimate=est)
-    stage_pools = best_cfg.stage_pools or [ts.pools[0].name] * best_cfg.pp
-    priced = all(cluster.pool(n).price_per_gpu_hour is not None for n in stage_pools)
-    per_step = (
-        est.step_time_s
-        * best_cfg.gpus_per_stage
-        * sum((cluster.pool(n).price_per_gpu_hour or 0.0) / 3600 for n in stage_pools)
-        if priced
-        else None
-    )
+    rate_s = cluster.price_per_s(best_cfg.gpus_per_stage, best_cfg.stage_pools or [ts.pools[0].name] * best_cfg.pp)
     gap = None if status == "OPTIMAL" else max(0.0, (best_obj - lower) / best_obj)
     return PlanResult(
         status=status,
@@ -288,7 +279,7 @@ def _plan_training(
         plan=planned,
         alternatives=alts,
         explanation=explain(ts, planned, alts),
-        price_per_step=per_step,
+        price_per_step=None if rate_s is None else est.step_time_s * rate_s,
         solve_time_s=elapsed,
         candidates_total=total,
         candidates_solved=solved,
@@ -304,8 +295,6 @@ def has_plan(
 ) -> bool:
     """Whether any training plan fits (the search stops at the first one): the infeasibility diagnosis probes
     relaxations with it."""
-    ts = TrainingSpace(model, cluster, w, space)
-    check_pins(ts)
     r = _plan_training(model, cluster, w, space, 1, time_limit_s, None, None, None, False, first_feasible=True)
     return r.plan is not None
 

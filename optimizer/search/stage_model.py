@@ -268,9 +268,7 @@ class StageModel:
     ) -> tuple[cp_model.CpModel, _Vars] | None:
         """The model, or None when some stage has no feasible (pool, layers) at all."""
         c, m = self.cand.config, self.cand.microbatches
-        _pp, Q, L = c.pp, self.Q, self.L
-        if Q == 0:
-            return None
+        Q, L = self.Q, self.L
         domains = self._domains(upper_bound_s, fixed_pools)
         if domains is None:
             return None
