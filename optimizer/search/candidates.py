@@ -10,7 +10,9 @@ largest usable memory) drops candidates that cannot fit anywhere.
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 import numpy as np
 
@@ -56,6 +58,23 @@ def layer_work(ctx: _Ctx, pool: NodePool, n_dense: int, n_moe: int) -> float:
             lc = ctx.layer(pool, gpu, is_moe)
             total += count * (lc.fwd + lc.bwd + lc.recompute + lc.tp + lc.cp + lc.ep)
     return total
+
+
+Num = TypeVar("Num", float, np.ndarray)
+
+
+def pipeline_lower_bound(schedule: str, m: Num, vp: int, t_max: Num, t_sum: Num) -> Num:
+    """The schedule's pipeline time [training.pipeline_time] with t_max a lower bound on the slowest stage's time
+    and t_sum one on the sum of the stage times: 1F1B/GPipe sum t + (m-1) t_max; interleaved
+    (m - 1/v) t_max + sum t / v; ZB-H1 m t_max (its fill, a sum of u = t - 2w >= 0 less the largest, is >= 0)."""
+    pipe: Num  # (numpy arithmetic is untyped)
+    if schedule == "interleaved-1f1b":
+        pipe = (m - 1.0 / vp) * t_max + t_sum / vp
+    elif schedule == "zb-h1":
+        pipe = m * t_max
+    else:
+        pipe = t_sum + (m - 1) * t_max
+    return pipe
 
 
 def _divisors(n: int) -> list[int]:
@@ -356,17 +375,12 @@ class TrainingSpace:
                 np.seterr(invalid="ignore")  # inf x 0 where a pipeline has no room: masked out below
                 for sched in scheds:
                     ok_s = base_ok & ((m_arr[None, :] % pv[:, None]) == 0) if sched == "interleaved-1f1b" else base_ok
+                    lb = pipeline_lower_bound(sched, M, vp, avg, stage_sum)
                     if sched == "interleaved-1f1b":
-                        lb = (M - 1.0 / vp) * avg + stage_sum / vp
                         inflight_min = np.minimum((vp - 1) * P + 1, M * vp) / vp
-                    elif sched == "zb-h1":
-                        lb = M * avg
-                        inflight_min = np.minimum(1.0, M) + 0 * P
                     elif sched == "gpipe":
-                        lb = stage_sum + (M - 1) * avg
                         inflight_min = M + 0 * P
                     else:
-                        lb = stage_sum + (M - 1) * avg
                         inflight_min = np.minimum(1.0, M) + 0 * P
                     for zero in zeros:
                         if not space.allows("zero", zero):
@@ -455,6 +469,15 @@ class TrainingSpace:
         if pinned is not None:
             return sched in pinned
         return sched in self.space.schedules
+
+    def all_candidates(self, prune_memory: bool = True) -> Iterator[Candidate]:
+        """Every candidate of the space, key by key (the oracle's and the tests' enumeration; the planner expands
+        keys lazily instead)."""
+        for key in self.layer_keys():
+            batch = self.key_batch(key, prune_memory=prune_memory)
+            if batch is not None:
+                for i in range(len(batch.lbs)):
+                    yield self.candidate(batch, i)
 
     def candidate(self, batch: KeyBatch, index: int) -> Candidate:
         k = batch.key

@@ -74,25 +74,21 @@ def oracle_ranked(
     are drawn from."""
     ts = TrainingSpace(model, cluster, w, space or SearchSpace())
     best: dict[tuple[int, ...], tuple[float, int, ParallelConfig]] = {}
-    for key in ts.layer_keys():
-        batch = ts.key_batch(key, prune_memory=False)
-        if batch is None:
-            continue
-        for i in range(len(batch.lbs)):
-            c = ts.candidate(batch, i).config
-            for layers, pools in _layouts(ts, c):
-                cfg = c.model_copy(update={"layers_per_stage": layers, "stage_pools": pools})
-                try:
-                    est = estimate(model, cluster, w, cfg)
-                except DomainError:
-                    continue  # e.g. too many GPUs of one pool: the planner's pool-capacity family
-                value = est.step_time_s
-                if w.objective == "cost":  # price per step: each stage's GPUs at its pool's price
-                    value *= cluster.price_per_s(c.gpus_per_stage, pools) or 0.0
-                sig = (cfg.tp, cfg.pp, cfg.dp, cfg.cp, cfg.ep)
-                prev = best.get(sig)
-                if est.feasible and (prev is None or (value, cfg.gpus) < (prev[0], prev[1])):
-                    best[sig] = (value, cfg.gpus, cfg)
+    for cand in ts.all_candidates(prune_memory=False):
+        c = cand.config
+        for layers, pools in _layouts(ts, c):
+            cfg = c.model_copy(update={"layers_per_stage": layers, "stage_pools": pools})
+            try:
+                est = estimate(model, cluster, w, cfg)
+            except DomainError:
+                continue  # e.g. too many GPUs of one pool: the planner's pool-capacity family
+            value = est.step_time_s
+            if w.objective == "cost":  # price per step: each stage's GPUs at its pool's price
+                value *= cluster.price_per_s(c.gpus_per_stage, pools) or 0.0
+            sig = (cfg.tp, cfg.pp, cfg.dp, cfg.cp, cfg.ep)
+            prev = best.get(sig)
+            if est.feasible and (prev is None or (value, cfg.gpus) < (prev[0], prev[1])):
+                best[sig] = (value, cfg.gpus, cfg)
     return sorted(best.values(), key=lambda v: (v[0], v[1]))
 
 
@@ -127,17 +123,13 @@ def oracle_evaluations_lower_bound(ts: TrainingSpace) -> int:
     counts: dict[tuple[int, int], int] = {}
     total = 0
     largest = max((p.healthy_gpus for p in ts.pools), default=0)
-    for key in ts.layer_keys():
-        batch = ts.key_batch(key, prune_memory=False)
-        if batch is None:
+    for cand in ts.all_candidates(prune_memory=False):
+        c = cand.config
+        if c.gpus > largest:
+            total += 1
             continue
-        for i in range(len(batch.lbs)):
-            c = ts.candidate(batch, i).config
-            if c.gpus > largest:
-                total += 1
-                continue
-            shape = (c.pp, c.vp)
-            if shape not in counts:
-                counts[shape] = layout_count(ts, c)
-            total += counts[shape]
+        shape = (c.pp, c.vp)
+        if shape not in counts:
+            counts[shape] = layout_count(ts, c)
+        total += counts[shape]
     return total

@@ -21,7 +21,7 @@ from ortools.sat.python import cp_model
 
 from optimizer.costmodel.memory import inflight_microbatches
 from optimizer.costmodel.training import StageCost, _Ctx, stage_cost
-from optimizer.search.candidates import Candidate, TrainingSpace, layer_work
+from optimizer.search.candidates import Candidate, TrainingSpace, layer_work, pipeline_lower_bound
 from optimizer.search.solver_params import TIME_UNIT_S, stage_solver, stop_when
 
 
@@ -250,13 +250,7 @@ class StageModel:
             else:
                 lo = mid + 1
         t_max = candidates[lo]
-        t_sum = sum(st[0][0] for st in stages)
-        if c.schedule == "interleaved-1f1b":
-            pipe = (m - 1 / c.vp) * t_max + t_sum / c.vp
-        elif c.schedule == "zb-h1":
-            pipe = m * t_max
-        else:
-            pipe = t_sum + (m - 1) * t_max
+        pipe = pipeline_lower_bound(c.schedule, m, c.vp, t_max, sum(st[0][0] for st in stages))
         tab0, allowed0 = domains[0]
         return (pipe + min(tab0["e"][j] for j in allowed0)) * TIME_UNIT_S, t_max
 
@@ -469,13 +463,7 @@ class StageModel:
         def place(counts: tuple[int, ...]) -> None:
             used = [q for q in range(Q) if counts[q]]
             t_max = L / sum(counts[q] / per_layer[q] for q in used)
-            t_sum = L * min(per_layer[q] for q in used)
-            if c.schedule == "interleaved-1f1b":
-                lb = (m - 1.0 / vp) * t_max + t_sum / vp
-            elif c.schedule == "zb-h1":
-                lb = m * t_max
-            else:
-                lb = t_sum + (m - 1) * t_max
+            lb = pipeline_lower_bound(c.schedule, m, vp, t_max, L * min(per_layer[q] for q in used))
             if lb + min(e0[q] for q in used) >= limit:
                 return
             for order in itertools.permutations(used):

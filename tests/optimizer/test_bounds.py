@@ -25,17 +25,8 @@ SCENARIOS = [
 ]
 
 
-def _candidates(ts: TrainingSpace, prune: bool) -> dict[tuple[object, ...], Candidate]:
-    out = {}
-    for key in ts.layer_keys():
-        batch = ts.key_batch(key, prune_memory=prune)
-        if batch is None:
-            continue
-        for i in range(len(batch.lbs)):
-            cand = ts.candidate(batch, i)
-            c = cand.config
-            out[(key, c.pp, c.vp, c.dp, c.schedule, c.zero_stage)] = cand
-    return out
+def _candidates(ts: TrainingSpace, prune: bool) -> dict[str, Candidate]:
+    return {cand.config.model_dump_json(): cand for cand in ts.all_candidates(prune_memory=prune)}
 
 
 @pytest.mark.parametrize(("model", "cluster", "gbs", "seq"), SCENARIOS)
