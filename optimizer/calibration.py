@@ -65,7 +65,10 @@ def _cluster(rec: Record) -> ClusterSpec:
     gpus = int(rec["cluster"].get("num_gpus") or 8)
     gpn = int(rec["cluster"].get("gpus_per_node") or 8)
     a100 = "A100" in _gpu_name(rec)
-    # Selene: DGX A100, 8 x 200 Gb/s HDR [N21 §5]; H100 runs: DGX H100, 8 x 400 Gb/s NDR (vendor spec).
+    # Selene: DGX A100, 8 x 200 Gb/s HDR [N21 §5]; H100 runs: DGX H100, 8 x 400 Gb/s NDR (vendor spec); a record
+    # that states its NICs (nics_per_node, nic_gbits) overrides both.
+    nics = int(rec["cluster"].get("nics_per_node") or 8)
+    gbits = float(rec["cluster"].get("nic_gbits") or (200 if a100 else 400))
     return build_cluster(
         {
             "name": rec["id"],
@@ -75,7 +78,7 @@ def _cluster(rec: Record) -> ClusterSpec:
                     "gpu": _gpu_name(rec),
                     "nodes": max(1, -(-gpus // gpn)),
                     "gpus_per_node": gpn,
-                    "inter_node": {"nics_per_node": 8, "gbits_per_s": 200 if a100 else 400},
+                    "inter_node": {"nics_per_node": nics, "gbits_per_s": gbits},
                 }
             ],
         }
@@ -85,6 +88,7 @@ def _cluster(rec: Record) -> ClusterSpec:
 def _model(rec: Record) -> ModelSpec:
     m = rec["model"]
     gpt = m["num_kv_heads"] is None  # the GPT runs: Megatron GPT with GeLU, LayerNorm, biases, dropout, tied
+    mpt = m.get("arch") == "mpt"  # MPT: GeLU, LayerNorm without bias, ALiBi, tied embeddings, no dropout [MPT]
     seq = m["seq_len"] or 2048
     return ModelSpec(
         name=m["name"],
@@ -94,24 +98,31 @@ def _model(rec: Record) -> ModelSpec:
         num_attention_heads=m["num_attention_heads"],
         num_kv_heads=m["num_kv_heads"],
         vocab_size=m["vocab_size"],
-        activation="gelu" if gpt else "swiglu",
-        norm="layernorm" if gpt else "rmsnorm",
-        tied_embeddings=gpt,
+        activation="gelu" if gpt or mpt else "swiglu",
+        norm="layernorm" if gpt or mpt else "rmsnorm",
+        tied_embeddings=gpt or mpt,
         linear_bias=gpt,
         dropout=gpt,
         learned_positions=seq if gpt else 0,
     )
 
 
+def framework_of(rec: Record) -> str:
+    """The framework a record ran on (Megatron for the records that predate the field)."""
+    return str(rec.get("framework") or "megatron")
+
+
 def _training_space(rec: Record, model: ModelSpec) -> tuple[TrainingWorkload, list[ParallelConfig], list[str]]:
     p, b = rec["parallel"], rec["batch"]
-    era_2021 = rec["group"].startswith(("narayanan2021", "korthikanti2022"))
+    era_2021 = rec["group"].startswith(("narayanan2021", "korthikanti2022", "smith2022"))
+    fw = framework_of(rec)
     notes: list[str] = []
     w = TrainingWorkload(
         global_batch_size=b["global_batch_size"],
         seq_len=rec["model"]["seq_len"],
         grad_dtype="bf16" if era_2021 else "fp32",
         flash_attention=not era_2021,
+        framework=fw,  # type: ignore[arg-type]
     )
     if era_2021:
         notes.append("2021-22 Megatron: explicit softmax (no flash attention), 16-bit gradients, no DP overlap")
@@ -121,6 +132,12 @@ def _training_space(rec: Record, model: ModelSpec) -> tuple[TrainingWorkload, li
         notes.append("micro-batch size searched over 1, 2, 4, 8")
     interleaved = p.get("interleaved_schedule")
     divisors = [v for v in range(2, model.num_layers // pp + 1) if (model.num_layers // pp) % v == 0][:6]
+    layers_per_stage = None
+    if model.num_layers % pp:  # Llama 3 405B: one layer fewer on the first and last stage [DU §3.3.2]
+        base = (model.num_layers + 2) // pp
+        layers_per_stage = [base - 1, *([base] * (pp - 2)), base - 1]
+        notes.append(f"uneven stages {base - 1},{base}x{pp - 2},{base - 1} on one chunk per rank (1F1B)")
+        interleaved = False
     if pp == 1 or interleaved is False:
         vp_opts = [1]
     elif p.get("virtual_stages"):
@@ -136,7 +153,8 @@ def _training_space(rec: Record, model: ModelSpec) -> tuple[TrainingWorkload, li
     sp = p.get("sequence_parallel")
     sp_opts = [bool(sp)] if sp is not None else ([True] if tp > 1 else [False])
     zero_opts = [p["zero_stage"]] if p.get("zero_stage") is not None else [1]
-    if not era_2021:
+    cp = int(p.get("cp") or 1)
+    if not era_2021 and fw == "megatron":
         notes.append(
             "Megatron-Core 2024: distributed optimizer, grad-reduce and TP-comm overlap (README flags); "
             "recompute searched"
@@ -152,6 +170,8 @@ def _training_space(rec: Record, model: ModelSpec) -> tuple[TrainingWorkload, li
                                 tp=tp,
                                 pp=pp,
                                 dp=dp,
+                                cp=cp,
+                                layers_per_stage=layers_per_stage,
                                 mbs=mbs,
                                 vp=vp,
                                 schedule="interleaved-1f1b" if vp > 1 else "1f1b",
@@ -159,7 +179,7 @@ def _training_space(rec: Record, model: ModelSpec) -> tuple[TrainingWorkload, li
                                 recompute=r,
                                 zero_stage=z,
                                 overlap_grad_reduce=not era_2021,
-                                tp_comm_overlap=(not era_2021) and s,
+                                tp_comm_overlap=(not era_2021) and s and fw != "deepspeed",
                             )
                         )
     return w, configs, notes
@@ -221,9 +241,14 @@ def predict(rec: Record) -> CalibrationCase | None:
     w, configs, notes = _training_space(rec, model)
     cfg, est = _best(model, cluster, w, configs)
     measured = rec["measured"].get("step_time_s") or rec["derived"].get("step_time_s")
+    src = "measured" if rec["measured"].get("step_time_s") else "derived from reported throughput"
+    if measured is None and rec["measured"].get("tflops_per_gpu"):
+        # Model FLOPs per step (est.mfu x step x peak) over the reported rate, both against the BF16 peak.
+        peak = cluster.gpu_of(cluster.pools[0]).bf16_tflops
+        measured = est.mfu * est.step_time_s * peak / float(rec["measured"]["tflops_per_gpu"])
+        src = "derived from TFLOP/s per GPU (model FLOPs)"
     if measured is None:
         return None
-    src = "measured" if rec["measured"].get("step_time_s") else "derived from reported throughput"
     return CalibrationCase(
         rec["id"],
         rec["group"],

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 from optimizer.cluster_spec import ClusterSpec, NodePool
 from optimizer.errors import DomainError, UnknownNameError
+from optimizer.frameworks import FRAMEWORKS, check_config, framework
 from optimizer.model_spec import ModelSpec
 from optimizer.parallel_config import ParallelConfig
 from optimizer.workload import InferenceWorkload, TrainingWorkload
@@ -148,7 +149,13 @@ def validate(
     _check_moe(model, config)
     if training:
         assert isinstance(workload, TrainingWorkload)
+        if workload.framework == "auto":
+            raise DomainError(
+                "workload.framework",
+                f"an estimate needs one framework ({', '.join(FRAMEWORKS)}); auto is for plan",
+            )
         m = _check_training(model, workload, config)
+        check_config(framework(workload.framework), config)
     else:
         if config.cp > 1:
             raise DomainError("config.cp", "context parallelism is modelled for training only")

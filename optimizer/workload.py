@@ -6,6 +6,8 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from optimizer.frameworks import FrameworkChoice
+
 Precision = Literal["bf16", "fp16", "fp8"]
 
 
@@ -24,6 +26,11 @@ class TrainingWorkload(BaseModel):
     )
     flash_attention: bool = Field(
         default=True, description="Fused attention (no s^2 activations); false = 2021-era explicit softmax."
+    )
+    framework: FrameworkChoice = Field(
+        default="megatron",
+        description="Training framework the plan will run on (optimizer/frameworks.py): megatron, deepspeed, "
+        "torchtitan, or auto (plan for each, keep the best).",
     )
     objective: Literal["step_time", "cost"] = Field(
         default="step_time",

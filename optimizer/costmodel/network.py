@@ -9,6 +9,7 @@ a level shrink by the members below it.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -76,29 +77,42 @@ def group_levels(tiers: tuple[Tier, ...], size: int, stride: int) -> tuple[Level
 
 
 @lru_cache(maxsize=16384)
-def _time(levels: tuple[Level, ...], nbytes: float, steps_per_member: float, volume: float) -> float:
-    """Cheapest-protocol time of a hierarchical collective.
+def _time(levels: tuple[Level, ...], nbytes: float, steps_per_member: float, volume: float, tree: bool = False) -> float:
+    """Cheapest-protocol time of a collective over a group spanning `levels`.
 
-    Per level with g members: (g-1) * steps_per_member ring steps of latency, and volume*(g-1)/g of the bytes
-    still in flight at that level over its bandwidth; inner levels shrink the bytes by g.
+    Bytes: per level with g members, volume*(g-1)/g of the bytes still in flight at that level over its bandwidth;
+    inner levels shrink the bytes by g (hierarchical, or NCCL's multi-channel rings, one NIC per channel: the same
+    bus bandwidth [costmodel C7]). Latency: NCCL's ring runs steps_per_member*(n-1) steps over all n ranks, of which
+    steps_per_member*(nodes-1) cross the network [NC tuning.cc ring latency]; an all-reduce may take the tree
+    instead, 2*((n/nodes - 1) intra + log2(nodes) network) hops [NC tuning.cc tree latency], when it is cheaper.
     """
+    if not levels:
+        return 0.0
+    n = nodes = 1
+    for lv in levels:
+        n *= lv.members
+        if lv.network:
+            nodes *= lv.members
     best = INF
     for base, intra_hop, net_hop, share in NCCL_PROTOCOLS:
-        t = 0.0
+        net_steps = steps_per_member * (nodes - 1)
+        intra_steps = steps_per_member * (n - 1) - net_steps
+        lat = intra_steps * intra_hop + net_steps * net_hop
+        if tree and nodes > 1:
+            lat = min(lat, 2 * ((n // nodes - 1) * intra_hop + math.log2(nodes) * net_hop))
+        t = base + lat
         remaining = nbytes
         for lv in levels:
             g = lv.members
-            hop = net_hop if lv.network else intra_hop
-            t += base + steps_per_member * (g - 1) * hop
             t += volume * (g - 1) / g * remaining / (lv.bw * share)
             remaining /= g
         best = min(best, t)
-    return best if levels else 0.0
+    return best
 
 
 def all_reduce(levels: tuple[Level, ...], nbytes: float) -> float:
     """Ring all-reduce of an nbytes buffer: 2(n-1)/n of it crosses each link [NT PERFORMANCE.md]."""
-    return _time(levels, nbytes, 2.0, 2.0)
+    return _time(levels, nbytes, 2.0, 2.0, True)
 
 
 def all_gather(levels: tuple[Level, ...], nbytes: float) -> float:

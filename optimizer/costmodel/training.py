@@ -23,6 +23,7 @@ from optimizer.costmodel.memory import (
     state_bytes_per_param,
 )
 from optimizer.costmodel.result import Estimate, MemoryBreakdown, StageEstimate, StepBreakdown
+from optimizer.frameworks import framework
 from optimizer.gpu_catalog import GPUSpec
 from optimizer.model_spec import ModelSpec
 from optimizer.parallel_config import ParallelConfig
@@ -102,6 +103,7 @@ class _Ctx:
         self.moe = layer_flops(model, True) if model.moe else self.dense
         self.causal = 0.5 if w.flash_attention else 1.0  # flash kernels skip masked blocks
         self.grad_bytes = 4 if w.grad_dtype == "fp32" else 2
+        self.fw = framework("megatron" if w.framework == "auto" else w.framework)
         self._tiers: dict[str, tuple[net.Tier, ...]] = {}
         self._layer_cache: dict[tuple[str, bool], LayerCost] = {}
         self._gpus: dict[str, GPUSpec] = {}
@@ -172,7 +174,11 @@ class _Ctx:
             msg = tokens * m.hidden_size * 2
             one = 2 * net.all_gather(lv, msg) if c.sequence_parallel else net.all_reduce(lv, msg)
             n_fwd, n_bwd = 2, 2 + (2 if c.recompute == "full" else 0)
-            if c.tp_comm_overlap:  # hidden under GEMMs, one chunk of tp left exposed (derived from [NB])
+            # Overlap hides TP traffic under the GEMMs, one chunk of tp left exposed (derived from [NB]), only when the
+            # group sits in one NVLink domain: Transformer Engine's userbuffers (Megatron --tp-comm-overlap) and
+            # torchtitan's async TP use node-local symmetric memory [optimizer/frameworks.py]. A group that spans
+            # PCIe or the NICs pays every collective in full on the tiers it crosses.
+            if c.tp_comm_overlap and tp_in_nvlink_domain(lv):
                 tp_fwd = max(n_fwd * one / tp, n_fwd * one - t_gemm)
                 tp_bwd = max(n_bwd * one / tp, n_bwd * one - 2 * t_gemm)
             else:
@@ -193,6 +199,67 @@ class _Ctx:
             per_rank = m.moe.top_k * tokens / (tp if c.sequence_parallel else 1) * m.hidden_size * 2
             ep_exposed = 4 * net.all_to_all(lv, per_rank)
         return LayerCost(fwd, bwd, t_gemm, rc, tp_exposed, cp_exposed, ep_exposed, tp_fwd)
+
+
+def tp_in_nvlink_domain(levels: tuple[net.Level, ...]) -> bool:
+    """Whether a TP group's levels are one NVLink domain (no PCIe, no NIC between its members)."""
+    return len(levels) == 1 and levels[0].name == "nvlink"
+
+
+def zero3_exposed(
+    ctx: _Ctx,
+    lv_d: tuple[net.Level, ...],
+    lv_e: tuple[net.Level, ...],
+    dense_params: float,
+    expert_params: float,
+    layers: int,
+    fwd: float,
+    bwd: float,
+    dpc: int,
+    edp: int,
+) -> float:
+    """Exposed ZeRO-3 / FSDP communication of one micro-batch on one stage, seconds.
+
+    Per layer and pass the framework issues `zero3_collectives_per_layer` all-gathers of the layer's bf16 weights
+    (and as many reduce-scatters of its gradients in backward), each paying its ring latency over all dp ranks
+    [NC tuning.cc]. The next layer's gathers are prefetched under the current layer's compute, so a layer costs
+    max(compute, comm); the first gather of the forward and the last reduce-scatter of the backward have nothing
+    to hide under [DeepSpeed partitioned_param_coordinator.py; FSDP2 implicit prefetch]. Of the overlappable part
+    only the framework's `zero3_overlap` share hides (DeepSpeed calibrated on Narayanan 2021 Table 2); the
+    recompute forward reuses the backward's gather.
+    """
+    n = max(1, layers)
+    k = ctx.fw.zero3_collectives_per_layer
+    if not ctx.fw.zero3_node_aggregation:  # each rank's whole volume over its own NIC (see Framework)
+        lv_d, lv_e = _flat(lv_d), _flat(lv_e)
+    d_piece, e_piece = dense_params * 2 / (n * k), expert_params * 2 / (n * k)
+    grad_bytes = ctx.grad_bytes / 2
+
+    def per_layer(f: str) -> float:
+        fn = net.all_gather  # reduce-scatter costs the same [NT]
+        t = fn(lv_d, d_piece * (grad_bytes if f == "rs" else 1.0)) if dpc > 1 else 0.0
+        if edp > 1 and expert_params:
+            t += fn(lv_e, e_piece * (grad_bytes if f == "rs" else 1.0))
+        return k * t
+
+    gather, reduce = per_layer("ag"), per_layer("rs")
+    eta = ctx.fw.zero3_overlap
+
+    def exposed(comm: float, compute: float) -> float:
+        return max(0.0, comm - compute) + (1.0 - eta) * min(comm, compute)
+
+    return gather + reduce + n * (exposed(gather, fwd / n) + exposed(gather + reduce, bwd / n))
+
+
+def _flat(levels: tuple[net.Level, ...]) -> tuple[net.Level, ...]:
+    """A group's levels as one level at its slowest tier's bandwidth (no aggregation by inner levels)."""
+    if not levels:
+        return levels
+    slow = min(levels, key=lambda lv: lv.bw)
+    members = 1
+    for lv in levels:
+        members *= lv.members
+    return (net.Level(members, slow.bw, any(lv.network for lv in levels), slow.name),)
 
 
 def stage_cost(
@@ -252,7 +319,7 @@ def _stage_cost(
     # with the scatter/gather optimisation each TP rank sends 1/tp of it [N21 §3.2, §4.1, §2.2.2].
     tiers = ctx.tiers(pool)
     if c.pp > 1:
-        msg = tokens * model.hidden_size * 2 / tp
+        msg = tokens * model.hidden_size * 2 / (tp if ctx.fw.pp_scatter_gather else 1)
         if next_pool is not None and next_pool.name != pool.name:
             nic = min(ctx.tiers(pool)[-1].bw, ctx.tiers(next_pool)[-1].bw)
             hop = net.p2p(nic, True, msg)
@@ -292,7 +359,9 @@ def _stage_cost(
         # Overlapped reductions run under the last micro-batch's backward, bucket by bucket; one bucket stays
         # exposed [NB communication-overlap]. ZeRO-2 reduces every micro-batch [DeepSpeed #2252].
         last_bwd = bwd
-        if c.zero_stage == 0:
+        if c.pp > 1 and ctx.fw.grad_reduce_after_pipeline:  # reduced after the last micro-batch [frameworks]
+            dp_t = coll("ar") if c.zero_stage == 0 else coll("rs") + gather()
+        elif c.zero_stage == 0:
             full = coll("ar")
             dp_t = max(full / chunk, full - last_bwd) if c.overlap_grad_reduce else full
         elif c.zero_stage == 1:
@@ -303,9 +372,8 @@ def _stage_cost(
         elif c.zero_stage == 2:
             rs = coll("rs")
             dp_t = m * max(rs / chunk, rs - bwd) + gather()
-        else:  # ZeRO-3: gather params forward and backward, reduce-scatter grads, each micro-batch [Z20 §7; LA]
-            ag, rs = gather(), coll("rs")
-            zero_t = m * (max(ag / chunk, ag - fwd) + max((ag + rs) / chunk, ag + rs - bwd))
+        else:  # ZeRO-3 / FSDP: gather params forward and backward, reduce-scatter grads, each micro-batch [Z20 §7]
+            zero_t = m * zero3_exposed(ctx, lv_d, lv_e, dense_total, expert_p, layers, fwd, bwd, dpc, edp)
     opt_params = (dense_total if c.zero_stage == 0 else dense_total / dpc) + (
         expert_p if c.zero_stage == 0 else expert_p / edp
     )
@@ -323,9 +391,9 @@ def _stage_cost(
         transient = tokens * model.vocab_size / tp * (4 + 2)
     if c.recompute == "full":
         transient = max(transient, ctx.recompute_peak[moe_layers > 0])
-    if c.zero_stage == 3:  # two unsharded bf16 layers prefetched (forward + backward) [LA analysis.py training()]
+    if c.zero_stage == 3:  # unsharded bf16 weights in use and prefetched [LA analysis.py training(); frameworks]
         per_layer = (dense_p + expert_p) / max(1, layers)  # stage_params are per TP/EP rank, not yet DP-sharded
-        transient += 2 * per_layer * 2
+        transient += ctx.fw.zero3_live_layers * per_layer * 2
     weights = dense_p * wb + expert_p * ewb
     grads = dense_p * gb + expert_p * egb
     optim = dense_p * ob + expert_p * eob

@@ -1,0 +1,256 @@
+"""What each training framework can run, and how it communicates: the one table the search, the validation, the
+cost model and the exports read.
+
+Every entry cites the framework's own code or documentation (argument or config name, and the snapshot read:
+Megatron-LM d98e8a6 of 2026-08-22, DeepSpeed edaa722 of 2026-08-22, torchtitan b5bcd76 of 2026-08-21).
+
+Vocabulary. `zero_stage` is the planner's name for how data-parallel ranks shard the training state:
+0 replicated (DDP), 1 optimizer state sharded (Megatron's distributed optimizer, DeepSpeed ZeRO-1, and FSDP under
+pipeline parallelism, which gathers once per step and keeps the stage's parameters and gradients whole until the
+last micro-batch), 2 gradients too (DeepSpeed ZeRO-2, FSDP `reshard_after_forward=False`), 3 parameters too
+(DeepSpeed ZeRO-3, FSDP full shard, Megatron-FSDP `optim_grads_params`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from optimizer.errors import DomainError, UnknownNameError
+from optimizer.parallel_config import ParallelConfig, Recompute, Schedule
+
+FrameworkName = Literal["megatron", "deepspeed", "torchtitan"]
+FRAMEWORKS: tuple[FrameworkName, ...] = ("megatron", "deepspeed", "torchtitan")
+FrameworkChoice = Literal["megatron", "deepspeed", "torchtitan", "auto"]
+"""A workload's framework: one of FRAMEWORKS, or `auto` (the planner plans for each and keeps the best)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Framework:
+    """One training framework's capabilities (what it can run) and communication behaviour (how it runs)."""
+
+    name: FrameworkName
+    title: str
+    schedules: tuple[Schedule, ...]
+    """Pipeline schedules it implements."""
+    zero_stages: tuple[int, ...]
+    """Sharding stages (see the module docstring) with pp = 1."""
+    zero_stages_with_pp: tuple[int, ...]
+    """Sharding stages it combines with pipeline parallelism (pp > 1)."""
+    context_parallel: bool
+    """Ring-attention context parallelism (the planner's CP model: K/V blocks passed around a ring)."""
+    expert_parallel: bool
+    virtual_stages: bool
+    """Several model chunks per pipeline rank (interleaved schedule)."""
+    uneven_layers: bool
+    """Stages may hold different numbers of layers."""
+    tp_comm_overlap: bool
+    """TP collectives overlapped with the GEMMs that produce or consume them (inside one NVLink domain only)."""
+    sequence_parallel: bool
+    recomputes: tuple[Recompute, ...]
+    overlap_grad_reduce: bool
+    """Gradient reduction overlapped with the backward pass."""
+    zero3_collectives_per_layer: int
+    """ZeRO-3 / FSDP: separate all-gathers (and reduce-scatters) per transformer layer and pass: DeepSpeed gathers
+    each submodule's parameters on its own, FSDP and Megatron-FSDP one unit per layer."""
+    zero3_overlap: float
+    """Share of the overlappable ZeRO-3 / FSDP traffic that hides under compute (the rest is exposed)."""
+    zero3_live_layers: float
+    """ZeRO-3 / FSDP: unsharded layers alive at once (the one computing and the one prefetched)."""
+    zero3_node_aggregation: bool
+    """Whether ZeRO-3 / FSDP gathers share the node's NICs (NCCL rings over large buffers: each NIC carries 1/g of
+    the bytes [costmodel C7]) or each rank's full volume crosses its own NIC."""
+    pp_scatter_gather: bool
+    """Pipeline sends split over the TP ranks (1/tp each, re-gathered over NVLink) [N21 §4.1]."""
+    grad_reduce_after_pipeline: bool
+    """With pp > 1 the gradient reduction runs after the last micro-batch, not under the backward."""
+    sources: tuple[tuple[str, str], ...]
+    """(knob, citation) pairs."""
+
+    def source(self, knob: str) -> str:
+        """The citation for one knob."""
+        return dict(self.sources).get(knob, "")
+
+
+MEGATRON = Framework(
+    name="megatron",
+    title="Megatron-Core / Megatron-LM",
+    schedules=("1f1b", "interleaved-1f1b"),
+    zero_stages=(0, 1, 2, 3),
+    zero_stages_with_pp=(0, 1),
+    context_parallel=True,
+    expert_parallel=True,
+    virtual_stages=True,
+    uneven_layers=True,
+    tp_comm_overlap=True,
+    sequence_parallel=True,
+    recomputes=("none", "selective", "full"),
+    overlap_grad_reduce=True,
+    zero3_collectives_per_layer=1,
+    zero3_overlap=1.0,
+    zero3_live_layers=2.0,
+    zero3_node_aggregation=True,
+    pp_scatter_gather=True,
+    grad_reduce_after_pipeline=False,
+    sources=(
+        ("schedule", "megatron/core/pipeline_parallel/schedules.py: forward_backward_pipelining_without_interleaving"
+         " (1F1B) and _with_interleaving (--num-virtual-stages-per-pipeline-rank); no GPipe, no zero-bubble"),
+        ("zero", "--use-distributed-optimizer (ZeRO-1); --use-megatron-fsdp with --data-parallel-sharding-strategy "
+         "optim_grads / optim_grads_params (ZeRO-2/3, megatron/core/distributed/fsdp); --use-torch-fsdp2 'is not "
+         "supported with pipeline parallelism' (megatron/training/arguments.py)"),
+        ("cp", "--context-parallel-size, --cp-comm-type p2p (ring)"),
+        ("ep", "--expert-model-parallel-size"),
+        ("vp", "--num-virtual-stages-per-pipeline-rank; uneven stages: --decoder-first/last-pipeline-num-layers, "
+         "--pipeline-model-parallel-layout"),
+        ("tp_comm_overlap", "--tp-comm-overlap: Transformer Engine userbuffers (initialize_ub), a node-local TP "
+         "group over NVLink"),
+        ("sp", "--sequence-parallel"),
+        ("recompute", "--recompute-granularity selective|full"),
+        ("overlap_grad_reduce", "--overlap-grad-reduce, --overlap-param-gather (DistributedDataParallelConfig)"),
+        ("pp", "scatter/gather of p2p tensors over TP ranks [N21 §4.1]; grads reduced under the last backward"),
+        ("zero3", "Megatron-FSDP: one all-gather per layer, prefetched (megatron/core/distributed/fsdp/src/docs/"
+         "mfsdp_design.md)"),
+    ),
+)
+
+DEEPSPEED = Framework(
+    name="deepspeed",
+    title="DeepSpeed (incl. Megatron-DeepSpeed's pipeline)",
+    schedules=("1f1b",),
+    zero_stages=(0, 1, 2, 3),
+    zero_stages_with_pp=(0, 1),
+    context_parallel=False,
+    expert_parallel=True,
+    virtual_stages=False,
+    uneven_layers=True,
+    tp_comm_overlap=False,
+    sequence_parallel=True,
+    recomputes=("none", "selective", "full"),
+    overlap_grad_reduce=True,
+    zero3_collectives_per_layer=6,
+    # Calibrated on Narayanan 2021 Table 2 (ZeRO-3 without model parallelism, 384-2,240 A100): see
+    # optimizer/data/published_runs.json group narayanan2021_table2_zero3.
+    zero3_overlap=0.6,
+    # The submodule in use and the one prefetched, each at most 4h^2 of a layer's 12h^2 parameters.
+    zero3_live_layers=2 / 3,
+    # Table 2's step times do not fall with more GPUs (175B: 66.7 s on 768 and on 1,536; 530B: ~180 s on 1,120 and
+    # 2,240): the per-GPU traffic is the full parameter volume at the GPU's own NIC rate, not 1/8 of it.
+    zero3_node_aggregation=False,
+    pp_scatter_gather=False,
+    grad_reduce_after_pipeline=True,
+    sources=(
+        ("schedule", "deepspeed/runtime/pipe/schedule.py TrainSchedule: synchronous 1F1B only"),
+        ("zero", "deepspeed/runtime/pipe/engine.py: 'ZeRO-2 and ZeRO-3 are incompatible with pipeline "
+         "parallelism'"),
+        ("cp", "DeepSpeed-Ulysses (deepspeed/sequence) is all-to-all sequence parallelism, not ring attention: not "
+         "modelled"),
+        ("ep", "deepspeed/moe ep_size"),
+        ("vp", "PipelineModule partition_method (uneven stages); no interleaved schedule"),
+        ("tp_comm_overlap", "no TP/GEMM overlap in DeepSpeed or Megatron-DeepSpeed"),
+        ("sp", "Megatron-DeepSpeed --sequence-parallel"),
+        ("recompute", "activation_checkpointing; Megatron-DeepSpeed --recompute-granularity"),
+        ("overlap_grad_reduce", "zero_optimization.overlap_comm (default true for stage 3, runtime/zero/config.py)"),
+        ("pp", "runtime/pipe/p2p.py send: the stage's whole output tensor per rank (broadcast in a 2-rank group or "
+         "isend), no TP scatter/gather; runtime/pipe/schedule.py TrainSchedule: ReduceGrads, OptimizerStep after the "
+         "last micro-batch"),
+        ("zero3", "runtime/zero/partitioned_param_coordinator.py fetch_sub_module: one all-gather per submodule "
+         "(Megatron-DeepSpeed layer: 2 norms, QKV, out proj, h->4h, 4h->h), prefetch up to "
+         "stage3_prefetch_bucket_size = 5e7 parameters ahead; reduce_bucket_size 5e8"),
+    ),
+)
+
+TORCHTITAN = Framework(
+    name="torchtitan",
+    title="torchtitan (FSDP2 + TP + PP + CP)",
+    schedules=("gpipe", "1f1b", "interleaved-1f1b"),
+    zero_stages=(0, 2, 3),
+    zero_stages_with_pp=(0, 1),
+    context_parallel=True,
+    expert_parallel=True,
+    virtual_stages=True,
+    uneven_layers=True,
+    tp_comm_overlap=True,
+    sequence_parallel=True,
+    recomputes=("none", "selective", "full"),
+    overlap_grad_reduce=True,
+    zero3_collectives_per_layer=1,
+    zero3_overlap=1.0,
+    zero3_live_layers=2.0,
+    zero3_node_aggregation=True,
+    pp_scatter_gather=True,
+    grad_reduce_after_pipeline=False,
+    sources=(
+        ("schedule", "parallelism.pipeline_parallel_schedule: GPipe, 1F1B, Interleaved1F1B (torch.distributed."
+         "pipelining); zero-bubble only as ZBV/InterleavedZeroBubble, not ZB-H1"),
+        ("zero", "data_parallel_replicate_degree (DDP), data_parallel_shard_degree (FSDP2 fully_shard per block); "
+         "fsdp_reshard_after_forward 'default' = not pp_enabled (torchtitan/distributed/fsdp.py), so under PP the "
+         "stage gathers once per step and reduces at the last micro-batch (ZeRO-1 here)"),
+        ("cp", "parallelism.context_parallel_degree (ring attention)"),
+        ("ep", "parallelism.expert_parallel_degree"),
+        ("vp", "Interleaved1F1B with pipeline_parallel_layers_per_stage; first/last_stage_less_layers"),
+        ("tp_comm_overlap", "compile.enable_async_tensor_parallel (symmetric memory, node-local)"),
+        ("sp", "parallelism.enable_sequence_parallel (default true)"),
+        ("recompute", "activation_checkpoint.mode none|selective|full"),
+        ("overlap_grad_reduce", "FSDP2 reduce-scatter on its own stream"),
+        ("zero3", "fully_shard per transformer block, the next block's all-gather prefetched"),
+        ("pp", "with sequence parallelism a stage's output is sharded over the TP ranks, each sends its shard"),
+    ),
+)
+
+FRAMEWORK_TABLE: dict[str, Framework] = {f.name: f for f in (MEGATRON, DEEPSPEED, TORCHTITAN)}
+
+
+def framework(name: str) -> Framework:
+    """The framework called `name`; an unknown name lists the known ones."""
+    try:
+        return FRAMEWORK_TABLE[name]
+    except KeyError:
+        raise UnknownNameError("workload.framework", name, FRAMEWORKS) from None
+
+
+def unsupported_knob(fw: Framework, c: ParallelConfig) -> tuple[str, str] | None:
+    """The first knob of `c` that `fw` cannot run, as (knob, 'knob=value'), or None."""
+    checks: tuple[tuple[bool, str, str], ...] = (
+        (c.schedule not in fw.schedules, "schedule", f"schedule={c.schedule}"),
+        (c.vp > 1 and not fw.virtual_stages, "vp", f"vp={c.vp}"),
+        (c.cp > 1 and not fw.context_parallel, "cp", f"cp={c.cp}"),
+        (c.ep > 1 and not fw.expert_parallel, "ep", f"ep={c.ep}"),
+        (c.tp_comm_overlap and not fw.tp_comm_overlap, "tp_comm_overlap", "tp_comm_overlap=true"),
+        (c.sequence_parallel and not fw.sequence_parallel, "sp", "sp=true"),
+        (c.recompute not in fw.recomputes, "recompute", f"recompute={c.recompute}"),
+        (
+            c.zero_stage not in (fw.zero_stages_with_pp if c.pp > 1 else fw.zero_stages),
+            "zero",
+            f"zero={c.zero_stage}" + (f" with pp={c.pp}" if c.pp > 1 else ""),
+        ),
+    )
+    for bad, knob, text in checks:
+        if bad:
+            return knob, text
+    return None
+
+
+def check_config(fw: Framework, c: ParallelConfig, field: str = "config") -> None:
+    """Raise a DomainError naming the knob when `fw` cannot run `c`."""
+    bad = unsupported_knob(fw, c)
+    if bad is not None:
+        knob, text = bad
+        raise DomainError(f"{field}.{knob}", f"{text} is not available in {fw.name} ({fw.source(knob)})")
+
+
+def allows(fw: Framework, knob: str, value: object) -> bool:
+    """Whether `fw` can run `knob=value` in some configuration (the search's domain filter)."""
+    if knob == "schedule":
+        return value in fw.schedules
+    if knob == "zero":
+        return value in fw.zero_stages or value in fw.zero_stages_with_pp
+    if knob == "recompute":
+        return value in fw.recomputes
+    flags = {"cp": fw.context_parallel, "ep": fw.expert_parallel, "vp": fw.virtual_stages}
+    if knob in flags:
+        return flags[knob] or value == 1
+    if knob == "tp_comm_overlap":
+        return fw.tp_comm_overlap or value is False
+    if knob == "sp":
+        return fw.sequence_parallel or value is False
+    return True
