@@ -48,6 +48,14 @@ PrecisionOpt = Annotated[str, typer.Option(help="bf16, fp16 or fp8.")]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON object.")]
 
 
+FrameworkOpt = Annotated[
+    str,
+    typer.Option(
+        help="Training framework: megatron, deepspeed, torchtitan; plan also takes auto (each, keep the best)."
+    ),
+]
+
+
 @app.command()
 def estimate(
     model: ModelOpt,
@@ -75,13 +83,14 @@ def estimate(
     tp_comm_overlap: Annotated[bool, typer.Option("--tp-comm-overlap", help="Overlap TP comm (needs --sp).")] = False,
     no_grad_overlap: Annotated[bool, typer.Option("--no-grad-overlap", help="Do not overlap DP reduction.")] = False,
     objective: ObjectiveOpt = None,
+    framework: FrameworkOpt = "megatron",
     as_json: JsonOpt = False,
 ) -> None:
     """Predict per-GPU memory and step time (or TTFT/TPOT) of ONE parallel configuration."""
     try:
         spec = resolve_model(model)
         clus = resolve_cluster(cluster)
-        work = _workload(mode, gbs, seq_len, batch, prompt_len, output_len, precision, objective)
+        work = _workload(mode, gbs, seq_len, batch, prompt_len, output_len, precision, objective, framework)
         sched = schedule or ("interleaved-1f1b" if vp > 1 else "1f1b")
         config = build_config(
             tp=tp,
@@ -172,6 +181,7 @@ def plan(
     output_len: OutputOpt = None,
     objective: ObjectiveOpt = None,
     precision: PrecisionOpt = "bf16",
+    framework: FrameworkOpt = "megatron",
     pin: Annotated[list[str] | None, typer.Option(help="Fix or bound a knob: tp=8, pp<=16, recompute=full.")] = None,
     max_gpus: Annotated[int | None, typer.Option(help="GPU budget.")] = None,
     pools: Annotated[str | None, typer.Option(help="Allowed pools, comma-separated.")] = None,
@@ -191,7 +201,7 @@ def plan(
     try:
         spec = resolve_model(model)
         clus = resolve_cluster(cluster)
-        work = _workload(mode, gbs, seq_len, batch, prompt_len, output_len, precision, objective)
+        work = _workload(mode, gbs, seq_len, batch, prompt_len, output_len, precision, objective, framework)
         space_fields: dict[str, object] = {"pins": parse_pins(pin or []), "max_gpus": max_gpus}
         if pools:
             space_fields["pools"] = tuple(pools.split(","))
@@ -220,7 +230,9 @@ def plan(
         from optimizer.exports import export as run_export
 
         try:
-            exported = run_export(export_to, spec, work, result.plan.config, model_ref=model)
+            exported = run_export(
+                export_to, spec, work, result.plan.config, model_ref=model, framework=result.framework
+            )
         except DomainError as exc:
             fail(exc)
     if as_json:
@@ -248,12 +260,17 @@ def _workload(
     output_len: int | None,
     precision: str,
     objective: str | None,
+    framework: str = "megatron",
 ) -> TrainingWorkload | InferenceWorkload:
     if mode == "training":
         if gbs is None or seq_len is None:
             raise DomainError("workload", "training needs --gbs and --seq-len")
         return build_training(
-            global_batch_size=gbs, seq_len=seq_len, precision=precision, objective=objective or "step_time"
+            global_batch_size=gbs,
+            seq_len=seq_len,
+            precision=precision,
+            objective=objective or "step_time",
+            framework=framework,
         )
     if mode == "inference":
         if prompt_len is None or output_len is None:
@@ -286,6 +303,8 @@ def render_plan(r: object) -> None:
         return
     c = r.plan.config
     out.print(r.explanation.summary)
+    if r.framework is not None:
+        out.print(f"framework: {r.framework}")
     if c.layers_per_stage:
         out.print(f"layers per stage: {c.layers_per_stage}; pools: {sorted(set(c.stage_pools or []))}")
     if r.price_per_step is not None:

@@ -10,6 +10,8 @@ from typing import Literal
 from pydantic import BaseModel, Field
 
 from optimizer.errors import DomainError, UnknownNameError
+from optimizer.frameworks import framework as framework_spec
+from optimizer.frameworks import unsupported_knob
 from optimizer.model_spec import ModelSpec
 from optimizer.parallel_config import ParallelConfig
 from optimizer.workload import InferenceWorkload, TrainingWorkload
@@ -36,10 +38,22 @@ def export(
     workload: TrainingWorkload | InferenceWorkload,
     c: ParallelConfig,
     model_ref: str = "MODEL",
+    framework: str | None = None,
 ) -> Export:
-    """Export a planned configuration (layers_per_stage filled) for `tool`."""
+    """Export a planned configuration (layers_per_stage filled) for `tool`. A training plan exports to any
+    framework that can run every knob it uses; one it cannot run is an error naming the knob (the plan's own
+    `framework`, or the workload's, is named in the message)."""
     if tool not in TOOLS:
         raise UnknownNameError("export", tool, TOOLS)
+    if isinstance(workload, TrainingWorkload) and tool in TRAINING_TOOLS:
+        planned_for = framework or (workload.framework if workload.framework != "auto" else None)
+        bad = unsupported_knob(framework_spec(tool), c)
+        if bad is not None:
+            knob, text = bad
+            origin = f" (the plan was made for {planned_for})" if planned_for and planned_for != tool else ""
+            raise DomainError(
+                f"export.{knob}", f"{text} is not available in {tool}{origin}; plan again with framework={tool}"
+            )
     training = isinstance(workload, TrainingWorkload)
     if training and tool in ("vllm", "sglang"):
         raise DomainError(

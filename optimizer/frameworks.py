@@ -93,23 +93,37 @@ MEGATRON = Framework(
     pp_scatter_gather=True,
     grad_reduce_after_pipeline=False,
     sources=(
-        ("schedule", "megatron/core/pipeline_parallel/schedules.py: forward_backward_pipelining_without_interleaving"
-         " (1F1B) and _with_interleaving (--num-virtual-stages-per-pipeline-rank); no GPipe, no zero-bubble"),
-        ("zero", "--use-distributed-optimizer (ZeRO-1); --use-megatron-fsdp with --data-parallel-sharding-strategy "
-         "optim_grads / optim_grads_params (ZeRO-2/3, megatron/core/distributed/fsdp); --use-torch-fsdp2 'is not "
-         "supported with pipeline parallelism' (megatron/training/arguments.py)"),
+        (
+            "schedule",
+            "megatron/core/pipeline_parallel/schedules.py: forward_backward_pipelining_without_interleaving"
+            " (1F1B) and _with_interleaving (--num-virtual-stages-per-pipeline-rank); no GPipe, no zero-bubble",
+        ),
+        (
+            "zero",
+            "--use-distributed-optimizer (ZeRO-1); --use-megatron-fsdp with --data-parallel-sharding-strategy "
+            "optim_grads / optim_grads_params (ZeRO-2/3, megatron/core/distributed/fsdp); --use-torch-fsdp2 'is not "
+            "supported with pipeline parallelism' (megatron/training/arguments.py)",
+        ),
         ("cp", "--context-parallel-size, --cp-comm-type p2p (ring)"),
         ("ep", "--expert-model-parallel-size"),
-        ("vp", "--num-virtual-stages-per-pipeline-rank; uneven stages: --decoder-first/last-pipeline-num-layers, "
-         "--pipeline-model-parallel-layout"),
-        ("tp_comm_overlap", "--tp-comm-overlap: Transformer Engine userbuffers (initialize_ub), a node-local TP "
-         "group over NVLink"),
+        (
+            "vp",
+            "--num-virtual-stages-per-pipeline-rank; uneven stages: --decoder-first/last-pipeline-num-layers, "
+            "--pipeline-model-parallel-layout",
+        ),
+        (
+            "tp_comm_overlap",
+            "--tp-comm-overlap: Transformer Engine userbuffers (initialize_ub), a node-local TP group over NVLink",
+        ),
         ("sp", "--sequence-parallel"),
         ("recompute", "--recompute-granularity selective|full"),
         ("overlap_grad_reduce", "--overlap-grad-reduce, --overlap-param-gather (DistributedDataParallelConfig)"),
         ("pp", "scatter/gather of p2p tensors over TP ranks [N21 §4.1]; grads reduced under the last backward"),
-        ("zero3", "Megatron-FSDP: one all-gather per layer, prefetched (megatron/core/distributed/fsdp/src/docs/"
-         "mfsdp_design.md)"),
+        (
+            "zero3",
+            "Megatron-FSDP: one all-gather per layer, prefetched (megatron/core/distributed/fsdp/src/docs/"
+            "mfsdp_design.md)",
+        ),
     ),
 )
 
@@ -140,22 +154,30 @@ DEEPSPEED = Framework(
     grad_reduce_after_pipeline=True,
     sources=(
         ("schedule", "deepspeed/runtime/pipe/schedule.py TrainSchedule: synchronous 1F1B only"),
-        ("zero", "deepspeed/runtime/pipe/engine.py: 'ZeRO-2 and ZeRO-3 are incompatible with pipeline "
-         "parallelism'"),
-        ("cp", "DeepSpeed-Ulysses (deepspeed/sequence) is all-to-all sequence parallelism, not ring attention: not "
-         "modelled"),
+        ("zero", "deepspeed/runtime/pipe/engine.py: 'ZeRO-2 and ZeRO-3 are incompatible with pipeline parallelism'"),
+        (
+            "cp",
+            "DeepSpeed-Ulysses (deepspeed/sequence) is all-to-all sequence parallelism, not ring attention: not "
+            "modelled",
+        ),
         ("ep", "deepspeed/moe ep_size"),
         ("vp", "PipelineModule partition_method (uneven stages); no interleaved schedule"),
         ("tp_comm_overlap", "no TP/GEMM overlap in DeepSpeed or Megatron-DeepSpeed"),
         ("sp", "Megatron-DeepSpeed --sequence-parallel"),
         ("recompute", "activation_checkpointing; Megatron-DeepSpeed --recompute-granularity"),
         ("overlap_grad_reduce", "zero_optimization.overlap_comm (default true for stage 3, runtime/zero/config.py)"),
-        ("pp", "runtime/pipe/p2p.py send: the stage's whole output tensor per rank (broadcast in a 2-rank group or "
-         "isend), no TP scatter/gather; runtime/pipe/schedule.py TrainSchedule: ReduceGrads, OptimizerStep after the "
-         "last micro-batch"),
-        ("zero3", "runtime/zero/partitioned_param_coordinator.py fetch_sub_module: one all-gather per submodule "
-         "(Megatron-DeepSpeed layer: 2 norms, QKV, out proj, h->4h, 4h->h), prefetch up to "
-         "stage3_prefetch_bucket_size = 5e7 parameters ahead; reduce_bucket_size 5e8"),
+        (
+            "pp",
+            "runtime/pipe/p2p.py send: the stage's whole output tensor per rank (broadcast in a 2-rank group or "
+            "isend), no TP scatter/gather; runtime/pipe/schedule.py TrainSchedule: ReduceGrads, OptimizerStep "
+            "after the last micro-batch",
+        ),
+        (
+            "zero3",
+            "runtime/zero/partitioned_param_coordinator.py fetch_sub_module: one all-gather per submodule "
+            "(Megatron-DeepSpeed layer: 2 norms, QKV, out proj, h->4h, 4h->h), prefetch up to "
+            "stage3_prefetch_bucket_size = 5e7 parameters ahead; reduce_bucket_size 5e8",
+        ),
     ),
 )
 
@@ -180,11 +202,17 @@ TORCHTITAN = Framework(
     pp_scatter_gather=True,
     grad_reduce_after_pipeline=False,
     sources=(
-        ("schedule", "parallelism.pipeline_parallel_schedule: GPipe, 1F1B, Interleaved1F1B (torch.distributed."
-         "pipelining); zero-bubble only as ZBV/InterleavedZeroBubble, not ZB-H1"),
-        ("zero", "data_parallel_replicate_degree (DDP), data_parallel_shard_degree (FSDP2 fully_shard per block); "
-         "fsdp_reshard_after_forward 'default' = not pp_enabled (torchtitan/distributed/fsdp.py), so under PP the "
-         "stage gathers once per step and reduces at the last micro-batch (ZeRO-1 here)"),
+        (
+            "schedule",
+            "parallelism.pipeline_parallel_schedule: GPipe, 1F1B, Interleaved1F1B (torch.distributed."
+            "pipelining); zero-bubble only as ZBV/InterleavedZeroBubble, not ZB-H1",
+        ),
+        (
+            "zero",
+            "data_parallel_replicate_degree (DDP), data_parallel_shard_degree (FSDP2 fully_shard per block); "
+            "fsdp_reshard_after_forward 'default' = not pp_enabled (torchtitan/distributed/fsdp.py), so under PP the "
+            "stage gathers once per step and reduces at the last micro-batch (ZeRO-1 here)",
+        ),
         ("cp", "parallelism.context_parallel_degree (ring attention)"),
         ("ep", "parallelism.expert_parallel_degree"),
         ("vp", "Interleaved1F1B with pipeline_parallel_layers_per_stage; first/last_stage_less_layers"),

@@ -67,7 +67,9 @@ def group_levels(tiers: tuple[Tier, ...], size: int, stride: int) -> tuple[Level
     levels: list[Level] = []
     below = 1
     for tier in tiers:
-        inside = size if tier.unit == INF else min(size, max(1, int(tier.unit // stride)))
+        # A tier of `unit` GPUs holds whole groups only when the group's span divides it; otherwise the worst group
+        # straddles two units and only gcd(size, unit/stride) of its members share one (tp=3 on 8-GPU nodes).
+        inside = size if tier.unit == INF else math.gcd(size, max(1, int(tier.unit // stride)))
         if inside > below:
             levels.append(Level(inside // below, tier.bw, tier.network, tier.name))
             below = inside
@@ -77,7 +79,9 @@ def group_levels(tiers: tuple[Tier, ...], size: int, stride: int) -> tuple[Level
 
 
 @lru_cache(maxsize=16384)
-def _time(levels: tuple[Level, ...], nbytes: float, steps_per_member: float, volume: float, tree: bool = False) -> float:
+def _time(
+    levels: tuple[Level, ...], nbytes: float, steps_per_member: float, volume: float, tree: bool = False
+) -> float:
     """Cheapest-protocol time of a collective over a group spanning `levels`.
 
     Bytes: per level with g members, volume*(g-1)/g of the bytes still in flight at that level over its bandwidth;

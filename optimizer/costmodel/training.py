@@ -14,7 +14,11 @@ from optimizer.costmodel.compute import (
     layer_flops,
     peak_flops,
 )
-from optimizer.costmodel.constants import ADAM_BYTES_PER_PARAM
+from optimizer.costmodel.constants import (
+    ADAM_BYTES_PER_PARAM,
+    FLASH_ATTENTION_EFFICIENCY,
+    FLASH_ATTENTION_EFFICIENCY_DEFAULT,
+)
 from optimizer.costmodel.memory import (
     activation_bytes_per_layer,
     inflight_microbatches,
@@ -146,7 +150,13 @@ class _Ctx:
         eff = gemm_efficiency(gpu, tokens * lf.largest_gemm_per_token / tp, self.fp8, rows, cols, lf.gemm_groups)
         eff16 = gemm_efficiency(gpu, tokens * lf.largest_gemm_per_token / tp, False, rows, cols, lf.gemm_groups)
         t_gemm = tokens * lf.gemm / tp / (peak_flops(gpu, self.fp8) * eff)
-        t_attn = tokens * lf.attn_per_ctx * w.seq_len * self.causal / tp / (peak_flops(gpu, False) * eff16)
+        attn_flops = tokens * lf.attn_per_ctx * w.seq_len * self.causal / tp
+        t_attn = attn_flops / (peak_flops(gpu, False) * eff16)
+        t_attn_bwd = 2.0 * t_attn  # explicit softmax: the two score GEMMs backward, as dense GEMMs
+        if w.flash_attention:  # the fused kernel's own efficiency; backward recomputes the scores: 2.5x the FLOPs
+            fa_fwd, fa_bwd = FLASH_ATTENTION_EFFICIENCY.get(gpu.family, FLASH_ATTENTION_EFFICIENCY_DEFAULT)
+            t_attn = attn_flops / (peak_flops(gpu, False) * fa_fwd)
+            t_attn_bwd = 2.5 * attn_flops / (peak_flops(gpu, False) * fa_bwd)
         repl, shard = elementwise_bytes_per_token(m, moe_layer, m.dropout)
         ew = tokens * (repl / (tp if c.sequence_parallel else 1) + shard / tp)
         softmax = 0.0
@@ -157,7 +167,7 @@ class _Ctx:
         fwd = t_gemm + t_attn + t_ew + t_soft
         # Backward: 2x the GEMM FLOPs (dgrad + wgrad) [costmodel B]; flash attention's backward recomputes the
         # scores, 2.5x its forward [FlashAttention-2 paper §3.1.2 FLOP count]; memory-bound kernels ~2x.
-        bwd = 2 * t_gemm + (2.5 if w.flash_attention else 2.0) * t_attn + 2 * (t_ew + t_soft)
+        bwd = 2 * t_gemm + t_attn_bwd + 2 * (t_ew + t_soft)
         if c.recompute == "full":
             rc = fwd
         elif c.recompute == "selective":
@@ -191,7 +201,7 @@ class _Ctx:
             tier = net.neighbour_tier(tiers, tp)
             kv = c.mbs * (w.seq_len / c.cp) * 2 * m.kv_dim * 2 / tp
             ring = (c.cp - 1) * net.p2p(tier.bw, tier.network, kv)
-            cp_exposed = max(0.0, ring - t_attn) + max(0.0, 2 * ring - 2.5 * t_attn)
+            cp_exposed = max(0.0, ring - t_attn) + max(0.0, 2 * ring - t_attn_bwd)
         # EP: dispatch + combine all-to-all forward and again backward, top_k copies of each token [costmodel C6].
         ep_exposed = 0.0
         if c.ep > 1 and moe_layer and m.moe is not None:

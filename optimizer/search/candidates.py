@@ -20,6 +20,7 @@ from optimizer.cluster_spec import ClusterSpec, NodePool
 from optimizer.costmodel import network as net
 from optimizer.costmodel.memory import activation_bytes_per_layer, reserve_bytes, state_bytes_per_param
 from optimizer.costmodel.training import _Ctx, stage_cost
+from optimizer.frameworks import Framework, framework
 from optimizer.model_spec import ModelSpec
 from optimizer.parallel_config import RECOMPUTES, ParallelConfig
 from optimizer.search.space import (
@@ -141,6 +142,8 @@ class TrainingSpace:
 
     def __init__(self, model: ModelSpec, cluster: ClusterSpec, w: TrainingWorkload, space: SearchSpace) -> None:
         self.model, self.cluster, self.w, self.space = model, cluster, w, space
+        # The framework decides which knobs exist (optimizer/frameworks.py); `auto` is resolved by the planner.
+        self.fw: Framework = framework("megatron" if w.framework == "auto" else w.framework)
         names = space.pools or tuple(p.name for p in cluster.pools)
         self.pools: list[NodePool] = [cluster.pool(n) for n in names if cluster.pool(n).healthy_gpus > 0]
         self.budget = sum(p.healthy_gpus for p in self.pools)
@@ -174,14 +177,19 @@ class TrainingSpace:
         return [
             c
             for c in DEFAULT_CP
-            if (c == 1 or (s % (2 * c) == 0 and s // c >= MIN_TOKENS_PER_CP_RANK)) and self.space.allows("cp", c)
+            if (c == 1 or (s % (2 * c) == 0 and s // c >= MIN_TOKENS_PER_CP_RANK and self.fw.context_parallel))
+            and self.space.allows("cp", c)
         ]
 
     def ep_values(self) -> list[int]:
         if self.model.moe is None:
             return [1] if self.space.allows("ep", 1) else []
         e = self.model.moe.num_experts
-        return [x for x in range(1, e + 1) if e % x == 0 and self.space.allows("ep", x)]
+        return [
+            x
+            for x in range(1, e + 1)
+            if e % x == 0 and self.space.allows("ep", x) and (x == 1 or self.fw.expert_parallel)
+        ]
 
     def mbs_values(self) -> list[int]:
         pinned = self.space.pinned_values("mbs")
@@ -194,7 +202,7 @@ class TrainingSpace:
             for cp in self.cp_values():
                 for ep in self.ep_values():
                     for mbs in self.mbs_values():
-                        for sp_ in (False, True) if tp > 1 else (False,):
+                        for sp_ in (False, True) if tp > 1 and self.fw.sequence_parallel else (False,):
                             if not self.space.allows("sp", sp_):
                                 continue
                             for tpo in self._tpo_values(sp_):
@@ -206,7 +214,7 @@ class TrainingSpace:
         """Dominance (labelled): with SP, overlapping TP communication never costs time or memory in the model
         (exposed = max(comm / tp, comm - gemm) <= comm), so the non-overlapped variant is searched only when
         pinned."""
-        if not sp_:
+        if not sp_ or not self.fw.tp_comm_overlap:
             return (False,) if self.space.allows("tp_comm_overlap", False) else ()
         pinned = self.space.pinned_values("tp_comm_overlap")
         return tuple(pinned) if pinned is not None else (True,)
@@ -214,7 +222,7 @@ class TrainingSpace:
     def _recompute_values(self) -> tuple[str, ...]:
         """Symmetry (labelled): with flash attention, selective recompute (the attention core) costs exactly what
         no recompute costs, in time and memory; it is searched only when pinned."""
-        values = tuple(rc for rc in RECOMPUTES if self.space.allows("recompute", rc))
+        values = tuple(rc for rc in RECOMPUTES if self.space.allows("recompute", rc) and rc in self.fw.recomputes)
         if self.w.flash_attention and self.space.pinned_values("recompute") is None:
             values = tuple(rc for rc in values if rc != "selective")
         return values
@@ -341,7 +349,7 @@ class TrainingSpace:
         }
         vps = space.pinned_values("vp") or DEFAULT_VP
         for vp in vps:
-            if not space.allows("vp", vp) or (vp > 1 and L % vp):
+            if not space.allows("vp", vp) or (vp > 1 and (L % vp or not self.fw.virtual_stages)):
                 continue
             for multi in (False, True):  # pp == 1 (one stage) and pp >= 2
                 if multi:
@@ -350,12 +358,12 @@ class TrainingSpace:
                         scheds = ["interleaved-1f1b"] if self._sched_ok("interleaved-1f1b") else []
                     else:
                         scheds = [x for x in ("1f1b", "zb-h1", "gpipe") if self._sched_ok(x)]
-                    zeros: tuple[int, ...] = (0, 1)
+                    zeros: tuple[int, ...] = self.fw.zero_stages_with_pp
                 else:
                     pv = np.array([1] if 1 in pps and vp == 1 else [], dtype=np.int64)
                     # symmetry (labelled): with one stage every schedule is the same computation; 1f1b stands for all
                     scheds = ["1f1b"]
-                    zeros = (0, 1, 2, 3)
+                    zeros = self.fw.zero_stages
                 if not len(pv):
                     continue
                 P = pv[:, None].astype(float)
@@ -465,6 +473,8 @@ class TrainingSpace:
         return hit
 
     def _sched_ok(self, sched: str) -> bool:
+        if sched not in self.fw.schedules:
+            return False
         pinned = self.space.pinned_values("schedule")
         if pinned is not None:
             return sched in pinned

@@ -16,11 +16,12 @@ from dataclasses import dataclass
 from optimizer.cluster_spec import ClusterSpec
 from optimizer.errors import DomainError
 from optimizer.estimate import estimate
+from optimizer.frameworks import FRAMEWORKS, allows
 from optimizer.model_spec import ModelSpec
 from optimizer.parallel_config import ParallelConfig
 from optimizer.search.candidates import Candidate, KeyBatch, TrainingSpace
 from optimizer.search.explain import diagnose_infeasible, explain
-from optimizer.search.result import Alternative, PlannedConfig, PlanResult
+from optimizer.search.result import Alternative, FrameworkOutcome, PlannedConfig, PlanResult
 from optimizer.search.space import SearchSpace
 from optimizer.search.stage_model import StageModel
 from optimizer.workload import InferenceWorkload, TrainingWorkload
@@ -72,9 +73,72 @@ def plan(
         return plan_inference(
             model, cluster, workload, space, top_k=top_k, time_limit_s=time_limit_s, progress=progress
         )
+    if workload.framework == "auto":
+        return _plan_each_framework(
+            model, cluster, workload, space, top_k, time_limit_s, warm_start, progress, cancelled, diagnose
+        )
     return _plan_training(
         model, cluster, workload, space, top_k, time_limit_s, warm_start, progress, cancelled, diagnose
     )
+
+
+def _plan_each_framework(
+    model: ModelSpec,
+    cluster: ClusterSpec,
+    w: TrainingWorkload,
+    space: SearchSpace,
+    top_k: int,
+    time_limit_s: float,
+    warm_start: ParallelConfig | None,
+    progress: ProgressFn | None,
+    cancelled: Callable[[], bool] | None,
+    diagnose: bool,
+) -> PlanResult:
+    """framework=auto: plan for every framework whose knobs admit the pins (a share of the time limit each), keep
+    the best and say by how much it wins."""
+    results: list[tuple[str, PlanResult]] = []
+    names = [f for f in FRAMEWORKS if _pins_allowed(model, cluster, w, space, f)]
+    share = max(MIN_TIME_LIMIT_S, time_limit_s / max(1, len(names)))
+    for name in names:
+        wf = w.model_copy(update={"framework": name})
+        r = _plan_training(model, cluster, wf, space, top_k, share, warm_start, progress, cancelled, False)
+        results.append((name, r))
+    found = [(n, r) for n, r in results if r.objective_value is not None]
+    if not found:  # diagnose once, on the default framework's space
+        wf = w.model_copy(update={"framework": names[0] if names else "megatron"})
+        return _plan_training(model, cluster, wf, space, top_k, share, warm_start, None, cancelled, diagnose)
+    found.sort(key=lambda nr: float(nr[1].objective_value or math.inf))
+    best_name, best = found[0]
+    top = float(best.objective_value or 0.0)
+    outcomes = [
+        FrameworkOutcome(
+            framework=n,
+            status=r.status,
+            objective_value=r.objective_value,
+            versus_best_pct=None if r.objective_value is None else 100 * (r.objective_value / top - 1),
+        )
+        for n, r in sorted(results, key=lambda nr: float(nr[1].objective_value or math.inf))
+    ]
+    others = "; ".join(
+        f"{o.framework} {o.versus_best_pct:+.1f}%" if o.versus_best_pct is not None else f"{o.framework}: no plan"
+        for o in outcomes[1:]
+    )
+    summary = f"{best.explanation.summary} Framework {best_name} wins" + (f" ({others})." if others else ".")
+    return best.model_copy(
+        update={
+            "framework_comparison": outcomes,
+            "explanation": best.explanation.model_copy(update={"summary": summary}),
+            "solve_time_s": sum(r.solve_time_s for _, r in results),
+        }
+    )
+
+
+def _pins_allowed(model: ModelSpec, cluster: ClusterSpec, w: TrainingWorkload, space: SearchSpace, fw: str) -> bool:
+    try:
+        check_pins(TrainingSpace(model, cluster, w.model_copy(update={"framework": fw}), space))
+    except DomainError:
+        return False
+    return True
 
 
 def preflight(
@@ -98,7 +162,10 @@ def preflight(
         cluster.pool(name)
     if isinstance(workload, TrainingWorkload):
         ts = TrainingSpace(model, cluster, workload, space)
-        check_pins(ts)
+        if workload.framework != "auto" or not any(
+            _pins_allowed(model, cluster, workload, space, f) for f in FRAMEWORKS
+        ):
+            check_pins(ts)
         unpriced = [p.name for p in ts.pools if p.price_per_gpu_hour is None]
         if workload.objective == "cost" and unpriced:
             raise DomainError(
@@ -255,6 +322,7 @@ def _plan_training(
 
         return PlanResult(
             status=status,
+            framework=w.framework,
             objective="price_per_step" if cost else "step_time_s",
             explanation=Explanation(summary=f"No configuration fits: {report.detail}", infeasible=report),
             solve_time_s=elapsed,
@@ -272,6 +340,7 @@ def _plan_training(
     gap = None if status == "OPTIMAL" else max(0.0, (best_obj - lower) / best_obj)
     return PlanResult(
         status=status,
+        framework=w.framework,
         objective="price_per_step" if cost else "step_time_s",
         objective_value=best_obj,
         lower_bound=lower,
@@ -308,8 +377,13 @@ def _warm_candidate(ts: TrainingSpace, prev: ParallelConfig) -> Candidate | None
 
 
 def check_pins(ts: TrainingSpace) -> None:
-    """Pins that contradict each other or the model: an error naming both."""
+    """Pins that contradict each other, the model or the framework: an error naming both."""
     sp = ts.space
+    for knob, knob_pin in sp.pins.items():
+        pinned = knob_pin.values or ()
+        if pinned and not any(allows(ts.fw, knob, v) for v in pinned):
+            shown = ",".join(str(v).lower() if isinstance(v, bool) else str(v) for v in pinned)
+            raise DomainError(f"pin.{knob}", f"{knob}={shown} is not available in {ts.fw.name} ({ts.fw.source(knob)})")
     for knob, values in (
         ("tp", ts.tp_values()),
         ("cp", ts.cp_values()),

@@ -75,6 +75,15 @@ class InfeasibilityReport(BaseModel):
     suggestions: list[Suggestion] = Field(default_factory=list)
 
 
+class FrameworkOutcome(BaseModel):
+    """One framework's best plan when the workload's framework is `auto`."""
+
+    framework: str
+    status: str
+    objective_value: float | None = None
+    versus_best_pct: float | None = Field(default=None, description="Objective over the winner's, minus 1, percent.")
+
+
 class PlanResult(BaseModel):
     """The planner's answer."""
 
@@ -90,6 +99,12 @@ class PlanResult(BaseModel):
         default=None,
         description="Training: the plan's GPUs x their pools' price_per_gpu_hour x step time, when every pool it "
         "uses has a price (the currency of the prices).",
+    )
+    framework: str | None = Field(
+        default=None, description="Training: the framework the plan runs on (exports use it); None for serving."
+    )
+    framework_comparison: list[FrameworkOutcome] = Field(
+        default_factory=list, description="With framework auto: every framework's best, the winner first."
     )
     alternatives: list[Alternative] = Field(default_factory=list)
     explanation: Explanation

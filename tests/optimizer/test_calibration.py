@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import statistics
+
 import pytest
 
 from optimizer.calibration import CalibrationCase, load_records, run_all, summary
@@ -14,7 +16,7 @@ def cases() -> list[CalibrationCase]:
 
 def test_data_set_is_complete() -> None:
     records = load_records()
-    assert len(records) == 40
+    assert len(records) == 76
     assert all(r["source"].get("title") or r["source"].get("url") for r in records)
 
 
@@ -26,8 +28,13 @@ def test_every_group_is_scored(cases: list[CalibrationCase]) -> None:
         "megatron_lm_readme_2024_h100_weak_scaling",
         "trtllm_v0.5_low_latency",
         "korthikanti2022_table4_per_layer",
+        "narayanan2021_table2_zero3",
+        "narayanan2021_table2_ptdp",
+        "smith2022_mtnlg_megatron_deepspeed",
+        "mosaicml_fsdp_a100",
+        "mosaicml_fsdp_h100",
     } <= groups
-    assert len(cases) >= 37
+    assert len(cases) >= 71
 
 
 def test_issue_target(cases: list[CalibrationCase]) -> None:
@@ -39,5 +46,47 @@ def test_issue_target(cases: list[CalibrationCase]) -> None:
 def test_pinned_accuracy(cases: list[CalibrationCase]) -> None:
     # Today's figures (benchmarks/accuracy.py) with a little headroom: a change that makes the model worse fails.
     median, worst = summary(cases)
-    assert median <= 0.065
-    assert worst <= 0.23
+    assert median <= 0.05
+    assert worst <= 0.24
+
+
+# Each group's median |error| today (benchmarks/accuracy.py), with a little headroom. The issue's target is 8% for
+# every group; smith2022 (Megatron-DeepSpeed, 1F1B) is predicted 16-19% too fast and stays pinned at its figure
+# until the cause is found.
+GROUP_MEDIANS = {
+    "korthikanti2022_dp_scaling": 0.03,
+    "korthikanti2022_table4_per_layer": 0.07,
+    "korthikanti2022_table5": 0.07,
+    "megatron_lm_readme_2024_h100_weak_scaling": 0.05,
+    "mosaicml_fsdp_a100": 0.06,
+    "mosaicml_fsdp_h100": 0.04,
+    "narayanan2021_table1_weak_scaling": 0.045,
+    "narayanan2021_table2_ptdp": 0.03,
+    "narayanan2021_table2_zero3": 0.025,
+    "smith2022_mtnlg_megatron_deepspeed": 0.18,
+    "trtllm_v0.5_low_latency": 0.05,
+}
+
+
+def test_every_group_is_pinned(cases: list[CalibrationCase]) -> None:
+    by_group: dict[str, list[float]] = {}
+    for c in cases:
+        by_group.setdefault(c.group, []).append(abs(c.error))
+    assert set(by_group) == set(GROUP_MEDIANS)
+    for group, errors in by_group.items():
+        median = statistics.median(errors)
+        assert median <= GROUP_MEDIANS[group], f"{group}: median |error| {median:.1%}"
+
+
+def test_every_comparison_pair_is_ordered(cases: list[CalibrationCase]) -> None:
+    """Records that share a `compare` key ran the same model, batch and GPUs on different stacks: the one the
+    authors measured faster must be predicted faster (Narayanan 2021 Table 2: PTD-P vs DeepSpeed ZeRO-3)."""
+    by_id = {c.id: c for c in cases}
+    pairs: dict[str, list[CalibrationCase]] = {}
+    for rec in load_records():
+        if rec.get("compare") and rec["id"] in by_id:
+            pairs.setdefault(rec["compare"], []).append(by_id[rec["id"]])
+    pairs = {k: v for k, v in pairs.items() if len(v) == 2}  # the 530B rows at 560 and 640 GPUs have no twin
+    assert len(pairs) == 5
+    for key, (a, b) in pairs.items():
+        assert (a.measured < b.measured) == (a.predicted < b.predicted), f"{key}: {a.id} vs {b.id}"

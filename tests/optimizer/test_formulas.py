@@ -82,7 +82,11 @@ def test_hierarchical_all_reduce() -> None:
     # 4 nodes x 8 GPUs: RS + AG inside (7/8 P each over NVLink), AR across nodes of P/8 [costmodel C7].
     lv = (net.Level(8, 360e9, False, "nvlink"), net.Level(4, 46e9, True, "network"))
     p = 1e12
-    latency = (8.4e-6 + 14 * 3.4e-6) + (8.4e-6 + 6 * 14e-6)  # Simple: per level, NVLink and network hops
+    # Simple protocol; NCCL picks the tree's latency over the ring's (2x31 steps, 6 of them network) when lower:
+    # 2 x ((8 - 1) NVLink hops + log2(4) network hops) [NC tuning.cc].
+    ring = (2 * 31 - 6) * 3.4e-6 + 6 * 14e-6
+    tree = 2 * (7 * 3.4e-6 + 2 * 14e-6)
+    latency = 8.4e-6 + min(ring, tree)
     want = latency + 2 * 7 / 8 * p / 360e9 + 2 * 3 / 4 * (p / 8) / 46e9
     assert net.all_reduce(lv, p) == pytest.approx(want)
 

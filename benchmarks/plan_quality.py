@@ -1,0 +1,125 @@
+"""The planner's picks on well-known public scenarios against what experts ran (issue 12): for each scenario the
+pick, its predicted step time and MFU, the published configuration's predicted time, its measured time where the
+data has it, and the ratio of the pick's predicted time to the published configuration's. A pick predicted more
+than 15% faster than a tuned published configuration is a finding to explain.
+
+Run: .venv/bin/python benchmarks/plan_quality.py [--framework megatron|deepspeed|torchtitan|auto]
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from rich.console import Console
+from rich.table import Table
+
+from optimizer.calibration import load_records, predict
+from optimizer.cluster_loading import resolve_cluster
+from optimizer.errors import DomainError
+from optimizer.estimate import estimate
+from optimizer.model_loading import resolve_model
+from optimizer.parallel_config import ParallelConfig
+from optimizer.plan_quality import SCENARIOS, Scenario, best_published_mfu
+from optimizer.search.explain import describe
+from optimizer.search.planner import plan
+from optimizer.workload import TrainingWorkload
+
+
+def _published(s: Scenario, w: TrainingWorkload) -> tuple[str, float | None]:
+    """The published configuration's best predicted step time over the knobs its source leaves open."""
+    if s.published is None:
+        return "not published", None
+    model, cluster = resolve_model(s.model), resolve_cluster(s.cluster)
+    p = dict(s.published)
+    best: float | None = None
+    for vp in [int(p["vp"])] if "vp" in p else [1, 2, 3, 4, 5, 6, 8]:
+        for rc in [str(p["recompute"])] if "recompute" in p else ["none", "selective", "full"]:
+            for sp in (True, False):
+                cfg_fields = {k: v for k, v in p.items() if k not in ("vp", "recompute")}
+                try:
+                    cfg = ParallelConfig.model_validate(
+                        {
+                            **cfg_fields,
+                            "vp": vp,
+                            "schedule": "interleaved-1f1b" if vp > 1 else "1f1b",
+                            "recompute": rc,
+                            "sequence_parallel": sp and int(p.get("tp", 1)) > 1,
+                            "tp_comm_overlap": sp and int(p.get("tp", 1)) > 1,
+                            "zero_stage": 1,
+                            "layers_per_stage": _even(model.num_layers, int(p.get("pp", 1)), vp),
+                        }
+                    )
+                    e = estimate(model, cluster, w, cfg)
+                except (DomainError, ValueError):
+                    continue
+                if e.feasible and (best is None or e.step_time_s < best):
+                    best = e.step_time_s
+    text = " ".join(f"{k}{v}" for k, v in s.published.items())
+    return text, best
+
+
+def _even(layers: int, pp: int, vp: int) -> list[int] | None:
+    """Layers per stage, each a multiple of vp, as even as possible (None when it cannot be done)."""
+    chunks, extra = divmod(layers // vp, pp)
+    if layers % vp:
+        return None
+    return [(chunks + (1 if i < extra else 0)) * vp for i in range(pp)]
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--framework", default="megatron")
+    ap.add_argument("--time-limit", type=float, default=60.0)
+    args = ap.parse_args()
+    measured = {r["id"]: r for r in load_records()}
+    t = Table(title=f"Planner picks vs published configurations (framework {args.framework})")
+    for col in (
+        "scenario",
+        "pick",
+        "pred s",
+        "MFU",
+        "best pub. MFU",
+        "published config",
+        "pred s",
+        "measured s",
+        "pick / published",
+    ):
+        t.add_column(col)
+    findings = []
+    for s in SCENARIOS:
+        model, cluster = resolve_model(s.model), resolve_cluster(s.cluster)
+        w = TrainingWorkload(global_batch_size=s.gbs, seq_len=s.seq_len, framework=args.framework)
+        r = plan(model, cluster, w, time_limit_s=args.time_limit, top_k=1)
+        if r.plan is None:
+            t.add_row(s.name, r.status, "-", "-", "-", "-", "-", "-", "-")
+            continue
+        e = r.plan.estimate
+        family = "A100" if "a100" in s.cluster else "H100"
+        best, rec = best_published_mfu(family)
+        pub_text, pub_time = _published(s, TrainingWorkload(global_batch_size=s.gbs, seq_len=s.seq_len))
+        meas = None
+        if s.published_record and s.published_record in measured:
+            case = predict(measured[s.published_record])
+            meas = case.measured if case else None
+        ratio = e.step_time_s / pub_time if pub_time else None
+        if ratio is not None and ratio < 1 / 1.15:
+            findings.append(f"{s.name}: pick predicted {1 / ratio - 1:.0%} faster than the published configuration")
+        t.add_row(
+            s.name,
+            f"{describe(r.plan.config)} [{r.framework}]",
+            f"{e.step_time_s:.2f}",
+            f"{e.mfu:.1%}",
+            f"{best:.1%} ({rec})",
+            pub_text,
+            f"{pub_time:.2f}" if pub_time else "-",
+            f"{meas:.2f}" if meas else "-",
+            f"{ratio:.2f}" if ratio else "-",
+        )
+    console = Console(width=220)
+    console.print(t)
+    for f in findings:
+        console.print(f"finding: {f}")
+
+
+if __name__ == "__main__":
+    main()

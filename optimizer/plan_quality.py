@@ -1,0 +1,91 @@
+"""Canonical public scenarios for checking the planner's picks (not only `estimate`): each names the published
+configuration experts ran and the published MFU ceiling for its GPU family and precision. Used by
+tests/optimizer/test_plan_quality.py and benchmarks/plan_quality.py."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from optimizer.calibration import Record, load_records
+
+
+@dataclass(frozen=True, slots=True)
+class Scenario:
+    """A well-known public training scenario."""
+
+    name: str
+    model: str
+    cluster: str
+    gbs: int
+    seq_len: int
+    published: dict[str, int | str] | None
+    """The configuration its authors ran (None when only the scale is public)."""
+    published_record: str | None
+    """The record in optimizer/data/published_runs.json with its measured time, when there is one."""
+
+
+SCENARIOS: tuple[Scenario, ...] = (
+    Scenario(
+        "GPT-3 175B, 128 x DGX-A100",
+        "gpt-3-175b",
+        "dgx-a100:128",
+        1536,
+        2048,
+        {"tp": 8, "pp": 12, "dp": 8, "mbs": 1, "vp": 4, "recompute": "full"},
+        "narayanan2021_t2_ptdp_175B_768",
+    ),
+    Scenario(
+        "BLOOM-176B, 48 x DGX-A100",
+        "bloom-176b",
+        "dgx-a100:48",
+        2048,
+        2048,
+        {"tp": 4, "pp": 12, "dp": 8, "mbs": 2, "recompute": "full"},
+        None,
+    ),
+    Scenario(
+        "530B, 280 x DGX-A100",
+        "mt-nlg-530b",
+        "dgx-a100:280",
+        1920,
+        2048,
+        {"tp": 8, "pp": 35, "dp": 8, "mbs": 1, "recompute": "full"},
+        "smith2022_mtnlg_2240",
+    ),
+    Scenario("GPT-3 175B, 64 x DGX-H100", "gpt-3-175b", "dgx-h100:64", 2048, 2048, None, None),
+    Scenario(
+        "Llama-3.1-405B, 16,384 H100",
+        "llama-3.1-405b",
+        "dgx-h100:2048",
+        2048,
+        8192,
+        {"tp": 8, "pp": 16, "dp": 128, "mbs": 1},
+        None,
+    ),
+    Scenario(
+        "Llama-3-70B, 64 H100",
+        "llama-3-70b",
+        "dgx-h100:8",
+        128,
+        8192,
+        {"tp": 4, "pp": 8, "dp": 2, "vp": 5, "mbs": 1},
+        None,
+    ),
+)
+
+
+def best_published_mfu(gpu_substring: str) -> tuple[float, str]:
+    """The highest MFU any record of this GPU family reports for 16-bit training: (mfu, record id)."""
+    best = (0.0, "")
+    for rec in load_records():
+        mfu = _record_mfu(rec)
+        if mfu is not None and gpu_substring in rec["cluster"]["gpu_type"] and mfu > best[0]:
+            best = (mfu, rec["id"])
+    return best
+
+
+def _record_mfu(rec: Record) -> float | None:
+    if rec.get("kind") != "training_throughput":
+        return None
+    mfu = rec["measured"].get("mfu")
+    return float(mfu) if mfu else None
