@@ -220,14 +220,18 @@ def plan_page(request: Request, plan_id: RowId, s: SessionDep, _: Viewer) -> HTM
         )
         breakdown = [(k, v) for k, v in est.breakdown.model_dump().items() if v > 0]
         exports: list[Export] = []
+        unavailable: list[tuple[str, str]] = []  # (tool, the knob it cannot run)
         for tool in TOOLS:
             try:
                 exports.append(export(tool, specs.model, specs.workload, cfg, specs.model.name))
-            except DomainError:
-                continue  # a training plan has no serving export and the other way round
+            except DomainError as exc:
+                if exc.field.startswith("export."):  # a framework that cannot run a knob of the plan
+                    unavailable.append((tool, exc.rule))
+                # otherwise: a training plan has no serving export and the other way round
         ctx.update(
             config_rows=[(label, getattr(cfg, k)) for label, k in CONFIG_ROWS],
             mesh=device_mesh(specs.cluster, cfg, est),
+            unavailable_exports=unavailable,
             timeline=pipeline_timeline(timeline),
             memory=memory_bars(est),
             breakdown=breakdown,
