@@ -9,7 +9,7 @@ from __future__ import annotations
 from rich.console import Console
 from rich.table import Table
 
-from optimizer.calibration import SKIPPED, run_all, summary
+from optimizer.calibration import held_out, run_all, summary
 
 
 def report() -> tuple[Table, str]:
@@ -35,8 +35,8 @@ def report() -> tuple[Table, str]:
         f"(target <= 25%)",
         "assumptions where the source is silent:",
         *(f"  - {a}" for a in assumptions),
-        "not scored:",
-        *(f"  - {k}: {v}" for k, v in SKIPPED.items()),
+        "not scored (the model's error on each where it can price it):",
+        *(f"  - {k}: {v}" + (f" [{e:+.1%}]" if e is not None else "") for k, v, e in held_out()),
     ]
     return table, "\n".join(lines)
 

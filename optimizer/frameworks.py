@@ -64,6 +64,10 @@ class Framework:
     """Pipeline sends split over the TP ranks (1/tp each, re-gathered over NVLink) [N21 §4.1]."""
     grad_reduce_after_pipeline: bool
     """With pp > 1 the gradient reduction runs after the last micro-batch, not under the backward."""
+    bf16_optimizer_under_pp: bool
+    """bf16 with ZeRO stage 0 under PP runs a separate optimizer wrapper (DeepSpeed BF16_Optimizer): its own
+    ZeRO-1 (fp32 master and Adam sharded over DP) with a full fp32 gradient buffer that each micro-batch's bf16
+    gradients are added into, gradients all-reduced in bf16 after the flush, updated bf16 weights all-gathered."""
     sources: tuple[tuple[str, str], ...]
     """(knob, citation) pairs."""
 
@@ -92,6 +96,7 @@ MEGATRON = Framework(
     zero3_node_aggregation=True,
     pp_scatter_gather=True,
     grad_reduce_after_pipeline=False,
+    bf16_optimizer_under_pp=False,
     sources=(
         (
             "schedule",
@@ -152,8 +157,17 @@ DEEPSPEED = Framework(
     zero3_node_aggregation=False,
     pp_scatter_gather=False,
     grad_reduce_after_pipeline=True,
+    bf16_optimizer_under_pp=True,
     sources=(
         ("schedule", "deepspeed/runtime/pipe/schedule.py TrainSchedule: synchronous 1F1B only"),
+        (
+            "bf16_optimizer",
+            "deepspeed/runtime/engine.py _do_optimizer_sanity_check: bf16 + ZeRO 0 (grad_accum_dtype fp32) -> "
+            "BF16_Optimizer; pipe/engine.py _exec_backward_pass: clear_lp_grads + update_hp_grads every micro-batch "
+            "(bf16_optimizer.py _update_hp_grad: hp_grad.add_(lp.grad.to(fp32))); _bf16_reduce_grads -> "
+            "buffered_allreduce_fallback (all_reduce, communication_data_type bf16); update_lp_params -> "
+            "all_gather_dp_groups (DeepSpeed 38327e0, 2025-02)",
+        ),
         ("zero", "deepspeed/runtime/pipe/engine.py: 'ZeRO-2 and ZeRO-3 are incompatible with pipeline parallelism'"),
         (
             "cp",
@@ -201,6 +215,7 @@ TORCHTITAN = Framework(
     zero3_node_aggregation=True,
     pp_scatter_gather=True,
     grad_reduce_after_pipeline=False,
+    bf16_optimizer_under_pp=False,
     sources=(
         (
             "schedule",

@@ -108,6 +108,10 @@ class _Ctx:
         self.causal = 0.5 if w.flash_attention else 1.0  # flash kernels skip masked blocks
         self.grad_bytes = 4 if w.grad_dtype == "fp32" else 2
         self.fw = framework("megatron" if w.framework == "auto" else w.framework)
+        # DeepSpeed bf16 + ZeRO 0 under PP: BF16_Optimizer, its own ZeRO-1 [frameworks: bf16_optimizer]
+        self.bf16_optimizer = (
+            self.fw.bf16_optimizer_under_pp and c.pp > 1 and c.zero_stage == 0 and w.precision == "bf16"
+        )
         self._tiers: dict[str, tuple[net.Tier, ...]] = {}
         self._layer_cache: dict[tuple[str, bool], LayerCost] = {}
         self._gpus: dict[str, GPUSpec] = {}
@@ -343,6 +347,13 @@ def _stage_cost(
 
     # ---- parameters, DP, optimizer -------------------------------------------------------------------------
     dense_p, expert_p, emb_p = stage_params(model, c, dense_layers, moe_layers, first, last)
+    if ctx.bf16_optimizer:
+        # After every micro-batch's backward: zero the bf16 grads (2 B), autograd accumulates into them (read
+        # 2 + 2, write 2), then fp32 += bf16 (read 2 + 4, write 4): 18 B per parameter of HBM traffic outside
+        # the GEMMs (Megatron fuses the accumulation into the wgrad GEMM) [frameworks: bf16_optimizer].
+        t_acc = hbm_time(gpu, (dense_p + expert_p + emb_p) * 18)
+        parts["backward"] += t_acc
+        bwd += t_acc
     dpc = c.dp * c.cp
     edp = max(1, dpc // c.ep)
     wb, gb, ob = state_bytes_per_param(c.zero_stage, dpc, ctx.grad_bytes, ctx.fp8)
@@ -369,7 +380,9 @@ def _stage_cost(
         # Overlapped reductions run under the last micro-batch's backward, bucket by bucket; one bucket stays
         # exposed [NB communication-overlap]. ZeRO-2 reduces every micro-batch [DeepSpeed #2252].
         last_bwd = bwd
-        if c.pp > 1 and ctx.fw.grad_reduce_after_pipeline:  # reduced after the last micro-batch [frameworks]
+        if ctx.bf16_optimizer:  # bf16 all-reduce of the fp32 buffer after the flush + all-gather [frameworks]
+            dp_t = net.all_reduce(lv_d, dense_total * 2) + gather()
+        elif c.pp > 1 and ctx.fw.grad_reduce_after_pipeline:  # reduced after the last micro-batch [frameworks]
             dp_t = coll("ar") if c.zero_stage == 0 else coll("rs") + gather()
         elif c.zero_stage == 0:
             full = coll("ar")
@@ -404,6 +417,9 @@ def _stage_cost(
     if c.zero_stage == 3:  # unsharded bf16 weights in use and prefetched [LA analysis.py training(); frameworks]
         per_layer = (dense_p + expert_p) / max(1, layers)  # stage_params are per TP/EP rank, not yet DP-sharded
         transient += ctx.fw.zero3_live_layers * per_layer * 2
+    if ctx.bf16_optimizer:  # bf16 grads + the full fp32 accumulation buffer; master + Adam sharded over DP
+        gb = egb = 2.0 + 4.0
+        ob, eob = 12.0 / dpc, 12.0 / edp
     weights = dense_p * wb + expert_p * ewb
     grads = dense_p * gb + expert_p * egb
     optim = dense_p * ob + expert_p * eob

@@ -123,3 +123,23 @@ def test_canonical_pick_keeps_tp_in_nvlink_and_mfu_under_published(scenario: Sce
     best, record = best_published_mfu(family)
     assert record
     assert mfu <= best + 0.03, f"predicted MFU {mfu:.1%} > {best:.1%} ({record}) + 3 points"
+
+
+def test_deepspeed_bf16_optimizer_under_pp_is_its_own_zero1() -> None:
+    """DeepSpeed bf16 + ZeRO 0 under PP runs BF16_Optimizer: fp32 master and Adam sharded over DP, a full fp32
+    gradient buffer next to the bf16 one, an accumulation pass every micro-batch and an all-reduce + all-gather
+    after the flush (BigScience measured it slower than ZeRO-1 on the same layout)."""
+    model, cluster = resolve_model("llama-3-8b"), resolve_cluster("dgx-h100:4")
+    base = {"tp": 2, "pp": 4, "dp": 4, "mbs": 1, "recompute": "full", "overlap_grad_reduce": False}
+    ds0 = estimate(model, cluster, _w("deepspeed", grad_dtype="bf16"), ParallelConfig(**base, zero_stage=0))
+    ds1 = estimate(model, cluster, _w("deepspeed", grad_dtype="bf16"), ParallelConfig(**base, zero_stage=1))
+    mg0 = estimate(model, cluster, _w("megatron"), ParallelConfig(**base, zero_stage=0))
+    s0, s1, m0 = ds0.stages[1], ds1.stages[1], mg0.stages[1]
+    assert s0.memory_gb.optimizer == pytest.approx(s1.memory_gb.optimizer)  # sharded like ZeRO-1
+    assert s0.memory_gb.optimizer < m0.memory_gb.optimizer / 3  # Megatron ZeRO 0 keeps all of it
+    assert s0.memory_gb.gradients == pytest.approx(3 * s1.memory_gb.gradients)  # 2 + 4 B vs 2 B (bf16)
+    assert s0.backward_s > s1.backward_s  # the per-micro-batch fp32 accumulation pass
+    assert ds0.breakdown.dp_comm > ds1.breakdown.dp_comm  # all-reduce + all-gather vs reduce-scatter + all-gather
+    assert ds0.step_time_s > ds1.step_time_s
+    fp16 = estimate(model, cluster, _w("deepspeed", precision="fp16"), ParallelConfig(**base, zero_stage=0))
+    assert fp16.stages[1].memory_gb.optimizer == pytest.approx(m0.memory_gb.optimizer)  # fp16: no bf16 wrapper
