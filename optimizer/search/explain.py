@@ -5,7 +5,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from pydantic import ValidationError
+
 from optimizer.cluster_spec import ClusterSpec
+from optimizer.errors import DomainError
 from optimizer.search.result import (
     Alternative,
     BindingConstraint,
@@ -79,7 +82,9 @@ def explain(
 
 
 def diagnose_infeasible(ts: TrainingSpace, thorough: bool = True) -> InfeasibilityReport:
-    """Name the resource that runs out and search for the smallest change that makes a plan exist."""
+    """Name the resource that runs out and search for the smallest change that makes a plan exist. When the rules
+    and pins leave no configuration at all (before any memory check), the resource is the search space: no amount
+    of memory changes that."""
     from optimizer.search.planner import has_plan
     from optimizer.search.space import SearchSpace
 
@@ -92,6 +97,14 @@ def diagnose_infeasible(ts: TrainingSpace, thorough: bool = True) -> Infeasibili
             f"{model.name} has {model.num_parameters / 1e9:.1f}B parameters: even fully sharded over all "
             f"{ts.budget} GPUs its weights, gradients and Adam states need {states_gb:.1f} GB per GPU; "
             f"{usable:.1f} GB are usable"
+        )
+    elif next(ts.all_candidates(prune_memory=False), None) is None:
+        resource = "search space"
+        pins = ", ".join(f"{k}={','.join(str(v) for v in (p.values or ()))}" for k, p in space.pins.items() if p.values)
+        detail = (
+            f"no configuration satisfies the divisibility rules (global_batch_size={w.global_batch_size} = dp x mbs "
+            f"x micro-batches, layers over stages, heads over tp) within {ts.budget} GPUs"
+            + (f" and the pins {pins}" if pins else "")
         )
     else:
         resource = "memory"
@@ -106,7 +119,7 @@ def diagnose_infeasible(ts: TrainingSpace, thorough: bool = True) -> Infeasibili
     def feasible(m: object, c: ClusterSpec, wl: object, sp: SearchSpace) -> bool:
         try:
             return has_plan(m, c, wl, sp, time_limit_s=3.0)  # type: ignore[arg-type]
-        except Exception:  # a relaxation that breaks a rule is simply not a suggestion
+        except (DomainError, ValidationError):  # a relaxation that breaks a rule is simply not a suggestion
             return False
 
     relaxed = {k: v for k, v in space.pins.items() if k not in ("recompute", "zero")}

@@ -21,9 +21,9 @@ from optimizer.model_spec import ModelSpec
 from optimizer.parallel_config import ParallelConfig
 from optimizer.search.candidates import Candidate, KeyBatch, TrainingSpace
 from optimizer.search.explain import diagnose_infeasible, explain
-from optimizer.search.result import Alternative, FrameworkOutcome, PlannedConfig, PlanResult
+from optimizer.search.result import Alternative, Explanation, FrameworkOutcome, PlannedConfig, PlanResult
 from optimizer.search.space import SearchSpace
-from optimizer.search.stage_model import StageModel
+from optimizer.search.stage_model import StageLayout, StageModel
 from optimizer.workload import InferenceWorkload, TrainingWorkload
 
 MAIN_KNOBS = ("tp", "pp", "dp", "cp", "ep", "vp", "schedule", "zero_stage", "recompute", "mbs")
@@ -187,172 +187,243 @@ def _plan_training(
     diagnose: bool = True,
     first_feasible: bool = False,
 ) -> PlanResult:
-    t0 = time.perf_counter()
-    ts = TrainingSpace(model, cluster, w, space)
-    check_pins(ts)
-    # Objective: step time, or price per step = step time x sum over stages of its GPUs x its pool's price per
-    # GPU-second. Every bound below is in the objective's unit: time bounds x the least price rate they allow.
-    cost = w.objective == "cost"  # preflight checked that every allowed pool has a price
-    min_price = min((cluster.price_per_s(1, [p.name]) or 0.0 for p in ts.pools), default=0.0)
+    search = TrainingSearch(
+        TrainingSpace(model, cluster, w, space), top_k, time_limit_s, progress, cancelled, first_feasible
+    )
+    return search.run(warm_start, diagnose)
 
-    def rate(gpus_per_stage: int, pools: tuple[str, ...]) -> float:
-        return (cluster.price_per_s(gpus_per_stage, pools) or 0.0) if cost else 1.0
 
-    key_bound = (lambda k: ts.key_cost_bound(k, min_price)) if cost else ts.key_bound
-    keys = sorted(((key_bound(k), n, k) for n, k in enumerate(ts.layer_keys())), key=lambda x: x[:2])
-    batches: list[KeyBatch] = []
-    heap: list[tuple[float, int, int, int]] = []  # (bound, gpus, kind: 0 key batch / 1 pool structure, index)
-    pending: list[tuple[StageModel, tuple[int, ...], float]] = []  # (model, pools per stage, price rate)
-    total = 0
-    next_key = 0
+class TrainingSearch:
+    """Branch and bound over the training candidates, as explicit state.
 
-    def expand_keys() -> None:
-        """Enumerate the candidates of the layer keys (lazily, best bound first) until the heap's top is below
-        the next unexpanded key's bound, or that bound cannot beat the K-th best plan."""
-        nonlocal next_key, total
-        while next_key < len(keys) and keys[next_key][0] < min(heap[0][0] if heap else math.inf, threshold()):
-            b = ts.key_batch(keys[next_key][2])
-            next_key += 1
-            if b is not None and cost:
-                b = b.priced(min_price)
-            if b is not None:
-                batches.append(b)
-                total += len(b.lbs)
-                heapq.heappush(heap, (b.peek(), int(b.gpus[0]), 0, len(batches) - 1))
+    `heap` holds open items by lower bound (in the objective's unit): a layer key's candidate batch (kind 0) or one
+    pool-block structure of a multi-pool candidate (kind 1, in `pending`). `found` keeps the best plan of each
+    (tp, pp, dp, cp, ep); the search stops when the heap's top cannot beat the K-th best found (OPTIMAL), at the
+    time limit or on cancellation (FEASIBLE with a gap, or UNKNOWN without a plan). A candidate's CP-SAT solve that
+    stops before its proof is not exact: its bound joins `unproven` and the answer cannot read OPTIMAL below it.
+    """
 
-    found: dict[tuple[object, ...], tuple[float, int, ParallelConfig]] = {}
-    solved = 0
-    status = "OPTIMAL"
-    bound = math.inf
+    def __init__(
+        self,
+        ts: TrainingSpace,
+        top_k: int,
+        time_limit_s: float,
+        progress: ProgressFn | None,
+        cancelled: Callable[[], bool] | None,
+        first_feasible: bool,
+    ) -> None:
+        check_pins(ts)
+        self.ts = ts
+        self.top_k = top_k
+        self.time_limit_s = time_limit_s
+        self.progress = progress
+        self.cancelled = cancelled
+        self.first_feasible = first_feasible
+        self.t0 = time.perf_counter()
+        # Objective: step time, or price per step = step time x sum over stages of its GPUs x its pool's price
+        # per GPU-second. Every bound is in the objective's unit: time bounds x the least price rate they allow.
+        self.cost = ts.w.objective == "cost"  # preflight checked that every allowed pool has a price
+        self.min_price = min((ts.cluster.price_per_s(1, [p.name]) or 0.0 for p in ts.pools), default=0.0)
+        bound_of = (lambda k: ts.key_cost_bound(k, self.min_price)) if self.cost else ts.key_bound
+        self.keys = sorted(((bound_of(k), n, k) for n, k in enumerate(ts.layer_keys())), key=lambda x: x[:2])
+        self.next_key = 0
+        self.batches: list[KeyBatch] = []
+        self.heap: list[tuple[float, int, int, int]] = []  # (bound, gpus, kind, index)
+        self.pending: list[tuple[StageModel, tuple[int, ...], float]] = []  # (model, pools per stage, price rate)
+        self.found: dict[tuple[object, ...], tuple[float, int, ParallelConfig]] = {}
+        self.unproven = math.inf  # least bound of the candidate solves that stopped before their proof
+        self.total = 0
+        self.solved = 0
+        self.stopped: str | None = None  # "time limit" or "cancelled"
 
-    def threshold() -> float:
-        vals = sorted(v[0] for v in found.values())
-        return vals[top_k - 1] if len(vals) >= top_k else math.inf
+    # ---- bookkeeping ---------------------------------------------------------------------------------------------
+    def elapsed(self) -> float:
+        return time.perf_counter() - self.t0
 
-    def record(cand: Candidate, layers: tuple[int, ...], pools: tuple[str, ...], objective: float) -> None:
+    def threshold(self) -> float:
+        """The K-th best objective found (an open item at or above it cannot enter the top K)."""
+        vals = sorted(v[0] for v in self.found.values())
+        return vals[self.top_k - 1] if len(vals) >= self.top_k else math.inf
+
+    def rate(self, gpus_per_stage: int, pools: tuple[str, ...]) -> float:
+        """Objective units per second of step time for a layout on these pools (1 for step time)."""
+        return (self.ts.cluster.price_per_s(gpus_per_stage, pools) or 0.0) if self.cost else 1.0
+
+    def record(self, cand: Candidate, layers: tuple[int, ...], pools: tuple[str, ...], objective: float) -> None:
         cfg = cand.config.model_copy(update={"layers_per_stage": list(layers), "stage_pools": list(pools)})
         sig = _signature(cfg)
-        prev = found.get(sig)
+        prev = self.found.get(sig)
         if prev is None or (objective, cfg.gpus) < (prev[0], prev[1]):
-            found[sig] = (objective, cfg.gpus, cfg)
+            self.found[sig] = (objective, cfg.gpus, cfg)
 
-    def consider(cand: Candidate, hint: tuple[tuple[int, ...], tuple[str, ...]] | None = None) -> None:
-        nonlocal solved
-        remaining = time_limit_s - (time.perf_counter() - t0)
-        thr = threshold()
-        sm = StageModel(ts, cand, cancelled)
+    def take(self, cand: Candidate, res: StageLayout, r: float) -> None:
+        """Record a candidate solve; one that stopped before its proof keeps its bound open."""
+        self.solved += 1
+        if res.status not in ("OPTIMAL", "INFEASIBLE"):
+            self.unproven = min(self.unproven, max(cand.lb, res.bound_s * r if math.isfinite(res.bound_s) else 0.0))
+        if res.layers:
+            self.record(cand, res.layers, res.pools, res.objective_s * r)
+
+    # ---- the open items ------------------------------------------------------------------------------------------
+    def expand_keys(self) -> None:
+        """Enumerate the candidates of the layer keys (lazily, best bound first) until the heap's top is below
+        the next unexpanded key's bound, or that bound cannot beat the K-th best plan."""
+        while self.next_key < len(self.keys) and self.keys[self.next_key][0] < min(
+            self.heap[0][0] if self.heap else math.inf, self.threshold()
+        ):
+            b = self.ts.key_batch(self.keys[self.next_key][2])
+            self.next_key += 1
+            if b is not None and self.cost:
+                b = b.priced(self.min_price)
+            if b is not None:
+                self.batches.append(b)
+                self.total += len(b.lbs)
+                heapq.heappush(self.heap, (b.peek(), int(b.gpus[0]), 0, len(self.batches) - 1))
+
+    def consider(self, cand: Candidate, hint: tuple[tuple[int, ...], tuple[str, ...]] | None = None) -> None:
+        """Solve one candidate's layout, or with several pools queue its pool-block structures by bound."""
+        thr = self.threshold()
+        sm = StageModel(self.ts, cand, self.cancelled)
         if sm.Q == 0:
             return
-        if sm.Q > 1 and (hint is None or cost):
-            # several pools: branch on the pool-block structure inside the global search (bounded per branch)
+        if sm.Q > 1 and (hint is None or self.cost):
             names = [p.name for p in sm.pools]
-            for lb, fixed in sm._structures(None if math.isinf(thr) else thr):
-                r = rate(sm.gps, tuple(names[q] for q in fixed))
-                bound_ = max(lb * r, cand.lb)
-                if bound_ >= thr:
+            # Structures are bounded in seconds: a structure whose time bound reaches thr / (the least rate any
+            # structure of this candidate can have) cannot beat the K-th best at any rate.
+            least = min(self.rate(sm.gps, (n,) * cand.config.pp) for n in names)
+            limit = None if math.isinf(thr) or least <= 0 else thr / least
+            for lb, fixed in sm.structures(limit):
+                r = self.rate(sm.gps, tuple(names[q] for q in fixed))
+                bound = max(lb * r, cand.lb)
+                if bound >= thr:
                     continue
                 # The branch's layout bound from the stage tables orders the heap (and drops the branch when it
                 # cannot beat the K-th best).
-                bound_ = max(bound_, sm.branch_bound(None if math.isinf(thr) else thr / r, fixed) * r)
-                if bound_ < thr:
-                    pending.append((sm, fixed, r))
-                    heapq.heappush(heap, (bound_, cand.gpus, 1, len(pending) - 1))
+                bound = max(bound, sm.branch_bound(None if math.isinf(thr) else thr / r, fixed) * r)
+                if bound < thr:
+                    self.pending.append((sm, fixed, r))
+                    heapq.heappush(self.heap, (bound, cand.gpus, 1, len(self.pending) - 1))
             return
-        r = rate(sm.gps, (sm.pools[0].name,) * cand.config.pp)  # one pool (a hint on several: step time only)
-        res = sm.solve(max(0.05, remaining), None if math.isinf(thr) else thr / r, hint)
-        solved += 1
-        if res.layers:
-            record(cand, res.layers, res.pools, res.objective_s * r)
+        r = self.rate(sm.gps, (sm.pools[0].name,) * cand.config.pp)  # one pool (a hint on several: step time)
+        remaining = self.time_limit_s - self.elapsed()
+        self.take(cand, sm.solve(max(0.05, remaining), None if math.isinf(thr) else thr / r, hint), r)
 
-    def solve_structure(index: int) -> None:
-        nonlocal solved
-        sm, fixed, r = pending[index]
-        thr = threshold()
-        remaining = time_limit_s - (time.perf_counter() - t0)
-        res = sm._solve_one(max(0.05, remaining), None if math.isinf(thr) else thr / r, None, fixed)
-        solved += 1
-        if res.layers:
-            record(sm.cand, res.layers, res.pools, res.objective_s * r)
+    def solve_structure(self, index: int) -> None:
+        sm, fixed, r = self.pending[index]
+        thr = self.threshold()
+        remaining = self.time_limit_s - self.elapsed()
+        self.take(sm.cand, sm.solve_structure(max(0.05, remaining), None if math.isinf(thr) else thr / r, fixed), r)
 
-    if warm_start is not None:  # warm start: solve the previous plan's knobs first, hinted with its layout
-        ws = _warm_candidate(ts, warm_start)
-        if ws is not None:
-            hint = None
-            if warm_start.layers_per_stage and warm_start.stage_pools:
-                hint = (tuple(warm_start.layers_per_stage), tuple(warm_start.stage_pools))
-            consider(ws, hint)
+    # ---- the loop ------------------------------------------------------------------------------------------------
+    def run(self, warm_start: ParallelConfig | None, diagnose: bool) -> PlanResult:
+        if warm_start is not None:  # warm start: solve the previous plan's knobs first, hinted with its layout
+            ws = _warm_candidate(self.ts, warm_start)
+            if ws is not None:
+                hint = None
+                if warm_start.layers_per_stage and warm_start.stage_pools:
+                    hint = (tuple(warm_start.layers_per_stage), tuple(warm_start.stage_pools))
+                self.consider(ws, hint)
+        bound = math.inf
+        while True:
+            # The next key's bound is below every candidate of that key: expand keys until the heap's top is
+            # below the next unexpanded key's bound (or no key is left).
+            self.expand_keys()
+            if not self.heap:
+                bound = self.keys[self.next_key][0] if self.next_key < len(self.keys) else math.inf
+                break
+            lb, _g, kind, i = self.heap[0]
+            bound = lb
+            if lb >= self.threshold():
+                break
+            if self.cancelled is not None and self.cancelled():
+                self.stopped = "cancelled"
+                break
+            if self.elapsed() > self.time_limit_s:
+                self.stopped = "time limit"
+                break
+            heapq.heappop(self.heap)
+            if kind == 1:
+                self.solve_structure(i)
+            else:
+                b = self.batches[i]
+                cand = self.ts.candidate(b, b.next)
+                b.next += 1
+                if b.next < len(b.lbs):
+                    heapq.heappush(self.heap, (b.peek(), int(b.gpus[b.next]), 0, i))
+                self.consider(cand)
+            if self.first_feasible and self.found:
+                self.stopped = "first plan"
+                break
+            if self.progress is not None:
+                best = min((v[0] for v in self.found.values()), default=None)
+                self.progress(Progress(best, lb, self.elapsed(), self.solved))
+        return self.result(min(bound, self.unproven), diagnose)
 
-    while True:
-        # The next key's bound is below every candidate of that key: expand keys until the heap's top is
-        # below the next unexpanded key's bound (or no key is left).
-        expand_keys()
-        if not heap:
-            bound = keys[next_key][0] if next_key < len(keys) else math.inf
-            break
-        lb, _g, kind, i = heap[0]
-        bound = lb
-        if lb >= threshold():
-            break
-        if time.perf_counter() - t0 > time_limit_s or (cancelled is not None and cancelled()):
-            status = "FEASIBLE"
-            break
-        heapq.heappop(heap)
-        if kind == 1:
-            solve_structure(i)
-        else:
-            b = batches[i]
-            cand = ts.candidate(b, b.next)
-            b.next += 1
-            if b.next < len(b.lbs):
-                heapq.heappush(heap, (b.peek(), int(b.gpus[b.next]), 0, i))
-            consider(cand)
-        if first_feasible and found:
-            status = "FEASIBLE"
-            break
-        if progress is not None:
-            best = min((v[0] for v in found.values()), default=None)
-            progress(Progress(best, lb, time.perf_counter() - t0, solved))
-
-    ranked = sorted(found.values(), key=lambda v: (v[0], v[1]))
-    elapsed = time.perf_counter() - t0
-    if not ranked:
-        status = "UNKNOWN" if status == "FEASIBLE" else "INFEASIBLE"
-        report = diagnose_infeasible(ts, thorough=diagnose)
-        from optimizer.search.result import Explanation
-
+    def result(self, bound: float, diagnose: bool) -> PlanResult:
+        ts, w = self.ts, self.ts.w
+        objective = "price_per_step" if self.cost else "step_time_s"
+        ranked = sorted(self.found.values(), key=lambda v: (v[0], v[1]))
+        elapsed = self.elapsed()
+        counts = {"solve_time_s": elapsed, "candidates_total": self.total, "candidates_solved": self.solved}
+        if not ranked:
+            if self.stopped is not None or math.isfinite(self.unproven):
+                why = (
+                    "the search was cancelled"
+                    if self.stopped == "cancelled"
+                    else f"the time limit of {self.time_limit_s:g} s ran out"
+                    if self.stopped
+                    else "a candidate's layout solve stopped before its proof"
+                )
+                summary = f"No plan found within the limit: {why} before any configuration was solved."
+                return PlanResult(
+                    status="UNKNOWN",
+                    framework=w.framework,
+                    objective=objective,
+                    explanation=Explanation(summary=summary),
+                    **counts,
+                )
+            report = diagnose_infeasible(ts, thorough=diagnose)
+            return PlanResult(
+                status="INFEASIBLE",
+                framework=w.framework,
+                objective=objective,
+                explanation=Explanation(summary=f"No configuration fits: {report.detail}", infeasible=report),
+                **counts,
+            )
+        best_obj, _, best_cfg = ranked[0]
+        lower = min(bound, best_obj)
+        status = "OPTIMAL" if self.stopped is None and lower >= best_obj else "FEASIBLE"
+        if self.stopped == "first plan":  # a feasibility probe: no estimate, no explanation
+            return PlanResult(
+                status="FEASIBLE",
+                framework=w.framework,
+                objective=objective,
+                objective_value=best_obj,
+                explanation=Explanation(summary="A plan exists (feasibility probe)."),
+                **counts,
+            )
+        est = estimate(ts.model, ts.cluster, w, best_cfg)
+        alts = []
+        for obj, _, cfg in ranked[1 : self.top_k]:
+            alts.append(
+                Alternative.versus(estimate(ts.model, ts.cluster, w, cfg), cfg, obj, best_cfg, best_obj, MAIN_KNOBS)
+            )
+        planned = PlannedConfig(config=best_cfg, estimate=est)
+        pools = best_cfg.stage_pools or [ts.pools[0].name] * best_cfg.pp
+        rate_s = ts.cluster.price_per_s(best_cfg.gpus_per_stage, pools)
         return PlanResult(
             status=status,
             framework=w.framework,
-            objective="price_per_step" if cost else "step_time_s",
-            explanation=Explanation(summary=f"No configuration fits: {report.detail}", infeasible=report),
-            solve_time_s=elapsed,
-            candidates_total=total,
-            candidates_solved=solved,
+            objective=objective,
+            objective_value=best_obj,
+            lower_bound=lower,
+            gap=None if status == "OPTIMAL" else max(0.0, (best_obj - lower) / best_obj),
+            plan=planned,
+            alternatives=alts,
+            explanation=explain(ts, planned, alts),
+            price_per_step=None if rate_s is None else est.step_time_s * rate_s,
+            **counts,
         )
-    best_obj, _, best_cfg = ranked[0]
-    lower = min(bound, best_obj)
-    est = estimate(model, cluster, w, best_cfg)
-    alts = []
-    for obj, _, cfg in ranked[1:top_k]:
-        alts.append(Alternative.versus(estimate(model, cluster, w, cfg), cfg, obj, best_cfg, best_obj, MAIN_KNOBS))
-    planned = PlannedConfig(config=best_cfg, estimate=est)
-    rate_s = cluster.price_per_s(best_cfg.gpus_per_stage, best_cfg.stage_pools or [ts.pools[0].name] * best_cfg.pp)
-    gap = None if status == "OPTIMAL" else max(0.0, (best_obj - lower) / best_obj)
-    return PlanResult(
-        status=status,
-        framework=w.framework,
-        objective="price_per_step" if cost else "step_time_s",
-        objective_value=best_obj,
-        lower_bound=lower,
-        gap=gap,
-        plan=planned,
-        alternatives=alts,
-        explanation=explain(ts, planned, alts),
-        price_per_step=None if rate_s is None else est.step_time_s * rate_s,
-        solve_time_s=elapsed,
-        candidates_total=total,
-        candidates_solved=solved,
-    )
 
 
 def has_plan(
@@ -365,7 +436,7 @@ def has_plan(
     """Whether any training plan fits (the search stops at the first one): the infeasibility diagnosis probes
     relaxations with it."""
     r = _plan_training(model, cluster, w, space, 1, time_limit_s, None, None, None, False, first_feasible=True)
-    return r.plan is not None
+    return r.objective_value is not None
 
 
 def _warm_candidate(ts: TrainingSpace, prev: ParallelConfig) -> Candidate | None:

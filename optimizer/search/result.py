@@ -87,7 +87,10 @@ class FrameworkOutcome(BaseModel):
 class PlanResult(BaseModel):
     """The planner's answer."""
 
-    status: str = Field(description="OPTIMAL (proven), FEASIBLE (time limit; see gap) or INFEASIBLE.")
+    status: str = Field(
+        description="OPTIMAL (proven), FEASIBLE (time limit or an unproven sub-solve; see gap), INFEASIBLE (nothing "
+        "fits: proven) or UNKNOWN (no plan found within the limit; nothing is claimed)."
+    )
     objective: str = Field(
         description="step_time_s, price_per_step (training cost), tpot_s or gpu_seconds_per_token (throughput)."
     )

@@ -328,7 +328,7 @@ class StageModel:
 
     def _pool_capacity(self, model: cp_model.CpModel, v: _Vars) -> None:
         """Interconnect tiers / inventory: each stage takes tp x cp x dp healthy GPUs of its pool. (Fixed pools
-        come from _structures, which only lists block assignments within the pools' GPUs.)"""
+        come from structures, which only lists block assignments within the pools' GPUs.)"""
         if all(isinstance(q, int) for q in v.pool):
             return
         self.member: list[list[cp_model.IntVar]] = []
@@ -422,7 +422,7 @@ class StageModel:
         best: StageLayout | None = None
         limit = upper_bound_s
         complete = True
-        for lb, fixed in self._structures(upper_bound_s):
+        for lb, fixed in self.structures(upper_bound_s):
             if limit is not None and lb >= limit:
                 break
             remaining = time_limit_s - (time.perf_counter() - t0)
@@ -442,7 +442,11 @@ class StageModel:
             status, best.layers, best.pools, best.objective_s, best.objective_s if complete else best.bound_s
         )
 
-    def _structures(self, upper_bound_s: float | None = None) -> list[tuple[float, tuple[int, ...]]]:
+    def solve_structure(self, time_limit_s: float, upper_bound_s: float | None, fixed: tuple[int, ...]) -> StageLayout:
+        """Optimal layout with the pool of every stage fixed (one branch of `structures`)."""
+        return self._solve_one(time_limit_s, upper_bound_s, None, fixed)
+
+    def structures(self, upper_bound_s: float | None = None) -> list[tuple[float, tuple[int, ...]]]:
         """Every contiguous pool-block assignment that fits the pools' GPUs, with a lower bound on its step time
         (best first; those whose bound reaches `upper_bound_s` left out): the slowest stage does at least
         L / sum(1/a) of layer work (a = per-layer time on the stage's pool), and the stages together at least
