@@ -194,8 +194,8 @@ def plan(
     as_json: JsonOpt = False,
 ) -> None:
     """Find the configuration with the lowest estimated step time (or best serving objective), proven."""
-    from optimizer.search.planner import Progress
     from optimizer.search.planner import plan as run_plan
+    from optimizer.search.result import Progress
     from optimizer.search.space import SearchSpace, parse_pins
 
     try:

@@ -36,3 +36,45 @@ def test_tasks_are_thin() -> None:
     for fn in (n for n in tree.body if isinstance(n, ast.FunctionDef)):
         assert len(fn.body) <= 3, fn.name
         assert not any(isinstance(n, ast.With | ast.For | ast.While) for n in ast.walk(fn)), fn.name
+
+
+def _module_graph(package: str) -> dict[str, set[str]]:
+    """Module -> the modules of `package` it imports, at any depth of the file (function-level imports too)."""
+    graph: dict[str, set[str]] = {}
+    for path in (ROOT / package.replace(".", "/")).rglob("*.py"):
+        mod = ".".join(path.relative_to(ROOT).with_suffix("").parts).removesuffix(".__init__")
+        deps: set[str] = set()
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                deps.add(node.module)
+                deps |= {f"{node.module}.{a.name}" for a in node.names}
+            elif isinstance(node, ast.Import):
+                deps |= {a.name for a in node.names}
+        graph[mod] = {d for d in deps if d.startswith(package + ".")}
+    for mod in graph:
+        graph[mod] = {d for d in graph[mod] if d in graph and d != mod}
+    return graph
+
+
+def test_optimizer_has_no_import_cycle() -> None:
+    """The search reads top-down (planner -> inference planner, diagnosis, explain -> candidates -> cost model):
+    no module of the optimizer imports, even inside a function, one that imports it back."""
+    graph = _module_graph("optimizer")
+    state: dict[str, int] = {}
+    stack: list[str] = []
+
+    def visit(mod: str) -> None:
+        state[mod] = 1
+        stack.append(mod)
+        for dep in sorted(graph[mod]):
+            if state.get(dep) == 1:
+                cycle = stack[stack.index(dep) :] + [dep]
+                raise AssertionError("import cycle: " + " -> ".join(cycle))
+            if dep not in state:
+                visit(dep)
+        stack.pop()
+        state[mod] = 2
+
+    for mod in sorted(graph):
+        if mod not in state:
+            visit(mod)

@@ -18,6 +18,7 @@ from api.pages.figures import breakdown_bar, device_mesh, memory_bars, pipeline_
 from optimizer.errors import DomainError
 from optimizer.exports import TOOLS, Export, export
 from optimizer.inventory import InventoryDiff
+from optimizer.objectives import LABELS, format_objective
 from optimizer.plan_diff import diff_plans
 from optimizer.search.explain import describe
 from optimizer.timeline import simulate
@@ -31,6 +32,8 @@ from store.services.plans import inventory_change, plan_pair, planned, specs_of
 
 router = APIRouter(include_in_schema=False)
 templates = Jinja2Templates(directory=str(Path(__file__).parent / "templates"))
+templates.env.filters["objective"] = lambda value, name: format_objective(name, value)
+templates.env.globals["objective_label"] = lambda name: LABELS.get(name, name)
 COOKIE = "meshplan_token"
 
 

@@ -12,14 +12,17 @@ import heapq
 import math
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from ortools.sat.python import cp_model
 
 from optimizer.cluster_spec import ClusterSpec, NodePool
 from optimizer.costmodel import network as net
 from optimizer.costmodel.inference import _stage_time, serving_memory
+from optimizer.errors import DomainError
 from optimizer.estimate import estimate
 from optimizer.model_spec import ModelSpec
+from optimizer.objectives import objective_name
 from optimizer.parallel_config import ParallelConfig
 from optimizer.search.explain import explain
 from optimizer.search.result import (
@@ -28,6 +31,8 @@ from optimizer.search.result import (
     InfeasibilityReport,
     PlannedConfig,
     PlanResult,
+    Progress,
+    ProgressFn,
     Suggestion,
 )
 from optimizer.search.solver_params import TIME_UNIT_S, stage_solver
@@ -51,24 +56,74 @@ def _memory(
     return sum(terms), capacity
 
 
-def _candidates(
-    model: ModelSpec, cluster: ClusterSpec, w: InferenceWorkload, space: SearchSpace, pools: list[NodePool]
-) -> list[ParallelConfig]:
+@dataclass(frozen=True)
+class ServingLayout:
+    """One serving candidate's solved layout (status as CP-SAT names it)."""
+
+    status: str
+    tpot_s: float = math.inf
+    bound_s: float = 0.0
+    layers: tuple[int, ...] = ()
+    pools: tuple[str, ...] = ()
+
+
+def check_serving_pins(model: ModelSpec, cluster: ClusterSpec, w: InferenceWorkload, space: SearchSpace) -> None:
+    """Pins that leave no serving configuration at all: an error naming the pin and the rule."""
+    pools = _pools(cluster, space)
+    if not pools:
+        raise DomainError("pools", "the allowed pools have no healthy GPU")
+    if _candidates(model, cluster, w, space, pools):
+        return
+    if not _tp_values(model, space, pools):
+        raise DomainError(
+            "pin.tp",
+            f"no tp allowed by the pins divides num_attention_heads={model.num_attention_heads} and "
+            f"num_kv_heads={model.kv_heads} (tp up to 2 x the largest node)",
+        )
+    if not _ep_values(model, space):
+        experts = model.moe.num_experts if model.moe else 0
+        raise DomainError("pin.ep", f"no ep allowed by the pins divides num_experts={experts}")
+    raise DomainError(
+        "pins", f"no tp x pp x dp allowed by the pins fits in {_budget(space, pools)} healthy GPUs of the allowed pools"
+    )
+
+
+def _pools(cluster: ClusterSpec, space: SearchSpace) -> list[NodePool]:
+    names = space.pools or tuple(p.name for p in cluster.pools)
+    return [cluster.pool(n) for n in names if cluster.pool(n).healthy_gpus > 0]
+
+
+def _budget(space: SearchSpace, pools: list[NodePool]) -> int:
     budget = sum(p.healthy_gpus for p in pools)
-    if space.max_gpus is not None:
-        budget = min(budget, space.max_gpus)
+    return budget if space.max_gpus is None else min(budget, space.max_gpus)
+
+
+def _tp_values(model: ModelSpec, space: SearchSpace, pools: list[NodePool]) -> list[int]:
     top = max(p.gpus_per_node for p in pools) * 2
-    tps = [
+    return [
         t
         for t in range(1, top + 1)
         if model.num_attention_heads % t == 0
         and (model.mla is not None or model.kv_heads % t == 0 or t % model.kv_heads == 0)
         and space.allows("tp", t)
     ]
+
+
+def _ep_values(model: ModelSpec, space: SearchSpace) -> list[int]:
     eps = (
         [1] if model.moe is None else [e for e in range(1, model.moe.num_experts + 1) if model.moe.num_experts % e == 0]
     )
-    eps = [e for e in eps if space.allows("ep", e)]
+    return [e for e in eps if space.allows("ep", e)]
+
+
+def _candidates(
+    model: ModelSpec, cluster: ClusterSpec, w: InferenceWorkload, space: SearchSpace, pools: list[NodePool]
+) -> list[ParallelConfig]:
+    if not pools:
+        return []
+    budget = _budget(space, pools)
+    tps = _tp_values(model, space, pools)
+    eps = _ep_values(model, space)
     dps = space.pinned_values("dp") or (1,)
     out = []
     for tp in tps:
@@ -95,12 +150,13 @@ def _solve_layout(
     pools: list[NodePool],
     limit_s: float,
     upper: float | None,
-) -> tuple[float, tuple[int, ...], tuple[str, ...]] | None:
-    """CP-SAT: layers and pool per stage minimising TPOT (seconds), or None when nothing fits."""
+) -> ServingLayout:
+    """CP-SAT: layers and pool per stage minimising TPOT (seconds). INFEASIBLE is proven (nothing fits under
+    `upper`); UNKNOWN means the solve stopped first."""
     p, L = c.pp, model.num_layers
     usable = [q for q in pools if q.healthy_gpus >= c.gpus_per_stage]
     if not usable:
-        return None
+        return ServingLayout("INFEASIBLE")
     Q = len(usable)
     mb = w.batch / p if w.batch >= p and p > 1 else float(w.batch)
     ctx_mean = w.prompt_len + w.output_len / 2
@@ -141,7 +197,7 @@ def _solve_layout(
             cache[role] = (table, allowed)
         table, allowed = cache[role]
         if not allowed:
-            return None
+            return ServingLayout("INFEASIBLE")
         idx = mdl.new_int_var_from_domain(cp_model.Domain.from_values(allowed), f"idx{i}")
         lv = mdl.new_int_var(1, L, f"layers{i}")
         qvar = mdl.new_int_var(0, Q - 1, f"pool{i}")
@@ -188,11 +244,14 @@ def _solve_layout(
     mdl.minimize(tpot)
     solver = stage_solver(limit_s)
     status = solver.solve(mdl)
+    name = solver.status_name(status)
     if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
-        return None
+        return ServingLayout("INFEASIBLE" if status == cp_model.INFEASIBLE else "UNKNOWN")
     layers = tuple(int(solver.value(x)) for x in lay)
     names = tuple(usable[int(solver.value(x))].name for x in qv)
-    return solver.objective_value * TIME_UNIT_S, layers, names
+    return ServingLayout(
+        name, solver.objective_value * TIME_UNIT_S, solver.best_objective_bound * TIME_UNIT_S, layers, names
+    )
 
 
 def plan_inference(
@@ -203,30 +262,31 @@ def plan_inference(
     *,
     top_k: int,
     time_limit_s: float,
-    progress: Callable[..., None] | None = None,
+    progress: ProgressFn | None = None,
+    cancelled: Callable[[], bool] | None = None,
 ) -> PlanResult:
-    """Best serving configuration under the cost model."""
+    """Best serving configuration under the cost model: candidates in order of a roofline lower bound, each
+    candidate's layout by CP-SAT, stopping when the next bound cannot beat the K-th best (OPTIMAL), at the time
+    limit or on cancellation (FEASIBLE with a gap, or UNKNOWN without a plan)."""
     t0 = time.perf_counter()
-    names = space.pools or tuple(p.name for p in cluster.pools)
-    pools = [cluster.pool(n) for n in names if cluster.pool(n).healthy_gpus > 0]
+    pools = _pools(cluster, space)
+    if not pools:
+        raise DomainError("pools", "the allowed pools have no healthy GPU")
     cands = _candidates(model, cluster, w, space, pools)
     throughput = w.objective == "throughput"
     # Lower bound: every token reads each GPU's share of the weights once [costmodel G roofline].
     heap: list[tuple[float, int, int]] = []
     for n, c in enumerate(cands):
-        fastest = (
-            max(cluster.gpu_of(p).memory_tbps for p in pools if p.healthy_gpus >= c.gpus_per_stage)
-            if any(p.healthy_gpus >= c.gpus_per_stage for p in pools)
-            else None
-        )
-        if fastest is None:
+        fits = [cluster.gpu_of(p).memory_tbps for p in pools if p.healthy_gpus >= c.gpus_per_stage]
+        if not fits:
             continue
         weights = model.num_parameters * BYTES[w.precision] / (c.tp * c.ep if model.moe else c.tp)
-        lb = weights / (fastest * 1e12) * (0.0 if model.moe else 1.0)
+        lb = weights / (max(fits) * 1e12) * (0.0 if model.moe else 1.0)
         factor = c.gpus / (c.dp * w.batch) if throughput else 1.0
         heapq.heappush(heap, (lb * factor, c.gpus, n))
     found: list[tuple[float, int, ParallelConfig]] = []
-    status = "OPTIMAL"
+    stopped: str | None = None
+    unproven = math.inf  # least bound of the candidate solves that stopped before their proof
     bound = math.inf
     solved = 0
     while heap:
@@ -235,8 +295,11 @@ def plan_inference(
         bound = lb
         if lb >= thr:
             break
+        if cancelled is not None and cancelled():
+            stopped = "cancelled"
+            break
         if time.perf_counter() - t0 > time_limit_s:
-            status = "FEASIBLE"
+            stopped = "time limit"
             break
         heapq.heappop(heap)
         c = cands[n]
@@ -251,16 +314,35 @@ def plan_inference(
             None if math.isinf(thr) else thr / factor,
         )
         solved += 1
-        if res is not None:
-            obj, layers, pnames = res
-            cfg = c.model_copy(update={"layers_per_stage": list(layers), "stage_pools": list(pnames)})
-            found.append((obj * factor, cfg.gpus, cfg))
+        if res.status not in ("OPTIMAL", "INFEASIBLE"):
+            unproven = min(unproven, max(lb, res.bound_s * factor))
+        if res.layers:
+            cfg = c.model_copy(update={"layers_per_stage": list(res.layers), "stage_pools": list(res.pools)})
+            found.append((res.tpot_s * factor, cfg.gpus, cfg))
+        if progress is not None:
+            best = min((v[0] for v in found), default=None)
+            progress(Progress(best, lb, time.perf_counter() - t0, solved))
     else:
         bound = math.inf
     found.sort(key=lambda v: (v[0], v[1]))
-    objective = "gpu_seconds_per_token" if throughput else "tpot_s"
+    objective = objective_name(w)
     elapsed = time.perf_counter() - t0
+    counts = {"solve_time_s": elapsed, "candidates_total": len(cands), "candidates_solved": solved}
     if not found:
+        if stopped is not None or math.isfinite(unproven):
+            why = (
+                "the search was cancelled"
+                if stopped == "cancelled"
+                else f"the time limit of {time_limit_s:g} s ran out"
+                if stopped
+                else "a candidate's layout solve stopped before its proof"
+            )
+            return PlanResult(
+                status="UNKNOWN",
+                objective=objective,
+                explanation=Explanation(summary=f"No plan found within the limit: {why} before any plan was found."),
+                **counts,
+            )
         need = model.num_parameters * BYTES[w.precision] / 1e9
         usable = sum(cluster.gpu_of(p).memory_bytes * p.healthy_gpus for p in pools) / 1e9
         report = InfeasibilityReport(
@@ -278,9 +360,7 @@ def plan_inference(
             status="INFEASIBLE",
             objective=objective,
             explanation=Explanation(summary=f"No serving configuration fits: {report.detail}", infeasible=report),
-            solve_time_s=elapsed,
-            candidates_total=len(cands),
-            candidates_solved=solved,
+            **counts,
         )
     best_obj, _, best_cfg = found[0]
     est = estimate(model, cluster, w, best_cfg)
@@ -295,9 +375,9 @@ def plan_inference(
             Alternative.versus(estimate(model, cluster, w, cfg), cfg, obj, best_cfg, best_obj, ("tp", "pp", "dp", "ep"))
         )
     planned = PlannedConfig(config=best_cfg, estimate=est)
-    budget = sum(p.healthy_gpus for p in pools)
-    expl = explain(None, planned, alts, budget=budget)
-    lower = min(bound, best_obj)
+    expl = explain(None, planned, alts, budget=sum(p.healthy_gpus for p in pools))
+    lower = min(bound, unproven, best_obj)
+    status = "OPTIMAL" if stopped is None and lower >= best_obj else "FEASIBLE"
     return PlanResult(
         status=status,
         objective=objective,
@@ -307,7 +387,5 @@ def plan_inference(
         plan=planned,
         alternatives=alts,
         explanation=expl,
-        solve_time_s=elapsed,
-        candidates_total=len(cands),
-        candidates_solved=solved,
+        **counts,
     )

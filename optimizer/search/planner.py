@@ -11,36 +11,33 @@ import heapq
 import math
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 
 from optimizer.cluster_spec import ClusterSpec
 from optimizer.errors import DomainError
 from optimizer.estimate import estimate
 from optimizer.frameworks import FRAMEWORKS, allows
 from optimizer.model_spec import ModelSpec
+from optimizer.objectives import objective_name
 from optimizer.parallel_config import ParallelConfig
 from optimizer.search.candidates import Candidate, KeyBatch, TrainingSpace
-from optimizer.search.explain import diagnose_infeasible, explain
-from optimizer.search.result import Alternative, Explanation, FrameworkOutcome, PlannedConfig, PlanResult
+from optimizer.search.diagnosis import diagnose_infeasible
+from optimizer.search.explain import explain
+from optimizer.search.inference_planner import check_serving_pins, plan_inference
+from optimizer.search.result import (
+    Alternative,
+    Explanation,
+    FrameworkOutcome,
+    PlannedConfig,
+    PlanResult,
+    Progress,
+    ProgressFn,
+)
 from optimizer.search.space import SearchSpace
 from optimizer.search.stage_model import StageLayout, StageModel
 from optimizer.workload import InferenceWorkload, TrainingWorkload
 
 MAIN_KNOBS = ("tp", "pp", "dp", "cp", "ep", "vp", "schedule", "zero_stage", "recompute", "mbs")
 MIN_TIME_LIMIT_S = 0.1
-
-
-@dataclass
-class Progress:
-    """Reported while a solve runs (at most once per candidate)."""
-
-    best: float | None
-    bound: float
-    elapsed_s: float
-    solved: int
-
-
-ProgressFn = Callable[[Progress], None]
 
 
 def _signature(c: ParallelConfig) -> tuple[object, ...]:
@@ -68,10 +65,15 @@ def plan(
     if top_k < 1 or top_k > 20:
         raise DomainError("top", f"must be between 1 and 20 (got {top_k})")
     if isinstance(workload, InferenceWorkload):
-        from optimizer.search.inference_planner import plan_inference
-
         return plan_inference(
-            model, cluster, workload, space, top_k=top_k, time_limit_s=time_limit_s, progress=progress
+            model,
+            cluster,
+            workload,
+            space,
+            top_k=top_k,
+            time_limit_s=time_limit_s,
+            progress=progress,
+            cancelled=cancelled,
         )
     if workload.framework == "auto":
         return _plan_each_framework(
@@ -160,6 +162,10 @@ def preflight(
         raise DomainError("cluster", f"cluster {cluster.name} has no healthy GPU")
     for name in space.pools or ():
         cluster.pool(name)
+    if space.pools and not any(cluster.pool(n).healthy_gpus for n in space.pools):
+        raise DomainError("pools", f"the allowed pools ({', '.join(space.pools)}) have no healthy GPU")
+    if isinstance(workload, InferenceWorkload):
+        check_serving_pins(model, cluster, workload, space)
     if isinstance(workload, TrainingWorkload):
         ts = TrainingSpace(model, cluster, workload, space)
         if workload.framework != "auto" or not any(
@@ -361,7 +367,7 @@ class TrainingSearch:
 
     def result(self, bound: float, diagnose: bool) -> PlanResult:
         ts, w = self.ts, self.ts.w
-        objective = "price_per_step" if self.cost else "step_time_s"
+        objective = objective_name(w)
         ranked = sorted(self.found.values(), key=lambda v: (v[0], v[1]))
         elapsed = self.elapsed()
         counts = {"solve_time_s": elapsed, "candidates_total": self.total, "candidates_solved": self.solved}
@@ -382,7 +388,7 @@ class TrainingSearch:
                     explanation=Explanation(summary=summary),
                     **counts,
                 )
-            report = diagnose_infeasible(ts, thorough=diagnose)
+            report = diagnose_infeasible(ts, _probe if diagnose else None)
             return PlanResult(
                 status="INFEASIBLE",
                 framework=w.framework,
@@ -437,6 +443,11 @@ def has_plan(
     relaxations with it."""
     r = _plan_training(model, cluster, w, space, 1, time_limit_s, None, None, None, False, first_feasible=True)
     return r.objective_value is not None
+
+
+def _probe(model: ModelSpec, cluster: ClusterSpec, w: TrainingWorkload, space: SearchSpace) -> bool:
+    """The diagnosis's feasibility probe: the search stops at the first plan (3 s each)."""
+    return has_plan(model, cluster, w, space, time_limit_s=3.0)
 
 
 def _warm_candidate(ts: TrainingSpace, prev: ParallelConfig) -> Candidate | None:

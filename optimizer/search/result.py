@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
+
 from pydantic import BaseModel, Field
 
 from optimizer.costmodel.result import Estimate
@@ -121,3 +124,16 @@ class PlanResult(BaseModel):
 
 
 Explanation.model_rebuild()
+
+
+@dataclass
+class Progress:
+    """Reported while a solve runs (at most once per candidate)."""
+
+    best: float | None
+    bound: float
+    elapsed_s: float
+    solved: int
+
+
+ProgressFn = Callable[[Progress], None]

@@ -16,11 +16,12 @@ from optimizer.cluster_spec import ClusterSpec
 from optimizer.errors import DomainError
 from optimizer.inventory import content_hash
 from optimizer.model_spec import ModelSpec
+from optimizer.objectives import objective_name
 from optimizer.parallel_config import ParallelConfig
 from optimizer.plan_diff import diff_plans
 from optimizer.search.explain import describe
-from optimizer.search.planner import Progress, plan, preflight
-from optimizer.search.result import PlannedConfig, PlanResult
+from optimizer.search.planner import plan, preflight
+from optimizer.search.result import PlannedConfig, PlanResult, Progress
 from optimizer.search.space import DEFAULT_SCHEDULES, SearchSpace, parse_pins
 from optimizer.workload import InferenceWorkload, TrainingWorkload
 from optimizer.workload import Workload as WorkloadSpec
@@ -88,12 +89,6 @@ class JobInputs:
     time_limit_s: float
     top_k: int
     warm_start: ParallelConfig | None
-
-
-def objective_name(w: TrainingWorkload | InferenceWorkload) -> str:
-    if isinstance(w, TrainingWorkload):
-        return "step_time_s"
-    return "tpot_s" if w.objective == "latency" else "gpu_seconds_per_token"
 
 
 def submit(

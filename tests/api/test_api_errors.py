@@ -104,6 +104,32 @@ def test_job_input_errors_name_the_field(client: TestClient, api_db: Database) -
     assert _count(api_db, Job) == jobs_before
 
 
+def test_serving_job_on_pools_without_a_healthy_gpu_is_422(client: TestClient, api_db: Database) -> None:
+    # Serving used to pass the submission checks and then fail inside the job (max() of no pool: a 500-style error).
+    inventory = {
+        "pools": [
+            {"name": "live", "gpu": "H100-SXM-80GB", "nodes": 1, "gpus_per_node": 8},
+            {
+                "name": "down",
+                "gpu": "H100-SXM-80GB",
+                "nodes": 1,
+                "gpus_per_node": 8,
+                "node_states": {"down-000": "failed"},
+            },
+        ]
+    }
+    c, m = make_cluster(client, inventory), make_model(client)
+    serving = {"mode": "inference", "prompt_len": 512, "output_len": 128, "batch": 8}
+    jobs_before = _count(api_db, Job)
+    for search, field in (({"pools": ["down"]}, "pools"), ({"pins": ["tp=3"]}, "pin.tp")):
+        r = client.post(
+            "/v1/jobs", json={"cluster_id": c["id"], "model_id": m["id"], "workload": serving, "search": search}
+        )
+        assert r.status_code == 422, r.text
+        assert field in ".".join(str(x) for x in r.json()["detail"][0]["loc"]), r.json()
+    assert _count(api_db, Job) == jobs_before
+
+
 def test_404s_paging_and_body_caps(client: TestClient) -> None:
     for path in (
         "/v1/clusters/999999",

@@ -186,3 +186,22 @@ def test_models_from_yaml_and_replan_on_inventory_change(
         done = wait_job(c, r["replan_jobs"][0])
         assert done["trigger"] == "inventory_change" and done["watch_id"] == w["id"] and done["status"] == "succeeded"
         assert ok(c.get(f"/v1/plans/{done['plan_id']}"))["gpus"] == 8
+
+
+def test_cost_job_is_labelled_and_shown_as_a_price(client: TestClient) -> None:
+    # Cost jobs were stored with the step-time objective and the plan page printed every objective in seconds.
+    inventory = {
+        "pools": [{"name": "h100", "gpu": "H100-SXM-80GB", "nodes": 1, "gpus_per_node": 8, "price_per_gpu_hour": 2.5}]
+    }
+    cluster, model = make_cluster(client, inventory), make_model(client)
+    workload = {**TRAINING, "objective": "cost"}
+    body = {"cluster_id": cluster["id"], "model_id": model["id"], "workload": workload, "time_limit_s": 30}
+    job = ok(client.post("/v1/jobs", json=body), 202)
+    assert job["objective"] == "price_per_step"
+    done = wait_job(client, job["id"])
+    assert done["status"] == "succeeded" and done["objective"] == "price_per_step"
+    plan = ok(client.get(f"/v1/plans/{done['plan_id']}"))
+    assert plan["objective"] == "price_per_step"
+    token = client.headers["Authorization"].split()[1]
+    page = client.get(f"/plans/{plan['id']}", cookies={"meshplan_token": token})
+    assert page.status_code == 200 and "price per step" in page.text and " per step</td>" in page.text

@@ -6,11 +6,15 @@ from __future__ import annotations
 import pytest
 
 from optimizer.cluster_loading import build_cluster
+from optimizer.cluster_spec import ClusterSpec
+from optimizer.errors import DomainError
 from optimizer.model_loading import resolve_model
+from optimizer.objectives import format_objective, objective_name
 from optimizer.search.oracle import oracle_ranked
-from optimizer.search.planner import has_plan, plan
+from optimizer.search.planner import has_plan, plan, preflight
+from optimizer.search.result import Progress
 from optimizer.search.space import SearchSpace, parse_pins
-from optimizer.workload import TrainingWorkload
+from optimizer.workload import InferenceWorkload, TrainingWorkload
 from tests.optimizer.test_planner import SMALL_SPACE, small_cluster, tiny_model
 
 
@@ -100,3 +104,55 @@ def test_infeasibility_names_the_rule_when_memory_is_not_it() -> None:
     assert r.status == "INFEASIBLE"
     assert r.explanation is not None and r.explanation.infeasible is not None
     assert r.explanation.infeasible.resource != "memory", r.explanation.infeasible.detail
+
+
+def _serving_cluster() -> ClusterSpec:
+    return build_cluster(
+        {
+            "name": "serve",
+            "pools": [
+                {"name": "live", "gpu": "H100-SXM-80GB", "nodes": 1, "gpus_per_node": 8},
+                {
+                    "name": "down",
+                    "gpu": "A100-SXM-80GB",
+                    "nodes": 1,
+                    "gpus_per_node": 8,
+                    "node_states": {"down-000": "failed"},
+                },
+            ],
+        }
+    )
+
+
+def test_serving_on_pools_without_a_healthy_gpu_names_the_pools() -> None:
+    w = InferenceWorkload(prompt_len=512, output_len=128, batch=8)
+    with pytest.raises(DomainError) as exc:
+        plan(resolve_model("llama-3-8b"), _serving_cluster(), w, SearchSpace(pools=("down",)), time_limit_s=10)
+    assert exc.value.field == "pools" and "no healthy GPU" in exc.value.rule
+
+
+def test_serving_pins_that_leave_nothing_are_named_before_the_search() -> None:
+    w = InferenceWorkload(prompt_len=512, output_len=128, batch=8)
+    space = SearchSpace(pins=parse_pins(["tp=3"]))
+    with pytest.raises(DomainError) as exc:
+        preflight(resolve_model("llama-3-8b"), _serving_cluster(), w, space, time_limit_s=10, max_time_limit_s=60)
+    assert exc.value.field == "pin.tp" and "num_attention_heads=32" in exc.value.rule
+
+
+def test_serving_reports_progress_and_can_be_cancelled() -> None:
+    model, cluster = resolve_model("llama-3-8b"), _serving_cluster()
+    w = InferenceWorkload(prompt_len=512, output_len=128, batch=8)
+    seen: list[Progress] = []
+    done = plan(model, cluster, w, time_limit_s=30, progress=seen.append)
+    assert done.status == "OPTIMAL" and seen and seen[-1].solved == done.candidates_solved
+    stopped = plan(model, cluster, w, time_limit_s=30, cancelled=lambda: True)
+    assert stopped.status == "UNKNOWN" and stopped.plan is None and stopped.explanation is not None
+    assert stopped.explanation.infeasible is None and "cancelled" in stopped.explanation.summary
+
+
+def test_objective_names_have_one_source() -> None:
+    assert objective_name(TrainingWorkload(global_batch_size=8, seq_len=2048, objective="cost")) == "price_per_step"
+    assert objective_name(TrainingWorkload(global_batch_size=8, seq_len=2048)) == "step_time_s"
+    assert objective_name(InferenceWorkload(prompt_len=8, output_len=8, batch=1)) == "tpot_s"
+    assert format_objective("price_per_step", 0.0151) == "0.0151 per step"
+    assert format_objective("tpot_s", 0.00821) == "8.21 ms"

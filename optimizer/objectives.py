@@ -1,0 +1,43 @@
+"""The planner's objectives: one name per (mode, objective) and how each value reads to a person."""
+
+from __future__ import annotations
+
+from optimizer.workload import InferenceWorkload, TrainingWorkload
+
+STEP_TIME = "step_time_s"
+"""Training, objective step_time: seconds per optimizer step."""
+PRICE_PER_STEP = "price_per_step"
+"""Training, objective cost: the pools' price units per optimizer step."""
+TPOT = "tpot_s"
+"""Serving, objective latency: seconds per output token."""
+GPU_SECONDS_PER_TOKEN = "gpu_seconds_per_token"
+"""Serving, objective throughput: GPU-seconds per output token."""
+
+LABELS = {
+    STEP_TIME: "step time",
+    PRICE_PER_STEP: "price per step",
+    TPOT: "time per output token",
+    GPU_SECONDS_PER_TOKEN: "GPU-seconds per output token",
+}
+
+
+def objective_name(w: TrainingWorkload | InferenceWorkload) -> str:
+    """The objective a workload is planned for."""
+    if isinstance(w, TrainingWorkload):
+        return PRICE_PER_STEP if w.objective == "cost" else STEP_TIME
+    return TPOT if w.objective == "latency" else GPU_SECONDS_PER_TOKEN
+
+
+def format_objective(name: str, value: float | None) -> str:
+    """A value in its unit: '12.34 s', '0.0151 per step', '8.21 ms', '0.0123 GPU-s/token'."""
+    if value is None:
+        return "–"
+    if name == STEP_TIME:
+        return f"{value:.4g} s"
+    if name == PRICE_PER_STEP:
+        return f"{value:.4g} per step"
+    if name == TPOT:
+        return f"{1000 * value:.3g} ms"
+    if name == GPU_SECONDS_PER_TOKEN:
+        return f"{value:.4g} GPU-s/token"
+    return f"{value:.4g}"
