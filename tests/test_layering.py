@@ -68,7 +68,7 @@ def test_optimizer_has_no_import_cycle() -> None:
         stack.append(mod)
         for dep in sorted(graph[mod]):
             if state.get(dep) == 1:
-                cycle = stack[stack.index(dep) :] + [dep]
+                cycle = [*stack[stack.index(dep) :], dep]
                 raise AssertionError("import cycle: " + " -> ".join(cycle))
             if dep not in state:
                 visit(dep)

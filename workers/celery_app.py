@@ -11,10 +11,6 @@ from celery.signals import worker_process_init
 from store.settings import Settings, settings
 from workers import names
 
-# Redelivery of a message whose worker died (Redis: after the visibility timeout). Above the longest solve, so a
-# live task is not delivered twice; a job redelivered while its first worker still beats is not solved twice anyway.
-VISIBILITY_MARGIN_S = 120
-
 
 def make_celery(cfg: Settings) -> Celery:
     url = cfg.redis_url or "redis://127.0.0.1:6379/0"

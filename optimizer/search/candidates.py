@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TypeVar
 
 import numpy as np
@@ -124,7 +124,6 @@ class KeyBatch:
     gpus: np.ndarray
     rows: np.ndarray  # columns: pp, vp, dp, schedule code (SCHED_CODES), zero
     next: int = 0
-    extra: dict[str, float] = field(default_factory=dict)
 
     def priced(self, price_per_gpu_s: float) -> KeyBatch:
         """The batch with its step-time bounds turned into price bounds (x GPUs x the least price per GPU-second),
@@ -266,6 +265,10 @@ class TrainingSpace:
     def key_batch(self, key: LayerKey, prune_memory: bool = True) -> KeyBatch | None:
         """Every candidate of `key`, with lower bounds, sorted; None when none is left. `prune_memory=False`
         keeps the candidates the memory bound proves infeasible (the oracle checks them the long way)."""
+        with np.errstate(invalid="ignore"):  # inf x 0 where a pipeline has no room: masked out
+            return self._key_batch(key, prune_memory)
+
+    def _key_batch(self, key: LayerKey, prune_memory: bool) -> KeyBatch | None:
         model, w, space = self.model, self.w, self.space
         L, gbs = model.num_layers, w.global_batch_size
         ctx, work = self._probe(key)
@@ -380,7 +383,6 @@ class TrainingSpace:
                     step_ = vp if n == L else 1
                     heaviest = np.maximum(heaviest, a * step_ * np.ceil(n / (step_ * P)))
                 avg = np.maximum(stage_sum / P, heaviest + hops)
-                np.seterr(invalid="ignore")  # inf x 0 where a pipeline has no room: masked out below
                 for sched in scheds:
                     ok_s = base_ok & ((m_arr[None, :] % pv[:, None]) == 0) if sched == "interleaved-1f1b" else base_ok
                     lb = pipeline_lower_bound(sched, M, vp, avg, stage_sum)

@@ -38,6 +38,8 @@ from optimizer.workload import InferenceWorkload, TrainingWorkload
 
 MAIN_KNOBS = ("tp", "pp", "dp", "cp", "ep", "vp", "schedule", "zero_stage", "recompute", "mbs")
 MIN_TIME_LIMIT_S = 0.1
+# Kinds of open items on the search heap (the third field; ties on bound and GPUs prefer key batches).
+KEY_BATCH, STRUCTURE_UNTIGHTENED, STRUCTURE = 0, 1, 2
 
 
 def _signature(c: ParallelConfig) -> tuple[object, ...]:
@@ -202,11 +204,13 @@ def _plan_training(
 class TrainingSearch:
     """Branch and bound over the training candidates, as explicit state.
 
-    `heap` holds open items by lower bound (in the objective's unit): a layer key's candidate batch (kind 0) or one
-    pool-block structure of a multi-pool candidate (kind 1, in `pending`). `found` keeps the best plan of each
-    (tp, pp, dp, cp, ep); the search stops when the heap's top cannot beat the K-th best found (OPTIMAL), at the
-    time limit or on cancellation (FEASIBLE with a gap, or UNKNOWN without a plan). A candidate's CP-SAT solve that
-    stops before its proof is not exact: its bound joins `unproven` and the answer cannot read OPTIMAL below it.
+    `heap` holds open items by lower bound (in the objective's unit): a layer key's candidate batch (KEY_BATCH) or
+    one pool-block structure of a multi-pool candidate (in `pending`), first on its cheap bound
+    (STRUCTURE_UNTIGHTENED), then on its layout bound from the stage tables (STRUCTURE). `found` keeps the best
+    plan of each (tp, pp, dp, cp, ep); the search stops when the heap's top cannot beat the K-th best found
+    (OPTIMAL), at the time limit or on cancellation (FEASIBLE with a gap, or UNKNOWN without a plan). A candidate's
+    CP-SAT solve that stops before its proof is not exact: its bound joins `unproven` and the answer cannot read
+    OPTIMAL below it.
     """
 
     def __init__(
@@ -284,7 +288,7 @@ class TrainingSearch:
             if b is not None:
                 self.batches.append(b)
                 self.total += len(b.lbs)
-                heapq.heappush(self.heap, (b.peek(), int(b.gpus[0]), 0, len(self.batches) - 1))
+                heapq.heappush(self.heap, (b.peek(), int(b.gpus[0]), KEY_BATCH, len(self.batches) - 1))
 
     def consider(self, cand: Candidate, hint: tuple[tuple[int, ...], tuple[str, ...]] | None = None) -> None:
         """Solve one candidate's layout, or with several pools queue its pool-block structures by bound."""
@@ -301,18 +305,26 @@ class TrainingSearch:
             for lb, fixed in sm.structures(limit):
                 r = self.rate(sm.gps, tuple(names[q] for q in fixed))
                 bound = max(lb * r, cand.lb)
-                if bound >= thr:
-                    continue
-                # The branch's layout bound from the stage tables orders the heap (and drops the branch when it
-                # cannot beat the K-th best).
-                bound = max(bound, sm.branch_bound(None if math.isinf(thr) else thr / r, fixed) * r)
-                if bound < thr:
+                if bound < thr:  # queued on its cheap bound; the table bound is computed when it is popped
                     self.pending.append((sm, fixed, r))
-                    heapq.heappush(self.heap, (bound, cand.gpus, 1, len(self.pending) - 1))
+                    heapq.heappush(self.heap, (bound, cand.gpus, STRUCTURE_UNTIGHTENED, len(self.pending) - 1))
             return
         r = self.rate(sm.gps, (sm.pools[0].name,) * cand.config.pp)  # one pool (a hint on several: step time)
         remaining = self.time_limit_s - self.elapsed()
         self.take(cand, sm.solve(max(0.05, remaining), None if math.isinf(thr) else thr / r, hint), r)
+
+    def tighten_structure(self, index: int, bound: float, gpus: int) -> None:
+        """A structure popped on its cheap bound: its layout bound from the stage tables (costly, so computed
+        only for the structures the search reaches) drops it, queues it again, or it is solved now."""
+        sm, fixed, r = self.pending[index]
+        thr = self.threshold()
+        tight = max(bound, sm.branch_bound(None if math.isinf(thr) else thr / r, fixed) * r)
+        if tight >= thr:
+            return
+        if self.heap and tight > self.heap[0][0]:
+            heapq.heappush(self.heap, (tight, gpus, STRUCTURE, index))
+            return
+        self.solve_structure(index)
 
     def solve_structure(self, index: int) -> None:
         sm, fixed, r = self.pending[index]
@@ -348,14 +360,16 @@ class TrainingSearch:
                 self.stopped = "time limit"
                 break
             heapq.heappop(self.heap)
-            if kind == 1:
+            if kind == STRUCTURE_UNTIGHTENED:
+                self.tighten_structure(i, lb, _g)
+            elif kind == STRUCTURE:
                 self.solve_structure(i)
             else:
                 b = self.batches[i]
                 cand = self.ts.candidate(b, b.next)
                 b.next += 1
                 if b.next < len(b.lbs):
-                    heapq.heappush(self.heap, (b.peek(), int(b.gpus[b.next]), 0, i))
+                    heapq.heappush(self.heap, (b.peek(), int(b.gpus[b.next]), KEY_BATCH, i))
                 self.consider(cand)
             if self.first_feasible and self.found:
                 self.stopped = "first plan"

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from typing import Any, Literal
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -109,6 +109,3 @@ def parse_pins(texts: list[str]) -> dict[str, KnobPin]:
         if pin.values is not None and not any(pin.allows(v) for v in pin.values):
             raise DomainError(f"pin.{knob}", f"{knob}={pin.values} contradicts its bounds")
     return out
-
-
-Mode = Literal["training", "inference"]
