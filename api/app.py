@@ -3,13 +3,13 @@ dispatcher (Celery when REDIS_URL is set, else a background thread in this proce
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from typing import Any
 
-from fastapi import FastAPI, Request, Response
+from fastapi import FastAPI
 from fastapi.responses import JSONResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -59,6 +59,56 @@ class _TooBig(Exception):
     pass
 
 
+class RequestMetrics:
+    """Requests by method, route and status, and latency by route (plain ASGI: no extra task per request, as a
+    BaseHTTPMiddleware would start)."""
+
+    def __init__(self, app: ASGIApp, metrics: Metrics) -> None:
+        self.app, self.metrics = app, metrics
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        t0 = time.perf_counter()
+        status = 500
+
+        async def sent(message: Message) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = message["status"]
+            await send(message)
+
+        try:
+            await self.app(scope, receive, sent)
+        finally:
+            path = getattr(scope.get("route"), "path", "unmatched")
+            self.metrics.requests.labels(scope["method"], path, str(status)).inc()
+            self.metrics.latency.labels(path).observe(time.perf_counter() - t0)
+
+
+class ConcurrencyLimit:
+    """At most `limit` requests in the handlers at once; the others wait here, on the event loop, holding neither
+    a worker thread nor a database connection. Without it 50 clients starved the thread pool: requests holding a
+    connection waited for a thread held by requests waiting for a connection [issue 16]. /healthz is never
+    queued."""
+
+    EXEMPT = frozenset({"/healthz"})
+
+    def __init__(self, app: ASGIApp, limit: int) -> None:
+        self.app, self.limit = app, limit
+        self._gate: asyncio.Semaphore | None = None
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope.get("path") in self.EXEMPT:
+            await self.app(scope, receive, send)
+            return
+        if self._gate is None:
+            self._gate = asyncio.Semaphore(self.limit)
+        async with self._gate:
+            await self.app(scope, receive, send)
+
+
 def create_app(
     cfg: Settings | None = None, db: Database | None = None, dispatcher: Dispatcher | None = None
 ) -> FastAPI:
@@ -98,15 +148,7 @@ def create_app(
     app.include_router(pages.router)
     pages.install(app)
 
-    @app.middleware("http")
-    async def count(request: Request, call_next: Callable[[Request], Awaitable[Response]]) -> Response:
-        t0 = time.perf_counter()
-        response = await call_next(request)
-        route: Any = request.scope.get("route")
-        path = getattr(route, "path", "unmatched")
-        app.state.metrics.requests.labels(request.method, path, str(response.status_code)).inc()
-        app.state.metrics.latency.labels(path).observe(time.perf_counter() - t0)
-        return response
-
+    app.add_middleware(RequestMetrics, metrics=app.state.metrics)
     app.add_middleware(BodyLimit, limit=cfg.max_body_bytes)
+    app.add_middleware(ConcurrencyLimit, limit=cfg.max_concurrent_requests)
     return app

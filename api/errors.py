@@ -8,6 +8,7 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from sqlalchemy.exc import DataError, DBAPIError, OperationalError
+from sqlalchemy.exc import TimeoutError as PoolTimeout
 
 from optimizer.errors import DomainError
 from store.errors import ConflictError, NotFoundError
@@ -51,6 +52,11 @@ def install(app: FastAPI) -> None:
     async def db_down(_: Request, exc: OperationalError) -> JSONResponse:
         log.warning("database unavailable: %s", exc.orig)
         return JSONResponse({"detail": "database unavailable; retry later"}, status_code=503)
+
+    @app.exception_handler(PoolTimeout)
+    async def pool_exhausted(_: Request, exc: PoolTimeout) -> JSONResponse:
+        log.warning("no database connection free: %s", exc)
+        return JSONResponse({"detail": "server busy; retry later"}, status_code=503, headers={"Retry-After": "1"})
 
     @app.exception_handler(DataError)
     async def unstorable(_: Request, exc: DataError) -> JSONResponse:

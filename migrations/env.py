@@ -32,6 +32,10 @@ def run_migrations_online() -> None:
     url = config.get_main_option("sqlalchemy.url") or settings().database_url
     engine = make_engine(url)
     with engine.connect() as conn:
+        if conn.dialect.name == "sqlite":
+            # SQLite alters a table by copying it and dropping the old one; with foreign keys on, that drop
+            # would cascade into the tables that reference it. Off for this connection (outside a transaction).
+            conn.connection.driver_connection.execute("PRAGMA foreign_keys=OFF")  # type: ignore[union-attr]
         _configure(conn)
         with context.begin_transaction():
             context.run_migrations()

@@ -47,8 +47,9 @@ def load_cluster_preset(ref: str) -> ClusterSpec:
         raise UnknownNameError("cluster", name, cluster_preset_names())
     data = yaml.safe_load(res.read_text())
     if count:
-        if not count.isdigit() or int(count) < 1:
-            raise DomainError("cluster", f"node count after ':' must be a positive integer (got {count!r})")
+        if not (count.isascii() and count.isdigit()) or len(count) > 6 or int(count) < 1:
+            shown = count if len(count) <= 20 else f"{count[:20]}... ({len(count)} characters)"
+            raise DomainError("cluster", f"node count after ':' must be an integer from 1 to 999999 (got {shown!r})")
         data["pools"][0]["nodes"] = int(count)
         data["name"] = f"{data['name']}-x{count}"
     return build_cluster(data)
@@ -59,9 +60,12 @@ def resolve_cluster(ref: str) -> ClusterSpec:
     path = Path(ref)
     if path.suffix in (".yaml", ".yml", ".json"):
         try:
-            return load_cluster_yaml(path.read_text(), source=str(path))
+            text = path.read_text(encoding="utf-8")
         except OSError as exc:
             raise DomainError("cluster", f"cannot read {ref}: {exc.strerror}") from None
+        except UnicodeDecodeError as exc:
+            raise DomainError("cluster", f"{ref} is not UTF-8 text (byte {exc.start})") from None
+        return load_cluster_yaml(text, source=str(path))
     return load_cluster_preset(ref)
 
 

@@ -202,10 +202,76 @@ HF_LOADERS: dict[str, Callable[[Config], Config]] = {
 }
 
 
+# The config.json keys the loaders read, by the type each must have (checked before any arithmetic on them, so
+# that `n_embd: {}` or `resid_pdrop: "high"` is an error naming the key, not a traceback).
+_INT_KEYS = frozenset(
+    [
+        "decoder_sparse_step",
+        "first_k_dense_replace",
+        "head_dim",
+        "hidden_size",
+        "intermediate_size",
+        "kv_lora_rank",
+        "max_position_embeddings",
+        "moe_intermediate_size",
+        "moe_layer_freq",
+        "n_embd",
+        "n_embed",
+        "n_head",
+        "n_inner",
+        "n_layer",
+        "n_positions",
+        "n_routed_experts",
+        "n_shared_experts",
+        "num_attention_heads",
+        "num_experts",
+        "num_experts_per_tok",
+        "num_hidden_layers",
+        "num_key_value_heads",
+        "num_kv_heads",
+        "num_local_experts",
+        "q_lora_rank",
+        "qk_nope_head_dim",
+        "qk_rope_head_dim",
+        "shared_expert_intermediate_size",
+        "v_head_dim",
+        "vocab_size",
+    ]
+)
+_NUMBER_KEYS = frozenset(("hidden_dropout", "resid_pdrop"))
+_STR_KEYS = frozenset(("hidden_act", "model_type", "_name_or_path"))
+_BOOL_KEYS = frozenset(("bias", "multi_query", "new_decoder_architecture", "tie_word_embeddings"))
+_INT_LIST_KEYS = frozenset(("mlp_only_layers",))
+
+
+def _check_types(cfg: Config) -> None:
+    """Each key the loaders read has the JSON type they expect; a DomainError naming the first that does not."""
+    for key, value in cfg.items():
+        if value is None:
+            continue
+        if key in _INT_KEYS and (isinstance(value, bool) or not isinstance(value, int)):
+            raise DomainError(f"config.json.{key}", f"must be an integer (got {type(value).__name__})")
+        if key in _NUMBER_KEYS and (isinstance(value, bool) or not isinstance(value, int | float)):
+            raise DomainError(f"config.json.{key}", f"must be a number (got {type(value).__name__})")
+        if key in _STR_KEYS and not isinstance(value, str):
+            raise DomainError(f"config.json.{key}", f"must be a string (got {type(value).__name__})")
+        if key in _BOOL_KEYS and not isinstance(value, bool):
+            raise DomainError(f"config.json.{key}", f"must be true or false (got {type(value).__name__})")
+        if key in _INT_LIST_KEYS and (
+            not isinstance(value, list) or not all(isinstance(x, int) and not isinstance(x, bool) for x in value)
+        ):
+            raise DomainError(f"config.json.{key}", "must be a list of integers")
+        if isinstance(value, int) and not isinstance(value, bool) and abs(value) > 10**15:
+            raise DomainError(
+                f"config.json.{key}", f"must be at most 10^15 in magnitude (got {len(str(value))} digits)"
+            )
+
+
 def model_from_hf_config(cfg: Config, name: str | None = None) -> ModelSpec:
     """A ModelSpec from the dict of a HuggingFace `config.json`."""
     if not isinstance(cfg, dict):
         raise DomainError("config.json", "must be a JSON object")
+    _check_types(cfg)
     model_type = cfg.get("model_type")
     if model_type is None:
         raise DomainError("config.json.model_type", "required field is missing")
@@ -228,13 +294,19 @@ def build_model(fields: Config, prefix: str = "model") -> ModelSpec:
 def load_model_file(path: Path) -> ModelSpec:
     """Load `config.json` (HuggingFace format) or a YAML/JSON file of ModelSpec fields."""
     try:
-        text = path.read_text()
+        text = path.read_text(encoding="utf-8")
     except OSError as exc:
         raise DomainError("model", f"cannot read {path}: {exc.strerror}") from None
+    except UnicodeDecodeError as exc:
+        raise DomainError("model", f"{path} is not UTF-8 text (byte {exc.start})") from None
     try:
         data = json.loads(text) if path.suffix == ".json" else yaml.safe_load(text)
     except (json.JSONDecodeError, yaml.YAMLError) as exc:
         raise DomainError("model", f"{path} is not valid {path.suffix.lstrip('.') or 'YAML'}: {exc}") from None
+    except RecursionError:
+        raise DomainError("model", f"{path} is nested too deeply") from None
+    except ValueError as exc:  # an integer above Python's 4,300-digit conversion limit
+        raise DomainError("model", f"{path} holds a value that cannot be read: {str(exc).splitlines()[0]}") from None
     if not isinstance(data, dict):
         raise DomainError("model", f"{path} must hold a mapping")
     if "model_type" in data:

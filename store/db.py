@@ -12,12 +12,26 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from store.settings import settings
 
+READ_ONLY = "meshplan_read_only"
+"""Execution option of a read-only unit of work: on SQLite it begins DEFERRED (no write lock, WAL readers never
+wait), where a writing one begins IMMEDIATE."""
+
+# Connections: at least the API's concurrent requests (api.app ConcurrencyLimit) plus the job runner's, so a request
+# never waits for a connection while holding a thread another request needs [issue 16: pool exhaustion deadlock].
+POOL_SIZE, POOL_OVERFLOW, POOL_TIMEOUT_S = 20, 10, 10.0
+
 
 def make_engine(url: str) -> Engine:
     """An engine for `url`. SQLite gets foreign keys, WAL and a busy timeout so that threads and processes can
     share the file; PostgreSQL gets pre-ping so that a restarted server is noticed."""
     if url.startswith("sqlite"):
-        engine = create_engine(url, connect_args={"check_same_thread": False, "timeout": 30})
+        engine = create_engine(
+            url,
+            connect_args={"check_same_thread": False, "timeout": 30},
+            pool_size=POOL_SIZE,
+            max_overflow=POOL_OVERFLOW,
+            pool_timeout=POOL_TIMEOUT_S,
+        )
 
         @event.listens_for(engine, "connect")
         def _pragmas(dbapi_conn: Any, _record: Any) -> None:
@@ -30,10 +44,14 @@ def make_engine(url: str) -> Engine:
 
         @event.listens_for(engine, "begin")
         def _begin(conn: Any) -> None:
-            conn.exec_driver_sql("BEGIN IMMEDIATE")  # writers serialize at BEGIN: no lost updates, no upgrade deadlock
+            # Writers serialize at BEGIN (no lost updates, no upgrade deadlock); readers take no lock at all.
+            read = conn.get_execution_options().get(READ_ONLY, False)
+            conn.exec_driver_sql("BEGIN" if read else "BEGIN IMMEDIATE")
 
         return engine
-    return create_engine(url, pool_pre_ping=True, pool_size=10, max_overflow=20)
+    return create_engine(
+        url, pool_pre_ping=True, pool_size=POOL_SIZE, max_overflow=POOL_OVERFLOW, pool_timeout=POOL_TIMEOUT_S
+    )
 
 
 class Database:
@@ -43,11 +61,13 @@ class Database:
         self.url = url
         self.engine = make_engine(url)
         self.sessions = sessionmaker(self.engine, expire_on_commit=False)
+        self.read_sessions = sessionmaker(self.engine.execution_options(**{READ_ONLY: True}), expire_on_commit=False)
 
     @contextmanager
-    def session(self) -> Iterator[Session]:
-        """A unit of work: commits when the block ends, rolls back on any error."""
-        with self.sessions() as s:
+    def session(self, read_only: bool = False) -> Iterator[Session]:
+        """A unit of work: commits when the block ends, rolls back on any error. `read_only` (a GET): on SQLite the
+        transaction takes no write lock (a write inside it still works, but may meet a busy writer)."""
+        with (self.read_sessions if read_only else self.sessions)() as s:
             try:
                 yield s
                 s.commit()

@@ -24,6 +24,13 @@ class Settings(BaseModel):
     open_reads: bool = Field(default=False, description="Reads need no token.")
     max_body_bytes: int = Field(default=1_000_000, ge=1024, description="Largest request body, bytes.")
     max_page_size: int = Field(default=100, ge=1, description="Largest page of a list.")
+    max_concurrent_requests: int = Field(
+        default=16,
+        ge=1,
+        le=30,
+        description="Requests served at once (more wait their turn without a thread or a database connection); at "
+        "most the connection pool's 30.",
+    )
     replan_at: str = Field(default="02:00", pattern=r"^\d{2}:\d{2}$", description="Nightly re-plan time, HH:MM.")
     replan_timezone: str = Field(default="UTC", description="Time zone of replan_at (IANA name).")
     replan_on_inventory_change: bool = Field(
@@ -41,7 +48,7 @@ class Settings(BaseModel):
 
     def time_limit(self, requested: float | None) -> float:
         """A job's solver time limit: the one asked for, else the default (never above the cap)."""
-        return requested if requested is not None else min(self.default_time_limit_s, self.max_time_limit_s)
+        return min(requested if requested is not None else self.default_time_limit_s, self.max_time_limit_s)
 
 
 ENV = {

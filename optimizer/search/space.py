@@ -66,9 +66,12 @@ _BOOL = {"true": True, "1": True, "yes": True, "on": True, "false": False, "0": 
 
 def _convert(knob: str, raw: str) -> Any:
     if knob in INT_KNOBS:
-        if not raw.isdigit() or int(raw) < (0 if knob == "zero" else 1):
+        if not (raw.isascii() and raw.isdigit()) or len(raw) > 9 or int(raw) < (0 if knob == "zero" else 1):
             rule = "a non-negative integer" if knob == "zero" else "a positive integer"
-            raise DomainError(f"pin.{knob}", f"must be {rule} (got {raw!r})")
+            shown = raw if len(raw) <= 20 else f"{raw[:20]}... ({len(raw)} characters)"
+            raise DomainError(f"pin.{knob}", f"must be {rule} below 10^9 (got {shown!r})")
+        if knob == "zero" and int(raw) > 3:
+            raise DomainError("pin.zero", f"must be a ZeRO stage 0-3 (got {raw})")
         return int(raw)
     if knob in ("sp", "tp_comm_overlap"):
         if raw.lower() not in _BOOL:

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from sqlalchemy import select
-from sqlalchemy.orm import Session, defer
+from sqlalchemy.orm import Session, selectinload
 
 from store.errors import NotFoundError
 from store.models import Plan
@@ -51,7 +51,7 @@ class PlanRepository:
 
     def history(self, f: PlanFilter, page: PageRequest, *, with_result: bool = False) -> Page[Plan]:
         """Newest first. The full planner result (large JSON) is loaded only when asked for."""
-        q = select(Plan) if with_result else select(Plan).options(defer(Plan.result))
+        q = select(Plan).options(selectinload(Plan.document)) if with_result else select(Plan)
         if f.cluster_id is not None:
             q = q.where(Plan.cluster_id == f.cluster_id)
         if f.model_id is not None:

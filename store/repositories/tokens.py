@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import hashlib
 import secrets
+from datetime import timedelta
 
-from sqlalchemy import select
+from sqlalchemy import or_, select, update
 from sqlalchemy.orm import Session
 
 from optimizer.errors import DomainError
@@ -37,14 +38,21 @@ class TokenRepository:
         return row, secret
 
     def authenticate(self, secret: str) -> ApiToken | None:
-        """The live token with this secret, or None."""
+        """The live token with this secret, or None. Reads only (see `touch`)."""
         row = self.s.scalar(select(ApiToken).where(ApiToken.token_hash == hash_token(secret)))
         if row is None or row.revoked:
             return None
-        t = now()
-        if row.last_used_at is None or (t - row.last_used_at).total_seconds() > 60:  # not a write per request
-            row.last_used_at = t
         return row
+
+    def touch(self, token_id: int, older_than_s: float) -> None:
+        """Set the token's last use to now when it is older than `older_than_s` (one conditional UPDATE)."""
+        t = now()
+        self.s.execute(
+            update(ApiToken)
+            .where(ApiToken.id == token_id)
+            .where(or_(ApiToken.last_used_at.is_(None), ApiToken.last_used_at < t - timedelta(seconds=older_than_s)))
+            .values(last_used_at=t)
+        )
 
     def list(self) -> list[ApiToken]:
         return list(self.s.scalars(select(ApiToken).order_by(ApiToken.id)))

@@ -26,7 +26,7 @@ from optimizer.search.space import DEFAULT_SCHEDULES, SearchSpace, parse_pins
 from optimizer.workload import InferenceWorkload, TrainingWorkload
 from optimizer.workload import Workload as WorkloadSpec
 from store.db import Database
-from store.models import Job, Plan
+from store.models import Job, Plan, PlanDocument
 from store.repositories.clusters import ClusterRepository, revision_spec
 from store.repositories.jobs import JobRepository
 from store.repositories.models import ModelRepository, version_spec
@@ -299,7 +299,7 @@ def store_plan(s: Session, job: Job, result: PlanResult) -> Plan:
         mfu=est.mfu if est else None,
         peak_memory_gb=est.peak_memory_gb if est else None,
         summary=(describe(best.config) if best else result.explanation.summary)[:256],
-        result=result.model_dump(mode="json"),
+        document=PlanDocument(result=result.model_dump(mode="json")),
         diff=plan_diff_document(s, previous, job, best) if previous else None,
     )
     plans.add(row)

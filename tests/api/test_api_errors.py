@@ -10,7 +10,7 @@ from sqlalchemy import func, select
 
 from api.app import create_app
 from store.db import Database
-from store.models import Cluster, Job
+from store.models import Cluster, Job, Model
 from store.settings import Settings
 from tests.api.helpers import INVENTORY, TRAINING, make_cluster, make_model, name, ok
 from workers.dispatch import CeleryDispatcher
@@ -181,3 +181,62 @@ def test_broker_down_is_503_and_stores_nothing(
         assert _count(api_db, Job) == before
         ready = c.get("/readyz")
         assert ready.status_code == 503 and ready.json()["broker"].startswith("broker unreachable")
+
+
+def test_malformed_documents_are_422_never_a_traceback(client: TestClient, api_db: Database) -> None:
+    # Inputs that reached a 500 (issue 16): HF config type confusions, YAML nested 900 deep, 5,000-digit integers.
+    models_before, clusters_before = _count(api_db, Model), _count(api_db, Cluster)
+    llama = {
+        "model_type": "llama",
+        "num_hidden_layers": 4,
+        "hidden_size": 1024,
+        "intermediate_size": 4096,
+        "num_attention_heads": 8,
+        "vocab_size": 32000,
+    }
+    cases = [
+        ({**llama, "hidden_act": 5}, "hidden_act", "string"),
+        ({"model_type": "gpt2", "n_layer": 2, "n_embd": {}, "n_head": 2, "vocab_size": 10}, "n_embd", "integer"),
+        (
+            {"model_type": "gpt2", "n_layer": 2, "n_embd": 64, "n_head": 2, "vocab_size": 10, "resid_pdrop": "high"},
+            "resid_pdrop",
+            "number",
+        ),
+        ({**llama, "model_type": "qwen2_moe", "num_experts": 4, "mlp_only_layers": 3}, "mlp_only_layers", "list"),
+        ({**llama, "vocab_size": 10**16}, "vocab_size", "10^15"),
+    ]
+    for hf, field, rule in cases:
+        r = client.post("/v1/models", json={"name": name("m"), "hf_config": hf})
+        assert r.status_code == 422, (field, r.status_code, r.text[:300])
+        item = r.json()["detail"][0]
+        assert field in ".".join(str(x) for x in item["loc"]) and rule in item["msg"], item
+    digits = "9" * 5000
+    huge = f'{{"name": "{name("m")}", "hf_config": {{"model_type": "llama", "vocab_size": {digits}}}}}'
+    r = client.post("/v1/models", content=huge, headers={"Content-Type": "application/json"})
+    assert r.status_code == 400 and "parsing the body" in r.text, (r.status_code, r.text[:300])  # JSON unreadable
+    deep = "a: " + "[" * 900 + "]" * 900
+    big = "pools:\n  - name: p\n    gpu: H100-SXM-80GB\n    nodes: " + "9" * 5000 + "\n    gpus_per_node: 8\n"
+    for path in ("/v1/clusters/import/yaml", "/v1/models/import/yaml"):
+        for body in (deep, big):
+            r = client.post(
+                path, params={"name": name("y")}, content=body, headers={"Content-Type": "application/yaml"}
+            )
+            assert r.status_code == 422, (path, r.status_code, r.text[:300])
+        assert client.get("/healthz").status_code == 200  # the connection still serves
+    c, m = make_cluster(client), make_model(client)
+    r = client.post(
+        "/v1/jobs",
+        json={
+            "cluster_id": c["id"],
+            "model_id": m["id"],
+            "workload": TRAINING,
+            "search": {"pins": ["tp=" + "9" * 5000]},
+        },
+    )
+    assert r.status_code == 422 and "pin.tp" in ".".join(str(x) for x in r.json()["detail"][0]["loc"]), r.text[:300]
+    r = client.post(
+        "/v1/jobs",
+        json={"cluster_id": c["id"], "model_id": m["id"], "workload": TRAINING, "search": {"pins": ["zero=9"]}},
+    )
+    assert r.status_code == 422 and "ZeRO stage 0-3" in r.json()["detail"][0]["msg"], r.text[:300]
+    assert _count(api_db, Model) == models_before + 1 and _count(api_db, Cluster) == clusters_before + 1

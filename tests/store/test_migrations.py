@@ -58,3 +58,37 @@ def test_drift_is_detected(empty_url: str) -> None:
             command.check(alembic_config(empty_url))
     finally:
         Base.metadata.remove(extra)
+
+
+def test_plan_results_survive_the_move_to_their_own_table(empty_url: str) -> None:
+    """0002 moves each plan's result out of the plans rows (which history pages read) and back on downgrade;
+    SQLite's table copy must not cascade into the rows that reference plans."""
+    from sqlalchemy import func, select, text
+
+    from store.db import Database
+    from store.models import Plan, PlanDocument
+    from store.services.jobs import run_job, submit
+    from tests.store.factories import cluster_and_model, training_request
+
+    upgrade(empty_url)
+    db = Database(empty_url)
+    try:
+        with db.session() as s:
+            cluster, model = cluster_and_model(s)
+            ids = [submit(s, training_request(cluster, model, time_limit_s=10))[0].id for _ in range(2)]
+        for job_id in ids:
+            assert run_job(db, job_id) == "succeeded"
+        with db.session() as s:
+            before = {p.id: p.result for p in s.scalars(select(Plan))}
+        assert len(before) == 2 and all(r.get("plan") for r in before.values())
+        db.dispose()
+        downgrade(empty_url, "0001")
+        with db.engine.connect() as c:
+            rows = dict(c.execute(text("SELECT id, result FROM plans")).all())
+        assert set(rows) == set(before)
+        upgrade(empty_url)
+        with db.session() as s:
+            assert s.scalar(select(func.count()).select_from(PlanDocument)) == 2
+            assert {p.id: p.result for p in s.scalars(select(Plan))} == before
+    finally:
+        db.dispose()
