@@ -18,7 +18,7 @@ from store.db import Database
 from store.repositories.paging import PageRequest
 from store.repositories.tokens import TokenRepository
 from store.settings import Settings
-from workers.dispatch import Dispatcher
+from workers.dispatch import Dispatcher, send_committed
 
 log = logging.getLogger("meshplan.api")
 MAX_ID = 2_147_483_647  # ids are 32-bit integer columns
@@ -45,11 +45,22 @@ async def get_dispatcher(request: Request) -> Dispatcher:
 READ_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 
 
-def get_session(request: Request, db: Annotated[Database, Depends(get_db)]) -> Iterator[Session]:
-    """One unit of work per request: committed when the handler returns, rolled back when it raises. Reads take
-    no write lock (SQLite)."""
+SEND_AFTER_COMMIT = "meshplan_send_after_commit"
+
+
+def get_session(
+    request: Request, db: Annotated[Database, Depends(get_db)], d: Annotated[Dispatcher, Depends(get_dispatcher)]
+) -> Iterator[Session]:
+    """One unit of work per request: committed when the handler returns, rolled back when it raises; then the
+    jobs the handler queued (`send_after_commit`) go to the dispatcher. Reads take no write lock (SQLite)."""
     with db.session(read_only=request.method in READ_METHODS) as s:
         yield s
+    send_committed(d, s.info.get(SEND_AFTER_COMMIT, []))
+
+
+def send_after_commit(s: Session, job_ids: list[int]) -> None:
+    """Jobs to send once the request's transaction has committed (never before: a worker must find them)."""
+    s.info.setdefault(SEND_AFTER_COMMIT, []).extend(job_ids)
 
 
 SessionDep = Annotated[Session, Depends(get_session)]

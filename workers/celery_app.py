@@ -22,7 +22,14 @@ def make_celery(cfg: Settings) -> Celery:
         worker_prefetch_multiplier=1,  # one job at a time per process; nothing waits behind a long solve
         task_soft_time_limit=cfg.max_time_limit_s + 60,  # above the solver's own limit
         task_time_limit=cfg.max_time_limit_s + 120,
-        broker_transport_options={"visibility_timeout": cfg.visibility_timeout_s},
+        broker_transport_options={
+            "visibility_timeout": cfg.visibility_timeout_s,
+            # kombu sweeps unacked messages every interval x throttle seconds (10 x 10 by default): a dead
+            # worker's job came back ~100 s after its visibility timeout. Every sweep scans, every 5 s or less
+            # [kombu/transport/redis.py unacked_restore_interval, unacked_restore_throttle].
+            "unacked_restore_interval": max(1, min(5, round(cfg.visibility_timeout_s / 3))),
+            "unacked_restore_throttle": 1,
+        },
         result_expires=24 * 3600,
         task_serializer="json",
         accept_content=["json"],

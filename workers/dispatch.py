@@ -57,6 +57,9 @@ class InProcessDispatcher:
         self.pool.shutdown(wait=False, cancel_futures=True)
 
 
+SEND_TIMEOUT_S = 2.0
+
+
 class CeleryDispatcher:
     """Service mode: a message per job on the Redis broker."""
 
@@ -66,12 +69,27 @@ class CeleryDispatcher:
         """`app`: an existing Celery app (a worker sends with its own); default a new one for `cfg`."""
         from workers.celery_app import make_celery
 
-        self.app = app if app is not None else make_celery(cfg)
+        if app is None:
+            app = make_celery(cfg)
+            # The API only sends: bound every broker call so that a dead Redis answers 503 (or leaves the job to
+            # the sweep) within seconds instead of blocking a request for 19 s [issue 16].
+            app.conf.broker_connection_timeout = SEND_TIMEOUT_S
+            app.conf.broker_connection_max_retries = 0
+            app.conf.redis_socket_timeout = SEND_TIMEOUT_S
+            app.conf.redis_socket_connect_timeout = SEND_TIMEOUT_S
+            app.conf.broker_transport_options = {
+                **app.conf.broker_transport_options,
+                "socket_connect_timeout": SEND_TIMEOUT_S,
+                "socket_timeout": SEND_TIMEOUT_S,
+            }
+        self.app = app
         self._healthy_at = -1e9
 
     def enqueue(self, job_id: int) -> None:
         try:
-            self.app.send_task(names.RUN_JOB, args=[job_id], retry=False)
+            # ignore_result: the API never reads a task result (the job row is the result), and subscribing to it
+            # blocked on a broker that accepts but does not answer [celery Celery.send_task on_task_call].
+            self.app.send_task(names.RUN_JOB, args=[job_id], retry=False, ignore_result=True)
         except Exception as exc:
             raise BrokerUnavailable(f"broker unreachable: {type(exc).__name__}: {exc}".splitlines()[0]) from exc
 

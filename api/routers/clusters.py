@@ -7,7 +7,7 @@ from typing import Annotated
 from fastapi import APIRouter, Body, Query
 
 from api.convert import cluster_out, revision_out
-from api.deps import MAX_ID, DispatcherDep, Paging, Reader, RowId, SessionDep, SettingsDep, Writer
+from api.deps import MAX_ID, Paging, Reader, RowId, SessionDep, SettingsDep, Writer, send_after_commit
 from api.responses import NOT_FOUND, STANDARD, WRITE
 from api.schemas import (
     ClusterCreate,
@@ -26,7 +26,6 @@ from optimizer.yaml_documents import yaml_mapping
 from store.repositories.clusters import ClusterRepository, revision_spec
 from store.services.catalog import cluster_from_document, create_cluster, set_node_state
 from store.services.replan import check_watches
-from workers.dispatch import send_committed
 
 router = APIRouter(prefix="/v1/clusters", tags=["clusters"], responses=STANDARD)
 
@@ -85,38 +84,33 @@ def delete(cluster_id: RowId, s: SessionDep, _: Writer) -> None:
     ClusterRepository(s).delete(cluster_id)
 
 
-def _replan(s: SessionDep, d: DispatcherDep, cfg: SettingsDep, cluster_id: int) -> list[int]:
+def _replan(s: SessionDep, cfg: SettingsDep, cluster_id: int) -> list[int]:
     """With replan_on_inventory_change, the cluster's watches are checked at once (sent after the commit)."""
     if not cfg.replan_on_inventory_change:
         return []
     jobs = [c.job_id for c in check_watches(s, "inventory_change", cluster_id, cfg) if c.job_id is not None]
-    s.commit()
-    send_committed(d, jobs)
+    send_after_commit(s, jobs)
     return jobs
 
 
 @router.put("/{cluster_id}/inventory", response_model=InventoryResult, responses=WRITE)
-def put_inventory(
-    cluster_id: RowId, body: InventoryPut, s: SessionDep, d: DispatcherDep, cfg: SettingsDep, _: Writer
-) -> InventoryResult:
+def put_inventory(cluster_id: RowId, body: InventoryPut, s: SessionDep, cfg: SettingsDep, _: Writer) -> InventoryResult:
     repo = ClusterRepository(s)
     cluster = repo.get(cluster_id)
     spec = cluster_from_document(s, cluster.name, body.inventory)
     rev, created = repo.record(cluster_id, spec, body.cause)
-    s.commit()
     return InventoryResult(
-        created=created, revision=revision_out(rev), replan_jobs=_replan(s, d, cfg, cluster_id) if created else []
+        created=created, revision=revision_out(rev), replan_jobs=_replan(s, cfg, cluster_id) if created else []
     )
 
 
 @router.patch("/{cluster_id}/nodes/{node}", response_model=InventoryResult, responses=WRITE)
 def patch_node(
-    cluster_id: RowId, node: str, body: NodePatch, s: SessionDep, d: DispatcherDep, cfg: SettingsDep, _: Writer
+    cluster_id: RowId, node: str, body: NodePatch, s: SessionDep, cfg: SettingsDep, _: Writer
 ) -> InventoryResult:
     rev, created = set_node_state(s, cluster_id, node, body.state)
-    s.commit()
     return InventoryResult(
-        created=created, revision=revision_out(rev), replan_jobs=_replan(s, d, cfg, cluster_id) if created else []
+        created=created, revision=revision_out(rev), replan_jobs=_replan(s, cfg, cluster_id) if created else []
     )
 
 

@@ -7,13 +7,13 @@ from typing import Annotated, Literal
 from fastapi import APIRouter, Header, Query
 
 from api.convert import job_out, jobs_out
-from api.deps import MAX_ID, DispatcherDep, Paging, Reader, RowId, SessionDep, SettingsDep, Writer
+from api.deps import MAX_ID, DispatcherDep, Paging, Reader, RowId, SessionDep, SettingsDep, Writer, send_after_commit
 from api.responses import CONFLICT, NOT_FOUND, STANDARD, WRITE
 from api.schemas import JobCreate, JobOut, PageOut
 from optimizer.errors import DomainError
 from store.repositories.jobs import JobRepository
 from store.services.jobs import cancel, submit
-from workers.dispatch import BrokerUnavailable, send_committed
+from workers.dispatch import BrokerUnavailable
 
 router = APIRouter(prefix="/v1/jobs", tags=["jobs"], responses=STANDARD)
 JobState = Literal["queued", "running", "succeeded", "failed", "cancelled"]
@@ -36,9 +36,8 @@ def submit_job(
     if body.time_limit_s is not None and body.time_limit_s > cfg.max_time_limit_s:
         raise DomainError("time_limit_s", f"must be at most {cfg.max_time_limit_s} seconds (got {body.time_limit_s})")
     job, created = submit(s, body, client=caller.name, idempotency_key=idempotency_key, cfg=cfg)
-    s.commit()
     if created:
-        send_committed(d, [job.id])
+        send_after_commit(s, [job.id])
     return job_out(s, job)
 
 

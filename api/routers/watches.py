@@ -5,7 +5,7 @@ from __future__ import annotations
 from fastapi import APIRouter
 
 from api.convert import job_out, watch_out
-from api.deps import DispatcherDep, Paging, Reader, RowId, SessionDep, SettingsDep, Writer
+from api.deps import DispatcherDep, Paging, Reader, RowId, SessionDep, SettingsDep, Writer, send_after_commit
 from api.responses import NOT_FOUND, STANDARD, WRITE
 from api.schemas import PageOut, ReplanOut, WatchCreate, WatchOut
 from optimizer.objectives import objective_name
@@ -17,7 +17,7 @@ from store.repositories.models import ModelRepository, version_spec
 from store.repositories.watches import WatchRepository
 from store.repositories.workloads import WorkloadRepository
 from store.services.replan import check_watch
-from workers.dispatch import BrokerUnavailable, send_committed
+from workers.dispatch import BrokerUnavailable
 
 router = APIRouter(prefix="/v1/watches", tags=["watches"], responses=STANDARD)
 
@@ -72,8 +72,7 @@ def replan(watch_id: RowId, s: SessionDep, d: DispatcherDep, cfg: SettingsDep, _
     if problem:
         raise BrokerUnavailable(problem)
     check = check_watch(s, WatchRepository(s).get(watch_id), "user", cfg, force=True)
-    s.commit()
     job = JobRepository(s).get(check.job_id) if check.job_id else None
     if job is not None:
-        send_committed(d, [job.id])
+        send_after_commit(s, [job.id])
     return ReplanOut(watch_id=watch_id, changed=check.changed, job=job_out(s, job) if job else None)

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
-from sqlalchemy.exc import IntegrityError
+from sqlalchemy.exc import IntegrityError, OperationalError
 from sqlalchemy.orm import Session
 
 from optimizer.cluster_spec import ClusterSpec
@@ -246,8 +246,24 @@ def run_job(db: Database, job_id: int, cfg: Settings | None = None) -> str:
     return _complete(db, job_id, result, error, cancelled)
 
 
+# A solved plan is worth waiting for: its final write is retried through a short database outage before the
+# error reaches the task (which retries the job, re-solving it) [issue 16].
+FINAL_WRITE_BACKOFF_S = (0.5, 1.0, 2.0, 4.0, 8.0, 15.0, 30.0)
+
+
 def _complete(db: Database, job_id: int, result: PlanResult | None, error: str | None, cancelled: bool) -> str:
-    """Store the outcome in one transaction: the plan and the job's final state together."""
+    """Store the outcome in one transaction (the plan and the job's final state together), retrying while the
+    database is unreachable."""
+    for pause in FINAL_WRITE_BACKOFF_S:
+        try:
+            return _write_outcome(db, job_id, result, error, cancelled)
+        except OperationalError:
+            log.warning("job %s: outcome not written (database unreachable); again in %.1f s", job_id, pause)
+            time.sleep(pause)
+    return _write_outcome(db, job_id, result, error, cancelled)
+
+
+def _write_outcome(db: Database, job_id: int, result: PlanResult | None, error: str | None, cancelled: bool) -> str:
     try:
         with db.session() as s:
             jobs = JobRepository(s)

@@ -8,6 +8,7 @@ from sqlalchemy.orm import Session
 
 from store.models import Watch, now
 from store.repositories.clusters import ClusterRepository
+from store.repositories.jobs import JobRepository
 from store.repositories.models import ModelRepository
 from store.repositories.plans import PlanRepository
 from store.repositories.watches import WatchRepository
@@ -58,8 +59,15 @@ def check_watch(s: Session, watch: Watch, trigger: str, cfg: Settings | None = N
         search=SearchOptions.model_validate(watch.search),
         time_limit_s=watch.time_limit_s,
     )
-    # One job per (watch, inputs): a second check before the job ran finds the same job through the key.
+    # One job per (watch, inputs): a second check before the job ran finds the same job through the key. A job
+    # of those inputs that failed or was cancelled does not block the next checks: they key a new attempt.
     key = None if force else f"watch-{watch.id}-rev-{rev.id}-mv-{version.id}-w-{watch.workload_id}"
+    jobs = JobRepository(s)
+    base = key
+    while key is not None and (prior := jobs.by_key(NIGHTLY_CLIENT, key)) is not None:
+        if prior.status not in ("failed", "cancelled"):
+            break
+        key = f"{base}-after-{prior.id}"
     job, _created = submit(
         s,
         req,

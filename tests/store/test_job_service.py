@@ -130,3 +130,33 @@ def test_nightly_check_replans_only_changed_watches_and_names_the_change(db: Dat
         assert plan.diff["plan"]["gpus_before"] == 16 and plan.diff["plan"]["gpus_after"] == 8
         assert WatchRepository(s).get(watches[0].id).last_plan_id == plan.id
         assert WatchRepository(s).get(watches[1].id).last_check == "unchanged"
+
+
+def test_a_failed_or_cancelled_watch_job_does_not_block_the_next_checks(db: Database) -> None:
+    # The idempotency key of (watch, inputs) returned the finished job: a cancelled first attempt blocked every
+    # nightly re-plan of the watch until its inputs changed.
+    with db.session() as s:
+        c, m = cluster_and_model(s, nodes=2)
+        w = WorkloadRepository(s).intern(TrainingWorkload(global_batch_size=64, seq_len=4096))
+        watch = WatchRepository(s).create(
+            Watch(
+                name=unique("w"),
+                cluster_id=c.id,
+                model_id=m.id,
+                workload_id=w.id,
+                search={},
+                objective="step_time_s",
+                time_limit_s=20,
+            )
+        )
+        first = {x.watch_id: x for x in check_watches(s, "nightly", c.id)}[watch.id]
+    assert first.job_id is not None
+    with db.session() as s:
+        cancel(s, first.job_id)
+    assert run_job(db, first.job_id) == "cancelled"
+    with db.session() as s:
+        second = {x.watch_id: x for x in check_watches(s, "nightly", c.id)}[watch.id]
+        again = {x.watch_id: x for x in check_watches(s, "nightly", c.id)}[watch.id]
+    assert second.job_id is not None and second.job_id != first.job_id
+    assert again.job_id == second.job_id  # still one job per attempt
+    assert run_job(db, second.job_id) == "succeeded"
