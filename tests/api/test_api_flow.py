@@ -205,3 +205,4 @@ def test_cost_job_is_labelled_and_shown_as_a_price(client: TestClient) -> None:
     token = client.headers["Authorization"].split()[1]
     page = client.get(f"/plans/{plan['id']}", cookies={"meshplan_token": token})
     assert page.status_code == 200 and "price per step" in page.text and " per step</td>" in page.text
+    assert '<td id="framework">megatron' in page.text  # the framework the plan runs on (and its exports)
