@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Sequence
 
 from sqlalchemy.orm import Session
@@ -35,12 +34,12 @@ def revision_out(rev: ClusterRevision) -> S.RevisionOut:
 def pools_summary(spec: ClusterSpec) -> list[S.PoolSummary]:
     out = []
     for p in spec.pools:
-        states = Counter(n.state for n in p.node_list)
+        states = p.state_counts()
         out.append(
             S.PoolSummary(
                 name=p.name,
                 gpu=p.gpu,
-                nodes=len(p.node_list),
+                nodes=p.node_count,
                 gpus_per_node=p.gpus_per_node,
                 healthy_gpus=p.healthy_gpus,
                 nodes_by_state=dict(states),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Sequence
 from functools import cached_property
 from typing import Literal
@@ -60,6 +61,11 @@ class Node(BaseModel):
     state: NodeState = Field(default="healthy", description="Only healthy nodes are planned on.")
 
 
+# The largest fleets announced hold about 100,000-200,000 GPUs (12,500-25,000 nodes of 8): a pool of more nodes is
+# an input mistake, not a cluster [issue 16: a 10^6-node cluster was accepted and slowed every listing].
+MAX_NODES_PER_POOL = 100_000
+
+
 class NodePool(BaseModel):
     """Identical nodes: same GPU type, count and fabric."""
 
@@ -88,31 +94,70 @@ class NodePool(BaseModel):
     @model_validator(mode="after")
     def _check(self) -> NodePool:
         count = self.nodes if isinstance(self.nodes, int) else len(self.nodes)
-        if count < 1 or count > 1_000_000:
-            raise DomainError(f"pools.{self.name}.nodes", f"must be between 1 and 1000000 (got {count})")
-        names = [n.name for n in self.node_list]
-        if len(set(names)) != len(names):
-            raise DomainError(f"pools.{self.name}.nodes", "node names must be unique")
-        unknown = set(self.node_states) - set(names)
+        if count < 1 or count > MAX_NODES_PER_POOL:
+            raise DomainError(f"pools.{self.name}.nodes", f"must be between 1 and {MAX_NODES_PER_POOL} (got {count})")
+        if isinstance(self.nodes, list):
+            names = [n.name for n in self.nodes]
+            if len(set(names)) != len(names):
+                raise DomainError(f"pools.{self.name}.nodes", "node names must be unique")
+            unknown = set(self.node_states) - set(names)
+        else:  # generated names: checked by their form, without building the node list
+            unknown = {n for n in self.node_states if self._generated_index(n) is None}
         if unknown:
             raise DomainError(
                 f"pools.{self.name}.node_states",
-                f"unknown node(s) {sorted(unknown)}; nodes are named {names[0]}...",
+                f"unknown node(s) {sorted(unknown)[:5]}; nodes are named {self.node_name(0)}...",
             )
         return self
+
+    def _width(self) -> int:
+        return max(3, len(str(int(self.nodes) - 1))) if isinstance(self.nodes, int) else 0
+
+    def node_name(self, index: int) -> str:
+        """The name of node `index` (generated `<pool>-000`... for a count)."""
+        if isinstance(self.nodes, list):
+            return self.nodes[index].name
+        return f"{self.name}-{index:0{self._width()}d}"
+
+    def _generated_index(self, node: str) -> int | None:
+        prefix, _, digits = node.rpartition("-")
+        if prefix != self.name or len(digits) != self._width() or not (digits.isascii() and digits.isdigit()):
+            return None
+        index = int(digits)
+        return index if index < int(self.nodes) else None  # type: ignore[arg-type]
 
     @cached_property
     def node_list(self) -> list[Node]:
         """Every node with its state (generated names `<pool>-000`... for a count)."""
         if isinstance(self.nodes, list):
             return [Node(name=n.name, state=self.node_states.get(n.name, n.state)) for n in self.nodes]
-        width = max(3, len(str(self.nodes - 1)))
-        names = [f"{self.name}-{i:0{width}d}" for i in range(self.nodes)]
+        names = [self.node_name(i) for i in range(self.nodes)]
         return [Node(name=n, state=self.node_states.get(n, "healthy")) for n in names]
+
+    @property
+    def node_count(self) -> int:
+        """Nodes in the pool, whatever their state."""
+        return self.nodes if isinstance(self.nodes, int) else len(self.nodes)
+
+    def has_node(self, node: str) -> bool:
+        """Whether `node` names a node of this pool."""
+        if isinstance(self.nodes, list):
+            return any(n.name == node for n in self.nodes)
+        return self._generated_index(node) is not None
+
+    def state_counts(self) -> dict[str, int]:
+        """Nodes by state (for a count, from the overrides alone)."""
+        if isinstance(self.nodes, list):
+            return dict(Counter(n.state for n in self.node_list))
+        counts: dict[str, int] = dict(Counter(str(state) for state in self.node_states.values() if state != "healthy"))
+        counts["healthy"] = self.nodes - sum(counts.values())
+        return {k: v for k, v in counts.items() if v}
 
     @cached_property
     def healthy_nodes(self) -> int:
-        """Nodes in state healthy."""
+        """Nodes in state healthy (for a count, from the overrides alone: listings do not build the node list)."""
+        if isinstance(self.nodes, int):
+            return self.nodes - sum(1 for state in self.node_states.values() if state != "healthy")
         return sum(1 for n in self.node_list if n.state == "healthy")
 
     @property
@@ -138,8 +183,11 @@ class ClusterSpec(BaseModel):
         custom = {g.name: g for g in self.gpu_types}
         for pool in self.pools:
             resolve_gpu(pool.gpu, custom, field=f"pools.{pool.name}.gpu")
-        hosts = [n.name for p in self.pools for n in p.node_list]
-        if len(set(hosts)) != len(hosts):
+        # Generated names (<pool>-<digits>) cannot collide with each other (pool names are unique); only listed
+        # names can, with each other or with a generated one. Checked without building large node lists.
+        listed = [n.name for p in self.pools if isinstance(p.nodes, list) for n in p.nodes]
+        counted = [p for p in self.pools if isinstance(p.nodes, int)]
+        if len(set(listed)) != len(listed) or any(p.has_node(n) for n in listed for p in counted):
             raise DomainError("cluster.pools", "node names must be unique across pools")
         return self
 

@@ -91,7 +91,7 @@ class ClusterRepository:
             spec=doc,
             content_hash=digest,
             healthy_gpus=spec.healthy_gpus,
-            total_gpus=sum(p.gpus_per_node * len(p.node_list) for p in spec.pools),
+            total_gpus=sum(p.gpus_per_node * p.node_count for p in spec.pools),
             cause=cause[:256],
             diff=diff.model_dump(mode="json") if diff else None,
         )

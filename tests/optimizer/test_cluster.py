@@ -145,3 +145,48 @@ def test_topo_pcie_only() -> None:
 def test_topo_garbage() -> None:
     with pytest.raises(DomainError):
         fabric_from_nvidia_smi_topo("hello world")
+
+
+def test_pool_size_is_capped_and_large_pools_are_counted_without_a_node_list() -> None:
+    # A 10^6-node cluster was accepted and every listing rebuilt its node list (issue 16).
+    from optimizer.cluster_loading import build_cluster
+    from optimizer.cluster_spec import MAX_NODES_PER_POOL
+    from optimizer.errors import DomainError
+
+    with pytest.raises(DomainError) as exc:
+        build_cluster(
+            {"pools": [{"name": "p", "gpu": "H100-SXM-80GB", "gpus_per_node": 8, "nodes": MAX_NODES_PER_POOL + 1}]}
+        )
+    assert exc.value.field.endswith("nodes") and str(MAX_NODES_PER_POOL) in exc.value.rule
+    big = build_cluster(
+        {
+            "pools": [
+                {
+                    "name": "p",
+                    "gpu": "H100-SXM-80GB",
+                    "nodes": MAX_NODES_PER_POOL,
+                    "gpus_per_node": 8,
+                    "node_states": {"p-00007": "failed", "p-99999": "drained", "p-00008": "healthy"},
+                }
+            ]
+        }
+    )
+    pool = big.pools[0]
+    assert "node_list" not in pool.__dict__  # validated and counted from the overrides alone
+    assert pool.healthy_nodes == MAX_NODES_PER_POOL - 2 and big.healthy_gpus == 8 * (MAX_NODES_PER_POOL - 2)
+    assert pool.node_name(7) == "p-00007"
+    with pytest.raises(DomainError) as exc:
+        build_cluster(
+            {
+                "pools": [
+                    {
+                        "name": "p",
+                        "gpu": "H100-SXM-80GB",
+                        "gpus_per_node": 8,
+                        "nodes": 10,
+                        "node_states": {"p-10": "failed"},
+                    }
+                ]
+            }
+        )
+    assert "unknown node" in exc.value.rule
