@@ -34,6 +34,7 @@ from optimizer.search.result import (
     Progress,
     ProgressFn,
     Suggestion,
+    no_plan_within_limit,
 )
 from optimizer.search.solver_params import TIME_UNIT_S, stage_solver
 from optimizer.search.space import SearchSpace
@@ -330,17 +331,10 @@ def plan_inference(
     counts = {"solve_time_s": elapsed, "candidates_total": len(cands), "candidates_solved": solved}
     if not found:
         if stopped is not None or math.isfinite(unproven):
-            why = (
-                "the search was cancelled"
-                if stopped == "cancelled"
-                else f"the time limit of {time_limit_s:g} s ran out"
-                if stopped
-                else "a candidate's layout solve stopped before its proof"
-            )
             return PlanResult(
                 status="UNKNOWN",
                 objective=objective,
-                explanation=Explanation(summary=f"No plan found within the limit: {why} before any plan was found."),
+                explanation=no_plan_within_limit(stopped, time_limit_s),
                 **counts,
             )
         need = model.num_parameters * BYTES[w.precision] / 1e9

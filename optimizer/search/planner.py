@@ -31,6 +31,7 @@ from optimizer.search.result import (
     PlanResult,
     Progress,
     ProgressFn,
+    no_plan_within_limit,
 )
 from optimizer.search.space import SearchSpace
 from optimizer.search.stage_model import StageLayout, StageModel
@@ -387,19 +388,11 @@ class TrainingSearch:
         counts = {"solve_time_s": elapsed, "candidates_total": self.total, "candidates_solved": self.solved}
         if not ranked:
             if self.stopped is not None or math.isfinite(self.unproven):
-                why = (
-                    "the search was cancelled"
-                    if self.stopped == "cancelled"
-                    else f"the time limit of {self.time_limit_s:g} s ran out"
-                    if self.stopped
-                    else "a candidate's layout solve stopped before its proof"
-                )
-                summary = f"No plan found within the limit: {why} before any configuration was solved."
                 return PlanResult(
                     status="UNKNOWN",
                     framework=w.framework,
                     objective=objective,
-                    explanation=Explanation(summary=summary),
+                    explanation=no_plan_within_limit(self.stopped, self.time_limit_s),
                     **counts,
                 )
             report = diagnose_infeasible(ts, _probe if diagnose else None)

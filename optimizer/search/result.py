@@ -137,3 +137,16 @@ class Progress:
 
 
 ProgressFn = Callable[[Progress], None]
+
+
+def no_plan_within_limit(stopped: str | None, time_limit_s: float) -> Explanation:
+    """The explanation of an UNKNOWN answer (no plan, nothing claimed): the search was cancelled (`stopped` is
+    "cancelled"), ran out of time (any other `stopped`), or finished with a candidate's solve left unproven."""
+    why = (
+        "the search was cancelled"
+        if stopped == "cancelled"
+        else f"the time limit of {time_limit_s:g} s ran out"
+        if stopped
+        else "a candidate's layout solve stopped before its proof"
+    )
+    return Explanation(summary=f"No plan found within the limit: {why} before any plan was found.")
