@@ -10,6 +10,15 @@ from fastapi.testclient import TestClient
 
 INVENTORY = {"pools": [{"name": "h100", "gpu": "H100-SXM-80GB", "nodes": 2, "gpus_per_node": 8}]}
 TRAINING = {"mode": "training", "global_batch_size": 64, "seq_len": 4096}
+# A small, valid HuggingFace llama config.json (the bad-input tests break one field of it at a time).
+LLAMA_HF = {
+    "model_type": "llama",
+    "num_hidden_layers": 4,
+    "hidden_size": 1024,
+    "intermediate_size": 4096,
+    "num_attention_heads": 8,
+    "vocab_size": 32000,
+}
 
 
 def name(prefix: str) -> str:

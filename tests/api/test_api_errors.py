@@ -12,7 +12,7 @@ from api.app import create_app
 from store.db import Database
 from store.models import Cluster, Job, Model
 from store.settings import Settings
-from tests.api.helpers import INVENTORY, TRAINING, make_cluster, make_model, name, ok
+from tests.api.helpers import INVENTORY, LLAMA_HF, TRAINING, make_cluster, make_model, name, ok
 from workers.dispatch import CeleryDispatcher
 
 
@@ -186,14 +186,7 @@ def test_broker_down_is_503_and_stores_nothing(
 def test_malformed_documents_are_422_never_a_traceback(client: TestClient, api_db: Database) -> None:
     # Inputs that reached a 500 (issue 16): HF config type confusions, YAML nested 900 deep, 5,000-digit integers.
     models_before, clusters_before = _count(api_db, Model), _count(api_db, Cluster)
-    llama = {
-        "model_type": "llama",
-        "num_hidden_layers": 4,
-        "hidden_size": 1024,
-        "intermediate_size": 4096,
-        "num_attention_heads": 8,
-        "vocab_size": 32000,
-    }
+    llama = LLAMA_HF
     cases = [
         ({**llama, "hidden_act": 5}, "hidden_act", "string"),
         ({"model_type": "gpt2", "n_layer": 2, "n_embd": {}, "n_head": 2, "vocab_size": 10}, "n_embd", "integer"),

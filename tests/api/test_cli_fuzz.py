@@ -12,16 +12,10 @@ from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from api.cli import app
+from tests.api.helpers import LLAMA_HF
 
 RUNNER = CliRunner()
-LLAMA = {
-    "model_type": "llama",
-    "num_hidden_layers": 4,
-    "hidden_size": 1024,
-    "intermediate_size": 4096,
-    "num_attention_heads": 8,
-    "vocab_size": 32000,
-}
+LLAMA = LLAMA_HF
 
 
 @pytest.fixture(scope="module")

@@ -8,16 +8,12 @@ import sys
 from pathlib import Path
 
 from optimizer.model_loading import load_model_preset
-from optimizer.workload import TrainingWorkload
 from store.db import Database
-from store.models import Watch
 from store.repositories.paging import PageRequest
 from store.repositories.plans import PlanFilter, PlanRepository
 from store.repositories.tokens import TokenRepository
-from store.repositories.watches import WatchRepository
-from store.repositories.workloads import WorkloadRepository
 from store.services.catalog import create_cluster, create_model
-from tests.store.factories import small_cluster
+from tests.store.factories import small_cluster, training_watch
 
 MESHPLAN = str(Path(sys.executable).parent / "meshplan")
 
@@ -40,18 +36,7 @@ def test_migrate_token_and_replan_now(tmp_path: Path) -> None:
         assert TokenRepository(s).authenticate(made.stdout.strip()) is not None
         cluster, _ = create_cluster(s, "lab", small_cluster(1))
         model, _ = create_model(s, "m", load_model_preset("llama-3-8b"))
-        w = WorkloadRepository(s).intern(TrainingWorkload(global_batch_size=64, seq_len=4096))
-        WatchRepository(s).create(
-            Watch(
-                name="nightly",
-                cluster_id=cluster.id,
-                model_id=model.id,
-                workload_id=w.id,
-                search={},
-                objective="step_time_s",
-                time_limit_s=20,
-            )
-        )
+        training_watch(s, cluster, model, "nightly")
     first = run(["replan", "--now"], url)
     assert first.returncode == 0 and "1 watch(es) changed" in first.stdout, first.stderr
     second = run(["replan", "--now"], url)

@@ -10,7 +10,9 @@ from optimizer.cluster_loading import load_cluster_preset
 from optimizer.cluster_spec import ClusterSpec
 from optimizer.model_loading import load_model_preset
 from optimizer.workload import TrainingWorkload
-from store.models import Cluster, Model
+from store.models import Cluster, Model, Watch
+from store.repositories.watches import WatchRepository
+from store.repositories.workloads import WorkloadRepository
 from store.services.catalog import create_cluster, create_model
 from store.services.jobs import JobRequest
 
@@ -46,4 +48,20 @@ def training_request(cluster: Cluster, model: Model, gbs: int = 64, **kw: object
             "time_limit_s": 20,
             **kw,
         }
+    )
+
+
+def training_watch(s: Session, cluster: Cluster, model: Model, name: str | None = None) -> Watch:
+    """A watch re-planning `model` on `cluster` (gbs 64, seq 4096, step time, 20 s)."""
+    w = WorkloadRepository(s).intern(TrainingWorkload(global_batch_size=64, seq_len=4096))
+    return WatchRepository(s).create(
+        Watch(
+            name=name or unique("w"),
+            cluster_id=cluster.id,
+            model_id=model.id,
+            workload_id=w.id,
+            search={},
+            objective="step_time_s",
+            time_limit_s=20,
+        )
     )

@@ -10,16 +10,14 @@ from optimizer.cluster_loading import load_cluster_preset
 from optimizer.model_loading import load_model_preset
 from optimizer.workload import TrainingWorkload
 from store.db import Database
-from store.models import Watch
 from store.repositories.jobs import LEASE_S, JobRepository
 from store.repositories.paging import PageRequest
 from store.repositories.plans import PlanFilter, PlanRepository
 from store.repositories.watches import WatchRepository
-from store.repositories.workloads import WorkloadRepository
 from store.services.catalog import create_cluster, create_model, set_node_state
 from store.services.jobs import JobRequest, cancel, run_job, submit
 from store.services.replan import check_watches
-from tests.store.factories import cluster_and_model, hetero_cluster, training_request, unique
+from tests.store.factories import cluster_and_model, hetero_cluster, training_request, training_watch, unique
 
 
 def test_run_job_stores_one_plan_and_never_solves_twice(db: Database) -> None:
@@ -92,21 +90,7 @@ def test_nightly_check_replans_only_changed_watches_and_names_the_change(db: Dat
     with db.session() as s:
         c1, m = cluster_and_model(s, nodes=2)
         c2, _ = cluster_and_model(s, nodes=2)
-        w = WorkloadRepository(s).intern(TrainingWorkload(global_batch_size=64, seq_len=4096))
-        watches = [
-            WatchRepository(s).create(
-                Watch(
-                    name=unique("w"),
-                    cluster_id=c.id,
-                    model_id=m.id,
-                    workload_id=w.id,
-                    search={},
-                    objective="step_time_s",
-                    time_limit_s=20,
-                )
-            )
-            for c in (c1, c2)
-        ]
+        watches = [training_watch(s, c, m) for c in (c1, c2)]
         first = check_watches(s, "nightly")
     mine = {c.watch_id: c for c in first if c.watch_id in {x.id for x in watches}}
     assert all(c.job_id for c in mine.values())
@@ -137,18 +121,7 @@ def test_a_failed_or_cancelled_watch_job_does_not_block_the_next_checks(db: Data
     # nightly re-plan of the watch until its inputs changed.
     with db.session() as s:
         c, m = cluster_and_model(s, nodes=2)
-        w = WorkloadRepository(s).intern(TrainingWorkload(global_batch_size=64, seq_len=4096))
-        watch = WatchRepository(s).create(
-            Watch(
-                name=unique("w"),
-                cluster_id=c.id,
-                model_id=m.id,
-                workload_id=w.id,
-                search={},
-                objective="step_time_s",
-                time_limit_s=20,
-            )
-        )
+        watch = training_watch(s, c, m)
         first = {x.watch_id: x for x in check_watches(s, "nightly", c.id)}[watch.id]
     assert first.job_id is not None
     with db.session() as s:
