@@ -31,11 +31,10 @@ import httpx
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from benchmarks.service_env import migrated_with_token, service_env  # noqa: E402
 from optimizer.model_loading import load_model_preset  # noqa: E402
 from store.db import Database  # noqa: E402
-from store.migrate import upgrade  # noqa: E402
 from store.models import ApiToken, now  # noqa: E402
-from store.repositories.tokens import TokenRepository  # noqa: E402
 from tests.databases import create_pg_database, drop_pg_database  # noqa: E402
 
 MESHPLAN = str(Path(sys.executable).parent / "meshplan")
@@ -145,13 +144,8 @@ def age_tokens(db: Database) -> None:
 def embedded(clients: int, seconds: int, port: int, with_job: bool = True) -> list[list[str]]:
     tmp = Path(tempfile.mkdtemp())
     url = f"sqlite:///{tmp / 'meshplan.db'}"
-    upgrade(url)
-    db = Database(url)
-    with db.session() as session:
-        _row, token = TokenRepository(session).create("load", ["write"])
-    env = {k: v for k, v in os.environ.items() if not k.startswith("MESHPLAN_") and k not in ("REDIS_URL",)}
-    env.update(DATABASE_URL=url, MESHPLAN_MAX_PAGE_SIZE="50")
-    proc = start_server(env, port, tmp / "api.log")
+    db, token = migrated_with_token(url, "load")
+    proc = start_server(service_env(url), port, tmp / "api.log")
     base = f"http://127.0.0.1:{port}"
     try:
         seeded = seed(base, token, 50)
@@ -174,14 +168,10 @@ def postgres(clients: int, seconds: int, port: int) -> list[list[str]]:
     import redis
 
     url, name = create_pg_database()
-    upgrade(url)
-    db = Database(url)
-    with db.session() as session:
-        _row, token = TokenRepository(session).create("load", ["write"])
+    db, token = migrated_with_token(url, "load")
     redis.Redis.from_url(REDIS_URL).flushdb()
     tmp = Path(tempfile.mkdtemp())
-    env = {k: v for k, v in os.environ.items() if not k.startswith("MESHPLAN_")}
-    env.update(DATABASE_URL=url, REDIS_URL=REDIS_URL, MESHPLAN_MAX_PAGE_SIZE="50")
+    env = service_env(url, REDIS_URL)
     proc = start_server(env, port, tmp / "api.log")
     worker = subprocess.Popen(
         [MESHPLAN, "worker"],

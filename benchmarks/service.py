@@ -25,11 +25,9 @@ import redis
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from benchmarks.service_env import migrated_with_token, service_env  # noqa: E402
 from benchmarks.solver import HETERO  # noqa: E402
 from optimizer.model_loading import load_model_preset  # noqa: E402
-from store.db import Database  # noqa: E402
-from store.migrate import upgrade  # noqa: E402
-from store.repositories.tokens import TokenRepository  # noqa: E402
 from tests.databases import create_pg_database, drop_pg_database  # noqa: E402
 
 MESHPLAN = str(Path(sys.executable).parent / "meshplan")
@@ -126,13 +124,9 @@ def main() -> None:
     ap.add_argument("--requests", type=int, default=20, help="Requests per client per endpoint.")
     a = ap.parse_args()
     url, dbname = create_pg_database()
-    upgrade(url)
-    db = Database(url)
-    with db.session() as s:
-        _row, token = TokenRepository(s).create("bench", ["write"])
+    db, token = migrated_with_token(url, "bench")
     redis.Redis.from_url(REDIS_URL).flushdb()
-    env = {k: v for k, v in os.environ.items() if not k.startswith("MESHPLAN_")}
-    env.update(DATABASE_URL=url, REDIS_URL=REDIS_URL, MESHPLAN_MAX_PAGE_SIZE="50")
+    env = service_env(url, REDIS_URL)
     tmp = Path(tempfile.mkdtemp())
     port = 18000 + os.getpid() % 1000
     procs = [
