@@ -14,6 +14,7 @@ from pydantic import ValidationError
 from optimizer.errors import DomainError, UnknownNameError
 from optimizer.model_spec import ModelSpec
 from optimizer.validation_errors import domain_error_from_validation
+from optimizer.yaml_documents import document_mapping
 
 Config = dict[str, Any]
 
@@ -299,16 +300,7 @@ def load_model_file(path: Path) -> ModelSpec:
         raise DomainError("model", f"cannot read {path}: {exc.strerror}") from None
     except UnicodeDecodeError as exc:
         raise DomainError("model", f"{path} is not UTF-8 text (byte {exc.start})") from None
-    try:
-        data = json.loads(text) if path.suffix == ".json" else yaml.safe_load(text)
-    except (json.JSONDecodeError, yaml.YAMLError) as exc:
-        raise DomainError("model", f"{path} is not valid {path.suffix.lstrip('.') or 'YAML'}: {exc}") from None
-    except RecursionError:
-        raise DomainError("model", f"{path} is nested too deeply") from None
-    except ValueError as exc:  # an integer above Python's 4,300-digit conversion limit
-        raise DomainError("model", f"{path} holds a value that cannot be read: {str(exc).splitlines()[0]}") from None
-    if not isinstance(data, dict):
-        raise DomainError("model", f"{path} must hold a mapping")
+    data = document_mapping(text, "model", str(path), "of model fields", "JSON" if path.suffix == ".json" else "YAML")
     if "model_type" in data:
         return model_from_hf_config(data, name=path.stem if path.stem != "config" else None)
     return build_model(data)

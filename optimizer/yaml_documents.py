@@ -1,8 +1,9 @@
-"""YAML documents that must hold a mapping (inventories, model fields): one parser, one pair of errors."""
+"""Documents that must hold a mapping (inventories, model fields, config.json): one parser, one set of errors."""
 
 from __future__ import annotations
 
-from typing import Any
+import json
+from typing import Any, Literal
 
 import yaml
 
@@ -10,11 +11,17 @@ from optimizer.errors import DomainError
 
 
 def yaml_mapping(text: str, field: str, source: str, holds: str) -> dict[str, Any]:
-    """The mapping in `text`; otherwise a DomainError on `field` naming `source` (one line: YAML's first)."""
+    """The mapping in YAML `text`; otherwise a DomainError on `field` naming `source` (one line: YAML's first)."""
+    return document_mapping(text, field, source, holds, "YAML")
+
+
+def document_mapping(text: str, field: str, source: str, holds: str, fmt: Literal["YAML", "JSON"]) -> dict[str, Any]:
+    """The mapping in `text` (YAML or JSON); otherwise a DomainError on `field` naming `source`: not valid, nested
+    too deeply, a value Python will not read (an integer over 4,300 digits), or not a mapping."""
     try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        raise DomainError(field, f"{source} is not valid YAML: {str(exc).splitlines()[0]}") from None
+        data = json.loads(text) if fmt == "JSON" else yaml.safe_load(text)
+    except (yaml.YAMLError, json.JSONDecodeError) as exc:
+        raise DomainError(field, f"{source} is not valid {fmt}: {str(exc).splitlines()[0]}") from None
     except RecursionError:
         raise DomainError(field, f"{source} is nested too deeply") from None
     except ValueError as exc:  # e.g. an integer above Python's 4,300-digit conversion limit
