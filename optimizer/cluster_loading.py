@@ -13,7 +13,7 @@ from pydantic import ValidationError
 from optimizer.cluster_spec import ClusterSpec, IntraNodeFabric
 from optimizer.errors import DomainError, UnknownNameError
 from optimizer.validation_errors import domain_error_from_validation
-from optimizer.yaml_documents import yaml_mapping
+from optimizer.yaml_documents import read_document, yaml_mapping
 
 # NVLink 3 and 4 carry 25 GB/s per direction per link (A100: 12 links = 300 GB/s, H100: 18 links = 450 GB/s);
 # NVLink 5 carries 50 GB/s per link [NV NVLink product pages; ST].
@@ -59,13 +59,7 @@ def resolve_cluster(ref: str) -> ClusterSpec:
     """A preset reference or a path to a YAML inventory."""
     path = Path(ref)
     if path.suffix in (".yaml", ".yml", ".json"):
-        try:
-            text = path.read_text(encoding="utf-8")
-        except OSError as exc:
-            raise DomainError("cluster", f"cannot read {ref}: {exc.strerror}") from None
-        except UnicodeDecodeError as exc:
-            raise DomainError("cluster", f"{ref} is not UTF-8 text (byte {exc.start})") from None
-        return load_cluster_yaml(text, source=str(path))
+        return load_cluster_yaml(read_document(path, "cluster"), source=str(path))
     return load_cluster_preset(ref)
 
 

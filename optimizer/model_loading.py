@@ -14,7 +14,7 @@ from pydantic import ValidationError
 from optimizer.errors import DomainError, UnknownNameError
 from optimizer.model_spec import ModelSpec
 from optimizer.validation_errors import domain_error_from_validation
-from optimizer.yaml_documents import document_mapping
+from optimizer.yaml_documents import document_mapping, read_document
 
 Config = dict[str, Any]
 
@@ -294,13 +294,13 @@ def build_model(fields: Config, prefix: str = "model") -> ModelSpec:
 
 def load_model_file(path: Path) -> ModelSpec:
     """Load `config.json` (HuggingFace format) or a YAML/JSON file of ModelSpec fields."""
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise DomainError("model", f"cannot read {path}: {exc.strerror}") from None
-    except UnicodeDecodeError as exc:
-        raise DomainError("model", f"{path} is not UTF-8 text (byte {exc.start})") from None
-    data = document_mapping(text, "model", str(path), "of model fields", "JSON" if path.suffix == ".json" else "YAML")
+    data = document_mapping(
+        read_document(path, "model"),
+        "model",
+        str(path),
+        "of model fields",
+        "JSON" if path.suffix == ".json" else "YAML",
+    )
     if "model_type" in data:
         return model_from_hf_config(data, name=path.stem if path.stem != "config" else None)
     return build_model(data)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any, Literal
 
 import yaml
@@ -29,3 +30,13 @@ def document_mapping(text: str, field: str, source: str, holds: str, fmt: Litera
     if not isinstance(data, dict):
         raise DomainError(field, f"{source} must hold a mapping {holds}")
     return data
+
+
+def read_document(path: Path, field: str) -> str:
+    """The UTF-8 text of `path`; a DomainError on `field` when it cannot be read or is not UTF-8."""
+    try:
+        return path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise DomainError(field, f"cannot read {path}: {exc.strerror}") from None
+    except UnicodeDecodeError as exc:
+        raise DomainError(field, f"{path} is not UTF-8 text (byte {exc.start})") from None
