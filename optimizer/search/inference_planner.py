@@ -71,8 +71,6 @@ class ServingLayout:
 def check_serving_pins(model: ModelSpec, cluster: ClusterSpec, w: InferenceWorkload, space: SearchSpace) -> None:
     """Pins that leave no serving configuration at all: an error naming the pin and the rule."""
     pools = _pools(cluster, space)
-    if not pools:
-        raise DomainError("pools", "the allowed pools have no healthy GPU")
     if _candidates(model, cluster, w, space, pools):
         return
     if not _tp_values(model, space, pools):
@@ -90,8 +88,12 @@ def check_serving_pins(model: ModelSpec, cluster: ClusterSpec, w: InferenceWorkl
 
 
 def _pools(cluster: ClusterSpec, space: SearchSpace) -> list[NodePool]:
+    """The allowed pools that have a healthy GPU (a DomainError on `pools` when none has)."""
     names = space.pools or tuple(p.name for p in cluster.pools)
-    return [cluster.pool(n) for n in names if cluster.pool(n).healthy_gpus > 0]
+    pools = [cluster.pool(n) for n in names if cluster.pool(n).healthy_gpus > 0]
+    if not pools:
+        raise DomainError("pools", "the allowed pools have no healthy GPU")
+    return pools
 
 
 def _budget(space: SearchSpace, pools: list[NodePool]) -> int:
@@ -120,8 +122,6 @@ def _ep_values(model: ModelSpec, space: SearchSpace) -> list[int]:
 def _candidates(
     model: ModelSpec, cluster: ClusterSpec, w: InferenceWorkload, space: SearchSpace, pools: list[NodePool]
 ) -> list[ParallelConfig]:
-    if not pools:
-        return []
     budget = _budget(space, pools)
     tps = _tp_values(model, space, pools)
     eps = _ep_values(model, space)
@@ -271,8 +271,6 @@ def plan_inference(
     limit or on cancellation (FEASIBLE with a gap, or UNKNOWN without a plan)."""
     t0 = time.perf_counter()
     pools = _pools(cluster, space)
-    if not pools:
-        raise DomainError("pools", "the allowed pools have no healthy GPU")
     cands = _candidates(model, cluster, w, space, pools)
     throughput = w.objective == "throughput"
     # Lower bound: every token reads each GPU's share of the weights once [costmodel G roofline].
