@@ -356,8 +356,11 @@ def _stage_cost(
         bwd += t_acc
     dpc = c.dp * c.cp
     edp = max(1, dpc // c.ep)
-    wb, gb, ob = state_bytes_per_param(c.zero_stage, dpc, ctx.grad_bytes, ctx.fp8)
-    ewb, egb, eob = state_bytes_per_param(c.zero_stage, edp, ctx.grad_bytes, ctx.fp8)
+    # DeepSpeed's BF16_Optimizer keeps its states as ZeRO-1 does, with bf16 grads + the full fp32 accumulation
+    # buffer (2 + 4 B) [frameworks: bf16_optimizer].
+    state_zero, state_grad = (1, 2 + 4) if ctx.bf16_optimizer else (c.zero_stage, ctx.grad_bytes)
+    wb, gb, ob = state_bytes_per_param(state_zero, dpc, state_grad, ctx.fp8)
+    ewb, egb, eob = state_bytes_per_param(state_zero, edp, state_grad, ctx.fp8)
     dp_t = zero_t = 0.0
     dense_total = dense_p + emb_p
     if dpc > 1 or edp > 1:
@@ -417,9 +420,6 @@ def _stage_cost(
     if c.zero_stage == 3:  # unsharded bf16 weights in use and prefetched [LA analysis.py training(); frameworks]
         per_layer = (dense_p + expert_p) / max(1, layers)  # stage_params are per TP/EP rank, not yet DP-sharded
         transient += ctx.fw.zero3_live_layers * per_layer * 2
-    if ctx.bf16_optimizer:  # bf16 grads + the full fp32 accumulation buffer; master + Adam sharded over DP
-        gb = egb = 2.0 + 4.0
-        ob, eob = 12.0 / dpc, 12.0 / edp
     weights = dense_p * wb + expert_p * ewb
     grads = dense_p * gb + expert_p * egb
     optim = dense_p * ob + expert_p * eob
