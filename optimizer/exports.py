@@ -14,6 +14,7 @@ from optimizer.frameworks import framework as framework_spec
 from optimizer.frameworks import unsupported_knob
 from optimizer.model_spec import ModelSpec
 from optimizer.parallel_config import ParallelConfig
+from optimizer.stage_layers import LayerRules, virtual_split
 from optimizer.workload import InferenceWorkload, TrainingWorkload
 
 Tool = Literal["megatron", "deepspeed", "torchtitan", "vllm", "sglang"]
@@ -61,7 +62,7 @@ def export(
         )
     if not training and tool in TRAINING_TOOLS:
         raise DomainError("export", f"{tool} is a training framework; a serving plan exports to vllm or sglang")
-    layers = c.layers_per_stage or c.stage_layers(model.num_layers)
+    layers = c.layers_per_stage or _default_layers(model, c, tool)
     if isinstance(workload, TrainingWorkload):
         if tool == "megatron":
             return _megatron(model, workload, c, layers)
@@ -71,6 +72,16 @@ def export(
     if tool == "vllm":
         return _vllm(workload, c, layers, model_ref)
     return _sglang(workload, c, model_ref)
+
+
+def _default_layers(model: ModelSpec, c: ParallelConfig, tool: str) -> list[int]:
+    """Layers per rank of a configuration that gives none: the split `validate` uses for that framework."""
+    if tool in TRAINING_TOOLS:
+        rules = LayerRules.of(model, c.pp, c.vp, framework_spec(tool).virtual_stage_layout)
+        split = rules.default_split()
+        if split is not None:
+            return split
+    return c.stage_layers(model.num_layers)
 
 
 def _flags(pairs: list[tuple[str, object | None]]) -> tuple[str, list[str]]:
@@ -83,12 +94,14 @@ def _flags(pairs: list[tuple[str, object | None]]) -> tuple[str, list[str]]:
 
 def megatron_layout(layers: list[int], vp: int) -> str:
     """--pipeline-model-parallel-layout: virtual stages in schedule order (chunk by chunk, rank by rank),
-    `E` the embedding on the first, `L` the loss on the last, `t*n` n transformer layers, `|` between stages."""
+    `E` the embedding on the first, `L` the loss on the last, `t*n` n transformer layers, `|` between stages;
+    each rank's layers split over its chunks by stage_layers.virtual_split (the split the memory model prices)."""
     pp = len(layers)
+    splits = [virtual_split(n, vp) for n in layers]
     segs = []
     for chunk in range(vp):
         for r in range(pp):
-            n = layers[r] // vp
+            n = splits[r][chunk]
             seg = f"t*{n}" if n > 1 else ("t" if n == 1 else "")
             if chunk == 0 and r == 0:
                 seg = "E" + ("," + seg if seg else "")
@@ -128,7 +141,7 @@ def _megatron(model: ModelSpec, w: TrainingWorkload, c: ParallelConfig, layers: 
         ("--micro-batch-size", c.mbs),
         ("--global-batch-size", w.global_batch_size),
     ]
-    even = len(set(layers)) == 1
+    even = len(set(layers)) == 1 and layers[0] % c.vp == 0
     if c.pp > 1 and not even:
         pairs.append(("--pipeline-model-parallel-layout", f'"{megatron_layout(layers, c.vp)}"'))
     elif c.vp > 1:
@@ -248,7 +261,7 @@ def _torchtitan(w: TrainingWorkload, c: ParallelConfig, layers: list[int]) -> Ex
         par: dict[str, object] = sections["parallelism"]
         par["pipeline_parallel_schedule"] = TITAN_SCHEDULES[c.schedule]
         par["pipeline_parallel_microbatch_size"] = c.mbs
-        if len(set(layers)) == 1:
+        if len(set(layers)) == 1 and layers[0] % c.vp == 0:
             par["pipeline_parallel_layers_per_stage"] = layers[0] // c.vp
             par["pipeline_parallel_first_stage_less_layers"] = 0
             par["pipeline_parallel_last_stage_less_layers"] = 0
@@ -256,9 +269,10 @@ def _torchtitan(w: TrainingWorkload, c: ParallelConfig, layers: list[int]) -> Ex
             parts = []
             start = 0
             # schedule order: chunk k of every rank, rank by rank
+            splits = [virtual_split(n, c.vp) for n in layers]
             for k in range(c.vp):
-                for r, n in enumerate(layers):
-                    per = n // c.vp
+                for r in range(c.pp):
+                    per = splits[r][k]
                     names = [f"layers.{i}" for i in range(start, start + per)]
                     if k == 0 and r == 0:
                         names = ["tok_embeddings", *names]

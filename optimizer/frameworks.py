@@ -44,6 +44,9 @@ class Framework:
     """Several model chunks per pipeline rank (interleaved schedule)."""
     uneven_layers: bool
     """Stages may hold different numbers of layers."""
+    virtual_stage_layout: bool
+    """Virtual stages may hold different numbers of layers (a custom layout), so a rank's layers need not be a
+    multiple of vp and the embedding / loss can take a layer's place (stage_layers.LayerRules)."""
     tp_comm_overlap: bool
     """TP collectives overlapped with the GEMMs that produce or consume them (inside one NVLink domain only)."""
     sequence_parallel: bool
@@ -86,6 +89,7 @@ MEGATRON = Framework(
     expert_parallel=True,
     virtual_stages=True,
     uneven_layers=True,
+    virtual_stage_layout=True,
     tp_comm_overlap=True,
     sequence_parallel=True,
     recomputes=("none", "selective", "full"),
@@ -114,7 +118,9 @@ MEGATRON = Framework(
         (
             "vp",
             "--num-virtual-stages-per-pipeline-rank; uneven stages: --decoder-first/last-pipeline-num-layers, "
-            "--pipeline-model-parallel-layout",
+            "--pipeline-model-parallel-layout (any decoder layers per virtual stage, empty stages allowed: "
+            "megatron/core/transformer/pipeline_parallel_layer_layout.py, docs/user-guide/features/"
+            "pipeline_parallel_layout.md, Megatron-LM d98e8a6)",
         ),
         (
             "tp_comm_overlap",
@@ -142,6 +148,7 @@ DEEPSPEED = Framework(
     expert_parallel=True,
     virtual_stages=False,
     uneven_layers=True,
+    virtual_stage_layout=False,
     tp_comm_overlap=False,
     sequence_parallel=True,
     recomputes=("none", "selective", "full"),
@@ -205,6 +212,7 @@ TORCHTITAN = Framework(
     expert_parallel=True,
     virtual_stages=True,
     uneven_layers=True,
+    virtual_stage_layout=True,
     tp_comm_overlap=True,
     sequence_parallel=True,
     recomputes=("none", "selective", "full"),
@@ -230,7 +238,11 @@ TORCHTITAN = Framework(
         ),
         ("cp", "parallelism.context_parallel_degree (ring attention)"),
         ("ep", "parallelism.expert_parallel_degree"),
-        ("vp", "Interleaved1F1B with pipeline_parallel_layers_per_stage; first/last_stage_less_layers"),
+        (
+            "vp",
+            "Interleaved1F1B with pipeline_parallel_layers_per_stage, first/last_stage_less_layers, or any module list "
+            "per model part (parallelism.module_fqns_per_model_part; torchtitan/distributed/pipeline_parallel.py)",
+        ),
         ("tp_comm_overlap", "compile.enable_async_tensor_parallel (symmetric memory, node-local)"),
         ("sp", "parallelism.enable_sequence_parallel (default true)"),
         ("recompute", "activation_checkpoint.mode none|selective|full"),
@@ -256,6 +268,11 @@ def unsupported_knob(fw: Framework, c: ParallelConfig) -> tuple[str, str] | None
     checks: tuple[tuple[bool, str, str], ...] = (
         (c.schedule not in fw.schedules, "schedule", f"schedule={c.schedule}"),
         (c.vp > 1 and not fw.virtual_stages, "vp", f"vp={c.vp}"),
+        (
+            c.vp > 1 and not fw.virtual_stage_layout and any(n % c.vp for n in c.layers_per_stage or ()),
+            "vp",
+            f"vp={c.vp} with layers_per_stage={c.layers_per_stage} (virtual stages of unequal size)",
+        ),
         (c.cp > 1 and not fw.context_parallel, "cp", f"cp={c.cp}"),
         (c.ep > 1 and not fw.expert_parallel, "ep", f"ep={c.ep}"),
         (c.tp_comm_overlap and not fw.tp_comm_overlap, "tp_comm_overlap", "tp_comm_overlap=true"),

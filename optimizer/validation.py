@@ -7,9 +7,10 @@ from dataclasses import dataclass
 
 from optimizer.cluster_spec import ClusterSpec, NodePool
 from optimizer.errors import DomainError, UnknownNameError
-from optimizer.frameworks import FRAMEWORKS, check_config, framework
+from optimizer.frameworks import FRAMEWORKS, Framework, check_config, framework
 from optimizer.model_spec import ModelSpec
 from optimizer.parallel_config import ParallelConfig
+from optimizer.stage_layers import LayerRules
 from optimizer.workload import InferenceWorkload, TrainingWorkload
 
 
@@ -35,29 +36,39 @@ def _check_tp(model: ModelSpec, c: ParallelConfig, training: bool) -> None:
         raise DomainError("config.tp_comm_overlap", "TP communication overlap needs sequence_parallel")
 
 
-def _check_pipeline(model: ModelSpec, c: ParallelConfig) -> list[int]:
-    layers = c.stage_layers(model.num_layers)
-    if c.layers_per_stage is None and model.num_layers % c.pp:
-        raise DomainError(
-            "config.pp",
-            f"pp={c.pp} does not divide num_layers={model.num_layers}; give layers_per_stage for an uneven split",
-        )
+def _check_pipeline(model: ModelSpec, c: ParallelConfig, fw: Framework | None) -> list[int]:
+    """Layers per rank (given, or the framework's default split) after the pipeline rules."""
+    if c.pp > model.num_layers:
+        raise DomainError("config.pp", f"pp={c.pp} exceeds num_layers={model.num_layers}")
+    rules = LayerRules.of(model, c.pp, c.vp, fw is not None and fw.virtual_stage_layout)
+    if c.layers_per_stage is not None:
+        layers = list(c.layers_per_stage)
+    else:
+        default = rules.default_split()
+        if default is None:
+            raise DomainError(
+                "config.layers_per_stage",
+                f"pp={c.pp} x vp={c.vp} does not divide num_layers={model.num_layers} evenly and "
+                f"{fw.name if fw else 'serving'} takes no custom layout; give layers_per_stage",
+            )
+        layers = default
     if len(layers) != c.pp:
         raise DomainError("config.layers_per_stage", f"has {len(layers)} entries; pp={c.pp} needs {c.pp}")
     if sum(layers) != model.num_layers:
         raise DomainError("config.layers_per_stage", f"sums to {sum(layers)}; num_layers={model.num_layers}")
     if min(layers) < 1:
         raise DomainError("config.layers_per_stage", "every stage needs at least one layer")
-    if c.pp > model.num_layers:
-        raise DomainError("config.pp", f"pp={c.pp} exceeds num_layers={model.num_layers}")
     if c.vp > 1:
         if c.schedule != "interleaved-1f1b":
             raise DomainError("config.vp", f"vp={c.vp} needs schedule interleaved-1f1b (got {c.schedule})")
         if c.pp < 2:
             raise DomainError("config.vp", "virtual stages need pp >= 2")
-        bad = [n for n in layers if n % c.vp]
-        if bad:
-            raise DomainError("config.vp", f"vp={c.vp} does not divide the layers of every stage ({layers})")
+        if not rules.flexible and any(n % c.vp for n in layers):
+            raise DomainError(
+                "config.vp",
+                f"vp={c.vp} does not divide the layers of every stage ({layers}); "
+                f"{fw.name if fw else 'serving'} splits a rank's layers evenly over its virtual stages",
+            )
     elif c.schedule == "interleaved-1f1b":
         raise DomainError("config.schedule", "interleaved-1f1b needs vp >= 2")
     return layers
@@ -145,8 +156,7 @@ def validate(
         raise DomainError("cluster", f"cluster {cluster.name} has no healthy GPU")
     training = isinstance(workload, TrainingWorkload)
     _check_tp(model, config, training)
-    layers = _check_pipeline(model, config)
-    _check_moe(model, config)
+    fw: Framework | None = None
     if training:
         assert isinstance(workload, TrainingWorkload)
         if workload.framework == "auto":
@@ -154,8 +164,13 @@ def validate(
                 "workload.framework",
                 f"an estimate needs one framework ({', '.join(FRAMEWORKS)}); auto is for plan",
             )
+        fw = framework(workload.framework)
+    layers = _check_pipeline(model, config, fw)
+    _check_moe(model, config)
+    if training:
+        assert isinstance(workload, TrainingWorkload) and fw is not None
         m = _check_training(model, workload, config)
-        check_config(framework(workload.framework), config)
+        check_config(fw, config)
     else:
         if config.cp > 1:
             raise DomainError("config.cp", "context parallelism is modelled for training only")

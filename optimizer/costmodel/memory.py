@@ -5,6 +5,7 @@ from __future__ import annotations
 from optimizer.costmodel.constants import CUDA_CONTEXT_BYTES, FRAGMENTATION_FRACTION
 from optimizer.model_spec import ModelSpec
 from optimizer.parallel_config import ParallelConfig
+from optimizer.stage_layers import chunk_inflight_counts
 
 
 def stage_params(
@@ -76,19 +77,23 @@ def activation_bytes_per_layer(model: ModelSpec, c: ParallelConfig, seq: int, mo
     return replicated / sp_div + split / t
 
 
-def inflight_microbatches(c: ParallelConfig, stage: int, m: int) -> float:
+def inflight_microbatches(c: ParallelConfig, stage: int, m: int, layers: int | None = None) -> float:
     """Micro-batches whose activations stage `stage` holds at its peak, in units of its full layer set.
 
     GPipe: all m [N21 §2.2.1]. 1F1B and ZB-H1: min(p - r, m) [MLM schedules.py; Q23]. Interleaved: the warm-up
-    of (p - r - 1)*2 + (v - 1)*p chunks plus the one in flight, each 1/v of the stage's layers [MLM schedules.py];
-    for stage 0 this is p(1 + (p-1)/(pv)) [K22 §4.2.3].
+    of (p - r - 1)*2 + (v - 1)*p chunks plus the one in flight [MLM schedules.py]; each chunk holds its share of
+    the rank's `layers` (split by stage_layers.virtual_split; 1/v each when v divides them, which for stage 0 gives
+    p(1 + (p-1)/(pv)) [K22 §4.2.3]).
     """
     p, v = c.pp, c.vp
     if c.schedule == "gpipe":
         return float(m)
     if c.schedule == "interleaved-1f1b":
-        chunks = min((p - stage - 1) * 2 + (v - 1) * p + 1, m * v)
-        return chunks / v
+        counts = chunk_inflight_counts(p, v, stage, m)
+        if layers is None or layers <= 0 or layers % v == 0:
+            return sum(counts) / v
+        base, extra = divmod(layers, v)  # virtual_split: the last `extra` chunks hold one layer more
+        return (base * sum(counts) + sum(counts[v - extra :])) / layers
     return float(min(p - stage, m))
 
 

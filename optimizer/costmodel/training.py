@@ -115,12 +115,22 @@ class _Ctx:
         self._tiers: dict[str, tuple[net.Tier, ...]] = {}
         self._layer_cache: dict[tuple[str, bool], LayerCost] = {}
         self._gpus: dict[str, GPUSpec] = {}
+        self._act: dict[bool, float] = {}
         no_rc = c.model_copy(update={"recompute": "none"}) if c.recompute == "full" else c
         # One layer's full working set, alive while that layer is recomputed [K22 §5].
         self.recompute_peak = {
             is_moe: activation_bytes_per_layer(model, no_rc, w.seq_len, is_moe, w.flash_attention)
             for is_moe in (False, True)
         }
+
+    def activation_per_layer(self, moe_layer: bool) -> float:
+        """memory.activation_bytes_per_layer of this configuration (cached: every stage asks)."""
+        hit = self._act.get(moe_layer)
+        if hit is None:
+            hit = self._act[moe_layer] = activation_bytes_per_layer(
+                self.model, self.c, self.w.seq_len, moe_layer, self.w.flash_attention
+            )
+        return hit
 
     def moe_count(self, start: int, layers: int) -> int:
         """MoE layers among layers [start, start + layers)."""
@@ -291,7 +301,7 @@ def stage_cost(
 def _stage_cost(
     ctx: _Ctx, first: bool, last: bool, moe_layers: int, layers: int, pool: NodePool, next_pool: NodePool | None
 ) -> StageCost:
-    model, c, w = ctx.model, ctx.c, ctx.w
+    model, c = ctx.model, ctx.c
     m = ctx.m
     gpu = ctx.gpu(pool)
     dense_layers = layers - moe_layers
@@ -379,7 +389,7 @@ def _stage_cost(
             t = net.all_gather(lv_d, p_d) if dpc > 1 else 0.0
             return t + (net.all_gather(lv_e, p_e) if edp > 1 and expert_p else 0.0)
 
-        chunk = max(1, layers // c.vp if c.pp > 1 else layers)
+        chunk = max(1.0, layers / c.vp if c.pp > 1 else layers)
         # Overlapped reductions run under the last micro-batch's backward, bucket by bucket; one bucket stays
         # exposed [NB communication-overlap]. ZeRO-2 reduces every micro-batch [DeepSpeed #2252].
         last_bwd = bwd
@@ -406,8 +416,8 @@ def _stage_cost(
     opt_t = hbm_time(gpu, opt_params * ADAM_BYTES_PER_PARAM)
 
     # ---- memory ---------------------------------------------------------------------------------------------
-    act_layer_d = activation_bytes_per_layer(model, c, w.seq_len, False, w.flash_attention)
-    act_layer_m = activation_bytes_per_layer(model, c, w.seq_len, True, w.flash_attention) if moe_layers else 0.0
+    act_layer_d = ctx.activation_per_layer(False)
+    act_layer_m = ctx.activation_per_layer(True) if moe_layers else 0.0
     acts = dense_layers * act_layer_d + moe_layers * act_layer_m
     sbh = tokens * model.hidden_size
     if first:  # embedding output (+ dropout mask) per micro-batch in flight [MLM theoretical_memory_usage.py]
@@ -503,7 +513,7 @@ def estimate_training(
     stage_out = []
     for i, s in enumerate(stages):
         pool = layout.stage_pools[i]
-        acts = inflight_microbatches(c, i, m) * s.act_per_mb
+        acts = inflight_microbatches(c, i, m, layout.stage_layers[i]) * s.act_per_mb
         total = s.static + acts
         mem = MemoryBreakdown.model_construct(
             weights=s.weights / GB,

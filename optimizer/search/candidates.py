@@ -31,6 +31,7 @@ from optimizer.search.space import (
     MIN_TOKENS_PER_CP_RANK,
     SearchSpace,
 )
+from optimizer.stage_layers import LayerRules
 from optimizer.workload import TrainingWorkload
 
 SCHED_CODES = ("1f1b", "interleaved-1f1b", "zb-h1", "gpipe")
@@ -158,6 +159,7 @@ class TrainingSpace:
         self._hops: dict[tuple[int, float], float] = {}
         self._states: dict[tuple[str, int, int, int, int], dict[int, np.ndarray]] = {}
         self._pps: dict[int, list[int]] = {}
+        self._admitted: dict[tuple[int, int], bool] = {}
 
     # ---- domains ---------------------------------------------------------------------------------------------
     def tp_values(self) -> list[int]:
@@ -351,12 +353,13 @@ class TrainingSpace:
             "gpus": [],
         }
         vps = space.pinned_values("vp") or DEFAULT_VP
+        flexible = self.fw.virtual_stage_layout
         for vp in vps:
-            if not space.allows("vp", vp) or (vp > 1 and (L % vp or not self.fw.virtual_stages)):
+            if not space.allows("vp", vp) or (vp > 1 and not self.fw.virtual_stages):
                 continue
             for multi in (False, True):  # pp == 1 (one stage) and pp >= 2
                 if multi:
-                    pv = np.array([p for p in pps if p >= 2 and (vp == 1 or L // vp >= p)], dtype=np.int64)
+                    pv = np.array([p for p in pps if p >= 2 and self._admits(p, vp)], dtype=np.int64)
                     if vp > 1:
                         scheds = ["interleaved-1f1b"] if self._sched_ok("interleaved-1f1b") else []
                     else:
@@ -379,8 +382,8 @@ class TrainingSpace:
                 # slots the pools can host) with a_q the per-layer time on pool q (capacity-aware bound).
                 # Each stage also pays its pipeline hops, so the slowest stage's layer work + hops bounds it too.
                 heaviest = slot_bound[pv - 1, :]
-                for n, a in per_type:  # stages hold multiples of vp layers when all layers are of one type
-                    step_ = vp if n == L else 1
+                for n, a in per_type:  # without a layout, stages hold multiples of vp layers (one layer type)
+                    step_ = vp if n == L and not flexible else 1
                     heaviest = np.maximum(heaviest, a * step_ * np.ceil(n / (step_ * P)))
                 avg = np.maximum(stage_sum / P, heaviest + hops)
                 for sched in scheds:
@@ -388,6 +391,8 @@ class TrainingSpace:
                     lb = pipeline_lower_bound(sched, M, vp, avg, stage_sum)
                     if sched == "interleaved-1f1b":
                         inflight_min = np.minimum((vp - 1) * P + 1, M * vp) / vp
+                        if flexible:  # uneven chunks: a rank's chunks all hold >= floor(n / v) of its n layers
+                            inflight_min = inflight_min * np.maximum(0.0, 1.0 - P * (vp - 1) / L)
                     elif sched == "gpipe":
                         inflight_min = M + 0 * P
                     else:
@@ -460,17 +465,18 @@ class TrainingSpace:
             self._states[ck] = hit
         return hit
 
+    def _admits(self, pp: int, vp: int) -> bool:
+        """Whether the model's layers split over pp ranks of vp virtual stages (stage_layers.LayerRules)."""
+        hit = self._admitted.get((pp, vp))
+        if hit is None:
+            hit = self._admitted[(pp, vp)] = LayerRules.of(self.model, pp, vp, self.fw.virtual_stage_layout).admits()
+        return hit
+
     def _pp_values(self, p_max: int) -> list[int]:
         """Pipeline degrees up to p_max the space allows (an MoE model's leading dense layers fit stage 0)."""
         hit = self._pps.get(p_max)
         if hit is None:
-            model, L = self.model, self.model.num_layers
-            hit = [
-                pp
-                for pp in range(1, p_max + 1)
-                if self.space.allows("pp", pp)
-                and not (model.moe is not None and pp > 1 and model.moe.first_k_dense > L - (pp - 1))
-            ]
+            hit = [pp for pp in range(1, p_max + 1) if self.space.allows("pp", pp) and self._admits(pp, 1)]
             self._pps[p_max] = hit
         return hit
 

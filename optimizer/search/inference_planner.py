@@ -38,6 +38,7 @@ from optimizer.search.result import (
 )
 from optimizer.search.solver_params import TIME_UNIT_S, stage_solver
 from optimizer.search.space import SearchSpace
+from optimizer.stage_layers import LayerRules
 from optimizer.workload import BYTES, InferenceWorkload
 
 
@@ -167,13 +168,10 @@ def _solve_layout(
     qv: list[cp_model.IntVar] = []
     dvar: list[cp_model.IntVar] = []
     idxs: list[cp_model.IntVar] = []
-    moe_spec = model.moe
-    k_dense = moe_spec.first_k_dense if moe_spec is not None and p > 1 else 0
-    freq = moe_spec.layer_freq if moe_spec is not None and p > 1 else 1
-    # Declared space (as for training): the leading dense layers stay on stage 0 and stages hold whole MoE
-    # periods, so each stage's dense/MoE mix depends only on its layer count.
-    first_vals = [x for x in range(1, L - (p - 1) + 1) if x >= k_dense and (x - k_dense) % freq == 0]
-    other_vals = [x for x in range(1, L - (p - 1) + 1) if x % freq == 0]
+    # Declared space (as for training, stage_layers.LayerRules): the leading dense layers stay on stage 0 and
+    # stages hold whole MoE periods, so each stage's dense/MoE mix depends only on its layer count.
+    rules = LayerRules.of(model, p, 1, True)
+    k_dense = rules.first_k_dense
     prefix = [0]
     for i in range(L):
         prefix.append(prefix[-1] + (1 if model.is_moe_layer(i) else 0))
@@ -186,7 +184,7 @@ def _solve_layout(
             table = [0] * size
             allowed = []
             for q, pool in enumerate(usable):
-                for x in first_vals if first else other_vals:
+                for x in rules.counts(i):
                     start = 0 if first else k_dense
                     moe = prefix[min(L, start + x)] - prefix[start]
                     need, cap = _memory(model, cluster, w, c, pool, x, moe, first, last)

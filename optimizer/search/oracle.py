@@ -9,7 +9,6 @@ the oracle's.
 from __future__ import annotations
 
 import itertools
-import math
 from collections.abc import Iterator
 
 from optimizer.cluster_spec import ClusterSpec
@@ -19,34 +18,29 @@ from optimizer.model_spec import ModelSpec
 from optimizer.parallel_config import ParallelConfig
 from optimizer.search.candidates import TrainingSpace
 from optimizer.search.space import SearchSpace
+from optimizer.stage_layers import LayerRules
 from optimizer.workload import TrainingWorkload
 
 
 def _layouts(ts: TrainingSpace, c: ParallelConfig) -> Iterator[tuple[list[int], list[str]]]:
-    L, pp, vp = ts.model.num_layers, c.pp, c.vp
-    moe = ts.model.moe
-    k = moe.first_k_dense if moe is not None and pp > 1 else 0
-    freq = moe.layer_freq if moe is not None and pp > 1 else 1
+    L, pp = ts.model.num_layers, c.pp
+    rules = LayerRules.of(ts.model, pp, c.vp, ts.fw.virtual_stage_layout)
     pools = [p for p in ts.pools if p.healthy_gpus >= c.gpus_per_stage]
     names = [p.name for p in pools]
-    hi = L - (pp - 1) * vp
-    step = vp * freq // math.gcd(vp, freq)
-    firsts = [x for x in range(vp, hi + 1, vp) if x >= k and (x - k) % freq == 0]
-    others = list(range(step, hi + 1, step))
 
-    def splits(remaining: int, count: int) -> Iterator[list[int]]:
-        if count == 0:
+    def splits(remaining: int, rank: int) -> Iterator[list[int]]:
+        if rank == pp:
             if remaining == 0:
                 yield []
             return
-        for x in others:
+        for x in rules.counts(rank):
             if x > remaining:
                 break
-            for rest in splits(remaining - x, count - 1):
+            for rest in splits(remaining - x, rank + 1):
                 yield [x, *rest]
 
-    for l0 in firsts:
-        for rest in splits(L - l0, pp - 1):
+    for l0 in rules.first_counts():
+        for rest in splits(L - l0, 1):
             layers = [l0, *rest]
             for assign in itertools.product(range(len(pools)), repeat=pp):
                 # pools form contiguous blocks
@@ -95,16 +89,11 @@ def oracle_ranked(
 def layout_count(ts: TrainingSpace, c: ParallelConfig) -> int:
     """How many stage layouts the oracle enumerates for `c` with every stage on one pool: stage 0 from its
     allowed counts, middle stages non-decreasing, the last free (partitions into exactly pp-2 parts, by DP)."""
-    L, pp, vp = ts.model.num_layers, c.pp, c.vp
+    L, pp = ts.model.num_layers, c.pp
     if pp == 1:
         return 1
-    moe = ts.model.moe
-    k = moe.first_k_dense if moe is not None else 0
-    freq = moe.layer_freq if moe is not None else 1
-    step = vp * freq // math.gcd(vp, freq)
-    hi = L - (pp - 1) * vp
-    firsts = [x for x in range(vp, hi + 1, vp) if x >= k and (x - k) % freq == 0]
-    others = list(range(step, hi + 1, step))
+    rules = LayerRules.of(ts.model, pp, c.vp, ts.fw.virtual_stage_layout)
+    firsts, others, lasts = rules.first_counts(), rules.other_counts(), rules.last_counts()
     parts = pp - 2
     # ways[j][n]: non-decreasing sequences of j values from `others` summing to n (parts taken in increasing order)
     ways = [[0] * (L + 1) for _ in range(parts + 1)]
@@ -114,7 +103,7 @@ def layout_count(ts: TrainingSpace, c: ParallelConfig) -> int:
             row, prev = ways[j], ways[j - 1]
             for n in range(x, L + 1):
                 row[n] += prev[n - x]
-    return sum(ways[parts][L - l0 - last] for l0 in firsts for last in others if L - l0 - last >= 0)
+    return sum(ways[parts][L - l0 - last] for l0 in firsts for last in lasts if L - l0 - last >= 0)
 
 
 def oracle_evaluations_lower_bound(ts: TrainingSpace) -> int:

@@ -256,6 +256,14 @@ class TrainingSearch:
         vals = sorted(v[0] for v in self.found.values())
         return vals[self.top_k - 1] if len(vals) >= self.top_k else math.inf
 
+    def limit_for(self, cand: Candidate) -> float:
+        """What a candidate must beat to change the answer: the K-th best objective, and the best plan found of
+        its own signature (the top K holds one plan per signature, so a candidate that cannot improve its
+        signature's plan cannot change the list)."""
+        thr = self.threshold()
+        prev = self.found.get(_signature(cand.config))
+        return thr if prev is None else min(thr, prev[0])
+
     def rate(self, gpus_per_stage: int, pools: tuple[str, ...]) -> float:
         """Objective units per second of step time for a layout on these pools (1 for step time)."""
         return (self.ts.cluster.price_per_s(gpus_per_stage, pools) or 0.0) if self.cost else 1.0
@@ -293,7 +301,9 @@ class TrainingSearch:
 
     def consider(self, cand: Candidate, hint: tuple[tuple[int, ...], tuple[str, ...]] | None = None) -> None:
         """Solve one candidate's layout, or with several pools queue its pool-block structures by bound."""
-        thr = self.threshold()
+        thr = self.limit_for(cand)
+        if cand.lb >= thr:
+            return
         sm = StageModel(self.ts, cand, self.cancelled)
         if sm.Q == 0:
             return
@@ -318,7 +328,9 @@ class TrainingSearch:
         """A structure popped on its cheap bound: its layout bound from the stage tables (costly, so computed
         only for the structures the search reaches) drops it, queues it again, or it is solved now."""
         sm, fixed, r = self.pending[index]
-        thr = self.threshold()
+        thr = self.limit_for(sm.cand)
+        if bound >= thr:
+            return
         tight = max(bound, sm.branch_bound(None if math.isinf(thr) else thr / r, fixed) * r)
         if tight >= thr:
             return
@@ -329,7 +341,7 @@ class TrainingSearch:
 
     def solve_structure(self, index: int) -> None:
         sm, fixed, r = self.pending[index]
-        thr = self.threshold()
+        thr = self.limit_for(sm.cand)
         remaining = self.time_limit_s - self.elapsed()
         self.take(sm.cand, sm.solve_structure(max(0.05, remaining), None if math.isinf(thr) else thr / r, fixed), r)
 

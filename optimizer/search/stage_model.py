@@ -23,6 +23,7 @@ from optimizer.costmodel.memory import inflight_microbatches
 from optimizer.costmodel.training import StageCost, _Ctx, stage_cost
 from optimizer.search.candidates import Candidate, TrainingSpace, layer_work, pipeline_lower_bound
 from optimizer.search.solver_params import TIME_UNIT_S, stage_solver, stop_when
+from optimizer.stage_layers import LayerRules
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,27 +80,26 @@ class StageModel:
         self.gps = c.gpus_per_stage
         self.pools = [p for p in space.pools if p.healthy_gpus >= self.gps]
         self.Q = len(self.pools)
-        L, pp, vp = space.model.num_layers, c.pp, c.vp
+        L, pp = space.model.num_layers, c.pp
         self.L = L
-        moe = space.model.moe
-        self.k_dense = moe.first_k_dense if moe is not None and pp > 1 else 0
-        self.freq = moe.layer_freq if moe is not None and pp > 1 else 1
-        hi = L - (pp - 1) * vp
-        step = vp * self.freq // math.gcd(vp, self.freq)
-        if pp == 1:  # one stage holds the whole model
-            self.l_first = [L]
-        else:
-            self.l_first = [
-                x for x in range(vp, hi + 1, vp) if x >= self.k_dense and (x - self.k_dense) % self.freq == 0
-            ]
-        self.l_other = [x for x in range(step, hi + 1, step)]
-        self.scale = vp if c.schedule == "interleaved-1f1b" else 1
+        self.rules = LayerRules.of(space.model, pp, c.vp, space.fw.virtual_stage_layout)
+        self.k_dense = self.rules.first_k_dense
+        self.l_first = self.rules.first_counts()
+        self.scale = c.vp if c.schedule == "interleaved-1f1b" else 1
         self._roles: dict[tuple[bool, bool], dict[str, list[int]]] = {}  # tables per stage role
         self._blocks: dict[tuple[tuple[bool, bool], int, int], list[int]] = {}  # filled (role, pool, next pool)
         self._allowed: dict[tuple[int, int, int, float], list[int]] = {}  # (stage, pool, next pool, t limit)
-        self.inflight_num = [  # in-flight micro-batches x scale (an integer for every schedule)
-            round(inflight_microbatches(c, i, cand.microbatches) * self.scale) for i in range(pp)
-        ]
+        self._inflight: dict[tuple[int, int], float] = {}
+
+    def inflight(self, stage: int, layers: int) -> float:
+        """Micro-batches of activations stage `stage` holds at its peak with `layers` layers, in units of its
+        full layer set (memory.inflight_microbatches; uneven virtual stages make it depend on the layers)."""
+        hit = self._inflight.get((stage, layers))
+        if hit is None:
+            hit = self._inflight[(stage, layers)] = inflight_microbatches(
+                self.cand.config, stage, self.cand.microbatches, layers
+            )
+        return hit
 
     # ---- tables ----------------------------------------------------------------------------------------------
     def _cost(self, i: int, q: int, qn: int | None, layers: int) -> StageCost:
@@ -147,16 +147,24 @@ class StageModel:
         c, m = self.cand.config, self.cand.microbatches
         first, _ = role
         positions = [i for i in range(c.pp) if (i == 0, i == c.pp - 1) == role]
-        inflight_min = min(inflight_microbatches(c, i, m) for i in positions)
+        # Memory grows with the layers, so the first count that fails ends the block, except on stage 0 with
+        # uneven virtual stages: its embedding output is held per micro-batch in flight, and the in-flight share
+        # of an uneven chunk split can fall as a layer is added (memory.inflight_microbatches), so it skips.
+        monotone = not first or c.vp == 1 or not self.rules.flexible
         ns = 1.0 / TIME_UNIT_S
         limit = math.inf if upper_bound_s is None else upper_bound_s * (1 + 1e-9)
         tab = self._tables(role)
         entries: list[int] = []
-        for x in self.l_first if first else self.l_other:
+        for x in self.rules.counts(positions[0]):
             sc = self._cost(positions[0], q, None if qn == self.Q else qn, x)
             states = sc.weights + sc.grads + sc.optim + sc.emb + sc.reserve
-            if states + inflight_min * sc.act_per_mb > sc.capacity or m * sc.time > limit:
+            inflight_min = self.inflight(positions[-1], x)  # later stages hold fewer micro-batches in flight
+            if states > sc.capacity or m * sc.time > limit:
                 break
+            if states + inflight_min * sc.act_per_mb > sc.capacity:
+                if monotone:
+                    break
+                continue
             j = self._idx(q, qn, x)
             tab["t"][j] = round(sc.time * ns)
             tab["b"][j] = round(sc.bwd * ns)
@@ -198,10 +206,11 @@ class StageModel:
         """Memory limit [cost model A]: stage i's (pool, next pool, layers) index may only take values whose
         static memory + in-flight micro-batches x activations fits the pool's GPU (exact, per stage); and, under
         an upper bound on the step, whose m x stage time stays below it (see _block)."""
+        L = self.L
         return [
             j
             for j in entries
-            if self.scale * tab["static"][j] + self.inflight_num[i] * tab["act"][j] <= self.scale * tab["cap"][j]
+            if tab["static"][j] + self.inflight(i, j % (L + 1)) * tab["act"][j] <= tab["cap"][j]
             and tab["t"][j] <= t_limit
         ]
 
@@ -323,7 +332,8 @@ class StageModel:
             model.add(v.index[i] == (v.pool[i] * (Q + 1) + qn) * (self.L + 1) + v.layers[i])
 
     def _layer_balance(self, model: cp_model.CpModel, v: _Vars) -> None:
-        """Stage balancing: integer layers per stage (multiples of vp, uneven allowed) summing to the model."""
+        """Stage balancing: integer layers per stage summing to the model (the counts each stage may take,
+        stage_layers.LayerRules, are the variables' domains)."""
         model.add(sum(v.layers) == self.L)
 
     def _pool_capacity(self, model: cp_model.CpModel, v: _Vars) -> None:
