@@ -45,6 +45,13 @@ ObjectiveOpt = Annotated[
     typer.Option(help="Training: step_time (default) or cost (needs pool prices). Inference: latency or throughput."),
 ]
 PrecisionOpt = Annotated[str, typer.Option(help="bf16, fp16 or fp8.")]
+GradDtypeOpt = Annotated[
+    str,
+    typer.Option(
+        help="Training: dtype of the accumulated gradients, fp32 (Megatron's default main grads) or bf16 "
+        "(--grad-reduce-in-bf16 / FSDP reduce_dtype)."
+    ),
+]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON object.")]
 
 
@@ -78,6 +85,7 @@ def estimate(
     zero: Annotated[int, typer.Option(help="ZeRO stage 0-3 (1 = distributed optimizer).")] = 0,
     recompute: Annotated[str, typer.Option(help="none, selective or full.")] = "none",
     precision: PrecisionOpt = "bf16",
+    grad_dtype: GradDtypeOpt = "fp32",
     layers_per_stage: Annotated[str | None, typer.Option(help="Uneven split, e.g. 19,21,21,19.")] = None,
     stage_pools: Annotated[str | None, typer.Option(help="Pool per stage, comma-separated.")] = None,
     tp_comm_overlap: Annotated[bool, typer.Option("--tp-comm-overlap", help="Overlap TP comm (needs --sp).")] = False,
@@ -90,7 +98,7 @@ def estimate(
     try:
         spec = resolve_model(model)
         clus = resolve_cluster(cluster)
-        work = _workload(mode, gbs, seq_len, batch, prompt_len, output_len, precision, objective, framework)
+        work = _workload(mode, gbs, seq_len, batch, prompt_len, output_len, precision, objective, framework, grad_dtype)
         sched = schedule or ("interleaved-1f1b" if vp > 1 else "1f1b")
         config = build_config(
             tp=tp,
@@ -181,6 +189,7 @@ def plan(
     output_len: OutputOpt = None,
     objective: ObjectiveOpt = None,
     precision: PrecisionOpt = "bf16",
+    grad_dtype: GradDtypeOpt = "fp32",
     framework: FrameworkOpt = "megatron",
     pin: Annotated[list[str] | None, typer.Option(help="Fix or bound a knob: tp=8, pp<=16, recompute=full.")] = None,
     max_gpus: Annotated[int | None, typer.Option(help="GPU budget.")] = None,
@@ -201,7 +210,7 @@ def plan(
     try:
         spec = resolve_model(model)
         clus = resolve_cluster(cluster)
-        work = _workload(mode, gbs, seq_len, batch, prompt_len, output_len, precision, objective, framework)
+        work = _workload(mode, gbs, seq_len, batch, prompt_len, output_len, precision, objective, framework, grad_dtype)
         space_fields: dict[str, object] = {"pins": parse_pins(pin or []), "max_gpus": max_gpus}
         if pools:
             space_fields["pools"] = tuple(pools.split(","))
@@ -261,6 +270,7 @@ def _workload(
     precision: str,
     objective: str | None,
     framework: str = "megatron",
+    grad_dtype: str = "fp32",
 ) -> TrainingWorkload | InferenceWorkload:
     if mode == "training":
         if gbs is None or seq_len is None:
@@ -271,6 +281,7 @@ def _workload(
             precision=precision,
             objective=objective or "step_time",
             framework=framework,
+            grad_dtype=grad_dtype,
         )
     if mode == "inference":
         if prompt_len is None or output_len is None:

@@ -105,6 +105,16 @@ def _model(rec: Record) -> ModelSpec:
     mpt = m.get("arch") == "mpt"  # MPT: GeLU, LayerNorm without bias, ALiBi, tied embeddings, no dropout [MPT]
     bloom = m.get("arch") == "bloom"  # BLOOM: GeLU, LayerNorm, biases, ALiBi, tied, dropout 0 [tr11-176B-ml.slurm]
     seq = m["seq_len"] or 2048
+    # A record may state any of these itself (the Megatron CI runs: GQA with Megatron's GPT defaults).
+    arch = {
+        "activation": "gelu" if gpt or mpt else "swiglu",
+        "norm": "layernorm" if gpt or mpt else "rmsnorm",
+        "tied_embeddings": gpt or mpt,
+        "linear_bias": gpt,
+        "dropout": gpt and not bloom,
+        "learned_positions": seq if gpt and not bloom else 0,
+    }
+    arch.update({k: m[k] for k in arch if k in m})
     return ModelSpec(
         name=m["name"],
         num_layers=m["num_layers"],
@@ -113,12 +123,7 @@ def _model(rec: Record) -> ModelSpec:
         num_attention_heads=m["num_attention_heads"],
         num_kv_heads=m["num_kv_heads"],
         vocab_size=m["vocab_size"],
-        activation="gelu" if gpt or mpt else "swiglu",
-        norm="layernorm" if gpt or mpt else "rmsnorm",
-        tied_embeddings=gpt or mpt,
-        linear_bias=gpt,
-        dropout=gpt and not bloom,
-        learned_positions=seq if gpt and not bloom else 0,
+        **arch,
     )
 
 
@@ -256,6 +261,8 @@ def predict(rec: Record, include_skipped: bool = False) -> CalibrationCase | Non
         )
     if kind == "per_layer_microbenchmark":
         return _per_layer(rec, model, cluster)
+    if kind == "training_memory":
+        return _peak_memory(rec, model, cluster)
     w, configs, notes = _training_space(rec, model)
     cfg, est = _best(model, cluster, w, configs)
     measured = rec["measured"].get("step_time_s") or rec["derived"].get("step_time_s")
@@ -273,6 +280,27 @@ def predict(rec: Record, include_skipped: bool = False) -> CalibrationCase | Non
         f"step_time_s ({src})",
         float(measured),
         est.step_time_s,
+        _describe(cfg),
+        notes,
+    )
+
+
+def _peak_memory(rec: Record, model: ModelSpec, cluster: ClusterSpec) -> CalibrationCase:
+    """torch.cuda.max_memory_allocated of the logging rank (the last pipeline stage) against the stage's predicted
+    peak without the reserve (CUDA context, NCCL buffers and allocator slack are outside the PyTorch allocator's
+    count), with the record's configuration exactly."""
+    w, configs, notes = _training_space(rec, model)
+    if len(configs) != 1:
+        raise DomainError("calibration", f"{rec['id']}: a memory record must pin every knob")
+    cfg = configs[0]
+    est = estimate(model, cluster, w, cfg)
+    mem = est.stages[-1].memory_gb
+    return CalibrationCase(
+        rec["id"],
+        rec["group"],
+        "peak_allocated_gb (last pipeline stage)",
+        float(rec["measured"]["max_allocated_gb"]),
+        mem.total - mem.reserve,
         _describe(cfg),
         notes,
     )

@@ -49,26 +49,39 @@ def state_bytes_per_param(zero_stage: int, shards: int, grad_bytes: int, fp8: bo
     return w, g, o
 
 
-def activation_bytes_per_layer(model: ModelSpec, c: ParallelConfig, seq: int, moe_layer: bool, flash: bool) -> float:
+def activation_bytes_per_layer(
+    model: ModelSpec, c: ParallelConfig, seq: int, moe_layer: bool, flash: bool, fp8: bool = False
+) -> float:
     """Activation bytes one layer stores per micro-batch on one GPU [K22 §4 Table 2, generalised to GQA/SwiGLU/MoE].
 
     Replicated across TP unless sequence parallel: norm inputs 4sbh, QKV and MLP inputs 2sbh each, dropout masks
     2sbh. Split by TP: Q, K, V 2sb(q+2kv), attention output 2sbq, MLP 4sbf (GeLU) or 6sbf (SwiGLU), and without
     flash attention the softmax 2as^2b (+3as^2b with dropout); flash keeps 4asb of softmax statistics.
     Selective recompute drops the s^2 terms; full recompute keeps only the layer input 2sbh [K22 §5].
+
+    FP8 (Transformer Engine, as Megatron-Core builds the layer: LayerNormLinear for QKV and fc1, Linear for the
+    projection and fc2) saves each GEMM input for its weight gradient as one FP8 copy, 1 byte per element: the QKV
+    and fc1 inputs (the normalised activations, rowwise with SP for the backward all-gather, else columnwise
+    only: layernorm_linear.py `ln_out.update_usage(rowwise_usage=False)`) and the fc2 input (the activation
+    output, whose bf16 tensor is then freed: linear.py 'Discard row-wise data'); the projection's FP8 input is
+    kept next to the attention output that flash attention saves in bf16 for its own backward (+1sbq); the fc1
+    output (the activation function's input) stays bf16 [TE d0067d0 transformer_engine/pytorch/module].
     """
     b, s, h, t = c.mbs, seq / c.cp, model.hidden_size, c.tp
     sbh = s * b * h
     sp_div = t if c.sequence_parallel else 1
     if c.recompute == "full":
         return 2 * sbh / sp_div
-    replicated = (4 + 2 + 2 + (2 if model.dropout else 0)) * sbh
+    gemm_in = 1 if fp8 else 2  # bytes per element of a saved GEMM input
+    replicated = (4 + 2 * gemm_in + (2 if model.dropout else 0)) * sbh
     width = model.ffn_hidden_size
     if moe_layer and model.moe is not None:
         width = model.moe.top_k * model.moe.expert_ffn_hidden_size + model.moe.shared_ffn
         replicated += 2 * model.moe.top_k * sbh  # permuted tokens
-    mlp = (6 if model.activation == "swiglu" else 4) * s * b * width
-    split = 2 * s * b * (model.q_dim + 2 * model.kv_dim) + 2 * s * b * model.q_dim + mlp
+    fc1_out = 4 if model.activation == "swiglu" else 2  # bf16 activation-function input, per element of width
+    mlp = (fc1_out + gemm_in) * s * b * width
+    attn_out = 2 + (1 if fp8 else 0)
+    split = 2 * s * b * (model.q_dim + 2 * model.kv_dim) + attn_out * s * b * model.q_dim + mlp
     a = model.num_attention_heads
     if flash:
         split += 4 * a * s * b

@@ -119,7 +119,7 @@ class _Ctx:
         no_rc = c.model_copy(update={"recompute": "none"}) if c.recompute == "full" else c
         # One layer's full working set, alive while that layer is recomputed [K22 §5].
         self.recompute_peak = {
-            is_moe: activation_bytes_per_layer(model, no_rc, w.seq_len, is_moe, w.flash_attention)
+            is_moe: activation_bytes_per_layer(model, no_rc, w.seq_len, is_moe, w.flash_attention, self.fp8)
             for is_moe in (False, True)
         }
 
@@ -128,7 +128,7 @@ class _Ctx:
         hit = self._act.get(moe_layer)
         if hit is None:
             hit = self._act[moe_layer] = activation_bytes_per_layer(
-                self.model, self.c, self.w.seq_len, moe_layer, self.w.flash_attention
+                self.model, self.c, self.w.seq_len, moe_layer, self.w.flash_attention, self.fp8
             )
         return hit
 

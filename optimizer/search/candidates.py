@@ -279,8 +279,11 @@ class TrainingSpace:
         for pool in self.pools:
             single = stage_cost(ctx, False, True, 0, 0, pool, None)
             logits[pool.name] = single.time
-        act_dense = activation_bytes_per_layer(model, probe, w.seq_len, False, w.flash_attention)
-        act_moe = activation_bytes_per_layer(model, probe, w.seq_len, True, w.flash_attention) if self.n_moe else 0.0
+        fp8 = w.precision == "fp8"
+        act_dense = activation_bytes_per_layer(model, probe, w.seq_len, False, w.flash_attention, fp8)
+        act_moe = (
+            activation_bytes_per_layer(model, probe, w.seq_len, True, w.flash_attention, fp8) if self.n_moe else 0.0
+        )
         act_layers = self.n_dense * act_dense + self.n_moe * act_moe
         w_min = min(work.values())
         x_last = min(logits.values())

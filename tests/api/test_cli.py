@@ -67,6 +67,24 @@ def test_estimate_json_training() -> None:
     assert sum(s["layers"] for s in doc["stages"]) == 80
 
 
+def test_estimate_grad_dtype_and_fp8_recipe() -> None:
+    """Issue 13's Megatron-Bridge recipe (Llama-3-70B FP8, seq 8192, tp4 pp8 dp2 vp5) was predicted at 94 GB of
+    86: FP8 saved activations now count 1 byte per GEMM input, and --grad-dtype bf16 (Megatron
+    --grad-reduce-in-bf16) halves the gradient buffer."""
+    recipe = [
+        "estimate", "--model", "llama-3-70b", "--cluster", "dgx-h100:8", "--gbs", "128", "--seq-len", "8192",
+        "--precision", "fp8", "--tp", "4", "--pp", "8", "--dp", "2", "--vp", "5", "--sp", "--zero", "1", "--json",
+    ]  # fmt: skip
+    fp32 = json.loads(meshplan(*recipe).stdout)
+    bf16 = json.loads(meshplan(*recipe, "--grad-dtype", "bf16").stdout)
+    g32, g16 = fp32["stages"][0]["memory_gb"]["gradients"], bf16["stages"][0]["memory_gb"]["gradients"]
+    assert g16 == pytest.approx(g32 / 2)
+    assert bf16["feasible"] is True
+    assert fp32["stages"][0]["memory_gb"]["total"] < 88  # was 94.1 with bf16-sized FP8 activations
+    bad = meshplan(*recipe, "--grad-dtype", "fp64")
+    assert bad.returncode == 2 and "grad_dtype" in bad.stderr + bad.stdout
+
+
 def test_estimate_json_infeasible_has_reason() -> None:
     r = meshplan(
         "estimate",

@@ -158,6 +158,9 @@ def test_korthikanti_activation_formulas() -> None:
     assert activation_bytes_per_layer(GPT, tp_sp, s, False, False) == pytest.approx(sbh / t * (34 + 5 * a * s / h))
     sel = ParallelConfig(tp=t, mbs=b, sequence_parallel=True, recompute="selective")
     assert activation_bytes_per_layer(GPT, sel, s, False, False) == pytest.approx(34 * sbh / t)
+    # FP8 (Transformer Engine): the QKV, fc1 and fc2 inputs saved as 1-byte copies, the projection's FP8 input
+    # next to the bf16 attention output: 4 + 1 + 1 + 2 (dropout) replicated, 6 + 3 + (2 + 1) x 4 split = 29.
+    assert activation_bytes_per_layer(GPT, sel, s, False, False, fp8=True) == pytest.approx(29 * sbh / t)
     full = ParallelConfig(tp=t, mbs=b, recompute="full")
     assert activation_bytes_per_layer(GPT, full, s, False, False) == pytest.approx(2 * sbh)
 
