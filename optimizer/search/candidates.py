@@ -24,7 +24,6 @@ from optimizer.frameworks import Framework, framework
 from optimizer.model_spec import ModelSpec
 from optimizer.parallel_config import RECOMPUTES, ParallelConfig
 from optimizer.search.space import (
-    DEFAULT_CP,
     DEFAULT_MBS,
     DEFAULT_VP,
     MAX_PP,
@@ -174,11 +173,23 @@ class TrainingSpace:
         return out
 
     def cp_values(self) -> list[int]:
+        """Context-parallel degrees: a pinned degree whenever the framework runs it (Megatron needs the sequence
+        to split into 2 x cp load-balanced chunks: seq_len % (2 cp) == 0, megatron/core/utils.py
+        get_batch_on_this_cp_rank); unpinned, every such degree that leaves at least MIN_TOKENS_PER_CP_RANK tokens
+        per rank and fits a pool (all divisors of the sequence, not only powers of two: long-context runs use 32
+        and more)."""
         s = self.w.seq_len
+        pinned = self.space.pinned_values("cp")
+        if pinned is not None:
+            values = sorted({int(c) for c in pinned})
+            least = 1
+        else:
+            values = [c for c in range(1, max(1, self.largest_pool) + 1) if s % c == 0] or [1]
+            least = MIN_TOKENS_PER_CP_RANK
         return [
             c
-            for c in DEFAULT_CP
-            if (c == 1 or (s % (2 * c) == 0 and s // c >= MIN_TOKENS_PER_CP_RANK and self.fw.context_parallel))
+            for c in values
+            if (c == 1 or (s % (2 * c) == 0 and s // c >= least and self.fw.context_parallel))
             and self.space.allows("cp", c)
         ]
 

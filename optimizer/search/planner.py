@@ -496,7 +496,7 @@ def check_pins(ts: TrainingSpace) -> None:
             m = ts.model
             why = {
                 "tp": f"num_attention_heads={m.num_attention_heads} and num_kv_heads={m.kv_heads}",
-                "cp": f"seq_len={ts.w.seq_len} (needs seq_len divisible by 2 x cp and >= 1024 tokens per rank)",
+                "cp": f"seq_len={ts.w.seq_len} (the sequence splits into 2 x cp chunks: seq_len % (2 x cp) == 0)",
                 "ep": f"num_experts={m.moe.num_experts if m.moe else 0} ({m.name} is dense)" if knob == "ep" else "",
                 "mbs": f"global_batch_size={ts.w.global_batch_size}",
             }[knob]

@@ -16,7 +16,6 @@ KNOBS = (*INT_KNOBS, "schedule", "sp", "recompute", "tp_comm_overlap")
 # Default search domains (the "declared search space"); pins narrow them.
 DEFAULT_MBS = (1, 2, 4, 8)
 DEFAULT_VP = (1, 2, 3, 4, 6, 8)
-DEFAULT_CP = (1, 2, 4, 8, 16)
 MIN_TOKENS_PER_CP_RANK = 1024  # CP only for long sequences: at least 1k tokens per rank [NB hybrid-context-parallel]
 MAX_PP = 128
 # Megatron-LM runs GPipe-free 1F1B and interleaved 1F1B natively; zero-bubble and GPipe are searched when pinned

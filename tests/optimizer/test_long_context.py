@@ -1,0 +1,37 @@
+"""Context parallelism up to what the sequence allows (issue 13): a cp=32 pin used to be rejected with a false
+reason because the search only knew 1, 2, 4, 8 and 16."""
+
+from __future__ import annotations
+
+import pytest
+
+from optimizer.cluster_loading import load_cluster_preset
+from optimizer.errors import DomainError
+from optimizer.model_loading import load_model_preset
+from optimizer.search.candidates import TrainingSpace
+from optimizer.search.planner import plan
+from optimizer.search.space import SearchSpace, parse_pins
+from optimizer.workload import TrainingWorkload
+
+W = TrainingWorkload(global_batch_size=64, seq_len=262144)
+
+
+def test_cp_pin_beyond_sixteen_is_planned() -> None:
+    model, cluster = load_model_preset("llama-3-8b"), load_cluster_preset("dgx-h100:64")
+    res = plan(model, cluster, W, SearchSpace(pins=parse_pins(["cp=32", "tp=8"])), time_limit_s=30)
+    assert res.status == "OPTIMAL" and res.plan is not None and res.plan.config.cp == 32
+
+
+def test_cp_pin_that_does_not_split_the_sequence_names_the_rule() -> None:
+    model, cluster = load_model_preset("llama-3-8b"), load_cluster_preset("dgx-h100:64")
+    with pytest.raises(DomainError) as exc:
+        plan(model, cluster, W, SearchSpace(pins=parse_pins(["cp=3"])), time_limit_s=5)
+    assert exc.value.field == "pin.cp" and "seq_len % (2 x cp)" in exc.value.rule
+
+
+def test_default_cp_degrees_are_every_divisor_with_enough_tokens() -> None:
+    model, cluster = load_model_preset("llama-3-8b"), load_cluster_preset("dgx-h100:64")
+    values = TrainingSpace(model, cluster, W, SearchSpace()).cp_values()
+    assert values == [1, 2, 4, 8, 16, 32, 64, 128, 256]  # at least 1,024 of the 262,144 tokens per rank
+    short = TrainingSpace(model, cluster, TrainingWorkload(global_batch_size=64, seq_len=98304), SearchSpace())
+    assert 3 in short.cp_values() and 96 in short.cp_values()  # not only powers of two
