@@ -140,7 +140,8 @@ def _training_space(rec: Record, model: ModelSpec) -> tuple[TrainingWorkload, li
     w = TrainingWorkload(
         global_batch_size=b["global_batch_size"],
         seq_len=rec["model"]["seq_len"],
-        grad_dtype="bf16" if era_2021 else "fp32",
+        precision="fp8" if rec.get("precision") == "FP8" else "bf16",
+        grad_dtype=p.get("grad_dtype") or ("bf16" if era_2021 else "fp32"),
         flash_attention=not era_2021,
         framework=fw,
     )
@@ -152,8 +153,9 @@ def _training_space(rec: Record, model: ModelSpec) -> tuple[TrainingWorkload, li
         notes.append("micro-batch size searched over 1, 2, 4, 8")
     interleaved = p.get("interleaved_schedule")
     per_stage = model.num_layers // pp
-    layers_per_stage = None
-    if model.num_layers % pp:  # Llama 3 405B: one layer fewer on the first and last stage [DU §3.3.2]
+    layers_per_stage = p.get("layers_per_stage")
+    # Llama 3 405B: one layer fewer on the first and last stage [DU §3.3.2]
+    if layers_per_stage is None and model.num_layers % pp:
         per_stage = (model.num_layers + 2) // pp
         layers_per_stage = [per_stage - 1, *([per_stage] * (pp - 2)), per_stage - 1]
         notes.append(
