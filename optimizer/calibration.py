@@ -19,7 +19,7 @@ from optimizer.costmodel.result import Estimate
 from optimizer.costmodel.training import _Ctx
 from optimizer.errors import DomainError
 from optimizer.estimate import estimate
-from optimizer.model_spec import ModelSpec
+from optimizer.model_spec import ModelSpec, MoESpec
 from optimizer.parallel_config import ParallelConfig
 from optimizer.workload import InferenceWorkload, TrainingWorkload
 
@@ -115,6 +115,7 @@ def _model(rec: Record) -> ModelSpec:
         "learned_positions": seq if gpt and not bloom else 0,
     }
     arch.update({k: m[k] for k in arch if k in m})
+    moe = m.get("moe")
     return ModelSpec(
         name=m["name"],
         num_layers=m["num_layers"],
@@ -122,7 +123,9 @@ def _model(rec: Record) -> ModelSpec:
         ffn_hidden_size=m["ffn_hidden_size"],
         num_attention_heads=m["num_attention_heads"],
         num_kv_heads=m["num_kv_heads"],
+        head_dim=m.get("head_dim"),
         vocab_size=m["vocab_size"],
+        moe=MoESpec.model_validate(moe) if moe else None,
         **arch,
     )
 
@@ -196,6 +199,8 @@ def _training_space(rec: Record, model: ModelSpec) -> tuple[TrainingWorkload, li
                                 pp=pp,
                                 dp=dp,
                                 cp=cp,
+                                ep=int(p.get("ep") or 1),
+                                etp=p.get("etp"),
                                 layers_per_stage=layers_per_stage,
                                 mbs=mbs,
                                 vp=vp,

@@ -138,6 +138,7 @@ def _megatron(model: ModelSpec, w: TrainingWorkload, c: ParallelConfig, layers: 
         ("--pipeline-model-parallel-size", c.pp),
         ("--context-parallel-size", c.cp),
         ("--expert-model-parallel-size", c.ep),
+        *([("--expert-tensor-parallel-size", c.expert_tp)] if c.etp is not None else []),
         ("--micro-batch-size", c.mbs),
         ("--global-batch-size", w.global_batch_size),
     ]

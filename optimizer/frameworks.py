@@ -40,6 +40,9 @@ class Framework:
     context_parallel: bool
     """Ring-attention context parallelism (the planner's CP model: K/V blocks passed around a ring)."""
     expert_parallel: bool
+    expert_tensor_parallel: Literal["any", "one_with_ep", "tp"]
+    """Expert tensor-parallel degree it runs: any (Megatron --expert-tensor-parallel-size), 1 whenever ep > 1
+    (torchtitan: EP borrows its ranks from FSDP and TP), or always tp (experts inside data parallelism)."""
     virtual_stages: bool
     """Several model chunks per pipeline rank (interleaved schedule)."""
     uneven_layers: bool
@@ -87,6 +90,7 @@ MEGATRON = Framework(
     zero_stages_with_pp=(0, 1),
     context_parallel=True,
     expert_parallel=True,
+    expert_tensor_parallel="any",
     virtual_stages=True,
     uneven_layers=True,
     virtual_stage_layout=True,
@@ -115,6 +119,11 @@ MEGATRON = Framework(
         ),
         ("cp", "--context-parallel-size, --cp-comm-type p2p (ring)"),
         ("ep", "--expert-model-parallel-size"),
+        (
+            "etp",
+            "--expert-tensor-parallel-size (ModelParallelConfig.expert_tensor_parallel_size; default tp); expert "
+            "grid etp x ep x expert-dp over each stage's tp x cp x dp (megatron/core/parallel_state.py)",
+        ),
         (
             "vp",
             "--num-virtual-stages-per-pipeline-rank; uneven stages: --decoder-first/last-pipeline-num-layers, "
@@ -146,6 +155,7 @@ DEEPSPEED = Framework(
     zero_stages_with_pp=(0, 1),
     context_parallel=False,
     expert_parallel=True,
+    expert_tensor_parallel="tp",
     virtual_stages=False,
     uneven_layers=True,
     virtual_stage_layout=False,
@@ -182,6 +192,7 @@ DEEPSPEED = Framework(
             "modelled",
         ),
         ("ep", "deepspeed/moe ep_size"),
+        ("etp", "experts are not tensor-parallel apart from tp (ep_size splits the data-parallel group)"),
         ("vp", "PipelineModule partition_method (uneven stages); no interleaved schedule"),
         ("tp_comm_overlap", "no TP/GEMM overlap in DeepSpeed or Megatron-DeepSpeed"),
         ("sp", "Megatron-DeepSpeed --sequence-parallel"),
@@ -210,6 +221,7 @@ TORCHTITAN = Framework(
     zero_stages_with_pp=(0, 1),
     context_parallel=True,
     expert_parallel=True,
+    expert_tensor_parallel="one_with_ep",
     virtual_stages=True,
     uneven_layers=True,
     virtual_stage_layout=True,
@@ -238,6 +250,11 @@ TORCHTITAN = Framework(
         ),
         ("cp", "parallelism.context_parallel_degree (ring attention)"),
         ("ep", "parallelism.expert_parallel_degree"),
+        (
+            "etp",
+            "EP borrows ranks from FSDP and TP (efsdp = dp_shard x cp x tp / ep): experts are not tensor-parallel "
+            "when ep > 1 (torchtitan/config/configs.py expert_parallel_degree)",
+        ),
         (
             "vp",
             "Interleaved1F1B with pipeline_parallel_layers_per_stage, first/last_stage_less_layers, or any module list "
@@ -275,6 +292,7 @@ def unsupported_knob(fw: Framework, c: ParallelConfig) -> tuple[str, str] | None
         ),
         (c.cp > 1 and not fw.context_parallel, "cp", f"cp={c.cp}"),
         (c.ep > 1 and not fw.expert_parallel, "ep", f"ep={c.ep}"),
+        (c.etp is not None and not runs_expert_tp(fw, c.tp, c.ep, c.etp), "etp", f"etp={c.etp}"),
         (c.tp_comm_overlap and not fw.tp_comm_overlap, "tp_comm_overlap", "tp_comm_overlap=true"),
         (c.sequence_parallel and not fw.sequence_parallel, "sp", "sp=true"),
         (c.recompute not in fw.recomputes, "recompute", f"recompute={c.recompute}"),
@@ -288,6 +306,22 @@ def unsupported_knob(fw: Framework, c: ParallelConfig) -> tuple[str, str] | None
         if bad:
             return knob, text
     return None
+
+
+def expert_tp_values(fw: Framework, tp: int, ep: int) -> tuple[int, ...]:
+    """Expert tensor-parallel degrees worth trying with tp and ep: tp, and 1 where the framework runs it and
+    ep >= tp (an etp below tp with fewer EP ranks than TP ranks replicates whole experts over the TP ranks).
+    A pin reaches any etp the framework runs (runs_expert_tp)."""
+    if fw.expert_tensor_parallel == "tp" or ep == 1:
+        return (tp,)
+    if fw.expert_tensor_parallel == "one_with_ep":
+        return (1,)
+    return (tp, 1) if 1 < tp <= ep else (tp,)
+
+
+def runs_expert_tp(fw: Framework, tp: int, ep: int, etp: int) -> bool:
+    """Whether `fw` runs experts with tensor-parallel degree `etp` next to tp and ep."""
+    return fw.expert_tensor_parallel == "any" or etp in expert_tp_values(fw, tp, ep)
 
 
 def check_config(fw: Framework, c: ParallelConfig, field: str = "config") -> None:

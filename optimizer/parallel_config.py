@@ -21,7 +21,15 @@ class ParallelConfig(BaseModel):
     pp: int = Field(default=1, ge=1, le=4096, description="Pipeline-parallel degree (physical stages).")
     dp: int = Field(default=1, ge=1, le=1_000_000, description="Data-parallel degree (model replicas).")
     cp: int = Field(default=1, ge=1, le=4096, description="Context-parallel degree (sequence split in attention).")
-    ep: int = Field(default=1, ge=1, le=100_000, description="Expert-parallel degree, carved out of dp x cp.")
+    ep: int = Field(
+        default=1, ge=1, le=100_000, description="Expert-parallel degree, carved out of tp x dp x cp with etp."
+    )
+    etp: int | None = Field(
+        default=None,
+        ge=1,
+        le=4096,
+        description="Expert tensor-parallel degree (Megatron --expert-tensor-parallel-size); None = tp.",
+    )
     vp: int = Field(default=1, ge=1, le=1024, description="Virtual stages (model chunks) per pipeline rank.")
     mbs: int = Field(default=1, ge=1, le=1_000_000, description="Micro-batch size, sequences.")
     schedule: Schedule = Field(default="1f1b", description="Pipeline schedule.")
@@ -41,6 +49,17 @@ class ParallelConfig(BaseModel):
     def gpus(self) -> int:
         """GPUs used: tp x cp x dp x pp."""
         return self.tp * self.cp * self.dp * self.pp
+
+    @property
+    def expert_tp(self) -> int:
+        """Tensor-parallel degree of the expert layers: etp, or tp when not set (Megatron's default)."""
+        return self.etp if self.etp is not None else self.tp
+
+    @property
+    def expert_dp(self) -> int:
+        """Expert data-parallel degree: the stage's tp x cp x dp GPUs over etp x ep [MLM parallel_state.py:
+        expert_data_parallel_size = world / (etp x ep x pp)]."""
+        return max(1, self.tp * self.cp * self.dp // (self.ep * self.expert_tp))
 
     @property
     def gpus_per_stage(self) -> int:

@@ -75,14 +75,21 @@ def _check_pipeline(model: ModelSpec, c: ParallelConfig, fw: Framework | None) -
 
 
 def _check_moe(model: ModelSpec, c: ParallelConfig) -> None:
-    if c.ep == 1:
+    if c.etp is not None and model.moe is None and c.etp != c.tp:
+        raise DomainError("config.etp", f"etp={c.etp} needs a mixture-of-experts model ({model.name} is dense)")
+    if c.ep == 1 and c.expert_tp == c.tp:
         return
     if model.moe is None:
         raise DomainError("config.ep", f"ep={c.ep} needs a mixture-of-experts model ({model.name} is dense)")
     if model.moe.num_experts % c.ep:
         raise DomainError("config.ep", f"ep={c.ep} does not divide num_experts={model.moe.num_experts}")
-    if (c.dp * c.cp) % c.ep:
-        raise DomainError("config.ep", f"ep={c.ep} must divide dp x cp = {c.dp * c.cp}")
+    grid = c.tp * c.dp * c.cp
+    if grid % (c.ep * c.expert_tp):
+        raise DomainError(
+            "config.ep",
+            f"ep x etp = {c.ep} x {c.expert_tp} must divide tp x dp x cp = {grid} (Megatron carves the expert grid "
+            "etp x ep x expert-dp out of each stage's GPUs)",
+        )
 
 
 def _check_training(model: ModelSpec, w: TrainingWorkload, c: ParallelConfig) -> int:
@@ -176,6 +183,8 @@ def validate(
             raise DomainError("config.cp", "context parallelism is modelled for training only")
         if config.zero_stage:
             raise DomainError("config.zero_stage", "ZeRO applies to training only")
+        if config.expert_tp != config.tp:
+            raise DomainError("config.etp", "expert tensor parallelism apart from tp is modelled for training only")
         m = 1
     pools = _assign_pools(cluster, config)
     if workload.precision == "fp8":

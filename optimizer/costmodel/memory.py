@@ -13,7 +13,8 @@ def stage_params(
 ) -> tuple[float, float, float]:
     """Parameters one GPU of a stage holds: (dense layer params, expert params, embedding + LM head params).
 
-    Dense weights are split by TP; routed experts by EP x TP [MLM theoretical_memory_usage.py; LA]. The first stage
+    Dense weights are split by TP; routed experts by EP x ETP (the expert tensor-parallel degree, tp unless set)
+    [MLM theoretical_memory_usage.py, parallel_state.py expert grid; LA]. The first stage
     holds the embedding, the last the LM head; tied embeddings are duplicated on the last stage when pp > 1 [A5].
     """
     expert = moe_layers * model.moe_expert_params_per_layer
@@ -27,7 +28,7 @@ def stage_params(
         emb += model.lm_head_params
         if model.tied_embeddings and c.pp > 1:
             emb += model.vocab_size * model.hidden_size
-    return dense / c.tp, expert / (c.tp * c.ep), emb / c.tp
+    return dense / c.tp, expert / (c.expert_tp * c.ep), emb / c.tp
 
 
 def state_bytes_per_param(zero_stage: int, shards: int, grad_bytes: int, fp8: bool) -> tuple[float, float, float]:

@@ -197,7 +197,10 @@ class _Ctx:
             lv = net.group_levels(tiers, tp, 1)
             msg = tokens * m.hidden_size * 2
             one = 2 * net.all_gather(lv, msg) if c.sequence_parallel else net.all_reduce(lv, msg)
-            n_fwd, n_bwd = 2, 2 + (2 if c.recompute == "full" else 0)
+            # An MoE layer whose experts are not tensor-parallel (etp = 1) has no TP collective around its MLP:
+            # the sequence-parallel shards are dispatched by the all-to-all instead [MLM moe token_dispatcher.py].
+            per_layer = 1 if moe_layer and m.moe is not None and c.expert_tp == 1 else 2
+            n_fwd, n_bwd = per_layer, per_layer + (per_layer if c.recompute == "full" else 0)
             # Overlap hides TP traffic under the GEMMs, one chunk of tp left exposed (derived from [NB]), only when the
             # group sits in one NVLink domain: Transformer Engine's userbuffers (Megatron --tp-comm-overlap) and
             # torchtitan's async TP use node-local symmetric memory [optimizer/frameworks.py]. A group that spans
@@ -219,7 +222,9 @@ class _Ctx:
         # EP: dispatch + combine all-to-all forward and again backward, top_k copies of each token [costmodel C6].
         ep_exposed = 0.0
         if c.ep > 1 and moe_layer and m.moe is not None:
-            lv = net.group_levels(tiers, c.ep, tp * c.cp)
+            # The expert grid is ordered etp - ep - expert-dp, so an EP group's ranks lie etp apart
+            # [MLM parallel_state.py: expert RankGenerator(tp=etp, ep, dp, cp=1, order 'tp-cp-ep-dp-pp')].
+            lv = net.group_levels(tiers, c.ep, c.expert_tp)
             per_rank = m.moe.top_k * tokens / (tp if c.sequence_parallel else 1) * m.hidden_size * 2
             ep_exposed = 4 * net.all_to_all(lv, per_rank)
         return LayerCost(fwd, bwd, t_gemm, rc, tp_exposed, cp_exposed, ep_exposed, tp_fwd)
@@ -365,7 +370,7 @@ def _stage_cost(
         parts["backward"] += t_acc
         bwd += t_acc
     dpc = c.dp * c.cp
-    edp = max(1, dpc // c.ep)
+    edp = c.expert_dp  # experts' gradients and optimizer states are sharded over the expert data-parallel group
     # DeepSpeed's BF16_Optimizer keeps its states as ZeRO-1 does, with bf16 grads + the full fp32 accumulation
     # buffer (2 + 4 B) [frameworks: bf16_optimizer].
     state_zero, state_grad = (1, 2 + 4) if ctx.bf16_optimizer else (c.zero_stage, ctx.grad_bytes)
@@ -375,7 +380,7 @@ def _stage_cost(
     dense_total = dense_p + emb_p
     if dpc > 1 or edp > 1:
         lv_d = net.group_levels(tiers, dpc, tp)
-        lv_e = net.group_levels(tiers, edp, tp * c.ep)
+        lv_e = net.group_levels(tiers, edp, c.expert_tp * c.ep)
         g_d, g_e = dense_total * ctx.grad_bytes, expert_p * ctx.grad_bytes
         p_d, p_e = dense_total * 2, expert_p * 2
 

@@ -20,7 +20,7 @@ from optimizer.cluster_spec import ClusterSpec, NodePool
 from optimizer.costmodel import network as net
 from optimizer.costmodel.memory import activation_bytes_per_layer, reserve_bytes, state_bytes_per_param
 from optimizer.costmodel.training import _Ctx, stage_cost
-from optimizer.frameworks import Framework, framework
+from optimizer.frameworks import Framework, expert_tp_values, framework, runs_expert_tp
 from optimizer.model_spec import ModelSpec
 from optimizer.parallel_config import RECOMPUTES, ParallelConfig
 from optimizer.search.space import (
@@ -47,6 +47,8 @@ class LayerKey:
     sp: bool
     tpo: bool
     recompute: str
+    etp: int
+    """Expert tensor-parallel degree (tp, or 1 where the framework splits experts over EP only)."""
 
 
 def layer_work(ctx: _Ctx, pool: NodePool, n_dense: int, n_moe: int) -> float:
@@ -156,7 +158,7 @@ class TrainingSpace:
         self.n_dense = model.num_layers - self.n_moe
         self._probes: dict[LayerKey, tuple[_Ctx, dict[str, float]]] = {}
         self._hops: dict[tuple[int, float], float] = {}
-        self._states: dict[tuple[str, int, int, int, int], dict[int, np.ndarray]] = {}
+        self._states: dict[tuple[str, int, int, int, int, int], dict[int, np.ndarray]] = {}
         self._pps: dict[int, list[int]] = {}
         self._admitted: dict[tuple[int, int], bool] = {}
 
@@ -203,6 +205,34 @@ class TrainingSpace:
             if e % x == 0 and self.space.allows("ep", x) and (x == 1 or self.fw.expert_parallel)
         ]
 
+    def etp_values(self, tp: int, ep: int) -> list[int]:
+        """Expert tensor-parallel degrees of MoE models (dense models keep etp = tp): a pin, any the framework
+        runs; unpinned, what the framework runs with tp and ep (frameworks.expert_tp_values). See
+        _expert_grid_dps for the expert grids searched with each."""
+        if self.model.moe is None:
+            return [tp]
+        pinned = self.space.pinned_values("etp")
+        if pinned is not None:
+            return [int(e) for e in pinned if runs_expert_tp(self.fw, tp, ep, int(e))]
+        return [e for e in expert_tp_values(self.fw, tp, ep) if self.space.allows("etp", e)]
+
+    def _expert_grid_ok(self, key: LayerKey, d: int) -> bool:
+        """Whether dp = d forms the expert grid etp x ep x expert-dp over tp x d x cp. Declared-space restriction
+        (labelled): with coarse experts (expert FFN at least the model width, Mixtral) and etp below tp, only the
+        grids that etp = tp cannot form are searched, unless etp is pinned or the framework runs nothing else;
+        Megatron recommends etp = 1 for fine-grained experts and etp = tp otherwise ('--expert-tensor-parallel-
+        size: same as TP, recommended 1 for fine-grained MoE models', megatron/core/transformer/moe/README.md).
+        Searching every grid with both for Mixtral 8x7B on 64 H100 doubled the solve (benchmarks/solver.py 5a:
+        2.2 -> 4.4 s) for the same plan."""
+        if (key.tp * d * key.cp) % (key.ep * key.etp):
+            return False
+        moe = self.model.moe
+        if moe is None or key.etp == key.tp or moe.expert_ffn_hidden_size < self.model.hidden_size:
+            return True
+        if self.space.pinned_values("etp") is not None or self.fw.expert_tensor_parallel != "any":
+            return True
+        return (d * key.cp) % key.ep != 0
+
     def mbs_values(self) -> list[int]:
         pinned = self.space.pinned_values("mbs")
         base = pinned if pinned is not None else DEFAULT_MBS
@@ -219,7 +249,8 @@ class TrainingSpace:
                                 continue
                             for tpo in self._tpo_values(sp_):
                                 for rc in self._recompute_values():
-                                    keys.append(LayerKey(tp, cp, ep, mbs, sp_, tpo, rc))
+                                    for etp in self.etp_values(tp, ep):
+                                        keys.append(LayerKey(tp, cp, ep, mbs, sp_, tpo, rc, etp))
         return keys
 
     def _tpo_values(self, sp_: bool) -> tuple[bool, ...]:
@@ -249,6 +280,7 @@ class TrainingSpace:
                 tp=key.tp,
                 cp=key.cp,
                 ep=key.ep,
+                etp=key.etp,
                 dp=key.ep,
                 mbs=key.mbs,
                 sequence_parallel=key.sp,
@@ -310,7 +342,7 @@ class TrainingSpace:
             self.n_dense * model.dense_layer_params
             + self.n_moe * (model.moe_layer_params - model.moe_expert_params_per_layer)
         ) / key.tp
-        expert_params = self.n_moe * model.moe_expert_params_per_layer / (key.tp * key.ep)
+        expert_params = self.n_moe * model.moe_expert_params_per_layer / (key.etp * key.ep)
         emb_params = (model.embedding_params + model.lm_head_params) / key.tp
         logits_bytes = key.mbs * w.seq_len / key.cp * model.vocab_size / key.tp * 6
         usable_max = max(self.usable.values())
@@ -318,7 +350,7 @@ class TrainingSpace:
         dps = [
             d
             for d in _divisors(gbs // key.mbs)
-            if (d * key.cp) % key.ep == 0 and space.allows("dp", d) and key.tp * key.cp * d <= self.largest_pool
+            if self._expert_grid_ok(key, d) and space.allows("dp", d) and key.tp * key.cp * d <= self.largest_pool
         ]
         if not dps:
             return None
@@ -331,7 +363,7 @@ class TrainingSpace:
         mem_by_zero = self._state_memory(key, "all", dense_params + emb_params, expert_params, dps)
         # One layer's states per GPU of its stage, by layer type (dense; MoE: shared part + experts).
         layer_types = [
-            (n, act, self._state_memory(key, kind, dense / key.tp, expert / (key.tp * key.ep), dps))
+            (n, act, self._state_memory(key, kind, dense / key.tp, expert / (key.etp * key.ep), dps))
             for kind, n, act, dense, expert in (
                 ("dense", self.n_dense, act_dense, model.dense_layer_params, 0.0),
                 (
@@ -455,9 +487,9 @@ class TrainingSpace:
         self, key: LayerKey, tag: str, dense_params: float, expert_params: float, dps: list[int]
     ) -> dict[int, np.ndarray]:
         """Per ZeRO stage, the bytes of weights, gradients and optimizer states of `dense_params` and
-        `expert_params` on one GPU, for each dp (sharded over dp x cp; experts over dp x cp / ep) [costmodel A].
-        Cached per `tag` and the knobs that decide the dp values."""
-        ck = (tag, key.tp, key.cp, key.ep, key.mbs)
+        `expert_params` on one GPU, for each dp (sharded over dp x cp; experts over the expert data-parallel
+        group tp x dp x cp / (ep x etp)) [costmodel A]. Cached per `tag` and the knobs that decide the dp values."""
+        ck = (tag, key.tp, key.cp, key.ep, key.etp, key.mbs)
         hit = self._states.get(ck)
         if hit is None:
             fp8 = self.w.precision == "fp8"
@@ -470,7 +502,7 @@ class TrainingSpace:
                 zero: np.array(
                     [
                         dense_params * per_param(zero, d * key.cp)
-                        + expert_params * per_param(zero, max(1, d * key.cp // key.ep))
+                        + expert_params * per_param(zero, max(1, key.tp * d * key.cp // (key.ep * key.etp)))
                         for d in dps
                     ]
                 )
@@ -521,6 +553,7 @@ class TrainingSpace:
             dp=dp,
             cp=k.cp,
             ep=k.ep,
+            etp=None if k.etp == k.tp else k.etp,
             vp=vp,
             mbs=k.mbs,
             schedule=sched,

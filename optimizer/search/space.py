@@ -10,7 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from optimizer.errors import DomainError
 from optimizer.parallel_config import RECOMPUTES, SCHEDULES
 
-INT_KNOBS = ("tp", "pp", "dp", "cp", "ep", "vp", "mbs", "zero")
+INT_KNOBS = ("tp", "pp", "dp", "cp", "ep", "etp", "vp", "mbs", "zero")
 KNOBS = (*INT_KNOBS, "schedule", "sp", "recompute", "tp_comm_overlap")
 
 # Default search domains (the "declared search space"); pins narrow them.

@@ -16,7 +16,7 @@ def cases() -> list[CalibrationCase]:
 
 def test_data_set_is_complete() -> None:
     records = load_records()
-    assert len(records) == 103
+    assert len(records) == 105
     assert all(r["source"].get("title") or r["source"].get("url") for r in records)
 
 
@@ -38,8 +38,9 @@ def test_every_group_is_scored(cases: list[CalibrationCase]) -> None:
         "bigscience2022_bloom176b",
         "megatron_ci_h100_memory",
         "megatron_bridge_h100_fp8",
+        "megatron_bridge_h100_fp8_moe",
     } <= groups
-    assert len(cases) >= 95
+    assert len(cases) >= 97
 
 
 def test_issue_target(cases: list[CalibrationCase]) -> None:
@@ -66,6 +67,9 @@ GROUP_MEDIANS = {
     "korthikanti2022_table4_per_layer": 0.07,
     "korthikanti2022_table5": 0.07,
     "megatron_bridge_h100_fp8": 0.055,
+    # Qwen3 MoE recipes (expert_tensor_parallel_size 1): the 235B ran with moe_a2a_overlap, which the model does
+    # not price (its EP all-to-all is fully exposed): +19.9%; the issue's MoE target is a 15% median.
+    "megatron_bridge_h100_fp8_moe": 0.12,
     "megatron_ci_h100_memory": 0.02,
     "megatron_lm_readme_2024_h100_weak_scaling": 0.05,
     "mosaicml_fsdp_a100": 0.06,

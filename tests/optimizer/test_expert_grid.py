@@ -1,0 +1,82 @@
+"""Expert parallelism carved out of tp x dp x cp with an expert tensor-parallel degree (issue 13): Megatron's
+expert grid etp x ep x expert-dp over each stage's GPUs [megatron/core/parallel_state.py], so published layouts
+such as Qwen3-235B's tp=2 dp=16 ep=32 (etp=1) are admitted, priced and exported."""
+
+from __future__ import annotations
+
+import pytest
+
+from optimizer.cluster_loading import load_cluster_preset
+from optimizer.errors import DomainError
+from optimizer.estimate import estimate
+from optimizer.exports import export
+from optimizer.model_loading import load_model_preset
+from optimizer.model_spec import ModelSpec, MoESpec
+from optimizer.parallel_config import ParallelConfig
+from optimizer.search.planner import plan
+from optimizer.search.space import SearchSpace, parse_pins
+from optimizer.workload import TrainingWorkload
+
+QWEN3_235B = ModelSpec(
+    name="qwen3-235b-a22b",
+    num_layers=94,
+    hidden_size=4096,
+    ffn_hidden_size=12288,
+    num_attention_heads=64,
+    num_kv_heads=4,
+    head_dim=128,
+    vocab_size=151936,
+    moe=MoESpec(num_experts=128, top_k=8, expert_ffn_hidden_size=1536),
+)
+W = TrainingWorkload(global_batch_size=8192, seq_len=4096, precision="fp8", grad_dtype="bf16")
+RECIPE = ParallelConfig(
+    tp=2, pp=8, dp=16, ep=32, etp=1, vp=4, schedule="interleaved-1f1b", sequence_parallel=True, zero_stage=1
+)
+
+
+def test_published_qwen3_235b_layout_is_admitted_and_priced() -> None:
+    cluster = load_cluster_preset("dgx-h100:32")
+    est = estimate(QWEN3_235B, cluster, W, RECIPE)
+    assert est.feasible
+    # Experts split over ep x etp = 32 ranks: each GPU holds 4 of the 128 experts of its layers, whole.
+    with pytest.raises(DomainError) as exc:
+        estimate(QWEN3_235B, cluster, W, RECIPE.model_copy(update={"etp": None}))
+    assert exc.value.field == "config.ep" and "ep x etp = 32 x 2" in exc.value.rule
+    planned = RECIPE.model_copy(update={"layers_per_stage": [s.layers for s in est.stages]})
+    args = export("megatron", QWEN3_235B, W, planned).content
+    assert "--expert-tensor-parallel-size 1" in args and "--expert-model-parallel-size 32" in args
+
+
+def test_expert_tp_changes_memory_and_tp_traffic() -> None:
+    cluster = load_cluster_preset("dgx-h100:32")
+    one = estimate(QWEN3_235B, cluster, W, RECIPE)
+    # etp = tp = 2 with ep = 16: the same 32 ranks per expert grid, experts now split over TP as well
+    two = estimate(QWEN3_235B, cluster, W, RECIPE.model_copy(update={"etp": 2, "ep": 16}))
+    assert one.stages[1].memory_gb.weights == pytest.approx(two.stages[1].memory_gb.weights, rel=1e-6)
+    # etp = 1: no TP collective around the MoE MLP, only the attention's
+    assert one.breakdown.tp_comm == pytest.approx(two.breakdown.tp_comm / 2, rel=0.01)
+
+
+def test_frameworks_run_their_own_expert_grids() -> None:
+    mixtral, cluster = load_model_preset("mixtral-8x7b"), load_cluster_preset("dgx-h100:8")
+    w = TrainingWorkload(global_batch_size=256, seq_len=4096, framework="torchtitan")
+    c = ParallelConfig(tp=2, dp=32, ep=8, etp=2, sequence_parallel=True, zero_stage=3)
+    with pytest.raises(DomainError) as exc:  # torchtitan: EP borrows ranks from FSDP and TP, experts unsplit
+        estimate(mixtral, cluster, w, c)
+    assert exc.value.field == "config.etp"
+    assert estimate(mixtral, cluster, w, c.model_copy(update={"etp": 1})).step_time_s > 0
+    ds = w.model_copy(update={"framework": "deepspeed"})
+    with pytest.raises(DomainError) as exc:
+        estimate(mixtral, cluster, ds, c.model_copy(update={"etp": 1, "tp_comm_overlap": False}))
+    assert exc.value.field == "config.etp"
+
+
+def test_planner_finds_the_expert_grid_a_pin_needs() -> None:
+    """tp=2 dp=4 ep=8 fits only as etp=1 (ep x etp = 8 divides tp x dp = 8); the old rule 'ep divides dp x cp'
+    had no plan."""
+    mixtral, cluster = load_model_preset("mixtral-8x7b"), load_cluster_preset("dgx-h100:8")
+    w = TrainingWorkload(global_batch_size=256, seq_len=4096)
+    pins = parse_pins(["tp=2", "dp=4", "cp=1", "ep=8", "pp=2"])
+    res = plan(mixtral, cluster, w, SearchSpace(pins=pins), time_limit_s=30)
+    assert res.status == "OPTIMAL" and res.plan is not None
+    assert res.plan.config.expert_tp == 1 and res.plan.config.ep == 8
