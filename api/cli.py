@@ -78,6 +78,7 @@ def estimate(
     dp: Annotated[int, typer.Option(help="Data-parallel degree.")] = 1,
     cp: Annotated[int, typer.Option(help="Context-parallel degree.")] = 1,
     ep: Annotated[int, typer.Option(help="Expert-parallel degree.")] = 1,
+    etp: Annotated[int | None, typer.Option(help="Expert tensor-parallel degree (default: tp).")] = None,
     vp: Annotated[int, typer.Option(help="Virtual stages per pipeline rank.")] = 1,
     mbs: Annotated[int, typer.Option(help="Micro-batch size.")] = 1,
     schedule: Annotated[str | None, typer.Option(help="gpipe, 1f1b, interleaved-1f1b, zb-h1.")] = None,
@@ -90,6 +91,9 @@ def estimate(
     stage_pools: Annotated[str | None, typer.Option(help="Pool per stage, comma-separated.")] = None,
     tp_comm_overlap: Annotated[bool, typer.Option("--tp-comm-overlap", help="Overlap TP comm (needs --sp).")] = False,
     no_grad_overlap: Annotated[bool, typer.Option("--no-grad-overlap", help="Do not overlap DP reduction.")] = False,
+    ep_comm_overlap: Annotated[
+        bool, typer.Option("--ep-comm-overlap", help="Overlap the EP all-to-all across micro-batches (Megatron).")
+    ] = False,
     objective: ObjectiveOpt = None,
     framework: FrameworkOpt = "megatron",
     as_json: JsonOpt = False,
@@ -106,6 +110,7 @@ def estimate(
             dp=dp,
             cp=cp,
             ep=ep,
+            etp=etp,
             vp=vp,
             mbs=mbs,
             schedule=sched,
@@ -115,6 +120,7 @@ def estimate(
             layers_per_stage=parse_int_list(layers_per_stage, "config.layers_per_stage"),
             stage_pools=stage_pools.split(",") if stage_pools else None,
             tp_comm_overlap=tp_comm_overlap,
+            ep_comm_overlap=ep_comm_overlap,
             overlap_grad_reduce=not no_grad_overlap,
         )
         result = run_estimate(spec, clus, work, config)

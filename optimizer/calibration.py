@@ -210,6 +210,7 @@ def _training_space(rec: Record, model: ModelSpec) -> tuple[TrainingWorkload, li
                                 zero_stage=z,
                                 overlap_grad_reduce=not era_2021,
                                 tp_comm_overlap=(not era_2021) and s and fw != "deepspeed",
+                                ep_comm_overlap=bool(p.get("ep_comm_overlap")),
                             )
                         )
     return w, configs, notes

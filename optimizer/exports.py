@@ -151,6 +151,8 @@ def _megatron(model: ModelSpec, w: TrainingWorkload, c: ParallelConfig, layers: 
         pairs.append(("--sequence-parallel", None))
     if c.tp_comm_overlap:
         pairs.append(("--tp-comm-overlap", None))
+    if c.ep_comm_overlap:
+        pairs.append(("--overlap-moe-expert-parallel-comm", None))
     if c.zero_stage == 1:
         pairs += [("--use-distributed-optimizer", None), ("--overlap-param-gather", None)]
     elif c.zero_stage >= 2:

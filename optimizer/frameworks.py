@@ -52,6 +52,8 @@ class Framework:
     multiple of vp and the embedding / loss can take a layer's place (stage_layers.LayerRules)."""
     tp_comm_overlap: bool
     """TP collectives overlapped with the GEMMs that produce or consume them (inside one NVLink domain only)."""
+    ep_comm_overlap: bool
+    """EP all-to-all of one micro-batch overlapped with another micro-batch's compute (combined 1F1B)."""
     sequence_parallel: bool
     recomputes: tuple[Recompute, ...]
     overlap_grad_reduce: bool
@@ -95,6 +97,7 @@ MEGATRON = Framework(
     uneven_layers=True,
     virtual_stage_layout=True,
     tp_comm_overlap=True,
+    ep_comm_overlap=True,
     sequence_parallel=True,
     recomputes=("none", "selective", "full"),
     overlap_grad_reduce=True,
@@ -136,6 +139,13 @@ MEGATRON = Framework(
             "--tp-comm-overlap: Transformer Engine userbuffers (initialize_ub), a node-local TP group over NVLink",
         ),
         ("sp", "--sequence-parallel"),
+        (
+            "ep_comm_overlap",
+            "--overlap-moe-expert-parallel-comm (ModelParallelConfig.overlap_moe_expert_parallel_comm: EP A2A "
+            "overlapped with independent computation of another micro-batch; needs ep > 1, alltoall/flex "
+            "dispatcher, no full recompute, vp when pp > 1: transformer_config.py; one more warm-up micro-batch: "
+            "schedules.py get_pp_rank_microbatches)",
+        ),
         ("recompute", "--recompute-granularity selective|full"),
         ("overlap_grad_reduce", "--overlap-grad-reduce, --overlap-param-gather (DistributedDataParallelConfig)"),
         ("pp", "scatter/gather of p2p tensors over TP ranks [N21 §4.1]; grads reduced under the last backward"),
@@ -160,6 +170,7 @@ DEEPSPEED = Framework(
     uneven_layers=True,
     virtual_stage_layout=False,
     tp_comm_overlap=False,
+    ep_comm_overlap=False,
     sequence_parallel=True,
     recomputes=("none", "selective", "full"),
     overlap_grad_reduce=True,
@@ -193,6 +204,7 @@ DEEPSPEED = Framework(
         ),
         ("ep", "deepspeed/moe ep_size"),
         ("etp", "experts are not tensor-parallel apart from tp (ep_size splits the data-parallel group)"),
+        ("ep_comm_overlap", "no overlap of one micro-batch's all-to-all with another's compute (deepspeed/moe)"),
         ("vp", "PipelineModule partition_method (uneven stages); no interleaved schedule"),
         ("tp_comm_overlap", "no TP/GEMM overlap in DeepSpeed or Megatron-DeepSpeed"),
         ("sp", "Megatron-DeepSpeed --sequence-parallel"),
@@ -226,6 +238,7 @@ TORCHTITAN = Framework(
     uneven_layers=True,
     virtual_stage_layout=True,
     tp_comm_overlap=True,
+    ep_comm_overlap=False,
     sequence_parallel=True,
     recomputes=("none", "selective", "full"),
     overlap_grad_reduce=True,
@@ -255,6 +268,7 @@ TORCHTITAN = Framework(
             "EP borrows ranks from FSDP and TP (efsdp = dp_shard x cp x tp / ep): experts are not tensor-parallel "
             "when ep > 1 (torchtitan/config/configs.py expert_parallel_degree)",
         ),
+        ("ep_comm_overlap", "no overlap of one micro-batch's all-to-all with another's compute in the schedules"),
         (
             "vp",
             "Interleaved1F1B with pipeline_parallel_layers_per_stage, first/last_stage_less_layers, or any module list "
@@ -294,6 +308,7 @@ def unsupported_knob(fw: Framework, c: ParallelConfig) -> tuple[str, str] | None
         (c.ep > 1 and not fw.expert_parallel, "ep", f"ep={c.ep}"),
         (c.etp is not None and not runs_expert_tp(fw, c.tp, c.ep, c.etp), "etp", f"etp={c.etp}"),
         (c.tp_comm_overlap and not fw.tp_comm_overlap, "tp_comm_overlap", "tp_comm_overlap=true"),
+        (c.ep_comm_overlap and not fw.ep_comm_overlap, "ep_comm_overlap", "ep_comm_overlap=true"),
         (c.sequence_parallel and not fw.sequence_parallel, "sp", "sp=true"),
         (c.recompute not in fw.recomputes, "recompute", f"recompute={c.recompute}"),
         (
@@ -345,6 +360,8 @@ def allows(fw: Framework, knob: str, value: object) -> bool:
         return flags[knob] or value == 1
     if knob == "tp_comm_overlap":
         return fw.tp_comm_overlap or value is False
+    if knob == "ep_comm_overlap":
+        return fw.ep_comm_overlap or value is False
     if knob == "sp":
         return fw.sequence_parallel or value is False
     return True

@@ -44,6 +44,11 @@ class ParallelConfig(BaseModel):
     )
     overlap_grad_reduce: bool = Field(default=True, description="Overlap DP gradient reduction with backward.")
     tp_comm_overlap: bool = Field(default=False, description="Overlap TP collectives with GEMMs (needs SP).")
+    ep_comm_overlap: bool = Field(
+        default=False,
+        description="Overlap the EP all-to-all with another micro-batch's compute (Megatron "
+        "--overlap-moe-expert-parallel-comm; needs ep > 1, no full recompute, vp > 1 when pp > 1).",
+    )
 
     @property
     def gpus(self) -> int:

@@ -34,6 +34,13 @@ def _check_tp(model: ModelSpec, c: ParallelConfig, training: bool) -> None:
         raise DomainError("config.sequence_parallel", "sequence parallelism needs tp > 1")
     if c.tp_comm_overlap and not c.sequence_parallel:
         raise DomainError("config.tp_comm_overlap", "TP communication overlap needs sequence_parallel")
+    if c.ep_comm_overlap:
+        if c.ep == 1:
+            raise DomainError("config.ep_comm_overlap", "EP communication overlap needs ep > 1")
+        if c.recompute == "full":
+            raise DomainError("config.ep_comm_overlap", "EP communication overlap cannot run with full recompute")
+        if c.pp > 1 and c.vp == 1:
+            raise DomainError("config.ep_comm_overlap", "EP communication overlap with pp > 1 needs vp > 1")
 
 
 def _check_pipeline(model: ModelSpec, c: ParallelConfig, fw: Framework | None) -> list[int]:

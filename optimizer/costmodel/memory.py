@@ -102,8 +102,11 @@ def inflight_microbatches(c: ParallelConfig, stage: int, m: int, layers: int | N
     p, v = c.pp, c.vp
     if c.schedule == "gpipe":
         return float(m)
+    if c.ep_comm_overlap and p == 1:  # combined 1F1B: the next micro-batch's forward runs beside this backward
+        return float(min(2, m))
     if c.schedule == "interleaved-1f1b":
-        counts = chunk_inflight_counts(p, v, stage, m)
+        # EP overlap adds one warm-up micro-batch [MLM schedules.py get_pp_rank_microbatches]
+        counts = chunk_inflight_counts(p, v, stage, m, extra=1 if c.ep_comm_overlap else 0)
         if layers is None or layers <= 0 or layers % v == 0:
             return sum(counts) / v
         base, extra = divmod(layers, v)  # virtual_split: the last `extra` chunks hold one layer more

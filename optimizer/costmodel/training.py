@@ -227,6 +227,13 @@ class _Ctx:
             lv = net.group_levels(tiers, c.ep, c.expert_tp)
             per_rank = m.moe.top_k * tokens / (tp if c.sequence_parallel else 1) * m.hidden_size * 2
             ep_exposed = 4 * net.all_to_all(lv, per_rank)
+            if c.ep_comm_overlap:
+                # Combined 1F1B merges the forward of one micro-batch with the backward of the previous: the
+                # forward's dispatch + combine run under the backward's compute and the backward's under the
+                # forward's ['Overlaps All-to-All with computation by merging FWD-BWD passes of adjacent
+                # microbatches', MLM moe/README.md]; what exceeds that compute stays exposed.
+                half = ep_exposed / 2
+                ep_exposed = max(0.0, half - bwd) + max(0.0, half - fwd)
         return LayerCost(fwd, bwd, t_gemm, rc, tp_exposed, cp_exposed, ep_exposed, tp_fwd)
 
 

@@ -49,6 +49,8 @@ class LayerKey:
     recompute: str
     etp: int
     """Expert tensor-parallel degree (tp, or 1 where the framework splits experts over EP only)."""
+    epo: bool = False
+    """EP all-to-all overlapped with another micro-batch's compute."""
 
 
 def layer_work(ctx: _Ctx, pool: NodePool, n_dense: int, n_moe: int) -> float:
@@ -250,7 +252,8 @@ class TrainingSpace:
                             for tpo in self._tpo_values(sp_):
                                 for rc in self._recompute_values():
                                     for etp in self.etp_values(tp, ep):
-                                        keys.append(LayerKey(tp, cp, ep, mbs, sp_, tpo, rc, etp))
+                                        for epo in self._epo_values(ep, rc):
+                                            keys.append(LayerKey(tp, cp, ep, mbs, sp_, tpo, rc, etp, epo))
         return keys
 
     def _tpo_values(self, sp_: bool) -> tuple[bool, ...]:
@@ -261,6 +264,16 @@ class TrainingSpace:
             return (False,) if self.space.allows("tp_comm_overlap", False) else ()
         pinned = self.space.pinned_values("tp_comm_overlap")
         return tuple(pinned) if pinned is not None else (True,)
+
+    def _epo_values(self, ep: int, rc: str) -> tuple[bool, ...]:
+        """Declared-space restriction (labelled): EP all-to-all overlap is searched only when pinned (it trades
+        one more micro-batch of activations for hidden EP traffic; searching it would double the MoE keys), and
+        only where the framework runs it (ep > 1, no full recompute)."""
+        pinned = self.space.pinned_values("ep_comm_overlap")
+        if pinned is None:
+            return (False,)
+        ok = ep > 1 and rc != "full" and self.fw.ep_comm_overlap
+        return tuple(v for v in pinned if not v or ok)
 
     def _recompute_values(self) -> tuple[str, ...]:
         """Symmetry (labelled): with flash attention, selective recompute (the attention core) costs exactly what
@@ -285,6 +298,7 @@ class TrainingSpace:
                 mbs=key.mbs,
                 sequence_parallel=key.sp,
                 tp_comm_overlap=key.tpo,
+                ep_comm_overlap=key.epo,
                 recompute=key.recompute,
             )
             ctx = _Ctx(self.model, self.cluster, self.w, probe, 1)
@@ -405,6 +419,8 @@ class TrainingSpace:
                 continue
             for multi in (False, True):  # pp == 1 (one stage) and pp >= 2
                 if multi:
+                    if key.epo and vp == 1:  # Megatron: EP overlap with pp > 1 needs virtual stages
+                        continue
                     pv = np.array([p for p in pps if p >= 2 and self._admits(p, vp)], dtype=np.int64)
                     if vp > 1:
                         scheds = ["interleaved-1f1b"] if self._sched_ok("interleaved-1f1b") else []
@@ -559,6 +575,7 @@ class TrainingSpace:
             schedule=sched,
             sequence_parallel=k.sp,
             tp_comm_overlap=k.tpo,
+            ep_comm_overlap=k.epo,
             zero_stage=zero,
             recompute=k.recompute,
         )

@@ -11,7 +11,7 @@ from optimizer.errors import DomainError
 from optimizer.parallel_config import RECOMPUTES, SCHEDULES
 
 INT_KNOBS = ("tp", "pp", "dp", "cp", "ep", "etp", "vp", "mbs", "zero")
-KNOBS = (*INT_KNOBS, "schedule", "sp", "recompute", "tp_comm_overlap")
+KNOBS = (*INT_KNOBS, "schedule", "sp", "recompute", "tp_comm_overlap", "ep_comm_overlap")
 
 # Default search domains (the "declared search space"); pins narrow them.
 DEFAULT_MBS = (1, 2, 4, 8)
@@ -72,7 +72,7 @@ def _convert(knob: str, raw: str) -> Any:
         if knob == "zero" and int(raw) > 3:
             raise DomainError("pin.zero", f"must be a ZeRO stage 0-3 (got {raw})")
         return int(raw)
-    if knob in ("sp", "tp_comm_overlap"):
+    if knob in ("sp", "tp_comm_overlap", "ep_comm_overlap"):
         if raw.lower() not in _BOOL:
             raise DomainError(f"pin.{knob}", f"must be true or false (got {raw!r})")
         return _BOOL[raw.lower()]

@@ -80,3 +80,28 @@ def test_planner_finds_the_expert_grid_a_pin_needs() -> None:
     res = plan(mixtral, cluster, w, SearchSpace(pins=pins), time_limit_s=30)
     assert res.status == "OPTIMAL" and res.plan is not None
     assert res.plan.config.expert_tp == 1 and res.plan.config.ep == 8
+
+
+def test_ep_overlap_is_priced_with_its_memory_and_rules() -> None:
+    """--overlap-moe-expert-parallel-comm: each pass's all-to-all under the other pass's compute, one more warm-up
+    micro-batch of activations [MLM schedules.py get_pp_rank_microbatches], and Megatron's preconditions."""
+    cluster = load_cluster_preset("dgx-h100:32")
+    plain = estimate(QWEN3_235B, cluster, W, RECIPE)
+    overlap = RECIPE.model_copy(update={"ep_comm_overlap": True})
+    over = estimate(QWEN3_235B, cluster, W, overlap)
+    assert over.breakdown.ep_comm < plain.breakdown.ep_comm
+    assert over.step_time_s < plain.step_time_s
+    assert over.stages[0].memory_gb.activations > plain.stages[0].memory_gb.activations
+    planned = overlap.model_copy(update={"layers_per_stage": [s.layers for s in over.stages]})
+    assert "--overlap-moe-expert-parallel-comm" in export("megatron", QWEN3_235B, W, planned).content
+    for bad, rule in (
+        ({"vp": 1, "schedule": "1f1b"}, "needs vp > 1"),
+        ({"recompute": "full"}, "full recompute"),
+    ):
+        with pytest.raises(DomainError) as exc:
+            estimate(QWEN3_235B, cluster, W, overlap.model_copy(update=bad))
+        assert exc.value.field == "config.ep_comm_overlap" and rule in exc.value.rule
+    tt = W.model_copy(update={"framework": "torchtitan"})
+    with pytest.raises(DomainError) as exc:
+        estimate(QWEN3_235B, cluster, tt, overlap)
+    assert exc.value.field == "config.ep_comm_overlap" and "torchtitan" in exc.value.rule
