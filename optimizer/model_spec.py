@@ -145,6 +145,14 @@ class ModelSpec(BaseModel):
         return (index - moe.first_k_dense) % moe.layer_freq == 0
 
     @cached_property
+    def moe_prefix(self) -> tuple[int, ...]:
+        """MoE layers among the first i layers, for i = 0 .. num_layers."""
+        out = [0]
+        for i in range(self.num_layers):
+            out.append(out[-1] + (1 if self.is_moe_layer(i) else 0))
+        return tuple(out)
+
+    @cached_property
     def num_moe_layers(self) -> int:
         """Layers whose FFN is a mixture of experts."""
         return sum(1 for i in range(self.num_layers) if self.is_moe_layer(i))

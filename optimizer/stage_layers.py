@@ -34,14 +34,15 @@ def virtual_split(layers: int, vp: int) -> list[int]:
     return [base] * (vp - extra) + [base + 1] * extra
 
 
-def chunk_inflight_counts(pp: int, vp: int, stage: int, microbatches: int, extra: int = 0) -> list[int]:
+@functools.lru_cache(maxsize=65536)
+def chunk_inflight_counts(pp: int, vp: int, stage: int, microbatches: int, extra: int = 0) -> tuple[int, ...]:
     """Micro-batches each of rank `stage`'s chunks holds at the rank's activation peak under the interleaved
     schedule: the warm-up of (p - r - 1) x 2 + (v - 1) x p forwards plus the one in flight, capped at m x v
     [MLM schedules.py get_pp_rank_microbatches]; forward k runs chunk (k // p) mod v, micro-batches taken in
     groups of p per chunk [MLM schedules.py get_schedule_table, microbatch_group_size_per_vp_stage = pp]."""
     n = min((pp - stage - 1) * 2 + (vp - 1) * pp + extra + 1, microbatches * vp)
     rounds, rest = divmod(n, pp * vp)  # whole rounds of p forwards per chunk, then a partial one
-    return [rounds * pp + min(max(rest - k * pp, 0), pp) for k in range(vp)]
+    return tuple(rounds * pp + min(max(rest - k * pp, 0), pp) for k in range(vp))
 
 
 @dataclass(frozen=True, slots=True)

@@ -98,9 +98,7 @@ class _Ctx:
     def __init__(self, model: ModelSpec, cluster: ClusterSpec, w: TrainingWorkload, c: ParallelConfig, m: int) -> None:
         self.model, self.cluster, self.w, self.c, self.m = model, cluster, w, c, m
         self.stage_cache: dict[tuple[bool, bool, int, int, str, str | None], StageCost] = {}
-        self._moe_prefix = [0]
-        for i in range(model.num_layers):
-            self._moe_prefix.append(self._moe_prefix[-1] + (1 if model.is_moe_layer(i) else 0))
+        self._moe_prefix = model.moe_prefix
         self.fp8 = w.precision == "fp8"
         self.tokens = c.mbs * w.seq_len / c.cp  # tokens of one micro-batch on one GPU (before SP split)
         self.dense = layer_flops(model, False)

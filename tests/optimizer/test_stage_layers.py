@@ -35,7 +35,7 @@ def _megatron_warmup_chunks(pp: int, vp: int, rank: int, m: int) -> list[int]:
 def test_inflight_counts_follow_megatrons_schedule_table(pp: int, vp: int, m: int) -> None:
     for rank in range(pp):
         chunks = _megatron_warmup_chunks(pp, vp, rank, m)
-        assert chunk_inflight_counts(pp, vp, rank, m) == [chunks.count(k) for k in range(vp)]
+        assert list(chunk_inflight_counts(pp, vp, rank, m)) == [chunks.count(k) for k in range(vp)]
 
 
 def test_uneven_chunks_hold_what_the_schedule_keeps_in_flight() -> None:
