@@ -19,6 +19,7 @@ from optimizer.errors import DomainError
 from optimizer.estimate import estimate as run_estimate
 from optimizer.gpu_catalog import BUILTIN_GPUS
 from optimizer.model_loading import load_model_preset, preset_names, resolve_model
+from optimizer.pipeline_layout import layout_vp
 from optimizer.validation_errors import domain_error_from_validation
 from optimizer.workload import InferenceWorkload, TrainingWorkload
 from optimizer.workload_loading import build_config, build_inference, build_training, parse_int_list
@@ -88,6 +89,10 @@ def estimate(
     precision: PrecisionOpt = "bf16",
     grad_dtype: GradDtypeOpt = "fp32",
     layers_per_stage: Annotated[str | None, typer.Option(help="Uneven split, e.g. 19,21,21,19.")] = None,
+    layout: Annotated[
+        str | None,
+        typer.Option(help="Megatron --pipeline-model-parallel-layout, e.g. 'Et*2|(t*2|)*34,t*3|(t*2|)*3,tL'."),
+    ] = None,
     stage_pools: Annotated[str | None, typer.Option(help="Pool per stage, comma-separated.")] = None,
     tp_comm_overlap: Annotated[bool, typer.Option("--tp-comm-overlap", help="Overlap TP comm (needs --sp).")] = False,
     no_grad_overlap: Annotated[bool, typer.Option("--no-grad-overlap", help="Do not overlap DP reduction.")] = False,
@@ -103,6 +108,8 @@ def estimate(
         spec = resolve_model(model)
         clus = resolve_cluster(cluster)
         work = _workload(mode, gbs, seq_len, batch, prompt_len, output_len, precision, objective, framework, grad_dtype)
+        if layout is not None and vp == 1:  # the layout's stages over pp ranks give the virtual stages
+            vp = layout_vp(layout, pp)
         sched = schedule or ("interleaved-1f1b" if vp > 1 else "1f1b")
         config = build_config(
             tp=tp,
@@ -118,6 +125,7 @@ def estimate(
             zero_stage=zero,
             recompute=recompute,
             layers_per_stage=parse_int_list(layers_per_stage, "config.layers_per_stage"),
+            pipeline_layout=layout,
             stage_pools=stage_pools.split(",") if stage_pools else None,
             tp_comm_overlap=tp_comm_overlap,
             ep_comm_overlap=ep_comm_overlap,

@@ -202,6 +202,7 @@ def _training_space(rec: Record, model: ModelSpec) -> tuple[TrainingWorkload, li
                                 ep=int(p.get("ep") or 1),
                                 etp=p.get("etp"),
                                 layers_per_stage=layers_per_stage,
+                                pipeline_layout=p.get("pipeline_layout"),
                                 mbs=mbs,
                                 vp=vp,
                                 schedule="interleaved-1f1b" if vp > 1 else "1f1b",

@@ -14,6 +14,7 @@ from optimizer.frameworks import framework as framework_spec
 from optimizer.frameworks import unsupported_knob
 from optimizer.model_spec import ModelSpec
 from optimizer.parallel_config import ParallelConfig
+from optimizer.pipeline_layout import layout_chunks
 from optimizer.stage_layers import LayerRules, virtual_split
 from optimizer.workload import InferenceWorkload, TrainingWorkload
 
@@ -143,7 +144,9 @@ def _megatron(model: ModelSpec, w: TrainingWorkload, c: ParallelConfig, layers: 
         ("--global-batch-size", w.global_batch_size),
     ]
     even = len(set(layers)) == 1 and layers[0] % c.vp == 0
-    if c.pp > 1 and not even:
+    if c.pipeline_layout is not None:
+        pairs.append(("--pipeline-model-parallel-layout", f'"{c.pipeline_layout}"'))
+    elif c.pp > 1 and not even:
         pairs.append(("--pipeline-model-parallel-layout", f'"{megatron_layout(layers, c.vp)}"'))
     elif c.vp > 1:
         pairs.append(("--num-layers-per-virtual-pipeline-stage", layers[0] // c.vp))
@@ -264,7 +267,7 @@ def _torchtitan(w: TrainingWorkload, c: ParallelConfig, layers: list[int]) -> Ex
         par: dict[str, object] = sections["parallelism"]
         par["pipeline_parallel_schedule"] = TITAN_SCHEDULES[c.schedule]
         par["pipeline_parallel_microbatch_size"] = c.mbs
-        if len(set(layers)) == 1 and layers[0] % c.vp == 0:
+        if len(set(layers)) == 1 and layers[0] % c.vp == 0 and c.pipeline_layout is None:
             par["pipeline_parallel_layers_per_stage"] = layers[0] // c.vp
             par["pipeline_parallel_first_stage_less_layers"] = 0
             par["pipeline_parallel_last_stage_less_layers"] = 0
@@ -272,7 +275,11 @@ def _torchtitan(w: TrainingWorkload, c: ParallelConfig, layers: list[int]) -> Ex
             parts = []
             start = 0
             # schedule order: chunk k of every rank, rank by rank
-            splits = [virtual_split(n, c.vp) for n in layers]
+            splits = (
+                [list(ch) for ch in layout_chunks(c.pipeline_layout, c.pp)]
+                if c.pipeline_layout is not None
+                else [virtual_split(n, c.vp) for n in layers]
+            )
             for k in range(c.vp):
                 for r in range(c.pp):
                     per = splits[r][k]

@@ -39,6 +39,12 @@ class ParallelConfig(BaseModel):
     layers_per_stage: list[int] | None = Field(
         default=None, description="Layers on each physical stage (uneven allowed); None = even split."
     )
+    pipeline_layout: str | None = Field(
+        default=None,
+        max_length=10_000,
+        description="Megatron --pipeline-model-parallel-layout (e.g. 'Et*2|(t*2|)*34,t*3|(t*2|)*3,tL'): the decoder "
+        "layers of every virtual stage; sets the layers per stage and needs vp = stages / pp.",
+    )
     stage_pools: list[str] | None = Field(
         default=None, description="Pool each stage runs on; None = the first pool with room."
     )

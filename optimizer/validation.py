@@ -10,6 +10,7 @@ from optimizer.errors import DomainError, UnknownNameError
 from optimizer.frameworks import FRAMEWORKS, Framework, check_config, framework
 from optimizer.model_spec import ModelSpec
 from optimizer.parallel_config import ParallelConfig
+from optimizer.pipeline_layout import parse_layout
 from optimizer.stage_layers import LayerRules
 from optimizer.workload import InferenceWorkload, TrainingWorkload
 
@@ -48,7 +49,20 @@ def _check_pipeline(model: ModelSpec, c: ParallelConfig, fw: Framework | None) -
     if c.pp > model.num_layers:
         raise DomainError("config.pp", f"pp={c.pp} exceeds num_layers={model.num_layers}")
     rules = LayerRules.of(model, c.pp, c.vp, fw is not None and fw.virtual_stage_layout)
-    if c.layers_per_stage is not None:
+    if c.pipeline_layout is not None:
+        ranks = parse_layout(c.pipeline_layout, c.pp, model.num_layers)
+        if len(ranks[0]) != c.vp:
+            raise DomainError(
+                "config.vp", f"vp={c.vp}, but the layout has {len(ranks[0])} virtual stages per rank over pp={c.pp}"
+            )
+        if fw is not None and not fw.virtual_stage_layout:
+            raise DomainError("config.pipeline_layout", f"{fw.name} takes no custom pipeline layout")
+        layers = [sum(chunks) for chunks in ranks]
+        if c.layers_per_stage is not None and list(c.layers_per_stage) != layers:
+            raise DomainError(
+                "config.layers_per_stage", f"{c.layers_per_stage} contradicts the layout's layers per rank {layers}"
+            )
+    elif c.layers_per_stage is not None:
         layers = list(c.layers_per_stage)
     else:
         default = rules.default_split()

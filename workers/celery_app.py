@@ -29,6 +29,11 @@ def make_celery(cfg: Settings) -> Celery:
             # [kombu/transport/redis.py unacked_restore_interval, unacked_restore_throttle].
             "unacked_restore_interval": max(1, min(5, round(cfg.visibility_timeout_s / 3))),
             "unacked_restore_throttle": 1,
+            # The sweep holds a Redis mutex that expires after 300 s by default: a worker killed while sweeping
+            # (it sweeps every few seconds) blocked every other worker's sweep, and so the dead worker's job, for
+            # 5 minutes [kombu/transport/redis.py unacked_mutex_expire; seen as a 120 s wait_job time-out in
+            # tests/workers/test_worker_process.py]. A sweep takes milliseconds; 10 s is ample.
+            "unacked_mutex_expire": 10,
         },
         result_expires=24 * 3600,
         task_serializer="json",

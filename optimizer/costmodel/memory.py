@@ -5,6 +5,7 @@ from __future__ import annotations
 from optimizer.costmodel.constants import CUDA_CONTEXT_BYTES, FRAGMENTATION_FRACTION
 from optimizer.model_spec import ModelSpec
 from optimizer.parallel_config import ParallelConfig
+from optimizer.pipeline_layout import layout_chunks
 from optimizer.stage_layers import chunk_inflight_counts
 
 
@@ -107,6 +108,9 @@ def inflight_microbatches(c: ParallelConfig, stage: int, m: int, layers: int | N
     if c.schedule == "interleaved-1f1b":
         # EP overlap adds one warm-up micro-batch [MLM schedules.py get_pp_rank_microbatches]
         counts = chunk_inflight_counts(p, v, stage, m, extra=1 if c.ep_comm_overlap else 0)
+        if c.pipeline_layout is not None and layers:  # the layout's own chunks [pipeline_layout.py]
+            chunks = layout_chunks(c.pipeline_layout, p)[stage]
+            return sum(n * x for n, x in zip(counts, chunks, strict=True)) / layers
         if layers is None or layers <= 0 or layers % v == 0:
             return sum(counts) / v
         base, extra = divmod(layers, v)  # virtual_split: the last `extra` chunks hold one layer more

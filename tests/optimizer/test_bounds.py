@@ -51,5 +51,7 @@ def test_bounds_never_exceed_the_exact_optimum(model: str, cluster: str, gbs: in
             assert cand.lb <= res.objective_s * (1 + 1e-9), cand.config
     assert solved >= 20  # the sample reaches feasible candidates, so the check above can fail
     pruned = [c for k, c in everything.items() if k not in kept]
-    for cand in pruned:
+    # A random 150 of the memory-pruned candidates (all of them took most of this test's time once uneven virtual
+    # stages and expert tensor parallelism widened the space); the seed is fixed, so a failure reproduces.
+    for cand in rng.sample(pruned, min(150, len(pruned))):
         assert not StageModel(ts, cand).solve(30.0).layers, cand.config  # the memory bound cut a layout that fits
