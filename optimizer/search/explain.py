@@ -25,11 +25,16 @@ def describe(c: object) -> str:
     for k in ("cp", "ep", "vp"):
         if g(k) > 1:
             parts.append(f"{k}={g(k)}")
+    etp = getattr(c, "etp", None)
+    if etp is not None and etp != g("tp"):
+        parts.append(f"etp={etp}")
     parts += [f"mbs={g('mbs')}", f"{g('schedule')}", f"zero={g('zero_stage')}", f"recompute={g('recompute')}"]
     if g("sequence_parallel"):
         parts.append("sp")
     if g("tp_comm_overlap"):
         parts.append("tp-overlap")
+    if getattr(c, "ep_comm_overlap", False):
+        parts.append("ep-overlap")
     return " ".join(parts)
 
 

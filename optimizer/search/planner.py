@@ -485,6 +485,12 @@ def check_pins(ts: TrainingSpace) -> None:
         if pinned and not any(allows(ts.fw, knob, v) for v in pinned):
             shown = ",".join(str(v).lower() if isinstance(v, bool) else str(v) for v in pinned)
             raise DomainError(f"pin.{knob}", f"{knob}={shown} is not available in {ts.fw.name} ({ts.fw.source(knob)})")
+    if ts.model.moe is None:  # expert knobs on a dense model: say so, not 'nothing fits'
+        overlap, etp = sp.pins.get("ep_comm_overlap"), sp.pins.get("etp")
+        if overlap is not None and overlap.values and all(overlap.values):
+            raise DomainError("pin.ep_comm_overlap", f"needs ep > 1: {ts.model.name} is dense (no experts)")
+        if etp is not None:
+            raise DomainError("pin.etp", f"sets the experts' tensor parallelism: {ts.model.name} is dense")
     for knob, values in (
         ("tp", ts.tp_values()),
         ("cp", ts.cp_values()),

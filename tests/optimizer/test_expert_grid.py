@@ -105,3 +105,18 @@ def test_ep_overlap_is_priced_with_its_memory_and_rules() -> None:
     with pytest.raises(DomainError) as exc:
         estimate(QWEN3_235B, cluster, tt, overlap)
     assert exc.value.field == "config.ep_comm_overlap" and "torchtitan" in exc.value.rule
+
+
+def test_expert_pins_on_a_dense_model_name_the_rule_and_plans_show_expert_knobs() -> None:
+    llama, cluster = load_model_preset("llama-3-8b"), load_cluster_preset("dgx-h100:1")
+    w = TrainingWorkload(global_batch_size=64, seq_len=4096)
+    for pin, field in (("ep_comm_overlap=true", "pin.ep_comm_overlap"), ("etp=1", "pin.etp")):
+        with pytest.raises(DomainError) as exc:
+            plan(llama, cluster, w, SearchSpace(pins=parse_pins([pin])), time_limit_s=5)
+        assert exc.value.field == field and "dense" in exc.value.rule
+    mixtral = load_model_preset("mixtral-8x7b")
+    pins = parse_pins(["tp=2", "dp=4", "cp=1", "ep=8", "pp=2", "vp=2", "ep_comm_overlap=true"])
+    res = plan(mixtral, load_cluster_preset("dgx-h100:8"), TrainingWorkload(global_batch_size=256, seq_len=4096),
+               SearchSpace(pins=pins), time_limit_s=30)  # fmt: skip
+    assert res.plan is not None and res.plan.config.ep_comm_overlap
+    assert "etp=1" in res.explanation.summary and "ep-overlap" in res.explanation.summary
