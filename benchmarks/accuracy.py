@@ -30,9 +30,17 @@ def report() -> tuple[Table, str]:
         )
     median, worst = summary(cases)
     assumptions = sorted({a for c in cases for a in c.assumptions})
+    memory = [c for c in cases if c.metric.startswith("peak_allocated_gb")]
+    moe = [c for c in cases if c.group.endswith("_moe")]
     lines = [
         f"records scored: {len(cases)}; median |error| {median:.1%} (target <= 10%); max |error| {worst:.1%} "
         f"(target <= 25%)",
+        *(
+            [f"per-GPU peak memory: {len(memory)} records, median |error| {summary(memory)[0]:.1%} (target <= 8%)"]
+            if memory
+            else []
+        ),
+        *([f"MoE step time: {len(moe)} records, median |error| {summary(moe)[0]:.1%} (target <= 15%)"] if moe else []),
         "assumptions where the source is silent:",
         *(f"  - {a}" for a in assumptions),
         "not scored (the model's error on each where it can price it):",
