@@ -21,6 +21,7 @@ from optimizer.errors import DomainError
 from optimizer.estimate import estimate
 from optimizer.model_spec import ModelSpec, MoESpec
 from optimizer.parallel_config import ParallelConfig
+from optimizer.stage_layers import LayerRules
 from optimizer.workload import InferenceWorkload, TrainingWorkload
 
 Record = dict[str, Any]
@@ -160,7 +161,7 @@ def _training_space(rec: Record, model: ModelSpec) -> tuple[TrainingWorkload, li
     # Llama 3 405B: one layer fewer on the first and last stage [DU §3.3.2]
     if layers_per_stage is None and model.num_layers % pp:
         per_stage = (model.num_layers + 2) // pp
-        layers_per_stage = [per_stage - 1, *([per_stage] * (pp - 2)), per_stage - 1]
+        layers_per_stage = LayerRules.of(model, pp, 1, True).default_split()
         notes.append(
             f"uneven stages {per_stage - 1},{per_stage}x{pp - 2},{per_stage - 1}; the first and last rank's virtual "
             "stages of unequal size (a custom layout)"

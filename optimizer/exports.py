@@ -14,7 +14,7 @@ from optimizer.frameworks import framework as framework_spec
 from optimizer.frameworks import unsupported_knob
 from optimizer.model_spec import ModelSpec
 from optimizer.parallel_config import ParallelConfig
-from optimizer.pipeline_layout import layout_chunks
+from optimizer.pipeline_layout import rank_chunks
 from optimizer.stage_layers import LayerRules, virtual_split
 from optimizer.workload import InferenceWorkload, TrainingWorkload
 
@@ -275,11 +275,7 @@ def _torchtitan(w: TrainingWorkload, c: ParallelConfig, layers: list[int]) -> Ex
             parts = []
             start = 0
             # schedule order: chunk k of every rank, rank by rank
-            splits = (
-                [list(ch) for ch in layout_chunks(c.pipeline_layout, c.pp)]
-                if c.pipeline_layout is not None
-                else [virtual_split(n, c.vp) for n in layers]
-            )
+            splits = [rank_chunks(c.pipeline_layout, c.pp, c.vp, r, n) for r, n in enumerate(layers)]
             for k in range(c.vp):
                 for r in range(c.pp):
                     per = splits[r][k]

@@ -14,6 +14,7 @@ import functools
 import re
 
 from optimizer.errors import DomainError
+from optimizer.stage_layers import virtual_split
 
 FIELD = "config.pipeline_layout"
 MAX_EXPANDED = 100_000  # characters after unrolling: far above any real model, far below a memory blow-up
@@ -38,6 +39,14 @@ def layout_chunks(text: str, pp: int) -> tuple[tuple[int, ...], ...]:
     stages = _stages(text)
     vp = len(stages) // pp
     return tuple(tuple(stages[k * pp + r].count("t") for k in range(vp)) for r in range(pp))
+
+
+def rank_chunks(layout: str | None, pp: int, vp: int, rank: int, layers: int) -> list[int]:
+    """Decoder layers of rank `rank`'s virtual stages: the layout's own when one is given, else the canonical
+    split of its `layers` (stage_layers.virtual_split). The memory model and the exports price and write this."""
+    if layout is not None:
+        return list(layout_chunks(layout, pp)[rank])
+    return virtual_split(layers, vp)
 
 
 def layout_vp(text: str, pp: int) -> int:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from optimizer.costmodel.constants import CUDA_CONTEXT_BYTES, FRAGMENTATION_FRACTION
 from optimizer.model_spec import ModelSpec
 from optimizer.parallel_config import ParallelConfig
-from optimizer.pipeline_layout import layout_chunks
+from optimizer.pipeline_layout import rank_chunks
 from optimizer.stage_layers import chunk_inflight_counts
 
 
@@ -97,7 +97,7 @@ def inflight_microbatches(c: ParallelConfig, stage: int, m: int, layers: int | N
 
     GPipe: all m [N21 §2.2.1]. 1F1B and ZB-H1: min(p - r, m) [MLM schedules.py; Q23]. Interleaved: the warm-up
     of (p - r - 1)*2 + (v - 1)*p chunks plus the one in flight [MLM schedules.py]; each chunk holds its share of
-    the rank's `layers` (split by stage_layers.virtual_split; 1/v each when v divides them, which for stage 0 gives
+    the rank's `layers` (split by pipeline_layout.rank_chunks; 1/v each when v divides them, which for stage 0 gives
     p(1 + (p-1)/(pv)) [K22 §4.2.3]).
     """
     p, v = c.pp, c.vp
@@ -108,13 +108,10 @@ def inflight_microbatches(c: ParallelConfig, stage: int, m: int, layers: int | N
     if c.schedule == "interleaved-1f1b":
         # EP overlap adds one warm-up micro-batch [MLM schedules.py get_pp_rank_microbatches]
         counts = chunk_inflight_counts(p, v, stage, m, extra=1 if c.ep_comm_overlap else 0)
-        if c.pipeline_layout is not None and layers:  # the layout's own chunks [pipeline_layout.py]
-            chunks = layout_chunks(c.pipeline_layout, p)[stage]
-            return sum(n * x for n, x in zip(counts, chunks, strict=True)) / layers
-        if layers is None or layers <= 0 or layers % v == 0:
+        if not layers:
             return sum(counts) / v
-        base, extra = divmod(layers, v)  # virtual_split: the last `extra` chunks hold one layer more
-        return (base * sum(counts) + sum(counts[v - extra :])) / layers
+        chunks = rank_chunks(c.pipeline_layout, p, v, stage, layers)
+        return sum(n * x for n, x in zip(counts, chunks, strict=True)) / layers
     return float(min(p - stage, m))
 
 

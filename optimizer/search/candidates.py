@@ -210,7 +210,7 @@ class TrainingSpace:
     def etp_values(self, tp: int, ep: int) -> list[int]:
         """Expert tensor-parallel degrees of MoE models (dense models keep etp = tp): a pin, any the framework
         runs; unpinned, what the framework runs with tp and ep (frameworks.expert_tp_values). See
-        _expert_grid_dps for the expert grids searched with each."""
+        _expert_grid_ok for the expert grids searched with each."""
         if self.model.moe is None:
             return [tp]
         pinned = self.space.pinned_values("etp")

@@ -172,9 +172,7 @@ def _solve_layout(
     # stages hold whole MoE periods, so each stage's dense/MoE mix depends only on its layer count.
     rules = LayerRules.of(model, p, 1, True)
     k_dense = rules.first_k_dense
-    prefix = [0]
-    for i in range(L):
-        prefix.append(prefix[-1] + (1 if model.is_moe_layer(i) else 0))
+    prefix = model.moe_prefix
     size = Q * (L + 1)
     cache: dict[tuple[bool, bool], tuple[list[int], list[int]]] = {}
     for i in range(p):
