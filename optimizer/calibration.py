@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from importlib import resources
 from typing import Any
 
+from optimizer.calibration_fit import FitPoint
 from optimizer.cluster_loading import build_cluster
 from optimizer.cluster_spec import ClusterSpec
 from optimizer.costmodel.result import Estimate
@@ -58,6 +59,7 @@ class CalibrationCase:
     predicted: float
     config: str
     assumptions: list[str] = field(default_factory=list)
+    run: FitPoint | None = None  # the priced run (a training step time), for per-source calibration [issue 14]
 
     @property
     def error(self) -> float:
@@ -292,6 +294,7 @@ def predict(rec: Record, include_skipped: bool = False) -> CalibrationCase | Non
         est.step_time_s,
         _describe(cfg),
         notes,
+        FitPoint(rec["id"], model, cluster, w, cfg, step_time_s=float(measured)),
     )
 
 

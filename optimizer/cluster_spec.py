@@ -7,8 +7,9 @@ from collections.abc import Sequence
 from functools import cached_property
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, model_validator
 
+from optimizer.cluster_calibration import IDENTITY, ClusterCalibration, PoolCalibration
 from optimizer.errors import DomainError, UnknownNameError
 from optimizer.gpu_catalog import GPUSpec, resolve_gpu
 
@@ -174,6 +175,9 @@ class ClusterSpec(BaseModel):
     name: str = Field(default="cluster", min_length=1, max_length=128, description="Cluster name.")
     pools: list[NodePool] = Field(min_length=1, max_length=256, description="Node pools.")
     gpu_types: list[GPUSpec] = Field(default_factory=list, description="User-defined GPU types used by pools.")
+    # The cluster's own calibration, applied at planning time; not part of the inventory (never stored or hashed
+    # with it) [issue 14].
+    _calibration: ClusterCalibration | None = PrivateAttr(default=None)
 
     @model_validator(mode="after")
     def _check(self) -> ClusterSpec:
@@ -207,8 +211,33 @@ class ClusterSpec(BaseModel):
         return gpus_per_stage * sum(p or 0.0 for p in prices) / 3600
 
     def gpu_of(self, pool: NodePool) -> GPUSpec:
-        """The GPU spec of a pool."""
+        """The GPU spec of a pool (as catalogued: MFU and capacities use it)."""
         return resolve_gpu(pool.gpu, {g.name: g for g in self.gpu_types})
+
+    def with_calibration(self, calibration: ClusterCalibration | None) -> ClusterSpec:
+        """This inventory priced with `calibration` (None: the sourced constants)."""
+        copy = self.model_copy()
+        copy._calibration = calibration
+        return copy
+
+    @property
+    def calibration(self) -> ClusterCalibration | None:
+        """The calibration applied to this inventory, if any."""
+        return self._calibration
+
+    def calibration_of(self, pool: NodePool) -> PoolCalibration:
+        """The fitted constants of a pool (the identity when uncalibrated)."""
+        return self._calibration.of(pool.name) if self._calibration is not None else IDENTITY
+
+    def compute_gpu(self, pool: NodePool) -> GPUSpec:
+        """The GPU spec the cost model computes with: peak FLOP/s scaled by the pool's calibrated compute
+        factor (the catalogued spec when uncalibrated)."""
+        gpu = self.gpu_of(pool)
+        k = self.calibration_of(pool).compute
+        if k == 1.0:
+            return gpu
+        fp8 = gpu.fp8_tflops * k if gpu.fp8_tflops is not None else None
+        return gpu.model_copy(update={"bf16_tflops": gpu.bf16_tflops * k, "fp8_tflops": fp8})
 
     def fabric_of(self, pool: NodePool) -> IntraNodeFabric:
         """The pool's intra-node fabric with every default filled from its GPU type."""

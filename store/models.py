@@ -194,6 +194,9 @@ class Job(Base):
     idempotency_key: Mapped[str | None] = mapped_column(String(128))
     request_hash: Mapped[str] = mapped_column(String(64), default="")
     trigger: Mapped[str] = mapped_column(String(32), default="user", index=True)
+    calibration_id: Mapped[int | None] = mapped_column(
+        ForeignKey("calibrations.id", ondelete="SET NULL"), doc="The cluster calibration it plans with (None: none)."
+    )
     created_at: Mapped[datetime] = mapped_column(default=now, index=True)
     started_at: Mapped[datetime | None]
     finished_at: Mapped[datetime | None]
@@ -224,6 +227,9 @@ class Plan(Base):
     mfu: Mapped[float | None] = mapped_column(Float)
     peak_memory_gb: Mapped[float | None] = mapped_column(Float)
     summary: Mapped[str] = mapped_column(String(256), default="")
+    calibration_id: Mapped[int | None] = mapped_column(
+        ForeignKey("calibrations.id", ondelete="SET NULL"), doc="The cluster calibration it was planned with."
+    )
     diff: Mapped[dict[str, Any] | None] = mapped_column(Document, doc="Against previous_plan_id.")
     created_at: Mapped[datetime] = mapped_column(default=now, index=True)
     document: Mapped[PlanDocument] = relationship(cascade="all, delete-orphan", lazy="select")
@@ -242,6 +248,38 @@ class PlanDocument(Base):
     __tablename__ = "plan_documents"
     plan_id: Mapped[int] = mapped_column(ForeignKey("plans.id", ondelete="CASCADE"), primary_key=True)
     result: Mapped[dict[str, Any]] = mapped_column(doc="The planner's PlanResult: plan, alternatives, explanation.")
+
+
+class Measurement(Base):
+    """What a run measured, against a plan (its configuration, inventory revision, model version, workload)."""
+
+    __tablename__ = "measurements"
+    id: Mapped[int] = mapped_column(primary_key=True)
+    plan_id: Mapped[int] = mapped_column(ForeignKey("plans.id", ondelete="CASCADE"), index=True)
+    cluster_id: Mapped[int] = mapped_column(ForeignKey("clusters.id", ondelete="CASCADE"), index=True)
+    config: Mapped[dict[str, Any]] = mapped_column(doc="The ParallelConfig that ran.")
+    figures: Mapped[dict[str, Any]] = mapped_column(doc="The Measurement document (optimizer/measurements.py).")
+    step_time_s: Mapped[float | None] = mapped_column(Float, doc="Measured seconds per step (training).")
+    predicted_step_time_s: Mapped[float | None] = mapped_column(Float, doc="Uncalibrated prediction.")
+    peak_allocated_gb: Mapped[float | None] = mapped_column(Float)
+    predicted_memory_gb: Mapped[float | None] = mapped_column(Float, doc="Predicted peak allocated per GPU.")
+    source: Mapped[str] = mapped_column(String(16), default="manual")
+    created_at: Mapped[datetime] = mapped_column(default=now, index=True)
+
+
+class Calibration(Base):
+    """A fitted calibration of a cluster (numbered versions; the newest is the cluster's current one)."""
+
+    __tablename__ = "calibrations"
+    __table_args__ = (UniqueConstraint("cluster_id", "number"),)
+    id: Mapped[int] = mapped_column(primary_key=True)
+    cluster_id: Mapped[int] = mapped_column(ForeignKey("clusters.id", ondelete="CASCADE"), index=True)
+    number: Mapped[int]
+    constants: Mapped[dict[str, Any]] = mapped_column(doc="ClusterCalibration document: constants per pool.")
+    report: Mapped[dict[str, Any]] = mapped_column(doc="The fit's evidence (optimizer/calibration_fit.FitReport).")
+    measurements: Mapped[int] = mapped_column(Integer, doc="Measurements it was fitted to.")
+    change: Mapped[float] = mapped_column(Float, default=0.0, doc="Largest relative change against the previous.")
+    created_at: Mapped[datetime] = mapped_column(default=now, index=True)
 
 
 class ApiToken(Base):

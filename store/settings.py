@@ -33,6 +33,12 @@ class Settings(BaseModel):
     )
     replan_at: str = Field(default="02:00", pattern=r"^\d{2}:\d{2}$", description="Nightly re-plan time, HH:MM.")
     replan_timezone: str = Field(default="UTC", description="Time zone of replan_at (IANA name).")
+    replan_calibration_change: float = Field(
+        default=0.03,
+        ge=0.0,
+        le=10.0,
+        description="Re-plan a watch when a calibration constant of its cluster moved by more than this (relative).",
+    )
     replan_on_inventory_change: bool = Field(
         default=False, description="Re-plan a cluster's watches as soon as a node fails, drains or is restored."
     )

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from store.db import database
 from store.repositories.jobs import JobRepository
+from store.services.calibration import recalibrate_stale
 from store.services.jobs import run_job
 from store.services.replan import check_watches
 from store.settings import settings
@@ -19,6 +20,9 @@ def replan_all(
 ) -> list[int]:
     """Check every watch (or a cluster's); submit and send a job for each whose inputs changed."""
     db, cfg = database(), settings()
+    if trigger == "nightly":  # measurements since the last fit move the calibration first [issue 14]
+        with db.session() as s:
+            recalibrate_stale(s, cluster_id)
     with db.session() as s:
         checks = check_watches(s, trigger, cluster_id, cfg)
     jobs = [c.job_id for c in checks if c.job_id is not None]

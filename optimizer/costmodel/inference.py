@@ -72,7 +72,7 @@ def serving_memory(
         emb_p * BYTES[w.precision],
         kv,
         transient,
-        reserve_bytes(capacity, CUDA_GRAPHS_BYTES),
+        reserve_bytes(capacity, CUDA_GRAPHS_BYTES, cluster.calibration_of(pool).memory_reserve),
         capacity,
     )
 
@@ -101,12 +101,12 @@ def _stage_time(
     last: bool,
 ) -> tuple[float, dict[str, float]]:
     """Seconds for one forward of `tokens` tokens (each attending to ctx_len) through the stage's layers."""
-    gpu = cluster.gpu_of(pool)
+    gpu = cluster.compute_gpu(pool)
     fp8 = w.precision == "fp8"
     wbytes = BYTES[w.precision]
     kvb = BYTES[w.kv_cache_dtype]
     tp = c.tp
-    tiers = net.pool_tiers(pool, cluster.fabric_of(pool))
+    tiers = net.cluster_tiers(cluster, pool)
     lv = net.group_levels(tiers, tp, 1)
     parts = {"forward": 0.0, "tp_comm": 0.0, "ep_comm": 0.0, "launch": 0.0}
     causal = 0.5 if not decode else 1.0  # prefill: causal mask halves the scores; decode: all past tokens
@@ -213,7 +213,7 @@ def estimate_inference(
         start += layers
     hop = 0.0
     if p > 1:  # one activation hop per stage boundary [costmodel G: PP adds a hop per boundary]
-        tier = net.pool_tiers(pools[0], cluster.fabric_of(pools[0]))
+        tier = net.cluster_tiers(cluster, pools[0])
         nb = net.neighbour_tier(tier, c.tp)
         hop = net.p2p(nb.bw, nb.network, mb * model.hidden_size * 2)
     ttft = sum(prefill) + (p - 1) * hop

@@ -115,6 +115,6 @@ def inflight_microbatches(c: ParallelConfig, stage: int, m: int, layers: int | N
     return float(min(p - stage, m))
 
 
-def reserve_bytes(capacity_bytes: float, extra: float = 0.0) -> float:
-    """CUDA context + communicator buffers + allocator slack [A7]."""
-    return CUDA_CONTEXT_BYTES + FRAGMENTATION_FRACTION * capacity_bytes + extra
+def reserve_bytes(capacity_bytes: float, extra: float = 0.0, slack: float = FRAGMENTATION_FRACTION) -> float:
+    """CUDA context + communicator buffers + allocator slack [A7]; `slack` is a pool's calibrated fraction."""
+    return CUDA_CONTEXT_BYTES + slack * capacity_bytes + extra

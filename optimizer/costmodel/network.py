@@ -13,7 +13,8 @@ import math
 from dataclasses import dataclass
 from functools import lru_cache
 
-from optimizer.cluster_spec import PCIE_GBYTES_PER_S, IntraNodeFabric, NodePool
+from optimizer.cluster_calibration import IDENTITY, PoolCalibration
+from optimizer.cluster_spec import PCIE_GBYTES_PER_S, ClusterSpec, IntraNodeFabric, NodePool
 from optimizer.costmodel.constants import NCCL_PROTOCOLS, NIC_EFFICIENCY, NVLINK_EFFICIENCY, PCIE_EFFICIENCY
 
 INF = float("inf")
@@ -39,15 +40,21 @@ class Level:
     name: str
 
 
-def pool_tiers(pool: NodePool, fabric: IntraNodeFabric) -> tuple[Tier, ...]:
-    """The tiers of a pool, innermost first."""
+def cluster_tiers(cluster: ClusterSpec, pool: NodePool) -> tuple[Tier, ...]:
+    """The tiers of a pool of `cluster`, with the cluster's calibration applied."""
+    return pool_tiers(pool, cluster.fabric_of(pool), cluster.calibration_of(pool))
+
+
+def pool_tiers(pool: NodePool, fabric: IntraNodeFabric, cal: PoolCalibration = IDENTITY) -> tuple[Tier, ...]:
+    """The tiers of a pool, innermost first. `cal` scales the scale-up (NVLink, PCIe) and NIC bandwidths by the
+    pool's fitted factors [issue 14]."""
     n = pool.gpus_per_node
-    pcie = PCIE_GBYTES_PER_S[fabric.pcie_gen or 4] * 1e9 * PCIE_EFFICIENCY
-    nic = pool.inter_node.gbytes_per_s_per_node * 1e9 / n * NIC_EFFICIENCY
+    pcie = PCIE_GBYTES_PER_S[fabric.pcie_gen or 4] * 1e9 * PCIE_EFFICIENCY * cal.intra_node
+    nic = pool.inter_node.gbytes_per_s_per_node * 1e9 / n * NIC_EFFICIENCY * cal.network
     tiers: list[Tier] = []
     domain = fabric.domain_size or 1
     if fabric.kind == "nvlink" and fabric.gbytes_per_s and domain > 1:
-        tiers.append(Tier(domain, fabric.gbytes_per_s * 1e9 * NVLINK_EFFICIENCY, False, "nvlink"))
+        tiers.append(Tier(domain, fabric.gbytes_per_s * 1e9 * NVLINK_EFFICIENCY * cal.intra_node, False, "nvlink"))
     if domain < n:
         tiers.append(Tier(n, pcie, False, "pcie"))
     scale_up = max(n, domain)

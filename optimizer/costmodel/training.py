@@ -137,13 +137,13 @@ class _Ctx:
     def gpu(self, pool: NodePool) -> GPUSpec:
         g = self._gpus.get(pool.name)
         if g is None:
-            g = self._gpus[pool.name] = self.cluster.gpu_of(pool)
+            g = self._gpus[pool.name] = self.cluster.compute_gpu(pool)
         return g
 
     def tiers(self, pool: NodePool) -> tuple[net.Tier, ...]:
         t = self._tiers.get(pool.name)
         if t is None:
-            t = net.pool_tiers(pool, self.cluster.fabric_of(pool))
+            t = net.cluster_tiers(self.cluster, pool)
             self._tiers[pool.name] = t
         return t
 
@@ -458,7 +458,7 @@ def _stage_cost(
         optim,
         emb,
         transient,
-        reserve_bytes(capacity),
+        reserve_bytes(capacity, slack=ctx.cluster.calibration_of(pool).memory_reserve),
         capacity,
         acts,
     )
@@ -519,7 +519,7 @@ def estimate_training(
 
     tokens = w.global_batch_size * w.seq_len
     model_flops, hw_flops = _step_flops(model, w, c)
-    peak_sum = sum(ctx.gpu(p).bf16_tflops * 1e12 * c.gpus_per_stage for p in layout.stage_pools)
+    peak_sum = sum(cluster.gpu_of(p).bf16_tflops * 1e12 * c.gpus_per_stage for p in layout.stage_pools)
     stage_out = []
     for i, s in enumerate(stages):
         pool = layout.stage_pools[i]
@@ -541,7 +541,7 @@ def estimate_training(
             StageEstimate.model_construct(
                 index=i,
                 pool=pool.name,
-                gpu=ctx.gpu(pool).name,
+                gpu=cluster.gpu_of(pool).name,
                 layers=layout.stage_layers[i],
                 memory_gb=mem,
                 fits=total <= s.capacity,

@@ -154,7 +154,9 @@ class TrainingSpace:
             self.budget = min(self.budget, space.max_gpus)
         self.largest_pool = max((p.healthy_gpus for p in self.pools), default=0)
         self.usable = {
-            p.name: cluster.gpu_of(p).memory_bytes - reserve_bytes(cluster.gpu_of(p).memory_bytes) for p in self.pools
+            p.name: cluster.gpu_of(p).memory_bytes
+            - reserve_bytes(cluster.gpu_of(p).memory_bytes, slack=cluster.calibration_of(p).memory_reserve)
+            for p in self.pools
         }
         self.n_moe = model.num_moe_layers
         self.n_dense = model.num_layers - self.n_moe
@@ -494,7 +496,7 @@ class TrainingSpace:
         if hit is None:
             hit = math.inf
             for p in self.pools:
-                tier = net.neighbour_tier(net.pool_tiers(p, self.cluster.fabric_of(p)), gpus_per_stage)
+                tier = net.neighbour_tier(net.cluster_tiers(self.cluster, p), gpus_per_stage)
                 hit = min(hit, net.p2p(tier.bw, tier.network, msg))
             self._hops[(gpus_per_stage, msg)] = hit
         return hit

@@ -218,13 +218,13 @@ def _solve_layout(
     hop = 0
     hv: cp_model.IntVar | None = None
     if p > 1:
-        tiers = net.pool_tiers(usable[0], cluster.fabric_of(usable[0]))
+        tiers = net.cluster_tiers(cluster, usable[0])
         nb = net.neighbour_tier(tiers, c.tp)
         hop = round(net.p2p(nb.bw, nb.network, mb * model.hidden_size * 2) * ns)
         if Q > 1:  # the estimator takes the hop from stage 0's pool
             hop_tab = []
             for pool in usable:
-                nb = net.neighbour_tier(net.pool_tiers(pool, cluster.fabric_of(pool)), c.tp)
+                nb = net.neighbour_tier(net.cluster_tiers(cluster, pool), c.tp)
                 hop_tab.append(round(net.p2p(nb.bw, nb.network, mb * model.hidden_size * 2) * ns))
             hv = mdl.new_int_var(0, max(hop_tab), "hop")
             mdl.add_element(qv[0], hop_tab, hv)

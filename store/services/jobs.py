@@ -6,12 +6,13 @@ import logging
 import threading
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 from sqlalchemy.exc import IntegrityError, OperationalError
 from sqlalchemy.orm import Session
 
+from optimizer.cluster_calibration import ClusterCalibration
 from optimizer.cluster_spec import ClusterSpec
 from optimizer.errors import DomainError
 from optimizer.inventory import content_hash
@@ -29,6 +30,7 @@ from store.db import Database
 from store.models import Job, Plan, PlanDocument
 from store.repositories.clusters import ClusterRepository, revision_spec
 from store.repositories.jobs import JobRepository
+from store.repositories.measurements import CalibrationRepository, calibration_spec
 from store.repositories.models import ModelRepository, version_spec
 from store.repositories.plans import PlanFilter, PlanRepository
 from store.repositories.watches import WatchRepository
@@ -76,6 +78,11 @@ class JobRequest(BaseModel):
     search: SearchOptions = Field(default_factory=SearchOptions)
     time_limit_s: float | None = Field(default=None, description="Solver time limit, seconds (capped by a setting).")
     top_k: int = Field(default=3, ge=1, le=20, description="Plan plus runners-up.")
+    calibration: Literal["cluster", "none"] = Field(
+        default="cluster",
+        description="cluster: price with the cluster's newest calibration (fitted to its measurements); none: the "
+        "sourced constants only.",
+    )
 
 
 @dataclass(frozen=True)
@@ -127,6 +134,7 @@ def submit(
         max_time_limit_s=cfg.max_time_limit_s,
     )
     workload = WorkloadRepository(session).intern(req.workload)
+    calibration = CalibrationRepository(session).current(cluster.id) if req.calibration == "cluster" else None
     job = Job(
         cluster_id=cluster.id,
         cluster_revision_id=rev.id,
@@ -144,6 +152,7 @@ def submit(
         idempotency_key=idempotency_key,
         request_hash=content_hash(req.model_dump(mode="json")),
         trigger=trigger,
+        calibration_id=calibration.id if calibration is not None else None,
     )
     return JobRepository(session).submit(job)
 
@@ -155,9 +164,10 @@ def load_inputs(session: Session, job: Job) -> JobInputs:
         prev = PlanRepository(session).find(job.warm_start_plan_id)
         if prev is not None and prev.result.get("plan"):
             warm = ParallelConfig.model_validate(prev.result["plan"]["config"])
+    calibration = calibration_spec(CalibrationRepository(session).find(job.calibration_id))
     return JobInputs(
         model=specs.model,
-        cluster=specs.cluster,
+        cluster=specs.cluster.with_calibration(calibration),
         workload=specs.workload,
         space=SearchOptions.model_validate(job.search).space(),
         time_limit_s=job.time_limit_s,
@@ -315,6 +325,7 @@ def store_plan(s: Session, job: Job, result: PlanResult) -> Plan:
         mfu=est.mfu if est else None,
         peak_memory_gb=est.peak_memory_gb if est else None,
         summary=(describe(best.config) if best else result.explanation.summary)[:256],
+        calibration_id=job.calibration_id,
         document=PlanDocument(result=result.model_dump(mode="json")),
         diff=plan_diff_document(s, previous, job, best) if previous else None,
     )
@@ -342,6 +353,15 @@ def plan_diff_document(s: Session, previous: Plan, job: Job, best: PlannedConfig
         }
     if previous.workload_id != job.workload_id:
         inputs["workload"] = {"before": previous.workload_id, "after": job.workload_id}
+    if previous.calibration_id != job.calibration_id:
+        cals = CalibrationRepository(s)
+        before_cal, after_cal = cals.find(previous.calibration_id), cals.find(job.calibration_id)
+        change = (calibration_spec(after_cal) or ClusterCalibration()).largest_change(calibration_spec(before_cal))
+        inputs["calibration"] = {
+            "before": before_cal.number if before_cal else None,
+            "after": after_cal.number if after_cal else None,
+            "largest_change": round(change, 4),
+        }
     d = diff_plans(planned(previous), best)
     return {"against": previous.id, "inputs": inputs, "plan": d.model_dump(mode="json"), "summary": d.summary()}
 

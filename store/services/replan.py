@@ -6,15 +6,17 @@ from dataclasses import dataclass
 
 from sqlalchemy.orm import Session
 
+from optimizer.cluster_calibration import ClusterCalibration
 from store.models import Watch, now
 from store.repositories.clusters import ClusterRepository
 from store.repositories.jobs import JobRepository
+from store.repositories.measurements import CalibrationRepository, calibration_spec
 from store.repositories.models import ModelRepository
 from store.repositories.plans import PlanRepository
 from store.repositories.watches import WatchRepository
 from store.repositories.workloads import WorkloadRepository, workload_spec
 from store.services.jobs import JobRequest, SearchOptions, submit
-from store.settings import Settings
+from store.settings import Settings, settings
 
 NIGHTLY_CLIENT = "meshplan-replan"
 
@@ -49,6 +51,9 @@ def check_watch(s: Session, watch: Watch, trigger: str, cfg: Settings | None = N
             changed.append(f"model version {models.version_by_id(last.model_version_id).number}→{version.number}")
         if last.workload_id != watch.workload_id:
             changed.append("workload")
+        moved = calibration_moved(s, last.calibration_id, watch.cluster_id, cfg)
+        if moved:
+            changed.append(moved)
     if not changed and not force:
         watch.last_checked_at, watch.last_check = now(), "unchanged"
         return WatchCheck(watch.id, [], None)
@@ -61,7 +66,10 @@ def check_watch(s: Session, watch: Watch, trigger: str, cfg: Settings | None = N
     )
     # One job per (watch, inputs): a second check before the job ran finds the same job through the key. A job
     # of those inputs that failed or was cancelled does not block the next checks: they key a new attempt.
+    cal = CalibrationRepository(s).current(cluster.id)
     key = None if force else f"watch-{watch.id}-rev-{rev.id}-mv-{version.id}-w-{watch.workload_id}"
+    if key is not None and cal is not None:
+        key += f"-cal-{cal.id}"
     jobs = JobRepository(s)
     base = key
     while key is not None and (prior := jobs.by_key(NIGHTLY_CLIENT, key)) is not None:
@@ -81,6 +89,21 @@ def check_watch(s: Session, watch: Watch, trigger: str, cfg: Settings | None = N
     watch.last_checked_at = now()
     watch.last_check = ("re-planned: " + ", ".join(changed or ["on request"]))[:256]
     return WatchCheck(watch.id, changed, job.id)
+
+
+def calibration_moved(s: Session, used_id: int | None, cluster_id: int, cfg: Settings | None) -> str | None:
+    """Why the cluster's current calibration is a reason to re-plan (a constant moved beyond the threshold since
+    the calibration the last plan used), or None."""
+    cals = CalibrationRepository(s)
+    current = cals.current(cluster_id)
+    if current is None or current.id == used_id:
+        return None
+    threshold = (cfg or settings()).replan_calibration_change
+    used = cals.find(used_id)
+    change = (calibration_spec(current) or ClusterCalibration()).largest_change(calibration_spec(used))
+    if change < threshold:
+        return None
+    return f"calibration {used.number if used else 'none'}→{current.number} ({change:.0%} on a constant)"
 
 
 def check_watches(

@@ -1,0 +1,85 @@
+"""A cluster's own calibration: the few cost-model constants that a user's measurements may move, per pool.
+
+The published-run constants (optimizer/costmodel/constants.py) describe typical clusters. A user's cluster
+differs in NCCL version, fabric, clocks and kernels, so each pool (one GPU type on one fabric) carries four
+factors that its own runs can fit (optimizer/calibration_fit.py): every other term of the cost model stays as
+sourced. The identity calibration (all factors 1, the reserve at its sourced value) reproduces the uncalibrated
+model exactly.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from optimizer.costmodel.constants import FRAGMENTATION_FRACTION
+
+ConstantName = Literal["compute", "intra_node", "network", "memory_reserve"]
+
+# Range a fitted constant may take: wider than any published cluster's spread around the sourced values
+# (the Hopper framework factor's records spread +-15% [benchmarks/accuracy.py]; NCCL bus bandwidth on a
+# misconfigured fabric falls to a fifth of line rate [NCCL tests issue reports]).
+BOUNDS: dict[str, tuple[float, float]] = {
+    "compute": (0.3, 2.0),
+    "intra_node": (0.2, 2.0),
+    "network": (0.1, 2.0),
+    "memory_reserve": (0.0, 0.5),
+}
+
+# What each constant scales, in words the plan page and CLI print.
+MEANING: dict[str, str] = {
+    "compute": "GEMM and attention throughput (x the sourced efficiency)",
+    "intra_node": "NVLink / PCIe bus bandwidth (x the sourced efficiency)",
+    "network": "NIC bus bandwidth between nodes (x the sourced efficiency)",
+    "memory_reserve": "device memory kept free for allocator slack, fraction of capacity",
+}
+
+
+class PoolCalibration(BaseModel):
+    """Fitted constants of one pool. Times scale as 1/factor on the terms each factor names."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    compute: float = Field(default=1.0, ge=BOUNDS["compute"][0], le=BOUNDS["compute"][1], description="Factor.")
+    intra_node: float = Field(
+        default=1.0, ge=BOUNDS["intra_node"][0], le=BOUNDS["intra_node"][1], description="Factor."
+    )
+    network: float = Field(default=1.0, ge=BOUNDS["network"][0], le=BOUNDS["network"][1], description="Factor.")
+    memory_reserve: float = Field(
+        default=FRAGMENTATION_FRACTION,
+        ge=BOUNDS["memory_reserve"][0],
+        le=BOUNDS["memory_reserve"][1],
+        description="Fraction of device memory kept free (allocator slack).",
+    )
+
+    def value(self, name: str) -> float:
+        """The constant called `name`."""
+        return float(getattr(self, name))
+
+
+IDENTITY = PoolCalibration()
+
+
+class ClusterCalibration(BaseModel):
+    """The calibration of a cluster: constants per pool name (pools not listed use the identity)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    version: int = Field(default=0, ge=0, description="Stored calibration number (0: not stored).")
+    pools: dict[str, PoolCalibration] = Field(default_factory=dict, description="Constants by pool name.")
+
+    def of(self, pool: str) -> PoolCalibration:
+        """The constants of `pool`."""
+        return self.pools.get(pool, IDENTITY)
+
+    def largest_change(self, other: ClusterCalibration | None) -> float:
+        """The largest relative change of any constant of any pool against `other` (None: the identity)."""
+        base = other or ClusterCalibration()
+        worst = 0.0
+        for name in set(self.pools) | set(base.pools):
+            a, b = self.of(name), base.of(name)
+            for k in BOUNDS:
+                va, vb = a.value(k), b.value(k)
+                worst = max(worst, abs(va - vb) / max(abs(vb), 1e-9))
+        return worst

@@ -1,0 +1,78 @@
+"""Measurements of runs against plans, and the cluster calibrations fitted to them."""
+
+from __future__ import annotations
+
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session
+
+from optimizer.cluster_calibration import ClusterCalibration
+from store.errors import NotFoundError
+from store.models import Calibration, Measurement, Plan
+
+
+def calibration_spec(row: Calibration | None) -> ClusterCalibration | None:
+    """The constants of a stored calibration (None for none)."""
+    if row is None:
+        return None
+    return ClusterCalibration.model_validate({**row.constants, "version": row.number})
+
+
+class MeasurementRepository:
+    def __init__(self, session: Session) -> None:
+        self.s = session
+
+    def add(self, row: Measurement) -> Measurement:
+        self.s.add(row)
+        self.s.flush()
+        return row
+
+    def get(self, plan_id: int, measurement_id: int) -> Measurement:
+        row = self.s.get(Measurement, measurement_id)
+        if row is None or row.plan_id != plan_id:
+            raise NotFoundError("measurement", measurement_id)
+        return row
+
+    def of_plan(self, plan_id: int) -> list[Measurement]:
+        q = select(Measurement).where(Measurement.plan_id == plan_id).order_by(Measurement.id)
+        return list(self.s.scalars(q))
+
+    def of_cluster(self, cluster_id: int, limit: int = 10_000) -> list[tuple[Measurement, Plan]]:
+        """The cluster's measurements with their plans, oldest first (at most `limit`, the newest kept)."""
+        q = (
+            select(Measurement, Plan)
+            .join(Plan, Plan.id == Measurement.plan_id)
+            .where(Measurement.cluster_id == cluster_id)
+            .order_by(Measurement.id.desc())
+            .limit(limit)
+        )
+        return [(m, p) for m, p in reversed(list(self.s.execute(q).tuples()))]
+
+    def count(self, cluster_id: int) -> int:
+        return int(self.s.scalar(select(func.count()).where(Measurement.cluster_id == cluster_id)) or 0)
+
+    def delete(self, row: Measurement) -> None:
+        self.s.delete(row)
+        self.s.flush()
+
+
+class CalibrationRepository:
+    def __init__(self, session: Session) -> None:
+        self.s = session
+
+    def current(self, cluster_id: int) -> Calibration | None:
+        q = select(Calibration).where(Calibration.cluster_id == cluster_id).order_by(Calibration.number.desc())
+        return self.s.scalars(q.limit(1)).first()
+
+    def find(self, calibration_id: int | None) -> Calibration | None:
+        return self.s.get(Calibration, calibration_id) if calibration_id is not None else None
+
+    def history(self, cluster_id: int) -> list[Calibration]:
+        q = select(Calibration).where(Calibration.cluster_id == cluster_id).order_by(Calibration.number)
+        return list(self.s.scalars(q))
+
+    def add(self, row: Calibration) -> Calibration:
+        prev = self.current(row.cluster_id)
+        row.number = (prev.number if prev else 0) + 1
+        self.s.add(row)
+        self.s.flush()
+        return row

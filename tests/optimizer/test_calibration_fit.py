@@ -1,0 +1,128 @@
+"""Per-cluster calibration recovers hidden constants, resists wild runs and refuses what the data cannot pin."""
+
+from __future__ import annotations
+
+import dataclasses
+import random
+import statistics
+
+import pytest
+
+from optimizer.calibration_check import random_configs, synthetic_points
+from optimizer.calibration_fit import FitPoint, fit_calibration
+from optimizer.cluster_calibration import ClusterCalibration, PoolCalibration
+from optimizer.cluster_loading import load_cluster_preset
+from optimizer.errors import DomainError
+from optimizer.estimate import estimate
+from optimizer.measurements import Measurement
+from optimizer.model_loading import load_model_preset
+from optimizer.workload import TrainingWorkload
+
+MODEL = load_model_preset("llama-3-70b")
+CLUSTER = load_cluster_preset("dgx-h100:8")
+W = TrainingWorkload(global_batch_size=256, seq_len=4096)
+POOL = CLUSTER.pools[0].name
+TRUTH = ClusterCalibration(pools={POOL: PoolCalibration(compute=0.88, intra_node=0.8, network=0.6)})
+
+
+@pytest.fixture(scope="module")
+def configs() -> list:
+    return random_configs(MODEL, CLUSTER, W, 40, random.Random(1))
+
+
+def _median_error(points: list[FitPoint], cal: ClusterCalibration | None) -> float:
+    cluster = CLUSTER.with_calibration(cal)
+    errs = []
+    for p in points:
+        t = estimate(MODEL, cluster, W, p.config).step_time_s
+        assert t is not None and p.step_time_s is not None
+        errs.append(abs(t / p.step_time_s - 1))
+    return statistics.median(errs)
+
+
+def test_identity_calibration_changes_nothing(configs: list) -> None:
+    cfg = configs[0]
+    a = estimate(MODEL, CLUSTER, W, cfg)
+    b = estimate(MODEL, CLUSTER.with_calibration(ClusterCalibration(pools={POOL: PoolCalibration()})), W, cfg)
+    assert a.step_time_s == b.step_time_s and a.peak_memory_gb == b.peak_memory_gb
+    slower = CLUSTER.with_calibration(ClusterCalibration(pools={POOL: PoolCalibration(compute=0.5)}))
+    c = estimate(MODEL, slower, W, cfg)
+    assert c.step_time_s is not None and a.step_time_s is not None and c.step_time_s > 1.4 * a.step_time_s
+    assert c.mfu is not None and a.mfu is not None and c.mfu < a.mfu  # MFU stays against the catalogued peak
+
+
+def test_recovers_hidden_constants_and_cuts_error_3x(configs: list) -> None:
+    rng = random.Random(7)
+    train = synthetic_points(MODEL, CLUSTER, W, configs[:20], TRUTH, 0.03, rng)
+    test = synthetic_points(MODEL, CLUSTER, W, configs[20:], TRUTH, 0.0, rng)
+    report = fit_calibration(train)
+    fitted = {c.name: c for c in report.constants}
+    assert fitted["compute"].identified and fitted["compute"].runs == 20
+    for c in report.constants:
+        if c.identified:
+            assert c.value == pytest.approx(TRUTH.of(POOL).value(c.name), rel=0.05), c
+        else:
+            assert c.value == 1.0 and c.reason  # left at the sourced value, with the reason
+    before, after = _median_error(test, None), _median_error(test, report.calibration)
+    assert after * 3 <= before, (before, after)
+
+
+def test_five_runs_predict_others_within_5_percent(configs: list) -> None:
+    rng = random.Random(3)
+    train = synthetic_points(MODEL, CLUSTER, W, configs[:5], TRUTH, 0.03, rng)
+    test = synthetic_points(MODEL, CLUSTER, W, configs[20:], TRUTH, 0.0, rng)
+    assert _median_error(test, fit_calibration(train).calibration) <= 0.05
+
+
+def test_a_run_10x_off_is_an_outlier_not_a_new_constant(configs: list) -> None:
+    rng = random.Random(5)
+    train = synthetic_points(MODEL, CLUSTER, W, configs[:10], TRUTH, 0.03, rng)
+    clean = fit_calibration(train).calibration.of(POOL).compute
+    wild = dataclasses.replace(train[0], step_time_s=(train[0].step_time_s or 0) * 10)
+    report = fit_calibration([wild, *train[1:]])
+    assert report.runs[0].outlier and report.runs[0].flagged
+    assert report.calibration.of(POOL).compute == pytest.approx(clean, rel=0.03)
+
+
+def test_a_single_run_moves_compute_less_than_its_error(configs: list) -> None:
+    """The prior: one run 20% slower than predicted moves the constant, but by less than 20%."""
+    t = estimate(MODEL, CLUSTER, W, configs[0]).step_time_s
+    assert t is not None
+    report = fit_calibration([FitPoint("one", MODEL, CLUSTER, W, configs[0], step_time_s=t * 1.2)])
+    k = report.calibration.of(POOL).compute
+    assert 1 / 1.2 < k < 1.0 or not report.constants[0].identified
+
+
+def test_memory_reserve_from_allocated_and_reserved_peaks(configs: list) -> None:
+    cap = CLUSTER.gpu_of(CLUSTER.pools[0]).memory_bytes / 1e9
+    pts = [
+        FitPoint(f"m{i}", MODEL, CLUSTER, W, configs[i], peak_allocated_gb=50.0, peak_reserved_gb=50.0 + 0.04 * cap)
+        for i in range(6)
+    ]
+    report = fit_calibration(pts)
+    reserve = report.calibration.of(POOL).memory_reserve
+    assert 0.04 < reserve < 0.06  # pulled from the sourced 0.10 towards the measured 0.04
+    assert report.runs == [] and report.memory_runs == 6
+
+
+@pytest.mark.parametrize(
+    ("fields", "field"),
+    [
+        ({}, "measurement"),
+        ({"step_time_s": -1.0}, "step_time_s"),
+        ({"peak_allocated_gb": 40.0, "peak_reserved_gb": 30.0}, "measurement.peak_reserved_gb"),
+        ({"stage_times_s": [1.0, 0.0], "step_time_s": 1.0}, "measurement.stage_times_s"),
+    ],
+)
+def test_bad_measurements_name_the_field(fields: dict, field: str) -> None:
+    with pytest.raises((DomainError, ValueError)) as exc:
+        Measurement.model_validate(fields)
+    assert field in str(exc.value)
+
+
+def test_measurement_against_its_workload() -> None:
+    m = Measurement(step_time_s=10.0, tokens_per_s=W.tokens_per_step / 5.0)
+    with pytest.raises(DomainError, match="implies"):
+        m.check_against(W, 80.0)
+    with pytest.raises(DomainError, match="more than the GPU"):
+        Measurement(peak_allocated_gb=100.0).check_against(W, 80.0)
