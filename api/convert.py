@@ -157,6 +157,7 @@ def _summary_fields(
         peak_memory_gb=p.peak_memory_gb,
         summary=p.summary,
         change=str(p.diff.get("summary")) if p.diff else None,
+        calibration_id=p.calibration_id,
     )
 
 

@@ -7,9 +7,11 @@ from typing import Any, Generic, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from optimizer.cluster_calibration import ClusterCalibration
 from optimizer.errors import DomainError
 from optimizer.gpu_catalog import GPUSpec
 from optimizer.inventory import InventoryDiff
+from optimizer.measurements import Measurement
 from optimizer.plan_diff import PlanDiff
 from optimizer.search.result import PlanResult
 from optimizer.workload import Workload
@@ -211,6 +213,7 @@ class PlanSummaryOut(BaseModel):
     peak_memory_gb: float | None
     summary: str
     change: str | None = Field(description="Against the previous plan, in words.")
+    calibration_id: int | None = Field(default=None, description="The cluster calibration it was planned with.")
 
 
 class PlanOut(PlanSummaryOut):
@@ -262,3 +265,35 @@ class Health(BaseModel):
     database: str | None = None
     broker: str | None = None
     mode: str | None = None
+
+
+# ---- measurements and calibrations [issue 14]
+class MeasurementOut(BaseModel):
+    id: int
+    plan_id: int
+    created_at: datetime
+    source: str
+    measurement: Measurement
+    measured_step_s: float | None = Field(description="Seconds per step (from step_time_s or tokens_per_s).")
+    planned_step_s: float | None = Field(description="What the plan predicted (with the calibration it used).")
+    uncalibrated_step_s: float | None = Field(description="The sourced constants' prediction.")
+    calibrated_step_s: float | None = Field(description="With the cluster's current calibration.")
+    error: float | None = Field(description="Planned / measured - 1.")
+    flagged: bool = Field(description="More than 20% from the plan's prediction.")
+    predicted_memory_gb: float | None = Field(description="Predicted peak allocated per GPU (no reserve).")
+
+
+class CalibrationOut(BaseModel):
+    id: int
+    cluster_id: int
+    number: int
+    created_at: datetime
+    measurements: int
+    change: float = Field(description="Largest relative change of a constant against the previous version.")
+    constants: ClusterCalibration
+    report: dict[str, Any] = Field(description="The fit's evidence: each constant with its spread and support.")
+
+
+class CalibrateOut(BaseModel):
+    created: bool = Field(description="False when the refit moved no constant (the current version stands).")
+    calibration: CalibrationOut

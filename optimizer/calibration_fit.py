@@ -63,15 +63,15 @@ RESERVE_PRIOR_SPREAD = 0.05
 # 20% is flagged (kept) with the constants it is most sensitive to.
 OUTLIER_LOG = math.log(2.0)
 FLAG_RELATIVE = 0.20
-# A constant is identified when the data shrink its spread to at most half the prior's and pin it within 5%
-# (one posterior standard deviation); otherwise it stays at its sourced value.
+# A constant is identified when the data shrink its spread to at most half the prior's and pin it within 7.5%
+# (about 7%, one posterior standard deviation); otherwise it stays at its sourced value.
 IDENTIFIED_SHRINK = 0.5
-IDENTIFIED_SPREAD = 0.05
+IDENTIFIED_SPREAD = 0.075
 # A run informs a constant when its log step time moves by at least 5% of a log change of that constant.
 INFORMS = 0.05
-# Robust loss: soft-L1 with this scale (log units) on each run's residual, so the fit follows the runs' median
-# rather than their mean and one wild run barely moves it [scipy least_squares 'soft_l1' loss, by IRLS].
-ROBUST_SCALE = 0.02
+# Robust loss: soft-L1 on each run's residual with the run spread as its scale, so that a run several spreads
+# off counts linearly, not quadratically, and one wild run barely moves the fit [scipy least_squares 'soft_l1'
+# loss, here by IRLS so that the prior stays quadratic].
 IRLS_ROUNDS = 30
 FD_STEP = 0.05  # finite-difference step, log units
 MAX_ROUNDS = 4
@@ -238,7 +238,7 @@ class CalibrationFit:
         z = np.zeros(idx.size)
         for _ in range(IRLS_ROUNDS):
             r = (jac @ z - target) * self.run_spread  # log units
-            w = np.sqrt(1.0 / np.sqrt(1.0 + (r / ROBUST_SCALE) ** 2))
+            w = np.sqrt(1.0 / np.sqrt(1.0 + (r / self.run_spread) ** 2))
             a = np.vstack([jac * w[:, None], prior])
             b = np.concatenate([target * w, np.zeros(idx.size)])
             z_new = lsq_linear(a, b, bounds=(lo, hi)).x
@@ -264,19 +264,23 @@ class CalibrationFit:
         `run_spread`: fitted once with the prior spread, then again with the spread the residuals show."""
         first = self.linearise(np.zeros(len(self.params)))
         self.prior_log_times = first.f0.copy()
-        x, sd, free, keep, lin = self._run_once(first)
+        # The spread is estimated from a fit where every constant a run depends on is free: fixing one the data
+        # barely pin would leave its whole effect in the residuals and inflate the spread.
+        _x, _sd, _free, keep, lin = self._run_once(first, identify=False)
         resid = (lin.f0 - self.log_measured)[keep]
         var = (RUN_SPREAD_WEIGHT * RUN_SPREAD**2 + float(np.sum(resid**2))) / (RUN_SPREAD_WEIGHT + resid.size)
         self.run_spread = max(RUN_SPREAD_FLOOR, math.sqrt(var))
         return self._run_once(first)
 
-    def _run_once(self, lin: _Linearised) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, _Linearised]:
+    def _run_once(
+        self, lin: _Linearised, identify: bool = True
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, _Linearised]:
         k = len(self.params)
         x = np.zeros(k)
-        free = np.ones(k, dtype=bool)
+        free = np.any(np.abs(lin.jac) >= INFORMS, axis=0) if lin.jac.size else np.ones(k, dtype=bool)
         keep = np.ones(len(self.timed), dtype=bool)
         # Identifiability at the prior point: fix the least pinned constant until every free one is pinned.
-        while True:
+        while identify:
             sd = self._posterior_sd(lin.jac[keep], free)
             weak = [
                 j for j in np.flatnonzero(free) if sd[j] > min(IDENTIFIED_SHRINK * self.prior_sd[j], IDENTIFIED_SPREAD)

@@ -60,11 +60,14 @@ class Measurement(BaseModel):
                 "measurement",
                 "needs at least one of step_time_s, tokens_per_s, peak_allocated_gb, peak_reserved_gb, ttft_s, tpot_s",
             )
-        if self.peak_reserved_gb is not None and self.peak_allocated_gb is not None:
-            if self.peak_reserved_gb < self.peak_allocated_gb:
-                raise DomainError(
-                    "measurement.peak_reserved_gb", "must be at least peak_allocated_gb (reserved includes allocated)"
-                )
+        if (
+            self.peak_reserved_gb is not None
+            and self.peak_allocated_gb is not None
+            and self.peak_reserved_gb < self.peak_allocated_gb
+        ):
+            raise DomainError(
+                "measurement.peak_reserved_gb", "must be at least peak_allocated_gb (reserved includes allocated)"
+            )
         if self.stage_times_s is not None and any(not (0 < t <= MAX_STEP_S) for t in self.stage_times_s):
             raise DomainError("measurement.stage_times_s", f"every stage time must be in (0, {MAX_STEP_S:g}] s")
         return self

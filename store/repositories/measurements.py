@@ -45,7 +45,7 @@ class MeasurementRepository:
             .order_by(Measurement.id.desc())
             .limit(limit)
         )
-        return [(m, p) for m, p in reversed(list(self.s.execute(q).tuples()))]
+        return [(m, p) for m, p in reversed(self.s.execute(q).all())]
 
     def count(self, cluster_id: int) -> int:
         return int(self.s.scalar(select(func.count()).where(Measurement.cluster_id == cluster_id)) or 0)

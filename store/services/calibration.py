@@ -148,7 +148,7 @@ def recalibrate_stale(s: Session, cluster_id: int | None = None) -> list[int]:
     if cluster_id is not None:
         q = q.where(MeasurementRow.cluster_id == cluster_id)
     changed = []
-    for cid, newest in s.execute(q).tuples():
+    for cid, newest in s.execute(q).all():
         current = CalibrationRepository(s).current(cid)
         if current is not None and current.created_at >= newest:
             continue

@@ -1,0 +1,108 @@
+"""/v1/plans/{id}/measurements and /v1/clusters/{id}/calibrations: what runs measured, and the calibration fitted
+to them [issue 14]."""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from fastapi import APIRouter, Body, Query
+
+from api.deps import Reader, RowId, SessionDep, Writer
+from api.responses import NOT_FOUND, STANDARD, WRITE
+from api.schemas import CalibrateOut, CalibrationOut, MeasurementOut
+from optimizer.cluster_calibration import ClusterCalibration
+from optimizer.measurements import Measurement
+from optimizer.run_logs import DEFAULT_WARMUP, parse_log
+from store.models import Calibration, Plan
+from store.repositories.clusters import ClusterRepository
+from store.repositories.measurements import CalibrationRepository, MeasurementRepository
+from store.repositories.plans import PlanRepository
+from store.services.calibration import Comparison, comparisons, recalibrate, record_measurement
+from store.services.plans import planned, specs_of
+
+router = APIRouter(tags=["measurements"], responses=STANDARD)
+
+
+def measurement_out(c: Comparison) -> MeasurementOut:
+    return MeasurementOut(
+        id=c.row.id,
+        plan_id=c.row.plan_id,
+        created_at=c.row.created_at,
+        source=c.row.source,
+        measurement=c.measurement,
+        measured_step_s=c.measured_step_s,
+        planned_step_s=c.planned_step_s,
+        uncalibrated_step_s=c.uncalibrated_step_s,
+        calibrated_step_s=c.calibrated_step_s,
+        error=c.error,
+        flagged=c.flagged,
+        predicted_memory_gb=c.row.predicted_memory_gb,
+    )
+
+
+def calibration_out(row: Calibration) -> CalibrationOut:
+    return CalibrationOut(
+        id=row.id,
+        cluster_id=row.cluster_id,
+        number=row.number,
+        created_at=row.created_at,
+        measurements=row.measurements,
+        change=row.change,
+        constants=ClusterCalibration.model_validate(row.constants),
+        report=row.report,
+    )
+
+
+def _out(s: SessionDep, plan: Plan, measurement_id: int) -> MeasurementOut:
+    return next(measurement_out(c) for c in comparisons(s, plan) if c.row.id == measurement_id)
+
+
+@router.post("/v1/plans/{plan_id}/measurements", status_code=201, response_model=MeasurementOut, responses=WRITE)
+def add(plan_id: RowId, body: Measurement, s: SessionDep, _: Writer) -> MeasurementOut:
+    row = record_measurement(s, plan_id, body)
+    return _out(s, PlanRepository(s).get(plan_id), row.id)
+
+
+@router.post("/v1/plans/{plan_id}/measurements/log", status_code=201, response_model=MeasurementOut, responses=WRITE)
+def add_log(
+    plan_id: RowId,
+    s: SessionDep,
+    _: Writer,
+    body: Annotated[str, Body(media_type="text/plain", description="A training log or serving benchmark output.")],
+    format: Annotated[
+        Literal["auto", "megatron", "torchtitan", "deepspeed", "nemo", "vllm", "sglang"], Query()
+    ] = "auto",
+    warmup: Annotated[int, Query(ge=0, le=100_000, description="Steps skipped at the start.")] = DEFAULT_WARMUP,
+    note: Annotated[str, Query(max_length=2000)] = "",
+) -> MeasurementOut:
+    plan = PlanRepository(s).get(plan_id)
+    best = planned(plan)
+    specs = specs_of(s, plan)
+    parsed = parse_log(body, format, specs.workload, best.config.gpus if best else None, warmup)
+    m = parsed.measurement.model_copy(update={"note": note}) if note else parsed.measurement
+    row = record_measurement(s, plan_id, m)
+    return _out(s, plan, row.id)
+
+
+@router.get("/v1/plans/{plan_id}/measurements", response_model=list[MeasurementOut], responses=NOT_FOUND)
+def list_measurements(plan_id: RowId, s: SessionDep, _: Reader) -> list[MeasurementOut]:
+    return [measurement_out(c) for c in comparisons(s, PlanRepository(s).get(plan_id))]
+
+
+@router.delete("/v1/plans/{plan_id}/measurements/{measurement_id}", status_code=204, responses=NOT_FOUND)
+def delete(plan_id: RowId, measurement_id: RowId, s: SessionDep, _: Writer) -> None:
+    repo = MeasurementRepository(s)
+    repo.delete(repo.get(plan_id, measurement_id))
+
+
+@router.post("/v1/clusters/{cluster_id}/calibrations", response_model=CalibrateOut, responses=NOT_FOUND)
+def calibrate(cluster_id: RowId, s: SessionDep, _: Writer) -> CalibrateOut:
+    ClusterRepository(s).get(cluster_id)
+    row, created = recalibrate(s, cluster_id)
+    return CalibrateOut(created=created, calibration=calibration_out(row))
+
+
+@router.get("/v1/clusters/{cluster_id}/calibrations", response_model=list[CalibrationOut], responses=NOT_FOUND)
+def calibrations(cluster_id: RowId, s: SessionDep, _: Reader) -> list[CalibrationOut]:
+    ClusterRepository(s).get(cluster_id)
+    return [calibration_out(r) for r in CalibrationRepository(s).history(cluster_id)]

@@ -1,0 +1,118 @@
+"""Measurements in, calibration out, through the real app and PostgreSQL [issue 14]."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from fastapi.testclient import TestClient
+
+from tests.api.helpers import INVENTORY, TRAINING, make_cluster, make_model, ok, wait_job
+
+LOGS = Path(__file__).resolve().parents[1] / "optimizer" / "logs"
+
+
+def _plan(client: TestClient, cluster_id: int, model_id: int, **extra: object) -> dict:
+    body = {"cluster_id": cluster_id, "model_id": model_id, "workload": TRAINING, "time_limit_s": 30, **extra}
+    job = wait_job(client, ok(client.post("/v1/jobs", json=body), 202)["id"])
+    assert job["status"] == "succeeded", job
+    return ok(client.get(f"/v1/plans/{job['plan_id']}"))
+
+
+def _hidden(plan: dict, compute: float) -> float:
+    """The step time of the plan's configuration on a cluster whose compute runs at `compute` x the sourced rate."""
+    from optimizer.cluster_calibration import ClusterCalibration, PoolCalibration
+    from optimizer.cluster_loading import build_cluster
+    from optimizer.estimate import estimate
+    from optimizer.model_loading import load_model_preset
+    from optimizer.parallel_config import ParallelConfig
+    from optimizer.workload import TrainingWorkload
+
+    cal = ClusterCalibration(pools={"h100": PoolCalibration(compute=compute)})
+    cluster = build_cluster({"name": "c", **INVENTORY}).with_calibration(cal)
+    cfg = ParallelConfig.model_validate(plan["result"]["plan"]["config"])
+    t = estimate(load_model_preset("llama-3-8b"), cluster, TrainingWorkload(**TRAINING), cfg).step_time_s
+    assert t is not None
+    return t
+
+
+def test_measure_calibrate_and_plan_with_it(client: TestClient) -> None:
+    cluster, model = make_cluster(client), make_model(client)
+    plans = [
+        _plan(client, cluster["id"], model["id"], search={"pins": pins})
+        for pins in (["tp=1", "pp=1"], ["tp=2", "pp=1"], ["tp=4", "pp=2"], ["tp=8", "pp=1"])
+    ]
+    plan = plans[0]
+    assert plan["calibration_id"] is None
+    predicted = plan["step_time_s"]
+    # the cluster computes at 75% of the sourced rate: every run is slower than planned
+    for p in plans:
+        t = _hidden(p, 0.75)
+        m = ok(client.post(f"/v1/plans/{p['id']}/measurements", json={"step_time_s": t}), 201)
+        assert abs(m["error"] - (p["step_time_s"] / t - 1)) < 1e-9 and m["uncalibrated_step_s"] == p["step_time_s"]
+    listed = ok(client.get(f"/v1/plans/{plan['id']}/measurements"))
+    assert len(listed) == 1 and listed[0]["calibrated_step_s"] is None  # no calibration yet
+
+    cal = ok(client.post(f"/v1/clusters/{cluster['id']}/calibrations"))
+    assert cal["created"] and cal["calibration"]["number"] == 1 and cal["calibration"]["measurements"] == 4
+    compute = cal["calibration"]["constants"]["pools"]["h100"]["compute"]
+    assert 0.70 < compute < 0.80, cal["calibration"]["report"]
+    again = ok(client.post(f"/v1/clusters/{cluster['id']}/calibrations"))
+    assert not again["created"] and again["calibration"]["number"] == 1  # same evidence, same version
+
+    # the next plan uses it (and predicts slower), unless asked not to; the diff names the calibration
+    calibrated = _plan(client, cluster["id"], model["id"], search={"pins": ["tp=1", "pp=1"]})
+    assert calibrated["calibration_id"] == cal["calibration"]["id"]
+    assert calibrated["step_time_s"] > predicted * 1.15
+    assert calibrated["diff"]["inputs"]["calibration"]["after"] == 1
+    plain = _plan(client, cluster["id"], model["id"], search={"pins": ["tp=1", "pp=1"]}, calibration="none")
+    assert plain["calibration_id"] is None and abs(plain["step_time_s"] - predicted) < 1e-9 * predicted
+    listed = ok(client.get(f"/v1/plans/{plan['id']}/measurements"))
+    assert listed[0]["calibrated_step_s"] > predicted * 1.15  # predicted vs measured, before and after calibration
+
+    mid = listed[0]["id"]
+    assert client.delete(f"/v1/plans/{plan['id']}/measurements/{mid}").status_code == 204
+    assert client.delete(f"/v1/plans/{plan['id']}/measurements/{mid}").status_code == 404
+    assert ok(client.get(f"/v1/plans/{plan['id']}/measurements")) == []
+
+
+def test_log_ingestion_and_bad_measurements(client: TestClient) -> None:
+    cluster, model = make_cluster(client), make_model(client)
+    plan = _plan(client, cluster["id"], model["id"])
+    text = (LOGS / "megatron.log").read_text()
+    m = ok(
+        client.post(
+            f"/v1/plans/{plan['id']}/measurements/log",
+            content=text.encode(),
+            headers={"Content-Type": "text/plain"},
+        ),
+        201,
+    )
+    assert m["source"] == "megatron" and abs(m["measured_step_s"] - 5.4365) < 1e-9
+    assert m["measurement"]["peak_allocated_gb"] > 60
+    slow = ok(client.post(f"/v1/plans/{plan['id']}/measurements", json={"step_time_s": plan["step_time_s"] * 1.3}), 201)
+    assert (
+        slow["flagged"]
+        and not ok(
+            client.post(f"/v1/plans/{plan['id']}/measurements", json={"step_time_s": plan["step_time_s"] * 1.1}), 201
+        )["flagged"]
+    )
+
+    for body, field in (
+        ({"step_time_s": -1}, "step_time_s"),
+        ({}, "measurement"),
+        ({"peak_allocated_gb": 500.0}, "peak_allocated_gb"),
+        ({"ttft_s": 0.2}, "ttft_s"),
+    ):
+        r = client.post(f"/v1/plans/{plan['id']}/measurements", json=body)
+        assert r.status_code == 422, (body, r.text)
+        assert field in r.text
+    r = client.post(
+        f"/v1/plans/{plan['id']}/measurements/log",
+        content=b"no iteration lines\n",
+        headers={"Content-Type": "text/plain"},
+    )
+    assert r.status_code == 422 and "log" in r.text
+    assert len(ok(client.get(f"/v1/plans/{plan['id']}/measurements"))) == 3  # nothing half-stored
+    assert client.post("/v1/plans/999999/measurements", json={"step_time_s": 1.0}).status_code == 404
+    r = client.post(f"/v1/clusters/{make_cluster(client)['id']}/calibrations")
+    assert r.status_code == 422 and "no training measurements" in r.text
