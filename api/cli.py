@@ -13,16 +13,20 @@ from rich.console import Console
 from rich.table import Table
 
 from api.cli_output import err, fail
+from optimizer.cluster_calibration import ClusterCalibration
 from optimizer.cluster_loading import cluster_document_from_topo, cluster_preset_names, resolve_cluster
 from optimizer.costmodel.result import Estimate
 from optimizer.errors import DomainError
 from optimizer.estimate import estimate as run_estimate
 from optimizer.gpu_catalog import BUILTIN_GPUS
+from optimizer.measurements import Measurement
 from optimizer.model_loading import load_model_preset, preset_names, resolve_model
 from optimizer.pipeline_layout import layout_vp
+from optimizer.run_logs import parse_log
 from optimizer.validation_errors import domain_error_from_validation
 from optimizer.workload import InferenceWorkload, TrainingWorkload
 from optimizer.workload_loading import build_config, build_inference, build_training, parse_int_list
+from optimizer.yaml_documents import read_document, yaml_mapping
 
 app = typer.Typer(
     add_completion=False,
@@ -101,12 +105,22 @@ def estimate(
     ] = False,
     objective: ObjectiveOpt = None,
     framework: FrameworkOpt = "megatron",
+    calibration: Annotated[
+        Path | None,
+        typer.Option(help="A cluster calibration (JSON or YAML: pools -> constants, as GET .../calibrations gives)."),
+    ] = None,
+    measured_log: Annotated[
+        Path | None, typer.Option("--log", help="A run's log: print measured vs predicted (offline measurement).")
+    ] = None,
+    measured_step_time: Annotated[
+        float | None, typer.Option("--measured-step-time", help="A run's seconds per step, to compare.")
+    ] = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Predict per-GPU memory and step time (or TTFT/TPOT) of ONE parallel configuration."""
     try:
         spec = resolve_model(model)
-        clus = resolve_cluster(cluster)
+        clus = resolve_cluster(cluster).with_calibration(load_calibration(calibration) if calibration else None)
         work = _workload(mode, gbs, seq_len, batch, prompt_len, output_len, precision, objective, framework, grad_dtype)
         if layout is not None and vp == 1:  # the layout's stages over pp ranks give the virtual stages
             vp = layout_vp(layout, pp)
@@ -132,12 +146,18 @@ def estimate(
             overlap_grad_reduce=not no_grad_overlap,
         )
         result = run_estimate(spec, clus, work, config)
+        measured = measured_figures(measured_log, measured_step_time, work, config.gpus)
     except DomainError as exc:
         fail(exc)
     if as_json:
-        sys.stdout.write(json.dumps(estimate_json(result), indent=2) + "\n")
+        doc = estimate_json(result)
+        if measured is not None:
+            doc["measured"] = measured.model_dump(mode="json", exclude_none=True)
+        sys.stdout.write(json.dumps(doc, indent=2) + "\n")
     else:
         render_estimate(result, spec.name, clus.name)
+        if measured is not None:
+            render_measured(measured, result)
 
 
 def estimate_json(result: Estimate) -> dict[str, object]:
@@ -416,6 +436,52 @@ def import_topo(
 from api.service_cli import register  # noqa: E402 - the service commands join the same CLI
 
 register(app)
+
+
+def load_calibration(path: Path) -> ClusterCalibration:
+    """A calibration document from a file (bad content names the field)."""
+    doc = yaml_mapping(read_document(path, "--calibration"), "--calibration", str(path), "with `pools`")
+    try:
+        return ClusterCalibration.model_validate({k: v for k, v in doc.items() if k in ("pools", "version")})
+    except ValidationError as exc:
+        raise domain_error_from_validation(exc, "calibration") from None
+
+
+def measured_figures(
+    log: Path | None, step_time: float | None, work: TrainingWorkload | InferenceWorkload, gpus: int
+) -> Measurement | None:
+    """What a run measured, from its log or a typed-in step time (None when neither is given)."""
+    if log is not None:
+        if step_time is not None:
+            raise DomainError("--measured-step-time", "give a log or a step time, not both")
+        try:
+            text = log.read_text(encoding="utf-8", errors="replace")
+        except OSError as exc:
+            raise DomainError("--log", f"cannot read {log}: {exc.strerror}") from None
+        return parse_log(text, "auto", work, gpus).measurement
+    if step_time is not None:
+        try:
+            return Measurement(step_time_s=step_time)
+        except ValidationError as exc:
+            raise domain_error_from_validation(exc, "--measured-step-time") from None
+    return None
+
+
+def render_measured(m: Measurement, e: Estimate) -> None:
+    """Measured next to predicted, with the flag the plan page uses (> 20%)."""
+    t = Table(title="Measured vs predicted")
+    for col in ("figure", "measured", "predicted", "error"):
+        t.add_column(col, justify="right")
+    if m.step_time_s is not None and e.step_time_s is not None:
+        error = e.step_time_s / m.step_time_s - 1
+        flag = "  (> 20%: see the breakdown)" if abs(error) > 0.2 else ""
+        t.add_row("step time s", f"{m.step_time_s:.4g}", f"{e.step_time_s:.4g}", f"{error:+.1%}{flag}")
+    if m.peak_allocated_gb is not None and e.stages:
+        pred = max(s.memory_gb.total - s.memory_gb.reserve for s in e.stages)
+        t.add_row(
+            "peak allocated GB", f"{m.peak_allocated_gb:.1f}", f"{pred:.1f}", f"{pred / m.peak_allocated_gb - 1:+.1%}"
+        )
+    Console().print(t)
 
 
 def main() -> None:

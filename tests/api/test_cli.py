@@ -258,3 +258,24 @@ def test_plan_cost_objective_and_missing_prices() -> None:
     missing = meshplan(*args, "--cluster", "dgx-h100:2", "--objective", "cost")
     assert missing.returncode == 2
     assert "workload.objective" in missing.stderr + missing.stdout and "Traceback" not in missing.stderr
+
+
+def test_estimate_with_a_calibration_and_a_measured_log(tmp_path: Path) -> None:
+    """Offline: a calibration file slows the prediction; a log's step time is compared with it [issue 14]."""
+    base = ["estimate", "--model", "llama-3-8b", "--cluster", "dgx-h100:2", "--gbs", "64", "--seq-len", "4096"]
+    base += ["--tp", "2", "--dp", "8", "--sp", "--zero", "1", "--json"]
+    plain = json.loads(meshplan(*base).stdout)
+    cal = tmp_path / "cal.yaml"
+    cal.write_text("pools:\n  dgx-h100:\n    compute: 0.8\n")
+    slow = json.loads(meshplan(*base, "--calibration", str(cal)).stdout)
+    assert slow["step_time_s"] > plain["step_time_s"] * 1.1
+    log = ROOT / "tests" / "optimizer" / "logs" / "megatron.log"
+    out = json.loads(meshplan(*base, "--log", str(log)).stdout)
+    assert abs(out["measured"]["step_time_s"] - 5.4365) < 1e-9
+    cal.write_text("pools:\n  dgx-h100:\n    compute: 9\n")
+    bad = meshplan(*base, "--calibration", str(cal))
+    assert bad.returncode == 2 and "calibration.pools.dgx-h100.compute" in bad.stderr and "Traceback" not in bad.stderr
+    empty = tmp_path / "empty.log"
+    empty.write_text("nothing\n")
+    bad = meshplan(*base, "--log", str(empty))
+    assert bad.returncode == 2 and "log" in bad.stderr and "Traceback" not in bad.stderr

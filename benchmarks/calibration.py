@@ -1,0 +1,119 @@
+"""Per-cluster calibration [issue 14]: recovery of hidden constants, prediction after 5 runs, leave-one-out on
+the published sources, and fit time for 100 measurements. Prints tables.
+
+Run: .venv/bin/python benchmarks/calibration.py
+"""
+
+from __future__ import annotations
+
+import random
+import statistics
+import time
+
+from rich.console import Console
+from rich.table import Table
+
+from optimizer.calibration_check import per_source, random_configs, synthetic_points
+from optimizer.calibration_fit import FitPoint, fit_calibration
+from optimizer.cluster_calibration import ClusterCalibration, PoolCalibration
+from optimizer.cluster_loading import load_cluster_preset
+from optimizer.estimate import estimate
+from optimizer.model_loading import load_model_preset
+from optimizer.workload import TrainingWorkload
+
+# (model, cluster, hidden constants): a compute-bound H100 cluster, an A100 cluster with a slow fabric, a PCIe
+# L40S cluster where the scale-up tier matters.
+SCENARIOS = [
+    ("llama-3-70b", "dgx-h100:8", {"compute": 0.88, "intra_node": 0.8, "network": 0.6}),
+    ("llama-2-13b", "dgx-a100:8", {"compute": 1.06, "intra_node": 0.9, "network": 0.5}),
+    ("llama-3-8b", "l40s-pcie:4", {"compute": 0.92, "intra_node": 0.6, "network": 0.8}),
+]
+NOISE = 0.03
+
+
+def _median_error(points: list[FitPoint], cal: ClusterCalibration | None) -> float:
+    errs = []
+    for p in points:
+        t = estimate(p.model, p.cluster.with_calibration(cal), p.workload, p.config).step_time_s
+        assert t is not None and p.step_time_s is not None
+        errs.append(abs(t / p.step_time_s - 1))
+    return statistics.median(errs)
+
+
+def main() -> None:
+    console = Console(width=160)
+    w = TrainingWorkload(global_batch_size=256, seq_len=4096)
+    syn = Table(title=f"Synthetic: hidden constants, {NOISE:.0%} noise; fit on 20 (or 5) runs, scored on 20 others")
+    for col in ("scenario", "constant", "hidden", "fitted", "spread", "identified", "within 5%"):
+        syn.add_column(col)
+    err = Table(title="Median |error| on 20 other configurations (targets: 3x cut with 20 runs; <= 5% with 5 runs)")
+    for col in ("scenario", "uncalibrated", "after 20 runs", "cut", "after 5 runs", "fit time 20 runs s"):
+        err.add_column(col, justify="right")
+    for model_name, cluster_name, hidden in SCENARIOS:
+        rng = random.Random(11)
+        model, cluster = load_model_preset(model_name), load_cluster_preset(cluster_name)
+        pool = cluster.pools[0].name
+        truth = ClusterCalibration(pools={pool: PoolCalibration(**hidden)})
+        configs = random_configs(model, cluster, w, 40, rng)
+        train = synthetic_points(model, cluster, w, configs[:20], truth, NOISE, rng)
+        test = synthetic_points(model, cluster, w, configs[20:], truth, 0.0, rng)
+        report = fit_calibration(train)
+        for c in report.constants:
+            true = truth.of(pool).value(c.name)
+            ok = abs(c.value / true - 1) <= 0.05
+            syn.add_row(
+                f"{model_name} / {cluster_name}",
+                c.name,
+                f"{true:.3f}",
+                f"{c.value:.3f}",
+                f"{c.spread:.3f}",
+                "yes" if c.identified else f"no: {c.reason}",
+                ("yes" if ok else "NO") if c.identified else "-",
+            )
+        before = _median_error(test, None)
+        after = _median_error(test, report.calibration)
+        five = _median_error(test, fit_calibration(train[:5]).calibration)
+        err.add_row(
+            f"{model_name} / {cluster_name}",
+            f"{before:.1%}",
+            f"{after:.1%}",
+            f"{before / max(after, 1e-9):.1f}x",
+            f"{five:.1%}",
+            f"{report.elapsed_s:.3f}",
+        )
+    console.print(syn)
+    console.print(err)
+
+    # Speed: 100 measurements of one cluster (target < 1 s).
+    model, cluster = load_model_preset("llama-3-70b"), load_cluster_preset("dgx-h100:8")
+    rng = random.Random(2)
+    configs = random_configs(model, cluster, w, 100, rng)
+    truth = ClusterCalibration(pools={cluster.pools[0].name: PoolCalibration(compute=0.9, network=0.7)})
+    points = synthetic_points(model, cluster, w, configs, truth, NOISE, rng)
+    times = []
+    for _ in range(3):
+        t0 = time.perf_counter()
+        fit_calibration(points)
+        times.append(time.perf_counter() - t0)
+    speed = Table(title="Fit time (target: 100 measurements in under 1 s)")
+    speed.add_column("measurements", justify="right")
+    speed.add_column("median s", justify="right")
+    speed.add_row(str(len(points)), f"{statistics.median(times):.3f}")
+    console.print(speed)
+
+    real = Table(title="Published sources as clusters: leave-one-out calibration (median |error|)")
+    for col in ("source", "runs", "uncalibrated", "leave-one-out", "better"):
+        real.add_column(col, justify="right")
+    for s in per_source():
+        real.add_row(
+            s.group,
+            str(s.runs),
+            f"{s.median_before:.1%}",
+            f"{s.median_after:.1%}",
+            "yes" if s.median_after < s.median_before else "no",
+        )
+    console.print(real)
+
+
+if __name__ == "__main__":
+    main()
