@@ -477,7 +477,7 @@ def render_measured(m: Measurement, e: Estimate) -> None:
         flag = "  (> 20%: see the breakdown)" if abs(error) > 0.2 else ""
         t.add_row("step time s", f"{m.step_time_s:.4g}", f"{e.step_time_s:.4g}", f"{error:+.1%}{flag}")
     if m.peak_allocated_gb is not None and e.stages:
-        pred = max(s.memory_gb.total - s.memory_gb.reserve for s in e.stages)
+        pred = e.peak_allocated_gb
         t.add_row(
             "peak allocated GB", f"{m.peak_allocated_gb:.1f}", f"{pred:.1f}", f"{pred / m.peak_allocated_gb - 1:+.1%}"
         )

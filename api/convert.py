@@ -7,14 +7,16 @@ from collections.abc import Sequence
 from sqlalchemy.orm import Session
 
 from api import schemas as S
+from optimizer.cluster_calibration import ClusterCalibration
 from optimizer.cluster_spec import ClusterSpec
 from optimizer.inventory import InventoryDiff
 from optimizer.search.result import PlanResult
-from store.models import Cluster, ClusterRevision, Job, Model, ModelVersion, Plan, Watch
+from store.models import Calibration, Cluster, ClusterRevision, Job, Model, ModelVersion, Plan, Watch
 from store.repositories.clusters import ClusterRepository, revision_spec
 from store.repositories.models import ModelRepository
 from store.repositories.plans import PlanRepository
 from store.repositories.workloads import WorkloadRepository, workload_spec
+from store.services.calibration import Comparison
 from store.services.jobs import SearchOptions
 
 
@@ -198,4 +200,34 @@ def watch_out(s: Session, w: Watch) -> S.WatchOut:
         last_checked_at=w.last_checked_at,
         last_check=w.last_check,
         created_at=w.created_at,
+    )
+
+
+def measurement_out(c: Comparison) -> S.MeasurementOut:
+    return S.MeasurementOut(
+        id=c.row.id,
+        plan_id=c.row.plan_id,
+        created_at=c.row.created_at,
+        source=c.row.source,
+        measurement=c.measurement,
+        measured_step_s=c.measured_step_s,
+        planned_step_s=c.planned_step_s,
+        uncalibrated_step_s=c.uncalibrated_step_s,
+        calibrated_step_s=c.calibrated_step_s,
+        error=c.error,
+        flagged=c.flagged,
+        predicted_memory_gb=c.row.predicted_memory_gb,
+    )
+
+
+def calibration_out(row: Calibration) -> S.CalibrationOut:
+    return S.CalibrationOut(
+        id=row.id,
+        cluster_id=row.cluster_id,
+        number=row.number,
+        created_at=row.created_at,
+        measurements=row.measurements,
+        change=row.change,
+        constants=ClusterCalibration.model_validate(row.constants),
+        report=row.report,
     )

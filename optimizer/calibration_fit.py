@@ -39,6 +39,7 @@ from optimizer.errors import DomainError
 from optimizer.estimate import estimate
 from optimizer.model_spec import ModelSpec
 from optimizer.parallel_config import ParallelConfig
+from optimizer.validation import assign_pools
 from optimizer.workload import TrainingWorkload
 
 # The step-time constants fitted from step times (memory_reserve comes from memory figures).
@@ -167,8 +168,7 @@ class CalibrationFit:
     """The state of one fit: the runs with a step time, the parameters their pools carry, the current point."""
 
     def __init__(self, points: Sequence[FitPoint]) -> None:
-        self.points = list(points)
-        self.timed = [p for p in self.points if p.step_time_s is not None]
+        self.timed = [p for p in points if p.step_time_s is not None]
         pools: list[str] = []
         for p in self.timed:
             for name in self._pools_of(p):
@@ -190,9 +190,8 @@ class CalibrationFit:
 
     @staticmethod
     def _pools_of(p: FitPoint) -> list[str]:
-        if p.config.stage_pools:
-            return list(dict.fromkeys(p.config.stage_pools))
-        return [p.cluster.pools[0].name]
+        """The pools a run's stages ran on, each once (the cost model's own assignment)."""
+        return list(dict.fromkeys(pool.name for pool in assign_pools(p.cluster, p.config)))
 
     # ---- evaluation --------------------------------------------------------------------------------------------
     def calibration(self, x: np.ndarray, reserve: dict[str, float] | None = None) -> ClusterCalibration:
@@ -237,8 +236,8 @@ class CalibrationFit:
         lo, hi = self.bounds[0][idx], self.bounds[1][idx]
         z = np.zeros(idx.size)
         for _ in range(IRLS_ROUNDS):
-            r = (jac @ z - target) * self.run_spread  # log units
-            w = np.sqrt(1.0 / np.sqrt(1.0 + (r / self.run_spread) ** 2))
+            r = jac @ z - target  # in run spreads
+            w = (1.0 + r**2) ** -0.25  # sqrt of the soft-L1 weight 1 / sqrt(1 + r^2)
             a = np.vstack([jac * w[:, None], prior])
             b = np.concatenate([target * w, np.zeros(idx.size)])
             z_new = lsq_linear(a, b, bounds=(lo, hi)).x
@@ -310,9 +309,9 @@ def _reserve_fit(points: Sequence[FitPoint]) -> tuple[dict[str, float], dict[str
     for p in points:
         if p.peak_allocated_gb is None or p.peak_reserved_gb is None:
             continue
-        pool = p.config.stage_pools[0] if p.config.stage_pools else p.cluster.pools[0].name
-        capacity = p.cluster.gpu_of(p.cluster.pool(pool)).memory_bytes / 1e9
-        by_pool.setdefault(pool, []).append((p.peak_reserved_gb - p.peak_allocated_gb) / capacity)
+        first = assign_pools(p.cluster, p.config)[0]
+        capacity = p.cluster.gpu_of(first).memory_bytes / 1e9
+        by_pool.setdefault(first.name, []).append((p.peak_reserved_gb - p.peak_allocated_gb) / capacity)
     value, spread, runs = {}, {}, {}
     for pool, slacks in by_pool.items():
         prec_prior, prec_run = 1 / RESERVE_PRIOR_SPREAD**2, 1 / RESERVE_RUN_SPREAD**2

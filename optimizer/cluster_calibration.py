@@ -73,13 +73,15 @@ class ClusterCalibration(BaseModel):
         """The constants of `pool`."""
         return self.pools.get(pool, IDENTITY)
 
-    def largest_change(self, other: ClusterCalibration | None) -> float:
-        """The largest relative change of any constant of any pool against `other` (None: the identity)."""
-        base = other or ClusterCalibration()
-        worst = 0.0
-        for name in set(self.pools) | set(base.pools):
-            a, b = self.of(name), base.of(name)
-            for k in BOUNDS:
-                va, vb = a.value(k), b.value(k)
-                worst = max(worst, abs(va - vb) / max(abs(vb), 1e-9))
-        return worst
+
+def change_between(before: ClusterCalibration | None, after: ClusterCalibration | None) -> float:
+    """The largest relative change of any constant of any pool from `before` to `after` (None: the sourced
+    constants)."""
+    base, new = before or ClusterCalibration(), after or ClusterCalibration()
+    worst = 0.0
+    for name in set(new.pools) | set(base.pools):
+        a, b = new.of(name), base.of(name)
+        for k in BOUNDS:
+            va, vb = a.value(k), b.value(k)
+            worst = max(worst, abs(va - vb) / max(abs(vb), 1e-9))
+    return worst

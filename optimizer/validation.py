@@ -136,7 +136,8 @@ def _check_training(model: ModelSpec, w: TrainingWorkload, c: ParallelConfig) ->
     return m
 
 
-def _assign_pools(cluster: ClusterSpec, c: ParallelConfig) -> list[NodePool]:
+def assign_pools(cluster: ClusterSpec, c: ParallelConfig) -> list[NodePool]:
+    """The pool of each stage: `stage_pools` when given, else the first pool with room for each stage in turn."""
     need = c.gpus_per_stage
     if c.stage_pools is not None:
         if len(c.stage_pools) != c.pp:
@@ -207,7 +208,7 @@ def validate(
         if config.expert_tp != config.tp:
             raise DomainError("config.etp", "expert tensor parallelism apart from tp is modelled for training only")
         m = 1
-    pools = _assign_pools(cluster, config)
+    pools = assign_pools(cluster, config)
     if workload.precision == "fp8":
         for pool in {p.name: p for p in pools}.values():
             gpu = cluster.gpu_of(pool)

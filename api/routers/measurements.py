@@ -7,60 +7,31 @@ from typing import Annotated, Literal
 
 from fastapi import APIRouter, Body, Query
 
+from api.convert import calibration_out, measurement_out
 from api.deps import Reader, RowId, SessionDep, Writer
 from api.responses import NOT_FOUND, STANDARD, WRITE
 from api.schemas import CalibrateOut, CalibrationOut, MeasurementOut
-from optimizer.cluster_calibration import ClusterCalibration
 from optimizer.measurements import Measurement
 from optimizer.run_logs import DEFAULT_WARMUP, parse_log
-from store.models import Calibration, Plan
+from store.models import Measurement as MeasurementRow
+from store.models import Plan
 from store.repositories.clusters import ClusterRepository
 from store.repositories.measurements import CalibrationRepository, MeasurementRepository
 from store.repositories.plans import PlanRepository
-from store.services.calibration import Comparison, comparisons, recalibrate, record_measurement
+from store.services.calibration import comparisons, recalibrate, record_measurement
 from store.services.plans import planned, specs_of
 
 router = APIRouter(tags=["measurements"], responses=STANDARD)
 
 
-def measurement_out(c: Comparison) -> MeasurementOut:
-    return MeasurementOut(
-        id=c.row.id,
-        plan_id=c.row.plan_id,
-        created_at=c.row.created_at,
-        source=c.row.source,
-        measurement=c.measurement,
-        measured_step_s=c.measured_step_s,
-        planned_step_s=c.planned_step_s,
-        uncalibrated_step_s=c.uncalibrated_step_s,
-        calibrated_step_s=c.calibrated_step_s,
-        error=c.error,
-        flagged=c.flagged,
-        predicted_memory_gb=c.row.predicted_memory_gb,
-    )
-
-
-def calibration_out(row: Calibration) -> CalibrationOut:
-    return CalibrationOut(
-        id=row.id,
-        cluster_id=row.cluster_id,
-        number=row.number,
-        created_at=row.created_at,
-        measurements=row.measurements,
-        change=row.change,
-        constants=ClusterCalibration.model_validate(row.constants),
-        report=row.report,
-    )
-
-
-def _out(s: SessionDep, plan: Plan, measurement_id: int) -> MeasurementOut:
-    return next(measurement_out(c) for c in comparisons(s, plan) if c.row.id == measurement_id)
+def _out(s: SessionDep, plan: Plan, row: MeasurementRow) -> MeasurementOut:
+    return measurement_out(comparisons(s, plan, [row])[0])
 
 
 @router.post("/v1/plans/{plan_id}/measurements", status_code=201, response_model=MeasurementOut, responses=WRITE)
 def add(plan_id: RowId, body: Measurement, s: SessionDep, _: Writer) -> MeasurementOut:
     row = record_measurement(s, plan_id, body)
-    return _out(s, PlanRepository(s).get(plan_id), row.id)
+    return _out(s, PlanRepository(s).get(plan_id), row)
 
 
 @router.post("/v1/plans/{plan_id}/measurements/log", status_code=201, response_model=MeasurementOut, responses=WRITE)
@@ -81,7 +52,7 @@ def add_log(
     parsed = parse_log(body, format, specs.workload, best.config.gpus if best else None, warmup)
     m = parsed.measurement.model_copy(update={"note": note}) if note else parsed.measurement
     row = record_measurement(s, plan_id, m)
-    return _out(s, plan, row.id)
+    return _out(s, plan, row)
 
 
 @router.get("/v1/plans/{plan_id}/measurements", response_model=list[MeasurementOut], responses=NOT_FOUND)

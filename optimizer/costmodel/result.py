@@ -69,3 +69,9 @@ class Estimate(BaseModel):
     ttft_s: float | None = None
     tpot_s: float | None = None
     notes: list[str] = Field(default_factory=list)
+
+    @property
+    def peak_allocated_gb(self) -> float:
+        """The largest stage's memory without the reserve: what torch.cuda.max_memory_allocated reports (the CUDA
+        context, NCCL buffers and allocator slack are outside the PyTorch allocator's count)."""
+        return max((s.memory_gb.total - s.memory_gb.reserve for s in self.stages), default=0.0)

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from datetime import datetime
+
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from optimizer.cluster_calibration import ClusterCalibration
+from optimizer.cluster_calibration import ClusterCalibration, change_between
 from store.errors import NotFoundError
 from store.models import Calibration, Measurement, Plan
 
@@ -47,8 +49,12 @@ class MeasurementRepository:
         )
         return [(m, p) for m, p in reversed(self.s.execute(q).all())]
 
-    def count(self, cluster_id: int) -> int:
-        return int(self.s.scalar(select(func.count()).where(Measurement.cluster_id == cluster_id)) or 0)
+    def newest_by_cluster(self, cluster_id: int | None = None) -> list[tuple[int, datetime]]:
+        """(cluster id, time of its newest measurement) for every cluster with measurements (or one)."""
+        q = select(Measurement.cluster_id, func.max(Measurement.created_at)).group_by(Measurement.cluster_id)
+        if cluster_id is not None:
+            q = q.where(Measurement.cluster_id == cluster_id)
+        return [(cid, newest) for cid, newest in self.s.execute(q).all()]
 
     def delete(self, row: Measurement) -> None:
         self.s.delete(row)
@@ -65,6 +71,10 @@ class CalibrationRepository:
 
     def find(self, calibration_id: int | None) -> Calibration | None:
         return self.s.get(Calibration, calibration_id) if calibration_id is not None else None
+
+    def change(self, before_id: int | None, after_id: int | None) -> float:
+        """The largest relative change of a constant between two stored calibrations (None: the sourced ones)."""
+        return change_between(calibration_spec(self.find(before_id)), calibration_spec(self.find(after_id)))
 
     def history(self, cluster_id: int) -> list[Calibration]:
         q = select(Calibration).where(Calibration.cluster_id == cluster_id).order_by(Calibration.number)

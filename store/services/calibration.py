@@ -14,10 +14,12 @@ from typing import Any
 from sqlalchemy.orm import Session
 
 from optimizer.calibration_fit import FitPoint, FitReport, fit_calibration
+from optimizer.cluster_calibration import change_between
 from optimizer.errors import DomainError
 from optimizer.estimate import estimate
 from optimizer.measurements import Measurement
 from optimizer.parallel_config import ParallelConfig
+from optimizer.validation import assign_pools
 from optimizer.workload import TrainingWorkload
 from store.models import Calibration, Plan
 from store.models import Measurement as MeasurementRow
@@ -67,13 +69,9 @@ def record_measurement(s: Session, plan_id: int, m: Measurement) -> MeasurementR
     plan = PlanRepository(s).get(plan_id)
     config = _config(plan)
     specs = specs_of(s, plan)
-    pools = config.stage_pools or [specs.cluster.pools[0].name]
-    gpu_gb = min(specs.cluster.gpu_of(specs.cluster.pool(p)).memory_bytes for p in pools) / 1e9
+    gpu_gb = min(specs.cluster.gpu_of(p).memory_bytes for p in assign_pools(specs.cluster, config)) / 1e9
     m.check_against(specs.workload, gpu_gb)
     est = estimate(specs.model, specs.cluster, specs.workload, config)
-    predicted_mem = None
-    if est.stages:
-        predicted_mem = max(st.memory_gb.total - st.memory_gb.reserve for st in est.stages)
     row = MeasurementRow(
         plan_id=plan.id,
         cluster_id=plan.cluster_id,
@@ -82,7 +80,7 @@ def record_measurement(s: Session, plan_id: int, m: Measurement) -> MeasurementR
         step_time_s=m.training_step_time(specs.workload),
         predicted_step_time_s=est.step_time_s if est.mode == "training" else None,
         peak_allocated_gb=m.peak_allocated_gb,
-        predicted_memory_gb=predicted_mem,
+        predicted_memory_gb=est.peak_allocated_gb if est.stages else None,
         source=m.source,
     )
     return MeasurementRepository(s).add(row)
@@ -126,7 +124,7 @@ def recalibrate(s: Session, cluster_id: int) -> tuple[Calibration, bool]:
     report = fit_cluster(s, cluster_id)
     repo = CalibrationRepository(s)
     current = repo.current(cluster_id)
-    change = report.calibration.largest_change(calibration_spec(current))
+    change = change_between(calibration_spec(current), report.calibration)
     if current is not None and change < SAME_CALIBRATION:
         return current, False
     row = Calibration(
@@ -142,13 +140,8 @@ def recalibrate(s: Session, cluster_id: int) -> tuple[Calibration, bool]:
 def recalibrate_stale(s: Session, cluster_id: int | None = None) -> list[int]:
     """Refit every cluster (or one) that has measurements newer than its current calibration (the nightly pass).
     Returns the clusters whose calibration changed."""
-    from sqlalchemy import func, select
-
-    q = select(MeasurementRow.cluster_id, func.max(MeasurementRow.created_at)).group_by(MeasurementRow.cluster_id)
-    if cluster_id is not None:
-        q = q.where(MeasurementRow.cluster_id == cluster_id)
     changed = []
-    for cid, newest in s.execute(q).all():
+    for cid, newest in MeasurementRepository(s).newest_by_cluster(cluster_id):
         current = CalibrationRepository(s).current(cid)
         if current is not None and current.created_at >= newest:
             continue
@@ -162,19 +155,21 @@ def recalibrate_stale(s: Session, cluster_id: int | None = None) -> list[int]:
     return changed
 
 
-def comparisons(s: Session, plan: Plan) -> list[Comparison]:
-    """The plan's measurements with its prediction, the uncalibrated and the currently calibrated ones."""
-    rows = MeasurementRepository(s).of_plan(plan.id)
+def comparisons(s: Session, plan: Plan, rows: list[MeasurementRow] | None = None) -> list[Comparison]:
+    """The plan's measurements (or `rows` of them) with its prediction, the uncalibrated and the currently
+    calibrated ones."""
+    rows = MeasurementRepository(s).of_plan(plan.id) if rows is None else rows
     if not rows:
         return []
     specs = specs_of(s, plan)
     current = calibration_spec(CalibrationRepository(s).current(plan.cluster_id))
+    calibrated_cluster = specs.cluster.with_calibration(current) if current is not None else None
     out = []
     for row in rows:
         calibrated = None
-        if current is not None and isinstance(specs.workload, TrainingWorkload):
+        if calibrated_cluster is not None and isinstance(specs.workload, TrainingWorkload):
             cfg = ParallelConfig.model_validate(row.config)
-            calibrated = estimate(specs.model, specs.cluster.with_calibration(current), specs.workload, cfg).step_time_s
+            calibrated = estimate(specs.model, calibrated_cluster, specs.workload, cfg).step_time_s
         out.append(
             Comparison(
                 row=row,

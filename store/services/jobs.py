@@ -12,7 +12,6 @@ from pydantic import BaseModel, ConfigDict, Field
 from sqlalchemy.exc import IntegrityError, OperationalError
 from sqlalchemy.orm import Session
 
-from optimizer.cluster_calibration import ClusterCalibration
 from optimizer.cluster_spec import ClusterSpec
 from optimizer.errors import DomainError
 from optimizer.inventory import content_hash
@@ -356,7 +355,7 @@ def plan_diff_document(s: Session, previous: Plan, job: Job, best: PlannedConfig
     if previous.calibration_id != job.calibration_id:
         cals = CalibrationRepository(s)
         before_cal, after_cal = cals.find(previous.calibration_id), cals.find(job.calibration_id)
-        change = (calibration_spec(after_cal) or ClusterCalibration()).largest_change(calibration_spec(before_cal))
+        change = cals.change(previous.calibration_id, job.calibration_id)
         inputs["calibration"] = {
             "before": before_cal.number if before_cal else None,
             "after": after_cal.number if after_cal else None,

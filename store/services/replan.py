@@ -6,11 +6,10 @@ from dataclasses import dataclass
 
 from sqlalchemy.orm import Session
 
-from optimizer.cluster_calibration import ClusterCalibration
 from store.models import Watch, now
 from store.repositories.clusters import ClusterRepository
 from store.repositories.jobs import JobRepository
-from store.repositories.measurements import CalibrationRepository, calibration_spec
+from store.repositories.measurements import CalibrationRepository
 from store.repositories.models import ModelRepository
 from store.repositories.plans import PlanRepository
 from store.repositories.watches import WatchRepository
@@ -100,7 +99,7 @@ def calibration_moved(s: Session, used_id: int | None, cluster_id: int, cfg: Set
         return None
     threshold = (cfg or settings()).replan_calibration_change
     used = cals.find(used_id)
-    change = (calibration_spec(current) or ClusterCalibration()).largest_change(calibration_spec(used))
+    change = cals.change(used_id, current.id)
     if change < threshold:
         return None
     return f"calibration {used.number if used else 'none'}→{current.number} ({change:.0%} on a constant)"
