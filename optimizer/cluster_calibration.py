@@ -85,3 +85,31 @@ def change_between(before: ClusterCalibration | None, after: ClusterCalibration 
             va, vb = a.value(k), b.value(k)
             worst = max(worst, abs(va - vb) / max(abs(vb), 1e-9))
     return worst
+
+
+# The constant that scales each step-time term (optimizer/costmodel/result.StepBreakdown): the compute kernels
+# and what waits on them follow `compute`; collectives follow the tier they cross (TP, CP and EP groups usually
+# inside the NVLink domain, DP, ZeRO gathers and pipeline hops across nodes); the optimizer step and launches
+# are memory- and host-bound (no fitted constant).
+TERM_CONSTANT: dict[str, str] = {
+    "forward": "compute",
+    "backward": "compute",
+    "recompute": "compute",
+    "bubble": "compute",
+    "tp_comm": "intra_node",
+    "cp_comm": "intra_node",
+    "ep_comm": "network",
+    "pp_comm": "network",
+    "dp_comm": "network",
+    "zero_gather": "network",
+    "optimizer": "none (HBM-bound)",
+    "launch": "none (host-bound)",
+}
+
+
+def likely_terms(breakdown: dict[str, float], top: int = 3) -> list[str]:
+    """The largest step-time terms with their share and the constant that scales them: where to look first when
+    a measurement is far from its prediction."""
+    total = sum(v for v in breakdown.values() if v > 0) or 1.0
+    ranked = sorted(((v, k) for k, v in breakdown.items() if v > 0), reverse=True)[:top]
+    return [f"{k} {v / total:.0%} ({TERM_CONSTANT.get(k, 'none')})" for v, k in ranked]

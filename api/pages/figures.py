@@ -10,6 +10,7 @@ from optimizer.cluster_spec import ClusterSpec
 from optimizer.costmodel.result import Estimate
 from optimizer.parallel_config import ParallelConfig
 from optimizer.timeline import Timeline
+from store.services.calibration import MeasuredPoint
 
 # viridis at 10 stops: luminance rises monotonically, so greyscale keeps the order
 PALETTE = ["#440154", "#482878", "#3e4989", "#31688e", "#26828e", "#1f9e89", "#35b779", "#6ece58", "#b5de2b", "#fde725"]
@@ -215,3 +216,48 @@ def breakdown_bar(parts: dict[str, float], width: int = 960) -> str:
             body.append(f'<text x="{x + 3:.1f}" y="22" fill="{text_colour(fill)}">{escape(k)}</text>')
         x += w
     return _svg(width, 36, body, "step time breakdown", "breakdown")
+
+
+def prediction_errors(points: list[MeasuredPoint], width: int = 960) -> str:
+    """Predicted / measured - 1 of every measurement in time order: the sourced constants (hollow) and the plan's
+    own prediction with the calibration it used (filled), against a +-20% band [issue 14]."""
+    left, top, plot_h = 60, 14, 200
+    height = top + plot_h + 46
+    span = 0.5  # the axis runs from -50% to +50%; points beyond sit on the edge with their value in the title
+    n = max(1, len(points))
+    step = (width - left - 20) / n
+
+    def y_of(err: float) -> float:
+        return top + plot_h / 2 - max(-span, min(span, err)) / span * (plot_h / 2)
+
+    body = [f'<text x="0" y="{top + 4}">+50%</text><text x="0" y="{top + plot_h}">-50%</text>']
+    for band in (0.2, -0.2):
+        body.append(
+            f'<line x1="{left}" x2="{width - 20}" y1="{y_of(band):.1f}" y2="{y_of(band):.1f}" stroke="#c00" '
+            f'stroke-dasharray="4,2"/>'
+        )
+    body.append(
+        f'<line x1="{left}" x2="{width - 20}" y1="{y_of(0):.1f}" y2="{y_of(0):.1f}" stroke="#000"/>'
+        f'<text x="0" y="{y_of(0) + 4:.1f}">0</text>'
+    )
+    for i, p in enumerate(points):
+        x = left + (i + 0.5) * step
+        for key, v, filled in (("uncalibrated", p.uncalibrated_s, False), ("planned", p.planned_s, True)):
+            if v is None:
+                continue
+            err = v / p.measured_s - 1
+            fill = "#3e4989" if filled else "none"
+            body.append(
+                f'<circle class="err-point" data-kind="{key}" data-error="{err:.4f}" cx="{x:.1f}" '
+                f'cy="{y_of(err):.1f}" r="4" fill="{fill}" stroke="#3e4989"><title>measurement '
+                f"{p.measurement_id} (plan {p.plan_id}): {key} {err:+.1%}</title></circle>"
+            )
+    ly = height - 14
+    body.append(
+        f'<circle cx="{left + 6}" cy="{ly - 4}" r="4" fill="none" stroke="#3e4989"/>'
+        f'<text x="{left + 14}" y="{ly}">sourced constants</text>'
+        f'<circle cx="{left + 160}" cy="{ly - 4}" r="4" fill="#3e4989" stroke="#3e4989"/>'
+        f'<text x="{left + 168}" y="{ly}">as planned (with its calibration)</text>'
+        f'<text x="{left + 420}" y="{ly}">dashed: +-20%; oldest measurement left</text>'
+    )
+    return _svg(width, height, body, f"prediction error of {len(points)} measurements over time", "errors")

@@ -12,9 +12,20 @@ from fastapi import APIRouter, Depends, FastAPI, Query, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from fastapi.templating import Jinja2Templates
 
-from api.convert import cluster_out, job_out, jobs_out, model_out, plan_out, plan_summaries_out, version_out
+from api.convert import (
+    calibration_out,
+    cluster_out,
+    job_out,
+    jobs_out,
+    measurement_out,
+    model_out,
+    plan_out,
+    plan_summaries_out,
+    version_out,
+)
 from api.deps import MAX_ID, RowId, SessionDep, SettingsDep
-from api.pages.figures import breakdown_bar, device_mesh, memory_bars, pipeline_timeline
+from api.pages.figures import breakdown_bar, device_mesh, memory_bars, pipeline_timeline, prediction_errors
+from optimizer.cluster_calibration import likely_terms
 from optimizer.errors import DomainError
 from optimizer.exports import TOOLS, Export, export
 from optimizer.inventory import InventoryDiff
@@ -24,10 +35,12 @@ from optimizer.search.explain import describe
 from optimizer.timeline import simulate
 from store.repositories.clusters import ClusterRepository, revision_spec
 from store.repositories.jobs import JobRepository
+from store.repositories.measurements import CalibrationRepository
 from store.repositories.models import ModelRepository
 from store.repositories.paging import PageRequest
 from store.repositories.plans import PlanFilter, PlanRepository
 from store.repositories.tokens import TokenRepository
+from store.services.calibration import cluster_points, comparisons
 from store.services.plans import inventory_change, plan_pair, planned, specs_of
 
 router = APIRouter(include_in_schema=False)
@@ -106,6 +119,8 @@ def cluster_page(request: Request, cluster_id: RowId, s: SessionDep, _: Viewer) 
     unhealthy = [(n.name, n.state) for p in spec.pools for n in p.node_list if n.state != "healthy"]
     revs = repo.revisions(cluster, PageRequest(limit=100)).items
     revisions = [{**r.__dict__, "diff": InventoryDiff.model_validate(r.diff) if r.diff else None} for r in revs]
+    calibrations = [calibration_out(r) for r in CalibrationRepository(s).history(cluster_id)]
+    points = cluster_points(s, cluster_id)
     return page(
         request,
         "cluster.html",
@@ -114,6 +129,10 @@ def cluster_page(request: Request, cluster_id: RowId, s: SessionDep, _: Viewer) 
         by_type=dict(by_type),
         unhealthy=unhealthy,
         revisions=revisions,
+        calibrations=calibrations,
+        current=calibrations[-1] if calibrations else None,
+        errors_svg=prediction_errors(points) if points else None,
+        measured=len(points),
     )
 
 
@@ -242,6 +261,9 @@ def plan_page(request: Request, plan_id: RowId, s: SessionDep, _: Viewer) -> HTM
             alternatives=[{"alt": a, "text": describe(a.config)} for a in p.result.alternatives],
             exports=exports,
         )
+    ctx["measurements"] = [measurement_out(c) for c in comparisons(s, row)]
+    if best is not None and any(m.flagged for m in ctx["measurements"]):
+        ctx["suspects"] = likely_terms(best.estimate.breakdown.model_dump())
     return page(request, "plan.html", f"Plan {p.id}", **ctx)
 
 

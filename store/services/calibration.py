@@ -9,7 +9,6 @@ cluster's newest version unless asked not to, and record which one they used.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 from sqlalchemy.orm import Session
 
@@ -183,22 +182,22 @@ def comparisons(s: Session, plan: Plan, rows: list[MeasurementRow] | None = None
     return out
 
 
-def cluster_points(s: Session, cluster_id: int) -> list[dict[str, Any]]:
-    """Predicted (uncalibrated and as planned) vs measured for every training measurement of a cluster, oldest
-    first: the cluster page's plot."""
-    out = []
-    for row, plan in MeasurementRepository(s).of_cluster(cluster_id, MAX_FIT_MEASUREMENTS):
-        if row.step_time_s is None:
-            continue
-        out.append(
-            {
-                "measurement_id": row.id,
-                "plan_id": plan.id,
-                "created_at": row.created_at,
-                "measured_s": row.step_time_s,
-                "uncalibrated_s": row.predicted_step_time_s,
-                "planned_s": plan.step_time_s,
-                "calibration_id": plan.calibration_id,
-            }
-        )
-    return out
+@dataclass(frozen=True)
+class MeasuredPoint:
+    """One training measurement of a cluster with its two predictions."""
+
+    measurement_id: int
+    plan_id: int
+    measured_s: float
+    uncalibrated_s: float | None  # the sourced constants
+    planned_s: float | None  # the plan's, with the calibration it used
+
+
+def cluster_points(s: Session, cluster_id: int) -> list[MeasuredPoint]:
+    """Predicted (sourced constants and as planned) vs measured for every training measurement of a cluster,
+    oldest first: the cluster page's plot."""
+    return [
+        MeasuredPoint(row.id, plan.id, row.step_time_s, row.predicted_step_time_s, plan.step_time_s)
+        for row, plan in MeasurementRepository(s).of_cluster(cluster_id, MAX_FIT_MEASUREMENTS)
+        if row.step_time_s is not None
+    ]

@@ -69,6 +69,14 @@ def test_measure_calibrate_and_plan_with_it(client: TestClient) -> None:
     listed = ok(client.get(f"/v1/plans/{plan['id']}/measurements"))
     assert listed[0]["calibrated_step_s"] > predicted * 1.15  # predicted vs measured, before and after calibration
 
+    # the pages: the plan shows its measurement against its predictions, the cluster its constants and the errors
+    html = client.get(f"/plans/{plan['id']}").text
+    assert 'id="measurements"' in html and html.count('class="measurement') == 1
+    cluster_html = client.get(f"/clusters/{cluster['id']}").text
+    assert 'data-name="compute"' in cluster_html and f'data-value="{compute}"' in cluster_html
+    assert cluster_html.count('class="err-point" data-kind="uncalibrated"') == 4
+    assert cluster_html.count('class="err-point" data-kind="planned"') == 4
+
     mid = listed[0]["id"]
     assert client.delete(f"/v1/plans/{plan['id']}/measurements/{mid}").status_code == 204
     assert client.delete(f"/v1/plans/{plan['id']}/measurements/{mid}").status_code == 404
@@ -106,6 +114,8 @@ def test_log_ingestion_and_bad_measurements(client: TestClient) -> None:
         r = client.post(f"/v1/plans/{plan['id']}/measurements", json=body)
         assert r.status_code == 422, (body, r.text)
         assert field in r.text
+    html = client.get(f"/plans/{plan['id']}").text
+    assert 'class="measurement flagged"' in html and 'id="suspects"' in html and "(compute)" in html
     r = client.post(
         f"/v1/plans/{plan['id']}/measurements/log",
         content=b"no iteration lines\n",
