@@ -433,11 +433,6 @@ def import_topo(
     sys.stdout.write(yaml.safe_dump(spec, sort_keys=False))
 
 
-from api.service_cli import register  # noqa: E402 - the service commands join the same CLI
-
-register(app)
-
-
 def load_calibration(path: Path) -> ClusterCalibration:
     """A calibration document from a file (bad content names the field)."""
     doc = yaml_mapping(read_document(path, "--calibration"), "--calibration", str(path), "with `pools`")
@@ -482,6 +477,13 @@ def render_measured(m: Measurement, e: Estimate) -> None:
             "peak allocated GB", f"{m.peak_allocated_gb:.1f}", f"{pred:.1f}", f"{pred / m.peak_allocated_gb - 1:+.1%}"
         )
     Console().print(t)
+
+
+from api.client_cli import register as register_client  # noqa: E402 - the service client commands too
+from api.service_cli import register  # noqa: E402 - the service commands join the same CLI
+
+register(app)
+register_client(app)
 
 
 def main() -> None:

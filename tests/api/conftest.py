@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import socket
+import threading
+import time
 from collections.abc import Iterator
 
 import pytest
+import uvicorn
 from fastapi.testclient import TestClient
 
 from api.app import create_app
@@ -52,3 +56,23 @@ def client(api_settings: Settings, api_db: Database, tokens: dict[str, str]) -> 
     with TestClient(app, raise_server_exceptions=False) as c:
         c.headers["Authorization"] = f"Bearer {tokens['write']}"
         yield c
+
+
+@pytest.fixture(scope="session")
+def server(api_settings: Settings, api_db: Database) -> Iterator[str]:
+    """The real app served by uvicorn on a free port (a thread of this process), for clients outside it."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    srv = uvicorn.Server(
+        uvicorn.Config(create_app(api_settings, api_db), host="127.0.0.1", port=port, log_level="warning")
+    )
+    thread = threading.Thread(target=srv.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 20
+    while not srv.started:
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    yield f"http://127.0.0.1:{port}"
+    srv.should_exit = True
+    thread.join(10)

@@ -126,3 +126,48 @@ def test_log_ingestion_and_bad_measurements(client: TestClient) -> None:
     assert client.post("/v1/plans/999999/measurements", json={"step_time_s": 1.0}).status_code == 404
     r = client.post(f"/v1/clusters/{make_cluster(client)['id']}/calibrations")
     assert r.status_code == 422 and "no training measurements" in r.text
+
+
+def test_measure_and_calibrate_from_the_command_line(client: TestClient, server: str, tokens: dict[str, str]) -> None:
+    """`meshplan measure` and `meshplan calibrate` as real processes against the served app."""
+    import subprocess
+    import sys
+
+    cluster, model = make_cluster(client), make_model(client)
+    plans = [
+        _plan(client, cluster["id"], model["id"], search={"pins": pins})
+        for pins in (["tp=1", "pp=1"], ["tp=2", "pp=1"], ["tp=4", "pp=2"])
+    ]
+    env = {"MESHPLAN_URL": server, "MESHPLAN_TOKEN": tokens["write"], "PATH": "/usr/bin:/bin"}
+
+    def meshplan(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "api.cli", *args], capture_output=True, text=True, env=env, timeout=120
+        )
+
+    for p in plans:
+        r = meshplan("measure", str(p["id"]), "--step-time", f"{_hidden(p, 0.8):.6f}", "--note", "cli")
+        assert r.returncode == 0, r.stderr
+        assert "Measurement" in r.stdout and f"of plan {p['id']}" in r.stdout
+    r = meshplan("measure", str(plans[0]["id"]), "--log", str(LOGS / "megatron.log"))
+    assert r.returncode == 0 and "(> 20%)" in r.stdout, r.stderr
+    stored = ok(client.get(f"/v1/plans/{plans[0]['id']}/measurements"))
+    assert len(stored) == 2 and stored[0]["measurement"]["note"] == "cli"
+    assert stored[1]["source"] == "megatron" and abs(stored[1]["measured_step_s"] - 5.4365) < 1e-9
+    r = meshplan("calibrate", str(cluster["id"]))
+    assert r.returncode == 0 and "compute" in r.stdout and "new version" in r.stdout, r.stderr
+
+    for args, needle in (
+        (("measure", str(plans[0]["id"]), "--step-time", "-1"), "step_time_s"),
+        (("measure", "999999", "--step-time", "1"), "plan"),
+        (("measure", str(plans[0]["id"])), "measurement"),
+        (("calibrate", str(make_cluster(client)["id"])), "no training measurements"),
+    ):
+        r = meshplan(*args)
+        assert r.returncode == 2 and needle in r.stderr and "Traceback" not in r.stderr, (args, r.stderr)
+    env["MESHPLAN_TOKEN"] = ""
+    r = meshplan("calibrate", str(cluster["id"]))
+    assert r.returncode == 2 and "token" in r.stderr
+    env["MESHPLAN_TOKEN"], env["MESHPLAN_URL"] = tokens["write"], "http://127.0.0.1:9"
+    r = meshplan("measure", str(plans[0]["id"]), "--step-time", "1")
+    assert r.returncode == 2 and "cannot reach" in r.stderr

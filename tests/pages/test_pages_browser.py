@@ -4,15 +4,11 @@ jobs: each page loads, a screenshot is taken, and the figures' numbers match the
 from __future__ import annotations
 
 import shutil
-import socket
-import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-import uvicorn
 from fastapi.testclient import TestClient
 from selenium import webdriver
 from selenium.webdriver.chrome.options import Options
@@ -20,30 +16,8 @@ from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import WebDriverWait
 
-from api.app import create_app
-from store.db import Database
-from store.settings import Settings
 from tests.api.helpers import make_model, name, ok, wait_job
 from tests.databases import require
-
-
-@pytest.fixture(scope="module")
-def server(api_settings: Settings, api_db: Database) -> Iterator[str]:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    srv = uvicorn.Server(
-        uvicorn.Config(create_app(api_settings, api_db), host="127.0.0.1", port=port, log_level="warning")
-    )
-    thread = threading.Thread(target=srv.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 20
-    while not srv.started:
-        assert time.monotonic() < deadline
-        time.sleep(0.05)
-    yield f"http://127.0.0.1:{port}"
-    srv.should_exit = True
-    thread.join(10)
 
 
 @pytest.fixture(scope="module")

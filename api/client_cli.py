@@ -1,0 +1,159 @@
+"""`meshplan measure | calibrate`: record what a run measured against a plan, and fit the cluster's calibration,
+through a running service (MESHPLAN_URL, MESHPLAN_TOKEN) [issue 14]."""
+
+from __future__ import annotations
+
+import json
+import urllib.error
+import urllib.parse
+import urllib.request
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from api.cli_output import fail
+from optimizer.errors import DomainError
+from optimizer.yaml_documents import read_document
+
+UrlOpt = Annotated[
+    str,
+    typer.Option(envvar="MESHPLAN_URL", help="The service (env MESHPLAN_URL)."),
+]
+TokenOpt = Annotated[
+    str | None,
+    typer.Option(envvar="MESHPLAN_TOKEN", help="A write-scope API token (env MESHPLAN_TOKEN)."),
+]
+DEFAULT_URL = "http://127.0.0.1:8000"
+TIMEOUT_S = 60.0
+
+
+def register(app: typer.Typer) -> None:
+    app.command("measure")(measure)
+    app.command("calibrate")(calibrate)
+
+
+def _call(url: str, token: str | None, path: str, body: bytes | None, content_type: str) -> Any:
+    """POST to the service; an error answer becomes a DomainError with the service's own message."""
+    if not token:
+        raise DomainError("--token", "a write-scope API token is needed (--token or MESHPLAN_TOKEN)")
+    if not url.startswith(("http://", "https://")):
+        raise DomainError("--url", f"must start with http:// or https:// (got {url!r})")
+    req = urllib.request.Request(url.rstrip("/") + path, data=body or b"", method="POST")
+    req.add_header("Authorization", f"Bearer {token}")
+    req.add_header("Content-Type", content_type)
+    try:
+        with urllib.request.urlopen(req, timeout=TIMEOUT_S) as resp:
+            return json.loads(resp.read() or b"null")
+    except urllib.error.HTTPError as exc:
+        raise DomainError(_field(exc), _message(exc)) from None
+    except (urllib.error.URLError, TimeoutError, OSError) as exc:
+        reason = getattr(exc, "reason", exc)
+        raise DomainError("--url", f"cannot reach {url}: {reason}") from None
+
+
+def _detail(exc: urllib.error.HTTPError) -> Any:
+    try:
+        return json.loads(exc.read() or b"{}").get("detail")
+    except (ValueError, AttributeError):
+        return None
+
+
+def _field(exc: urllib.error.HTTPError) -> str:
+    return "plan_id" if exc.code == 404 else f"HTTP {exc.code}"
+
+
+def _message(exc: urllib.error.HTTPError) -> str:
+    detail = _detail(exc)
+    if isinstance(detail, list) and detail:  # 422: [{loc, msg}]
+        return "; ".join(f"{'.'.join(str(p) for p in d.get('loc', []))}: {d.get('msg')}" for d in detail)
+    return str(detail or exc.reason)
+
+
+def measure(
+    plan_id: Annotated[int, typer.Argument(help="The plan the run followed.", min=1, max=2_147_483_647)],
+    step_time: Annotated[float | None, typer.Option("--step-time", help="Seconds per step.")] = None,
+    tokens_per_s: Annotated[float | None, typer.Option("--tokens-per-s", help="Tokens per second, whole job.")] = None,
+    peak_allocated_gb: Annotated[float | None, typer.Option(help="torch.cuda.max_memory_allocated, GB.")] = None,
+    peak_reserved_gb: Annotated[float | None, typer.Option(help="torch.cuda.max_memory_reserved, GB.")] = None,
+    framework_version: Annotated[str, typer.Option(help="e.g. core_r0.13.0.")] = "",
+    steps: Annotated[int | None, typer.Option(help="Steps the figures are a median of.", min=1)] = None,
+    note: Annotated[str, typer.Option(help="Free text.")] = "",
+    log: Annotated[Path | None, typer.Option(help="A run's log instead of figures (parsed by the service).")] = None,
+    log_format: Annotated[
+        str, typer.Option("--format", help="auto, megatron, torchtitan, deepspeed, nemo, vllm, sglang.")
+    ] = "auto",
+    warmup: Annotated[int, typer.Option(help="Log steps skipped at the start.", min=0, max=100_000)] = 3,
+    url: UrlOpt = DEFAULT_URL,
+    token: TokenOpt = None,
+) -> None:
+    """Record what a run of a plan measured (figures or its log) and print it next to the prediction."""
+    try:
+        if log is not None:
+            if any(v is not None for v in (step_time, tokens_per_s, peak_allocated_gb, peak_reserved_gb)):
+                raise DomainError("--log", "give a log or figures, not both")
+            text = read_document(log, "--log")
+            query = urllib.parse.urlencode({"format": log_format, "warmup": warmup, "note": note})
+            out = _call(url, token, f"/v1/plans/{plan_id}/measurements/log?{query}", text.encode(), "text/plain")
+        else:
+            doc: dict[str, Any] = {
+                k: v
+                for k, v in (
+                    ("step_time_s", step_time),
+                    ("tokens_per_s", tokens_per_s),
+                    ("peak_allocated_gb", peak_allocated_gb),
+                    ("peak_reserved_gb", peak_reserved_gb),
+                    ("steps", steps),
+                )
+                if v is not None
+            }
+            doc.update({k: v for k, v in (("framework_version", framework_version), ("note", note)) if v})
+            out = _call(url, token, f"/v1/plans/{plan_id}/measurements", json.dumps(doc).encode(), "application/json")
+    except DomainError as exc:
+        fail(exc)
+    t = Table(title=f"Measurement {out['id']} of plan {plan_id}")
+    for col in ("measured s", "as planned s", "sourced constants s", "current calibration s", "error"):
+        t.add_column(col, justify="right")
+
+    def f(v: float | None) -> str:
+        return f"{v:.4g}" if v is not None else "-"
+
+    err = out.get("error")
+    flag = " (> 20%)" if out.get("flagged") else ""
+    t.add_row(
+        f(out.get("measured_step_s")),
+        f(out.get("planned_step_s")),
+        f(out.get("uncalibrated_step_s")),
+        f(out.get("calibrated_step_s")),
+        f"{err:+.1%}{flag}" if err is not None else "-",
+    )
+    Console().print(t)
+
+
+def calibrate(
+    cluster_id: Annotated[int, typer.Argument(help="The cluster to calibrate.", min=1, max=2_147_483_647)],
+    url: UrlOpt = DEFAULT_URL,
+    token: TokenOpt = None,
+) -> None:
+    """Fit the cluster's constants to its measurements and print them with their spread and support."""
+    try:
+        out = _call(url, token, f"/v1/clusters/{cluster_id}/calibrations", None, "application/json")
+    except DomainError as exc:
+        fail(exc)
+    cal = out["calibration"]
+    state = "new version" if out["created"] else "unchanged"
+    t = Table(title=f"Cluster {cluster_id}: calibration {cal['number']} ({state}, {cal['measurements']} measurements)")
+    for col in ("pool", "constant", "value", "spread", "runs", "fitted"):
+        t.add_column(col)
+    for k in cal["report"]["constants"]:
+        t.add_row(
+            k["pool"],
+            k["name"],
+            f"{k['value']:.3f}",
+            f"±{k['spread']:.1%}",
+            str(k["runs"]),
+            "yes" if k["identified"] else f"no: {k['reason']}",
+        )
+    Console().print(t)
