@@ -39,7 +39,14 @@ def test_measure_calibrate_and_plan_with_it(client: TestClient) -> None:
     cluster, model = make_cluster(client), make_model(client)
     plans = [
         _plan(client, cluster["id"], model["id"], search={"pins": pins})
-        for pins in (["tp=1", "pp=1"], ["tp=2", "pp=1"], ["tp=4", "pp=2"], ["tp=8", "pp=1"])
+        for pins in (
+            ["tp=1", "pp=1"],
+            ["tp=2", "pp=1"],
+            ["tp=4", "pp=2"],
+            ["tp=8", "pp=1"],
+            ["tp=2", "pp=2"],
+            ["tp=1", "pp=4"],
+        )
     ]
     plan = plans[0]
     assert plan["calibration_id"] is None
@@ -53,7 +60,7 @@ def test_measure_calibrate_and_plan_with_it(client: TestClient) -> None:
     assert len(listed) == 1 and listed[0]["calibrated_step_s"] is None  # no calibration yet
 
     cal = ok(client.post(f"/v1/clusters/{cluster['id']}/calibrations"))
-    assert cal["created"] and cal["calibration"]["number"] == 1 and cal["calibration"]["measurements"] == 4
+    assert cal["created"] and cal["calibration"]["number"] == 1 and cal["calibration"]["measurements"] == 6
     compute = cal["calibration"]["constants"]["pools"]["h100"]["compute"]
     assert 0.70 < compute < 0.80, cal["calibration"]["report"]
     again = ok(client.post(f"/v1/clusters/{cluster['id']}/calibrations"))
@@ -74,8 +81,8 @@ def test_measure_calibrate_and_plan_with_it(client: TestClient) -> None:
     assert 'id="measurements"' in html and html.count('class="measurement') == 1
     cluster_html = client.get(f"/clusters/{cluster['id']}").text
     assert 'data-name="compute"' in cluster_html and f'data-value="{compute}"' in cluster_html
-    assert cluster_html.count('class="err-point" data-kind="uncalibrated"') == 4
-    assert cluster_html.count('class="err-point" data-kind="planned"') == 4
+    assert cluster_html.count('class="err-point" data-kind="uncalibrated"') == 6
+    assert cluster_html.count('class="err-point" data-kind="planned"') == 6
 
     mid = listed[0]["id"]
     assert client.delete(f"/v1/plans/{plan['id']}/measurements/{mid}").status_code == 204
