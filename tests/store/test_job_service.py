@@ -133,3 +133,39 @@ def test_a_failed_or_cancelled_watch_job_does_not_block_the_next_checks(db: Data
     assert second.job_id is not None and second.job_id != first.job_id
     assert again.job_id == second.job_id  # still one job per attempt
     assert run_job(db, second.job_id) == "succeeded"
+
+
+def test_nightly_pass_refits_the_calibration_and_replans_on_a_moved_constant(db: Database) -> None:
+    """Measurements since the last fit: the nightly pass fits a new calibration version; a watch whose plan used
+    the old one (here: none) is re-planned, and the plan diff names the calibration [issue 14]."""
+    from optimizer.measurements import Measurement
+    from store.repositories.measurements import CalibrationRepository
+    from store.services.calibration import recalibrate_stale, record_measurement
+
+    with db.session() as s:
+        c, m = cluster_and_model(s, nodes=2)
+        watch = training_watch(s, c, m)
+        first = {x.watch_id: x for x in check_watches(s, "nightly", c.id)}[watch.id]
+    assert first.job_id is not None and run_job(db, first.job_id) == "succeeded"
+    with db.session() as s:
+        plan = PlanRepository(s).by_job(first.job_id)
+        assert plan is not None and plan.calibration_id is None and plan.step_time_s is not None
+        assert recalibrate_stale(s, c.id) == []  # no measurement yet: nothing to fit
+        for factor in (1.30, 1.32, 1.28):
+            record_measurement(s, plan.id, Measurement(step_time_s=plan.step_time_s * factor))
+        unchanged = {x.watch_id: x for x in check_watches(s, "nightly", c.id)}[watch.id]
+        assert unchanged.job_id is None  # measurements alone are no reason: only a fitted calibration is
+        assert recalibrate_stale(s, c.id) == [c.id]
+        assert recalibrate_stale(s, c.id) == []  # fitted already: nothing newer
+        cal = CalibrationRepository(s).current(c.id)
+        assert cal is not None and cal.number == 1 and cal.change > 0.03
+        second = {x.watch_id: x for x in check_watches(s, "nightly", c.id)}[watch.id]
+    assert second.job_id is not None and second.changed == [f"calibration none→1 ({cal.change:.0%} on a constant)"]
+    assert run_job(db, second.job_id) == "succeeded"
+    with db.session() as s:
+        replanned = PlanRepository(s).by_job(second.job_id)
+        assert replanned is not None and replanned.calibration_id == cal.id
+        assert replanned.diff is not None and replanned.diff["inputs"]["calibration"]["after"] == 1
+        assert replanned.step_time_s is not None and replanned.step_time_s > plan.step_time_s * 1.05
+        again = {x.watch_id: x for x in check_watches(s, "nightly", c.id)}[watch.id]
+        assert again.job_id is None  # planned with the current calibration: unchanged
