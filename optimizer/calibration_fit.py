@@ -143,6 +143,7 @@ class FitReport(BaseModel):
     calibration: ClusterCalibration
     constants: list[ConstantFit]
     runs: list[RunFit]
+    measurements: int = Field(description="Runs given to the fit (with a step time, memory figures or both).")
     memory_runs: int
     median_error_before: float | None
     median_error_after: float | None
@@ -393,6 +394,7 @@ def fit_calibration(points: Sequence[FitPoint]) -> FitReport:
         calibration=calibration,
         constants=constants,
         runs=runs,
+        measurements=len(points),
         memory_runs=sum(reserve_runs.values()),
         median_error_before=statistics.median(before) if before else None,
         median_error_after=statistics.median(after) if after else None,

@@ -130,7 +130,7 @@ def recalibrate(s: Session, cluster_id: int) -> tuple[Calibration, bool]:
         cluster_id=cluster_id,
         constants=report.calibration.model_dump(mode="json", exclude={"version"}),
         report=report.model_dump(mode="json", exclude={"calibration"}),
-        measurements=len(report.runs) + report.memory_runs,
+        measurements=report.measurements,
         change=change,
     )
     return repo.add(row), True
