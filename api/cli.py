@@ -58,6 +58,10 @@ GradDtypeOpt = Annotated[
     ),
 ]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON object.")]
+CalibrationOpt = Annotated[
+    Path | None,
+    typer.Option(help="A cluster calibration (JSON or YAML: pools -> constants, as GET .../calibrations gives)."),
+]
 
 
 FrameworkOpt = Annotated[
@@ -105,10 +109,7 @@ def estimate(
     ] = False,
     objective: ObjectiveOpt = None,
     framework: FrameworkOpt = "megatron",
-    calibration: Annotated[
-        Path | None,
-        typer.Option(help="A cluster calibration (JSON or YAML: pools -> constants, as GET .../calibrations gives)."),
-    ] = None,
+    calibration: CalibrationOpt = None,
     measured_log: Annotated[
         Path | None, typer.Option("--log", help="A run's log: print measured vs predicted (offline measurement).")
     ] = None,
@@ -230,6 +231,7 @@ def plan(
     pools: Annotated[str | None, typer.Option(help="Allowed pools, comma-separated.")] = None,
     schedules: Annotated[str | None, typer.Option(help="Schedules to search (default 1f1b,interleaved-1f1b).")] = None,
     top: Annotated[int, typer.Option(help="Alternatives to show (top K).")] = 3,
+    calibration: CalibrationOpt = None,
     time_limit: Annotated[float, typer.Option(help="Solver time limit, seconds (0.1 - 3600).")] = 60.0,
     export_to: Annotated[
         str | None, typer.Option("--export", help="megatron, deepspeed, torchtitan, vllm, sglang.")
@@ -243,7 +245,7 @@ def plan(
 
     try:
         spec = resolve_model(model)
-        clus = resolve_cluster(cluster)
+        clus = resolve_cluster(cluster).with_calibration(load_calibration(calibration) if calibration else None)
         work = _workload(mode, gbs, seq_len, batch, prompt_len, output_len, precision, objective, framework, grad_dtype)
         space_fields: dict[str, object] = {"pins": parse_pins(pin or []), "max_gpus": max_gpus}
         if pools:
@@ -449,11 +451,7 @@ def measured_figures(
     if log is not None:
         if step_time is not None:
             raise DomainError("--measured-step-time", "give a log or a step time, not both")
-        try:
-            text = log.read_text(encoding="utf-8", errors="replace")
-        except OSError as exc:
-            raise DomainError("--log", f"cannot read {log}: {exc.strerror}") from None
-        return parse_log(text, "auto", work, gpus).measurement
+        return parse_log(read_document(log, "--log"), "auto", work, gpus).measurement
     if step_time is not None:
         try:
             return Measurement(step_time_s=step_time)

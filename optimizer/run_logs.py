@@ -31,6 +31,7 @@ from optimizer.workload import InferenceWorkload, TrainingWorkload
 
 LogFormat = Literal["megatron", "torchtitan", "deepspeed", "nemo", "vllm", "sglang"]
 LOG_FORMATS: tuple[LogFormat, ...] = ("megatron", "torchtitan", "deepspeed", "nemo", "vllm", "sglang")
+LogFormatChoice = LogFormat | Literal["auto"]
 # Steps dropped from the start of a log: the first iterations include compilation, NCCL set-up and allocator
 # growth (Megatron prints the first iteration on purpose "to document initialization overhead" [MLM training.py]).
 DEFAULT_WARMUP = 3
@@ -97,7 +98,7 @@ def detect_format(text: str) -> LogFormat:
 
 def parse_log(
     text: str,
-    fmt: LogFormat | Literal["auto"] = "auto",
+    fmt: LogFormatChoice = "auto",
     workload: TrainingWorkload | InferenceWorkload | None = None,
     gpus: int | None = None,
     warmup: int = DEFAULT_WARMUP,

@@ -3,7 +3,7 @@ to them [issue 14]."""
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated
 
 from fastapi import APIRouter, Body, Query
 
@@ -12,7 +12,7 @@ from api.deps import Reader, RowId, SessionDep, Writer
 from api.responses import NOT_FOUND, STANDARD, WRITE
 from api.schemas import CalibrateOut, CalibrationOut, MeasurementOut
 from optimizer.measurements import Measurement
-from optimizer.run_logs import DEFAULT_WARMUP, parse_log
+from optimizer.run_logs import DEFAULT_WARMUP, LogFormatChoice, parse_log
 from store.models import Measurement as MeasurementRow
 from store.models import Plan
 from store.repositories.clusters import ClusterRepository
@@ -40,9 +40,7 @@ def add_log(
     s: SessionDep,
     _: Writer,
     body: Annotated[str, Body(media_type="text/plain", description="A training log or serving benchmark output.")],
-    format: Annotated[
-        Literal["auto", "megatron", "torchtitan", "deepspeed", "nemo", "vllm", "sglang"], Query()
-    ] = "auto",
+    format: Annotated[LogFormatChoice, Query(description="The log's format (auto: detected).")] = "auto",
     warmup: Annotated[int, Query(ge=0, le=100_000, description="Steps skipped at the start.")] = DEFAULT_WARMUP,
     note: Annotated[str, Query(max_length=2000)] = "",
 ) -> MeasurementOut:

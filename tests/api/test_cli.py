@@ -272,6 +272,11 @@ def test_estimate_with_a_calibration_and_a_measured_log(tmp_path: Path) -> None:
     log = ROOT / "tests" / "optimizer" / "logs" / "megatron.log"
     out = json.loads(meshplan(*base, "--log", str(log)).stdout)
     assert abs(out["measured"]["step_time_s"] - 5.4365) < 1e-9
+    planned = ["plan", "--model", "llama-3-8b", "--cluster", "dgx-h100:2", "--gbs", "64", "--seq-len", "4096"]
+    planned += ["--pin", "tp=2", "--pin", "pp=1", "--json", "--time-limit", "30"]
+    fast = json.loads(meshplan(*planned).stdout)["plan"]["estimate"]["step_time_s"]
+    slow_plan = json.loads(meshplan(*planned, "--calibration", str(cal)).stdout)["plan"]["estimate"]["step_time_s"]
+    assert slow_plan > fast * 1.1  # the planner prices with the calibration too
     cal.write_text("pools:\n  dgx-h100:\n    compute: 9\n")
     bad = meshplan(*base, "--calibration", str(cal))
     assert bad.returncode == 2 and "calibration.pools.dgx-h100.compute" in bad.stderr and "Traceback" not in bad.stderr
