@@ -113,6 +113,7 @@ class _Ctx:
         self._tiers: dict[str, tuple[net.Tier, ...]] = {}
         self._layer_cache: dict[tuple[str, bool], LayerCost] = {}
         self._gpus: dict[str, GPUSpec] = {}
+        self._reserve: dict[str, float] = {}
         self._act: dict[bool, float] = {}
         no_rc = c.model_copy(update={"recompute": "none"}) if c.recompute == "full" else c
         # One layer's full working set, alive while that layer is recomputed [K22 §5].
@@ -139,6 +140,16 @@ class _Ctx:
         if g is None:
             g = self._gpus[pool.name] = self.cluster.compute_gpu(pool)
         return g
+
+    def reserve(self, pool: NodePool) -> float:
+        """memory.reserve_bytes of the pool's GPU with its calibrated slack (cached: every stage asks)."""
+        r = self._reserve.get(pool.name)
+        if r is None:
+            capacity = self.cluster.gpu_of(pool).memory_bytes
+            r = self._reserve[pool.name] = reserve_bytes(
+                capacity, slack=self.cluster.calibration_of(pool).memory_reserve
+            )
+        return r
 
     def tiers(self, pool: NodePool) -> tuple[net.Tier, ...]:
         t = self._tiers.get(pool.name)
@@ -458,7 +469,7 @@ def _stage_cost(
         optim,
         emb,
         transient,
-        reserve_bytes(capacity, slack=ctx.cluster.calibration_of(pool).memory_reserve),
+        ctx.reserve(pool),
         capacity,
         acts,
     )
