@@ -115,6 +115,11 @@ def inflight_microbatches(c: ParallelConfig, stage: int, m: int, layers: int | N
     return float(min(p - stage, m))
 
 
+# The last stage's logits per token and vocabulary entry: fp32 logits and the loss-backward buffer (4 + 2 bytes)
+# [MLM; LA get_loss_bwd_memory].
+LOGIT_BYTES = 4 + 2
+
+
 def reserve_bytes(capacity_bytes: float, extra: float = 0.0, slack: float = FRAGMENTATION_FRACTION) -> float:
     """CUDA context + communicator buffers + allocator slack [A7]; `slack` is a pool's calibrated fraction."""
     return CUDA_CONTEXT_BYTES + slack * capacity_bytes + extra

@@ -20,6 +20,7 @@ from optimizer.costmodel.constants import (
     FLASH_ATTENTION_EFFICIENCY_DEFAULT,
 )
 from optimizer.costmodel.memory import (
+    LOGIT_BYTES,
     activation_bytes_per_layer,
     inflight_microbatches,
     reserve_bytes,
@@ -444,8 +445,8 @@ def _stage_cost(
     if first:  # embedding output (+ dropout mask) per micro-batch in flight [MLM theoretical_memory_usage.py]
         acts += sbh * (3 if model.dropout else 2) / (tp if c.sequence_parallel else 1)
     transient = 0.0
-    if last:  # fp32 logits + the loss-backward buffer [MLM; LA get_loss_bwd_memory]
-        transient = tokens * model.vocab_size / tp * (4 + 2)
+    if last:  # fp32 logits + the loss-backward buffer
+        transient = tokens * model.vocab_size / tp * LOGIT_BYTES
     if c.recompute == "full":
         transient = max(transient, ctx.recompute_peak[moe_layers > 0])
     if c.zero_stage == 3:  # unsharded bf16 weights in use and prefetched [LA analysis.py training(); frameworks]

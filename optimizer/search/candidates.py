@@ -18,7 +18,7 @@ import numpy as np
 
 from optimizer.cluster_spec import ClusterSpec, NodePool
 from optimizer.costmodel import network as net
-from optimizer.costmodel.memory import activation_bytes_per_layer, reserve_bytes, state_bytes_per_param
+from optimizer.costmodel.memory import LOGIT_BYTES, activation_bytes_per_layer, reserve_bytes, state_bytes_per_param
 from optimizer.costmodel.training import _Ctx, stage_cost
 from optimizer.frameworks import Framework, expert_tp_values, framework, runs_expert_tp
 from optimizer.model_spec import ModelSpec
@@ -138,6 +138,76 @@ class KeyBatch:
 
     def peek(self) -> float:
         return float(self.lbs[self.next]) if self.next < len(self.lbs) else float("inf")
+
+
+@dataclass(frozen=True, slots=True)
+class KeyTerms:
+    """What every candidate of one layer key shares, per dp value (arrays indexed like `dp_arr`)."""
+
+    dp_arr: np.ndarray
+    m_arr: np.ndarray  # micro-batches per step
+    gps: np.ndarray  # GPUs per stage, tp x cp x dp
+    hop_arr: np.ndarray  # the fastest pipeline hop of one activation, seconds
+    layers_work: float  # all layers' work per micro-batch on the fastest pool, seconds
+    last_stage_extra: float  # the logits and loss on the last stage, per micro-batch, seconds
+    per_type: list[tuple[int, float]]  # (layers of a type, least per-layer time)
+    activations: float  # all layers' activation bytes per micro-batch
+    logits_bytes: float
+    states: dict[int, np.ndarray]  # per ZeRO stage: all parameters' state bytes per GPU before the pp split
+    layer_types: list[tuple[int, float, dict[int, np.ndarray]]]  # (layers, activations, states) per layer type
+    slot_bound: np.ndarray  # [k - 1, dp]: least max stage work with k stages
+    pps: list[int]
+
+
+class _Columns:
+    """The candidates a key batch collects, column by column."""
+
+    def __init__(self) -> None:
+        self.cols: dict[str, list[np.ndarray]] = {k: [] for k in ("pp", "vp", "dp", "sched", "zero", "lb", "gpus")}
+
+    def add(
+        self,
+        ok: np.ndarray,
+        pv: np.ndarray,
+        vp: int,
+        dp_arr: np.ndarray,
+        sched: str,
+        zero: int,
+        lb: np.ndarray,
+        gpus: np.ndarray,
+    ) -> None:
+        ii, jj = np.nonzero(ok)
+        if not len(ii):
+            return
+        self.cols["pp"].append(pv[ii])
+        self.cols["vp"].append(np.full(len(ii), vp))
+        self.cols["dp"].append(dp_arr[jj])
+        self.cols["sched"].append(np.full(len(ii), SCHED_CODES.index(sched)))
+        self.cols["zero"].append(np.full(len(ii), zero))
+        self.cols["lb"].append(lb[ii, jj])
+        self.cols["gpus"].append(gpus[ii, jj])
+
+    def batch(self, key: LayerKey) -> KeyBatch | None:
+        """The collected candidates sorted by lower bound, then GPUs; None when there are none."""
+        if not self.cols["lb"]:
+            return None
+        arr = {k: np.concatenate(v) for k, v in self.cols.items()}
+        order = np.lexsort((arr["gpus"], arr["lb"]))
+        rows = np.stack([arr[k][order] for k in ("pp", "vp", "dp", "sched", "zero")], axis=1)
+        return KeyBatch(key, arr["lb"][order], arr["gpus"][order], rows)
+
+
+def _least_inflight(sched: str, P: np.ndarray, M: np.ndarray, vp: int, layers: int, flexible: bool) -> np.ndarray:
+    """The fewest micro-batches of activations any stage holds at its peak, on average over its layers
+    (memory.inflight_microbatches): interleaved ((vp - 1) p + 1 chunks, at most m vp, over vp; with uneven
+    chunks a rank's chunks all hold >= floor(n / v) of its n layers), GPipe m, 1F1B / ZB-H1 at least one."""
+    if sched == "interleaved-1f1b":
+        least: np.ndarray = np.minimum((vp - 1) * P + 1, M * vp) / vp
+        if flexible:
+            least = least * np.maximum(0.0, 1.0 - P * (vp - 1) / layers)
+        return least
+    least = M + 0 * P if sched == "gpipe" else np.minimum(1.0, M) + 0 * P
+    return least
 
 
 class TrainingSpace:
@@ -330,39 +400,35 @@ class TrainingSpace:
             return self._key_batch(key, prune_memory)
 
     def _key_batch(self, key: LayerKey, prune_memory: bool) -> KeyBatch | None:
-        model, w, space = self.model, self.w, self.space
-        L, gbs = model.num_layers, w.global_batch_size
-        ctx, work = self._probe(key)
-        probe = ctx.c
-        logits = {}
-        for pool in self.pools:
-            single = stage_cost(ctx, False, True, 0, 0, pool, None)
-            logits[pool.name] = single.time
-        fp8 = w.precision == "fp8"
-        act_dense = activation_bytes_per_layer(model, probe, w.seq_len, False, w.flash_attention, fp8)
-        act_moe = (
-            activation_bytes_per_layer(model, probe, w.seq_len, True, w.flash_attention, fp8) if self.n_moe else 0.0
-        )
-        act_layers = self.n_dense * act_dense + self.n_moe * act_moe
-        w_min = min(work.values())
-        x_last = min(logits.values())
-        # Integer layers: some stage holds at least ceil(n / pp) of the model's n layers of a type (dense, MoE),
-        # each costing at least that type's per-layer time on the fastest pool [same terms as layer_work].
-        per_type = [
-            (n, min(layer_work(ctx, p, int(not moe), int(moe)) for p in self.pools))
-            for n, moe in ((self.n_dense, False), (self.n_moe, True))
-            if n
-        ]
-        # Parameters one model-parallel rank group holds in all (split by TP; experts by TP x EP).
-        dense_params = (
-            self.n_dense * model.dense_layer_params
-            + self.n_moe * (model.moe_layer_params - model.moe_expert_params_per_layer)
-        ) / key.tp
-        expert_params = self.n_moe * model.moe_expert_params_per_layer / (key.etp * key.ep)
-        emb_params = (model.embedding_params + model.lm_head_params) / key.tp
-        logits_bytes = key.mbs * w.seq_len / key.cp * model.vocab_size / key.tp * 6
-        usable_max = max(self.usable.values())
+        t = self._key_terms(key)
+        if t is None:
+            return None
+        cols = _Columns()
+        M = t.m_arr[None, :].astype(float)
+        for vp in self._vp_values():
+            for multi, pv, scheds, zeros in self._pipelines(key, vp, t.pps):
+                P = pv[:, None].astype(float)
+                gpus = t.gps[None, :] * pv[:, None]
+                fits_budget = (gpus <= self.budget) & np.isfinite(t.slot_bound[pv - 1, :])
+                t_max, t_sum = self._stage_time_bounds(t, pv, vp, multi)
+                for sched in scheds:
+                    ok_s = fits_budget
+                    if sched == "interleaved-1f1b":  # Megatron: m a multiple of pp
+                        ok_s = fits_budget & ((t.m_arr[None, :] % pv[:, None]) == 0)
+                    lb = pipeline_lower_bound(sched, M, vp, t_max, t_sum)
+                    inflight = _least_inflight(sched, P, M, vp, self.model.num_layers, self.fw.virtual_stage_layout)
+                    for zero in zeros:
+                        if not self.space.allows("zero", zero):
+                            continue
+                        ok = ok_s & self._may_fit(t, zero, sched, multi, pv, inflight) if prune_memory else ok_s
+                        cols.add(ok, pv, vp, t.dp_arr, sched, zero, lb, gpus)
+        return cols.batch(key)
 
+    def _key_terms(self, key: LayerKey) -> KeyTerms | None:
+        """The terms every candidate of `key` shares (None when no dp value is left)."""
+        model, w, space = self.model, self.w, self.space
+        gbs = w.global_batch_size
+        ctx, work = self._probe(key)
         dps = [
             d
             for d in _divisors(gbs // key.mbs)
@@ -370,125 +436,116 @@ class TrainingSpace:
         ]
         if not dps:
             return None
+        fp8 = w.precision == "fp8"
+        act_dense = activation_bytes_per_layer(model, ctx.c, w.seq_len, False, w.flash_attention, fp8)
+        act_moe = (
+            activation_bytes_per_layer(model, ctx.c, w.seq_len, True, w.flash_attention, fp8) if self.n_moe else 0.0
+        )
+        # Parameters one model-parallel rank group holds in all (split by TP; experts by TP x EP).
+        shared_moe = model.moe_layer_params - model.moe_expert_params_per_layer
+        dense_params = (self.n_dense * model.dense_layer_params + self.n_moe * shared_moe) / key.tp
+        expert_params = self.n_moe * model.moe_expert_params_per_layer / (key.etp * key.ep)
+        emb_params = (model.embedding_params + model.lm_head_params) / key.tp
         dp_arr = np.array(dps, dtype=np.int64)
-        m_arr = gbs // (dp_arr * key.mbs)
         gps = key.tp * key.cp * dp_arr
-        p_max = min(L, MAX_PP, self.budget // (key.tp * key.cp))
-        msg = key.mbs * w.seq_len / key.cp * model.hidden_size * 2 / key.tp
-        hop_arr = np.array([self._hop(int(g), msg) for g in gps])
-        mem_by_zero = self._state_memory(key, "all", dense_params + emb_params, expert_params, dps)
-        # One layer's states per GPU of its stage, by layer type (dense; MoE: shared part + experts).
-        layer_types = [
-            (n, act, self._state_memory(key, kind, dense / key.tp, expert / (key.etp * key.ep), dps))
-            for kind, n, act, dense, expert in (
-                ("dense", self.n_dense, act_dense, model.dense_layer_params, 0.0),
-                (
-                    "moe",
-                    self.n_moe,
-                    act_moe,
-                    model.moe_layer_params - model.moe_expert_params_per_layer,
-                    model.moe_expert_params_per_layer,
-                ),
-            )
-            if n
-        ]
-        # slot_bound[k-1, j]: least possible max stage work with k stages of gps[j] GPUs each (inf: no room),
-        # L / (sum of 1/a over the k fastest stage slots, a = per-layer time on the slot's pool).
+        p_max = min(model.num_layers, MAX_PP, self.budget // (key.tp * key.cp))
+        msg = key.mbs * w.seq_len / key.cp * model.hidden_size * 2 / key.tp  # one bf16 activation hop
+        return KeyTerms(
+            dp_arr=dp_arr,
+            m_arr=gbs // (dp_arr * key.mbs),
+            gps=gps,
+            hop_arr=np.array([self._hop(int(g), msg) for g in gps]),
+            layers_work=min(work.values()),
+            last_stage_extra=min(stage_cost(ctx, False, True, 0, 0, p, None).time for p in self.pools),
+            # Integer layers: some stage holds at least ceil(n / pp) of the model's n layers of a type (dense,
+            # MoE), each costing at least that type's per-layer time on the fastest pool [as layer_work].
+            per_type=[
+                (n, min(layer_work(ctx, p, int(not moe), int(moe)) for p in self.pools))
+                for n, moe in ((self.n_dense, False), (self.n_moe, True))
+                if n
+            ],
+            activations=self.n_dense * act_dense + self.n_moe * act_moe,
+            logits_bytes=key.mbs * w.seq_len / key.cp * model.vocab_size / key.tp * LOGIT_BYTES,
+            states=self._state_memory(key, "all", dense_params + emb_params, expert_params, dps),
+            # One layer's states per GPU of its stage, by layer type (dense; MoE: shared part + experts).
+            layer_types=[
+                (n, act, self._state_memory(key, kind, dense / key.tp, expert / (key.etp * key.ep), dps))
+                for kind, n, act, dense, expert in (
+                    ("dense", self.n_dense, act_dense, model.dense_layer_params, 0.0),
+                    ("moe", self.n_moe, act_moe, shared_moe, model.moe_expert_params_per_layer),
+                )
+                if n
+            ],
+            slot_bound=self._slot_bound(work, gps, p_max),
+            pps=self._pp_values(p_max),
+        )
+
+    def _slot_bound(self, work: dict[str, float], gps: np.ndarray, p_max: int) -> np.ndarray:
+        """slot_bound[k-1, j]: the least possible max stage work with k stages of gps[j] GPUs each (inf: no room):
+        L / (sum of 1/a over the k fastest stage slots the pools can host, a = per-layer time on the slot's pool)."""
+        L = self.model.num_layers
         ks = np.arange(1, max(p_max, 1) + 1, dtype=float)[:, None]
-        harmonic = np.zeros((len(ks), len(dps)))
-        filled = np.zeros(len(dps))
+        harmonic = np.zeros((len(ks), len(gps)))
+        filled = np.zeros(len(gps))
         for a, healthy in sorted((work[p.name] / L, p.healthy_gpus) for p in self.pools):
             if a > 0:
                 slots = (healthy // gps).astype(float)
                 harmonic += np.clip(ks - filled[None, :], 0.0, slots[None, :]) / a
                 filled = filled + slots
         with np.errstate(divide="ignore"):
-            slot_bound = np.where((ks <= filled[None, :]) & (harmonic > 0), L / harmonic, np.inf)
-        pps = self._pp_values(p_max)
-        cols: dict[str, list[np.ndarray]] = {
-            "pp": [],
-            "vp": [],
-            "dp": [],
-            "sched": [],
-            "zero": [],
-            "lb": [],
-            "gpus": [],
-        }
-        vps = space.pinned_values("vp") or DEFAULT_VP
-        flexible = self.fw.virtual_stage_layout
-        for vp in vps:
-            if not space.allows("vp", vp) or (vp > 1 and not self.fw.virtual_stages):
-                continue
-            for multi in (False, True):  # pp == 1 (one stage) and pp >= 2
-                if multi:
-                    if key.epo and vp == 1:  # Megatron: EP overlap with pp > 1 needs virtual stages
-                        continue
-                    pv = np.array([p for p in pps if p >= 2 and self._admits(p, vp)], dtype=np.int64)
-                    if vp > 1:
-                        scheds = ["interleaved-1f1b"] if self._sched_ok("interleaved-1f1b") else []
-                    else:
-                        scheds = [x for x in ("1f1b", "zb-h1", "gpipe") if self._sched_ok(x)]
-                    zeros: tuple[int, ...] = self.fw.zero_stages_with_pp
-                else:
-                    pv = np.array([1] if 1 in pps and vp == 1 else [], dtype=np.int64)
-                    # symmetry (labelled): with one stage every schedule is the same computation; 1f1b stands for all
-                    scheds = ["1f1b"]
-                    zeros = self.fw.zero_stages
-                if not len(pv):
-                    continue
-                P = pv[:, None].astype(float)
-                M = m_arr[None, :].astype(float)
-                gpus = gps[None, :] * pv[:, None]
-                base_ok = (gpus <= self.budget) & np.isfinite(slot_bound[pv - 1, :])
-                hops = (2 * vp * hop_arr[None, :]) if multi else np.zeros((1, len(dps)))
-                stage_sum = w_min + x_last + P * hops
-                # The slowest stage: at least the mean, and at least L / (sum of 1/a over the pp fastest stage
-                # slots the pools can host) with a_q the per-layer time on pool q (capacity-aware bound).
-                # Each stage also pays its pipeline hops, so the slowest stage's layer work + hops bounds it too.
-                heaviest = slot_bound[pv - 1, :]
-                for n, a in per_type:  # without a layout, stages hold multiples of vp layers (one layer type)
-                    step_ = vp if n == L and not flexible else 1
-                    heaviest = np.maximum(heaviest, a * step_ * np.ceil(n / (step_ * P)))
-                avg = np.maximum(stage_sum / P, heaviest + hops)
-                for sched in scheds:
-                    ok_s = base_ok & ((m_arr[None, :] % pv[:, None]) == 0) if sched == "interleaved-1f1b" else base_ok
-                    lb = pipeline_lower_bound(sched, M, vp, avg, stage_sum)
-                    if sched == "interleaved-1f1b":
-                        inflight_min = np.minimum((vp - 1) * P + 1, M * vp) / vp
-                        if flexible:  # uneven chunks: a rank's chunks all hold >= floor(n / v) of its n layers
-                            inflight_min = inflight_min * np.maximum(0.0, 1.0 - P * (vp - 1) / L)
-                    elif sched == "gpipe":
-                        inflight_min = M + 0 * P
-                    else:
-                        inflight_min = np.minimum(1.0, M) + 0 * P
-                    for zero in zeros:
-                        if not space.allows("zero", zero):
-                            continue
-                        mem_avg = (mem_by_zero[zero][None, :] + logits_bytes + inflight_min * act_layers) / P
-                        ok = ok_s & (mem_avg <= usable_max) if prune_memory else ok_s
-                        if prune_memory and multi and sched in ("1f1b", "zb-h1"):
-                            for n, act, states in layer_types:
-                                ok &= _staggered_memory_bound(n, states[zero], act, pv, m_arr) <= usable_max
-                        ii, jj = np.nonzero(ok)
-                        if not len(ii):
-                            continue
-                        cols["pp"].append(pv[ii])
-                        cols["vp"].append(np.full(len(ii), vp))
-                        cols["dp"].append(dp_arr[jj])
-                        cols["sched"].append(np.full(len(ii), SCHED_CODES.index(sched)))
-                        cols["zero"].append(np.full(len(ii), zero))
-                        cols["lb"].append(lb[ii, jj])
-                        cols["gpus"].append(gpus[ii, jj])
-        if not cols["lb"]:
-            return None
-        arr = {k: np.concatenate(v) for k, v in cols.items()}
-        order = np.lexsort((arr["gpus"], arr["lb"]))
-        return KeyBatch(
-            key,
-            arr["lb"][order],
-            arr["gpus"][order],
-            np.stack([arr[k][order] for k in ("pp", "vp", "dp", "sched", "zero")], axis=1),
-        )
+            bound: np.ndarray = np.where((ks <= filled[None, :]) & (harmonic > 0), L / harmonic, np.inf)
+        return bound
+
+    def _vp_values(self) -> list[int]:
+        """Virtual stages searched: the pinned values or the defaults, those the space and framework allow."""
+        vps = self.space.pinned_values("vp") or DEFAULT_VP
+        return [vp for vp in vps if self.space.allows("vp", vp) and (vp == 1 or self.fw.virtual_stages)]
+
+    def _pipelines(
+        self, key: LayerKey, vp: int, pps: list[int]
+    ) -> Iterator[tuple[bool, np.ndarray, list[str], tuple[int, ...]]]:
+        """(multi-stage, pp values, schedules, ZeRO stages) of the pipelines with `vp` virtual stages: one stage
+        (pp = 1), then pp >= 2."""
+        if 1 in pps and vp == 1:
+            # symmetry (labelled): with one stage every schedule is the same computation; 1f1b stands for all
+            yield False, np.array([1], dtype=np.int64), ["1f1b"], self.fw.zero_stages
+        if key.epo and vp == 1:  # Megatron: EP overlap with pp > 1 needs virtual stages
+            return
+        pv = np.array([p for p in pps if p >= 2 and self._admits(p, vp)], dtype=np.int64)
+        if not len(pv):
+            return
+        if vp > 1:
+            scheds = ["interleaved-1f1b"] if self._sched_ok("interleaved-1f1b") else []
+        else:
+            scheds = [x for x in ("1f1b", "zb-h1", "gpipe") if self._sched_ok(x)]
+        yield True, pv, scheds, self.fw.zero_stages_with_pp
+
+    def _stage_time_bounds(self, t: KeyTerms, pv: np.ndarray, vp: int, multi: bool) -> tuple[np.ndarray, np.ndarray]:
+        """(slowest stage, sum of the stages) lower bounds per (pp in pv, dp). The slowest stage is at least the
+        mean, at least the capacity-aware slot bound, and at least the integer-layer bound of each layer type;
+        each stage also pays its pipeline hops."""
+        P = pv[:, None].astype(float)
+        hops = (2 * vp * t.hop_arr[None, :]) if multi else np.zeros((1, len(t.dp_arr)))
+        t_sum = t.layers_work + t.last_stage_extra + P * hops
+        heaviest = t.slot_bound[pv - 1, :]
+        L = self.model.num_layers
+        for n, a in t.per_type:  # without a layout, stages hold multiples of vp layers (one layer type)
+            step = vp if n == L and not self.fw.virtual_stage_layout else 1
+            heaviest = np.maximum(heaviest, a * step * np.ceil(n / (step * P)))
+        return np.maximum(t_sum / P, heaviest + hops), t_sum
+
+    def _may_fit(
+        self, t: KeyTerms, zero: int, sched: str, multi: bool, pv: np.ndarray, inflight: np.ndarray
+    ) -> np.ndarray:
+        """Per (pp, dp): the mean per-GPU memory over the stages fits the largest usable memory, and with
+        1F1B / ZB-H1 the staggered in-flight bound of each layer type does too."""
+        usable = max(self.usable.values())
+        P = pv[:, None].astype(float)
+        ok: np.ndarray = (t.states[zero][None, :] + t.logits_bytes + inflight * t.activations) / P <= usable
+        if multi and sched in ("1f1b", "zb-h1"):
+            for n, act, states in t.layer_types:
+                ok &= _staggered_memory_bound(n, states[zero], act, pv, t.m_arr) <= usable
+        return ok
 
     def _hop(self, gpus_per_stage: int, msg: float) -> float:
         """The fastest pipeline hop of `msg` bytes over the pools, for stages of `gpus_per_stage` GPUs."""
