@@ -486,9 +486,9 @@ class StageModel:
                     out.append((bound, tuple(q for q in order for _ in range(counts[q]))))
 
         def counts_from(q: int, left: int, counts: tuple[int, ...]) -> None:
-            if q == Q:
-                if left == 0:
-                    place(counts)
+            if q == Q - 1:  # the last pool takes what is left (enumerating it would cost a factor pp)
+                if left <= cap[q]:
+                    place((*counts, left))
                 return
             for n in range(0, min(left, cap[q]) + 1):
                 counts_from(q + 1, left - n, (*counts, n))
