@@ -113,6 +113,20 @@ def _check_moe(model: ModelSpec, c: ParallelConfig) -> None:
         )
 
 
+def check_serving_experts(c: ParallelConfig) -> None:
+    """Serving engines spread whole experts over every GPU of a stage: vLLM's --enable-expert-parallel sets
+    EP = TP x DP with the experts unsplit, SGLang's --ep-size = tp [optimizer/exports.py]. So a serving plan
+    with ep > 1 has ep = tp x dp and etp = 1; expert tensor parallelism otherwise is modelled for training only."""
+    if c.ep > 1 and (c.ep != c.tp * c.dp or c.expert_tp != 1):
+        raise DomainError(
+            "config.ep",
+            f"serving expert parallelism spreads whole experts over the stage's tp x dp = {c.tp * c.dp} GPUs "
+            f"(ep = tp x dp, etp = 1, as vLLM and SGLang run it); got ep={c.ep}, etp={c.expert_tp}",
+        )
+    if c.ep == 1 and c.expert_tp != c.tp:
+        raise DomainError("config.etp", "expert tensor parallelism apart from tp is modelled for training only")
+
+
 def _check_training(model: ModelSpec, w: TrainingWorkload, c: ParallelConfig) -> int:
     if w.global_batch_size % (c.dp * c.mbs):
         raise DomainError(
@@ -205,8 +219,7 @@ def validate(
             raise DomainError("config.cp", "context parallelism is modelled for training only")
         if config.zero_stage:
             raise DomainError("config.zero_stage", "ZeRO applies to training only")
-        if config.expert_tp != config.tp:
-            raise DomainError("config.etp", "expert tensor parallelism apart from tp is modelled for training only")
+        check_serving_experts(config)
         m = 1
     pools = assign_pools(cluster, config)
     if workload.precision == "fp8":

@@ -127,10 +127,12 @@ def _stage_time(
         flops_t += tokens * lf.attn_per_ctx * ctx_len * causal / tp / (peak_flops(gpu, False) * eff)
         # Weights read once per forward; MoE reads only the experts the batch touches.
         if is_moe and model.moe is not None:
-            touched = _experts_touched(model, tokens * (c.ep if c.ep > 1 else 1))
+            # Every GPU of the stage holds 1/(etp x ep) of the experts (serving EP: whole experts over tp x dp
+            # GPUs, validation.check_serving_experts) and sees the routed tokens of all dp replicas.
+            touched = _experts_touched(model, tokens * (c.dp if c.ep > 1 else 1))
             dense_part = model.moe_layer_params - model.moe_expert_params_per_layer
             weight_params = dense_part / tp + model.moe_expert_params_per_layer * touched / model.moe.num_experts / (
-                tp * c.ep
+                c.expert_tp * c.ep
             )
         else:
             weight_params = model.dense_layer_params / tp
@@ -141,7 +143,7 @@ def _stage_time(
         tp_t = 2 * net.all_reduce(lv, tokens * model.hidden_size * 2) if tp > 1 else 0.0  # [costmodel G]
         ep_t = 0.0
         if is_moe and c.ep > 1 and model.moe is not None:
-            ep_lv = net.group_levels(tiers, c.ep, tp)
+            ep_lv = net.group_levels(tiers, c.ep, c.expert_tp)
             ep_t = 2 * net.all_to_all(ep_lv, model.moe.top_k * tokens * model.hidden_size * 2)
         # Prefill pays kernel launches; decode steps replay CUDA graphs, so launches are ~free [VL optimization].
         kernels = KERNELS_PER_LAYER + (FP8_CAST_KERNELS_PER_LAYER if fp8 else 0)

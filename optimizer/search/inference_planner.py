@@ -71,8 +71,8 @@ class ServingLayout:
 
 def check_serving_pins(model: ModelSpec, cluster: ClusterSpec, w: InferenceWorkload, space: SearchSpace) -> None:
     """Pins that leave no serving configuration at all: an error naming the pin and the rule."""
-    pools = _pools(cluster, space)
-    if _candidates(model, cluster, w, space, pools):
+    pools = serving_pools(cluster, space)
+    if serving_candidates(model, cluster, w, space, pools):
         return
     if not _tp_values(model, space, pools):
         raise DomainError(
@@ -80,15 +80,19 @@ def check_serving_pins(model: ModelSpec, cluster: ClusterSpec, w: InferenceWorkl
             f"no tp allowed by the pins divides num_attention_heads={model.num_attention_heads} and "
             f"num_kv_heads={model.kv_heads} (tp up to 2 x the largest node)",
         )
-    if not _ep_values(model, space):
-        experts = model.moe.num_experts if model.moe else 0
-        raise DomainError("pin.ep", f"no ep allowed by the pins divides num_experts={experts}")
+    if model.moe is not None and not space.allows("ep", 1):
+        raise DomainError(
+            "pin.ep",
+            "serving expert parallelism spreads whole experts over a stage's tp x dp GPUs (ep = tp x dp, as vLLM "
+            f"and SGLang run it) and must divide num_experts={model.moe.num_experts}: no tp x dp allowed by the "
+            "pins gives the pinned ep",
+        )
     raise DomainError(
         "pins", f"no tp x pp x dp allowed by the pins fits in {_budget(space, pools)} healthy GPUs of the allowed pools"
     )
 
 
-def _pools(cluster: ClusterSpec, space: SearchSpace) -> list[NodePool]:
+def serving_pools(cluster: ClusterSpec, space: SearchSpace) -> list[NodePool]:
     """The allowed pools that have a healthy GPU (a DomainError on `pools` when none has)."""
     names = space.pools or tuple(p.name for p in cluster.pools)
     pools = [cluster.pool(n) for n in names if cluster.pool(n).healthy_gpus > 0]
@@ -113,34 +117,29 @@ def _tp_values(model: ModelSpec, space: SearchSpace, pools: list[NodePool]) -> l
     ]
 
 
-def _ep_values(model: ModelSpec, space: SearchSpace) -> list[int]:
-    eps = (
-        [1] if model.moe is None else [e for e in range(1, model.moe.num_experts + 1) if model.moe.num_experts % e == 0]
-    )
+def _ep_values(model: ModelSpec, space: SearchSpace, tp: int, dp: int) -> list[int]:
+    """No EP, or whole experts over the stage's tp x dp GPUs (validation.check_serving_experts)."""
+    eps = [1]
+    if model.moe is not None and tp * dp > 1 and model.moe.num_experts % (tp * dp) == 0:
+        eps.append(tp * dp)
     return [e for e in eps if space.allows("ep", e)]
 
 
-def _candidates(
+def serving_candidates(
     model: ModelSpec, cluster: ClusterSpec, w: InferenceWorkload, space: SearchSpace, pools: list[NodePool]
 ) -> list[ParallelConfig]:
     budget = _budget(space, pools)
-    tps = _tp_values(model, space, pools)
-    eps = _ep_values(model, space)
-    dps = space.pinned_values("dp") or (1,)
+    dps = [d for d in (space.pinned_values("dp") or (1,)) if space.allows("dp", d)]
     out = []
-    for tp in tps:
-        for ep in eps:
-            for dp in dps:
-                if not space.allows("dp", dp) or (dp % ep and ep % dp and ep > 1 and ep > dp):
-                    continue
+    for tp in _tp_values(model, space, pools):
+        for dp in dps:
+            for ep in _ep_values(model, space, tp, dp):
                 for pp in range(1, min(model.num_layers, 128) + 1):
                     if not space.allows("pp", pp):
                         continue
                     if tp * pp * dp > budget:
                         break
-                    if ep > 1 and ep > tp * dp:
-                        continue  # experts spread over the ranks of one stage (ep <= tp x dp)
-                    out.append(ParallelConfig(tp=tp, pp=pp, dp=dp, ep=ep))
+                    out.append(ParallelConfig(tp=tp, pp=pp, dp=dp, ep=ep, etp=1 if ep > 1 else None))
     return out
 
 
@@ -266,8 +265,8 @@ def plan_inference(
     candidate's layout by CP-SAT, stopping when the next bound cannot beat the K-th best (OPTIMAL), at the time
     limit or on cancellation (FEASIBLE with a gap, or UNKNOWN without a plan)."""
     t0 = time.perf_counter()
-    pools = _pools(cluster, space)
-    cands = _candidates(model, cluster, w, space, pools)
+    pools = serving_pools(cluster, space)
+    cands = serving_candidates(model, cluster, w, space, pools)
     throughput = w.objective == "throughput"
     # Lower bound: every token reads each GPU's share of the weights once [costmodel G roofline].
     heap: list[tuple[float, int, int]] = []

@@ -1,0 +1,90 @@
+"""The serving planner's optimum equals an exhaustive search over the same space and cost model [issue 15]."""
+
+from __future__ import annotations
+
+import pytest
+
+from optimizer.cluster_loading import build_cluster, resolve_cluster
+from optimizer.cluster_spec import ClusterSpec
+from optimizer.estimate import estimate
+from optimizer.model_loading import load_model_preset
+from optimizer.model_spec import ModelSpec
+from optimizer.search.inference_planner import plan_inference
+from optimizer.search.serving_oracle import serving_oracle
+from optimizer.search.solver_params import TIME_UNIT_S
+from optimizer.search.space import SearchSpace, parse_pins
+from optimizer.workload import InferenceWorkload
+
+
+def small(preset: str, layers: int) -> ModelSpec:
+    doc = load_model_preset(preset).model_dump()
+    doc["num_layers"] = layers
+    return ModelSpec.model_validate(doc)
+
+
+HETERO = build_cluster(
+    {
+        "name": "h100-l40s",
+        "pools": [
+            {"name": "h100", "gpu": "H100-SXM-80GB", "nodes": 1, "gpus_per_node": 8},
+            {"name": "l40s", "gpu": "L40S-48GB", "nodes": 2, "gpus_per_node": 4},
+        ],
+    }
+)
+
+CASES: list[tuple[str, ModelSpec, ClusterSpec, InferenceWorkload, list[str]]] = [
+    (
+        "dense, one node, latency",
+        small("llama-3-8b", 6),
+        resolve_cluster("dgx-h100"),
+        InferenceWorkload(prompt_len=2048, output_len=256, batch=8),
+        [],
+    ),
+    (
+        "dense, one node, throughput",
+        small("llama-3-8b", 6),
+        resolve_cluster("dgx-h100"),
+        InferenceWorkload(prompt_len=2048, output_len=256, batch=16, objective="throughput"),
+        [],
+    ),
+    (
+        "dense, H100 + L40S, latency",
+        small("llama-2-70b", 5),
+        HETERO,
+        InferenceWorkload(prompt_len=4096, output_len=512, batch=32),
+        ["tp<=4"],
+    ),
+    (
+        "dense, H100 + L40S, throughput",
+        small("llama-2-70b", 5),
+        HETERO,
+        InferenceWorkload(prompt_len=4096, output_len=512, batch=32, objective="throughput"),
+        ["tp<=4"],
+    ),
+    (
+        "MoE, one node",
+        small("mixtral-8x7b", 4),
+        resolve_cluster("dgx-h100"),
+        InferenceWorkload(prompt_len=1024, output_len=128, batch=8),
+        ["tp<=4"],
+    ),
+]
+
+
+@pytest.mark.parametrize(("label", "model", "cluster", "w", "pins"), CASES, ids=[c[0] for c in CASES])
+def test_serving_plan_equals_the_exhaustive_optimum(
+    label: str, model: ModelSpec, cluster: ClusterSpec, w: InferenceWorkload, pins: list[str]
+) -> None:
+    space = SearchSpace(pins=parse_pins(pins))
+    best = serving_oracle(model, cluster, w, space)
+    assert best is not None, label
+    result = plan_inference(model, cluster, w, space, top_k=1, time_limit_s=60)
+    assert result.status == "OPTIMAL" and result.plan is not None, (label, result.status)
+    est = estimate(model, cluster, w, result.plan.config)
+    assert est.feasible and est.tpot_s is not None
+    c = result.plan.config
+    objective = est.tpot_s * (c.gpus / (c.dp * w.batch) if w.objective == "throughput" else 1.0)
+    # the CP-SAT tables round each stage time to TIME_UNIT_S: at most one unit per stage plus the hop term
+    tolerance = (c.pp + 2) * TIME_UNIT_S * (c.gpus / (c.dp * w.batch) if w.objective == "throughput" else 1.0)
+    assert objective <= best[0] + tolerance, (label, objective, best, c)
+    assert objective >= best[0] - tolerance  # and the oracle finds nothing worse than what exists
