@@ -1,9 +1,8 @@
 """Serving plans: tp, pp, ep (and replicas when pinned) and the stage layout, minimising time per output token
 (latency) or GPU-seconds per output token (throughput), with the KV cache and weights fitting every stage.
 
-The stage layout is a CP-SAT model like the training one: decode time and memory per stage are the cost model's
-values tabulated over (pool, layers) and read with element constraints; TPOT = sum of stage times + hops, or
-p x the slowest stage when at least p micro-batches keep every stage busy [costmodel G].
+Candidates are taken in order of a roofline lower bound; each candidate's stage layout is the CP-SAT model of
+serving_model.py; the search stops when the next bound cannot beat the K-th best.
 """
 
 from __future__ import annotations
@@ -12,13 +11,8 @@ import heapq
 import math
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
-
-from ortools.sat.python import cp_model
 
 from optimizer.cluster_spec import ClusterSpec, NodePool
-from optimizer.costmodel import network as net
-from optimizer.costmodel.inference import _stage_time, serving_memory
 from optimizer.errors import DomainError
 from optimizer.estimate import estimate
 from optimizer.model_spec import ModelSpec
@@ -36,37 +30,9 @@ from optimizer.search.result import (
     Suggestion,
     no_plan_within_limit,
 )
-from optimizer.search.solver_params import TIME_UNIT_S, stage_solver
+from optimizer.search.serving_model import ServingModel
 from optimizer.search.space import SearchSpace
-from optimizer.stage_layers import LayerRules
 from optimizer.workload import BYTES, InferenceWorkload
-
-
-def _memory(
-    model: ModelSpec,
-    cluster: ClusterSpec,
-    w: InferenceWorkload,
-    c: ParallelConfig,
-    pool: NodePool,
-    layers: int,
-    moe: int,
-    first: bool,
-    last: bool,
-) -> tuple[float, float]:
-    """(bytes needed, capacity) of one stage, exactly as estimate_inference counts them."""
-    *terms, capacity = serving_memory(model, cluster, w, c, pool, layers, moe, first, last)
-    return sum(terms), capacity
-
-
-@dataclass(frozen=True)
-class ServingLayout:
-    """One serving candidate's solved layout (status as CP-SAT names it)."""
-
-    status: str
-    tpot_s: float = math.inf
-    bound_s: float = 0.0
-    layers: tuple[int, ...] = ()
-    pools: tuple[str, ...] = ()
 
 
 def check_serving_pins(model: ModelSpec, cluster: ClusterSpec, w: InferenceWorkload, space: SearchSpace) -> None:
@@ -143,113 +109,6 @@ def serving_candidates(
     return out
 
 
-def _solve_layout(
-    model: ModelSpec,
-    cluster: ClusterSpec,
-    w: InferenceWorkload,
-    c: ParallelConfig,
-    pools: list[NodePool],
-    limit_s: float,
-    upper: float | None,
-) -> ServingLayout:
-    """CP-SAT: layers and pool per stage minimising TPOT (seconds). INFEASIBLE is proven (nothing fits under
-    `upper`); UNKNOWN means the solve stopped first."""
-    p, L = c.pp, model.num_layers
-    usable = [q for q in pools if q.healthy_gpus >= c.gpus_per_stage]
-    if not usable:
-        return ServingLayout("INFEASIBLE")
-    Q = len(usable)
-    mb = w.batch / p if w.batch >= p and p > 1 else float(w.batch)
-    ctx_mean = w.prompt_len + w.output_len / 2
-    ns = 1.0 / TIME_UNIT_S
-    mdl = cp_model.CpModel()
-    lay: list[cp_model.IntVar] = []
-    qv: list[cp_model.IntVar] = []
-    dvar: list[cp_model.IntVar] = []
-    idxs: list[cp_model.IntVar] = []
-    # Declared space (as for training, stage_layers.LayerRules): the leading dense layers stay on stage 0 and
-    # stages hold whole MoE periods, so each stage's dense/MoE mix depends only on its layer count.
-    rules = LayerRules.of(model, p, 1, True)
-    k_dense = rules.first_k_dense
-    prefix = model.moe_prefix
-    size = Q * (L + 1)
-    cache: dict[tuple[bool, bool], tuple[list[int], list[int]]] = {}
-    for i in range(p):
-        first, last = i == 0, i == p - 1
-        role = (first, last)
-        if role not in cache:
-            table = [0] * size
-            allowed = []
-            for q, pool in enumerate(usable):
-                for x in rules.counts(i):
-                    start = 0 if first else k_dense
-                    moe = prefix[min(L, start + x)] - prefix[start]
-                    need, cap = _memory(model, cluster, w, c, pool, x, moe, first, last)
-                    t, _ = _stage_time(model, cluster, w, c, pool, start, x, mb, ctx_mean, True, last)
-                    j = q * (L + 1) + x
-                    table[j] = round(t * ns)
-                    if need <= cap:
-                        allowed.append(j)
-            cache[role] = (table, allowed)
-        table, allowed = cache[role]
-        if not allowed:
-            return ServingLayout("INFEASIBLE")
-        idx = mdl.new_int_var_from_domain(cp_model.Domain.from_values(allowed), f"idx{i}")
-        lv = mdl.new_int_var(1, L, f"layers{i}")
-        qvar = mdl.new_int_var(0, Q - 1, f"pool{i}")
-        mdl.add(idx == qvar * (L + 1) + lv)
-        d = mdl.new_int_var(0, max(table), f"d{i}")
-        mdl.add_element(idx, table, d)
-        lay.append(lv)
-        qv.append(qvar)
-        dvar.append(d)
-        idxs.append(idx)
-    mdl.add(sum(lay) == L)
-    # Pool capacity: each stage takes tp x dp GPUs of its pool.
-    for qi, pool in enumerate(usable):
-        members = []
-        for i in range(p):
-            b = mdl.new_bool_var(f"on{i}_{qi}")
-            mdl.add(qv[i] == qi).only_enforce_if(b)
-            mdl.add(qv[i] != qi).only_enforce_if(~b)
-            members.append(b)
-        mdl.add(sum(members) * c.gpus_per_stage <= pool.healthy_gpus)
-    hop = 0
-    hv: cp_model.IntVar | None = None
-    if p > 1:
-        tiers = net.cluster_tiers(cluster, usable[0])
-        nb = net.neighbour_tier(tiers, c.tp)
-        hop = round(net.p2p(nb.bw, nb.network, mb * model.hidden_size * 2) * ns)
-        if Q > 1:  # the estimator takes the hop from stage 0's pool
-            hop_tab = []
-            for pool in usable:
-                nb = net.neighbour_tier(net.cluster_tiers(cluster, pool), c.tp)
-                hop_tab.append(round(net.p2p(nb.bw, nb.network, mb * model.hidden_size * 2) * ns))
-            hv = mdl.new_int_var(0, max(hop_tab), "hop")
-            mdl.add_element(qv[0], hop_tab, hv)
-    tpot = mdl.new_int_var(0, sum(max(cache[r][0]) for r in cache) * (p + 1) + 10**12, "tpot")
-    hop_term = (p - 1) * (hv if hv is not None else hop)
-    mdl.add(tpot >= sum(dvar) + hop_term)
-    if p > 1 and w.batch >= p:
-        dmax = mdl.new_int_var(0, max(max(cache[r][0]) for r in cache), "dmax")
-        for d in dvar:
-            mdl.add(d <= dmax)
-        mdl.add(tpot >= p * dmax)
-    if upper is not None:
-        mdl.add(tpot <= int(upper * ns))
-    mdl.minimize(tpot)
-    solver = stage_solver(limit_s)
-    status = solver.solve(mdl)
-    name = solver.status_name(status)
-    if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
-        return ServingLayout("INFEASIBLE" if status == cp_model.INFEASIBLE else "UNKNOWN")
-    layers = tuple(int(solver.value(x)) for x in lay)
-    names = tuple(usable[int(solver.value(x))].name for x in qv)
-    return ServingLayout(
-        name, solver.objective_value * TIME_UNIT_S, solver.best_objective_bound * TIME_UNIT_S, layers, names
-    )
-
-
 def plan_inference(
     model: ModelSpec,
     cluster: ClusterSpec,
@@ -298,14 +157,8 @@ def plan_inference(
         heapq.heappop(heap)
         c = cands[n]
         factor = c.gpus / (c.dp * w.batch) if throughput else 1.0
-        res = _solve_layout(
-            model,
-            cluster,
-            w,
-            c,
-            pools,
-            max(0.05, time_limit_s - (time.perf_counter() - t0)),
-            None if math.isinf(thr) else thr / factor,
+        res = ServingModel(model, cluster, w, c, pools).solve(
+            max(0.05, time_limit_s - (time.perf_counter() - t0)), None if math.isinf(thr) else thr / factor
         )
         solved += 1
         if res.status not in ("OPTIMAL", "INFEASIBLE"):

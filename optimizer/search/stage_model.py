@@ -22,6 +22,7 @@ from ortools.sat.python import cp_model
 from optimizer.costmodel.memory import inflight_microbatches
 from optimizer.costmodel.training import StageCost, _Ctx, stage_cost
 from optimizer.search.candidates import Candidate, TrainingSpace, layer_work, pipeline_lower_bound
+from optimizer.search.pool_capacity import add_pool_capacity
 from optimizer.search.solver_params import TIME_UNIT_S, stage_solver, stop_when
 from optimizer.stage_layers import LayerRules
 
@@ -62,6 +63,7 @@ class _Vars:
         self.step: cp_model.IntVar | None = None
         self.bounds: dict[str, tuple[int, int]] = {}  # name -> (min, max) over all stages
         self.linked: list[int] = []  # stages whose table index is a (pool, next pool, layers) variable
+        self.member: list[list[cp_model.IntVar]] = []  # member[i][q]: stage i runs on pool q (open pools only)
 
     def extract(self, solver: cp_model.CpSolver, pool_names: list[str]) -> tuple[tuple[int, ...], tuple[str, ...]]:
         layers = tuple(int(solver.value(v)) for v in self.layers)
@@ -341,17 +343,7 @@ class StageModel:
         come from structures, which only lists block assignments within the pools' GPUs.)"""
         if all(isinstance(q, int) for q in v.pool):
             return
-        self.member: list[list[cp_model.IntVar]] = []
-        for i, qv in enumerate(v.pool):
-            row = []
-            for q in range(self.Q):
-                b = model.new_bool_var(f"on{i}_{q}")
-                model.add(qv == q).only_enforce_if(b)
-                model.add(qv != q).only_enforce_if(b.negated())
-                row.append(b)
-            self.member.append(row)
-        for q, pool in enumerate(self.pools):
-            model.add(sum(row[q] for row in self.member) * self.gps <= pool.healthy_gpus)
+        v.member = add_pool_capacity(model, v.pool, [p.healthy_gpus for p in self.pools], self.gps)
 
     def _pool_contiguity(self, model: cp_model.CpModel, v: _Vars) -> None:
         """Symmetry breaking (labelled): the stages on one pool form one contiguous block, so a pipeline crosses
@@ -363,7 +355,7 @@ class StageModel:
             leaves = []
             for i in range(len(v.pool) - 1):
                 leave = model.new_bool_var(f"leave{i}_{q}")
-                model.add(leave >= self.member[i][q] - self.member[i + 1][q])
+                model.add(leave >= v.member[i][q] - v.member[i + 1][q])
                 leaves.append(leave)
             model.add(sum(leaves) <= 1)
 
