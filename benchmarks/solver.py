@@ -100,7 +100,7 @@ def oracle_note(model: ModelSpec, cluster: ClusterSpec, w: TrainingWorkload | In
     """The exhaustive oracle's time: run when its work fits in 10 minutes, else a lower bound on it (its
     `estimate` calls, counted without enumerating them, x the measured time of one call)."""
     if not isinstance(w, TrainingWorkload):
-        return "no oracle for serving (the training oracle covers the shared stage-layout model)"
+        return "not run at this size: the serving oracle is checked on small instances (test_serving_oracle.py)"
     ts = TrainingSpace(model, cluster, w, SearchSpace())
     calls = oracle_evaluations_lower_bound(ts)
     probe = (r.plan.config if r.plan else None) or ParallelConfig(tp=8, pp=1)

@@ -209,6 +209,8 @@ def validate(
             )
         fw = framework(workload.framework)
     layers = _check_pipeline(model, config, fw)
+    if not training:  # the engines' expert layout first: the training grid rule would name Megatron
+        check_serving_experts(config)
     _check_moe(model, config)
     if training:
         assert isinstance(workload, TrainingWorkload) and fw is not None
@@ -219,7 +221,6 @@ def validate(
             raise DomainError("config.cp", "context parallelism is modelled for training only")
         if config.zero_stage:
             raise DomainError("config.zero_stage", "ZeRO applies to training only")
-        check_serving_experts(config)
         m = 1
     pools = assign_pools(cluster, config)
     if workload.precision == "fp8":

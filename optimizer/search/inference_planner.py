@@ -46,6 +46,8 @@ def check_serving_pins(model: ModelSpec, cluster: ClusterSpec, w: InferenceWorkl
             f"no tp allowed by the pins divides num_attention_heads={model.num_attention_heads} and "
             f"num_kv_heads={model.kv_heads} (tp up to 2 x the largest node)",
         )
+    if model.moe is None and not space.allows("ep", 1):
+        raise DomainError("pin.ep", f"expert parallelism needs a mixture-of-experts model ({model.name} is dense)")
     if model.moe is not None and not space.allows("ep", 1):
         raise DomainError(
             "pin.ep",

@@ -88,3 +88,29 @@ def test_serving_plan_equals_the_exhaustive_optimum(
     tolerance = (c.pp + 2) * TIME_UNIT_S * (c.gpus / (c.dp * w.batch) if w.objective == "throughput" else 1.0)
     assert objective <= best[0] + tolerance, (label, objective, best, c)
     assert objective >= best[0] - tolerance  # and the oracle finds nothing worse than what exists
+
+
+def test_serving_expert_parallelism_is_the_engines_layout() -> None:
+    """Serving EP spreads whole experts over a stage's tp x dp GPUs (vLLM --enable-expert-parallel, SGLang
+    --ep-size); other layouts and pins name the rule instead of a training-grid error."""
+    from optimizer.errors import DomainError
+    from optimizer.search.planner import plan
+
+    moe = small("mixtral-8x7b", 4)
+    w = InferenceWorkload(prompt_len=1024, output_len=128, batch=8)
+    cluster = resolve_cluster("dgx-h100")
+    from optimizer.parallel_config import ParallelConfig
+
+    est = estimate(moe, cluster, w, ParallelConfig(tp=4, ep=4, etp=1))
+    assert est.feasible and est.tpot_s is not None
+    for cfg in (ParallelConfig(tp=4, ep=2, etp=1), ParallelConfig(tp=4, ep=4)):
+        with pytest.raises(DomainError, match="ep = tp x dp") as exc:
+            estimate(moe, cluster, w, cfg)
+        assert exc.value.field == "config.ep"
+    for model, pins, rule in (
+        (moe, ["ep=16", "tp<=4"], "whole experts"),
+        (small("llama-3-8b", 4), ["ep=2"], "mixture-of-experts"),
+    ):
+        with pytest.raises(DomainError, match=rule) as exc:
+            plan(model, cluster, w, SearchSpace(pins=parse_pins(pins)), top_k=1, time_limit_s=10)
+        assert exc.value.field == "pin.ep"
