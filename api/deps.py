@@ -6,6 +6,7 @@ import logging
 import math
 import time
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Annotated
 
@@ -107,18 +108,27 @@ NOTE_EVERY_S = 60.0
 
 
 def note_use(db: Database, token_id: int) -> None:
-    """Record a token's last use at most once a minute per process, in its own short unit of work: the request's
-    transaction never writes (or locks) the token row [issue 16: 50 clients queued on that row lock]. Best effort:
-    a busy or absent database does not fail the request."""
+    """Record a token's last use at most once a minute per process, in its own short unit of work on a background
+    thread: the request's transaction never writes (or locks) the token row [issue 16: 50 clients queued on that
+    row lock], and the request never waits for it (on SQLite a write request holds the database's write lock
+    until it commits, so a note written from inside it waited the whole 30 s busy timeout and failed). Best
+    effort: a busy or absent database does not fail anything."""
     t = time.monotonic()
     if t - _last_noted.get(token_id, -math.inf) < NOTE_EVERY_S:
         return
     _last_noted[token_id] = t
+    _noter.submit(_touch, db, token_id)
+
+
+def _touch(db: Database, token_id: int) -> None:
     try:
         with db.session() as s:
             TokenRepository(s).touch(token_id, NOTE_EVERY_S)
     except SQLAlchemyError as exc:
         log.warning("token %s last use not recorded: %s", token_id, type(exc).__name__)
+
+
+_noter = ThreadPoolExecutor(max_workers=1, thread_name_prefix="token-use")
 
 
 Reader = Annotated[Caller, Depends(require("read"))]

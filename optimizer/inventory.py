@@ -29,21 +29,29 @@ def spec_document(spec: BaseModel) -> dict[str, Any]:
 
 
 def with_node_state(cluster: ClusterSpec, node: str, state: NodeState) -> ClusterSpec:
-    """The same inventory with one node in a new state (drained, failed or restored to healthy)."""
+    """The same inventory with one node in a new state (drained, failed or restored to healthy). A pool given as
+    a count changes only its state overrides: no node list is built (a 100,000-node pool took 1.4 s)."""
     for pool in cluster.pools:
-        current = {n.name: n.state for n in pool.node_list}
-        if node not in current:
+        if not pool.has_node(node):
             continue
-        current[node] = state
         data = pool.model_dump(mode="json")
         if isinstance(pool.nodes, list):  # named nodes carry their own state
+            current = {n.name: n.state for n in pool.node_list}
+            current[node] = state
             data.update(nodes=[{"name": k, "state": v} for k, v in current.items()], node_states={})
         else:  # counted nodes: states of the generated names, healthy by default
-            data.update(node_states={k: v for k, v in current.items() if v != "healthy"})
+            overrides = {**pool.node_states, node: state}
+            data.update(node_states={k: v for k, v in overrides.items() if v != "healthy"})
         pools = [NodePool.model_validate(data) if p.name == pool.name else p for p in cluster.pools]
         return cluster.model_copy(update={"pools": pools})
-    known = [n.name for p in cluster.pools for n in p.node_list]
-    raise DomainError("node", f"unknown node {node!r}; the cluster has {len(known)} nodes, e.g. {known[:3]}")
+    total = sum(p.node_count for p in cluster.pools)
+    examples = [p.node_name(i) for p in cluster.pools for i in range(min(3, p.node_count))][:3]
+    raise DomainError("node", f"unknown node {node!r}; the cluster has {total} nodes, e.g. {examples}")
+
+
+def _same_counted_nodes(before: NodePool, after: NodePool) -> bool:
+    """Both pools are given as the same node count (so their generated node names are the same)."""
+    return isinstance(before.nodes, int) and isinstance(after.nodes, int) and before.nodes == after.nodes
 
 
 class PoolDelta(BaseModel):
@@ -88,8 +96,20 @@ class InventoryDiff(BaseModel):
 
 def diff_inventories(before: ClusterSpec, after: ClusterSpec) -> InventoryDiff:
     """Nodes added, removed, drained, failed or restored, and healthy GPUs gained or lost per pool."""
-    old = {n.name: n.state for p in before.pools for n in p.node_list}
-    new = {n.name: n.state for p in after.pools for n in p.node_list}
+    pools_before = {p.name: p for p in before.pools}
+    pools_after = {p.name: p for p in after.pools}
+    old: dict[str, str] = {}
+    new: dict[str, str] = {}
+    for name in set(pools_before) | set(pools_after):
+        b, a = pools_before.get(name), pools_after.get(name)
+        if b is not None and a is not None and _same_counted_nodes(b, a):
+            # Same generated names on both sides: only the state overrides can differ (no node list is built).
+            for node in set(b.node_states) | set(a.node_states):
+                old[node] = b.node_states.get(node, "healthy")
+                new[node] = a.node_states.get(node, "healthy")
+            continue
+        old.update((n.name, n.state) for n in (b.node_list if b is not None else []))
+        new.update((n.name, n.state) for n in (a.node_list if a is not None else []))
     d = InventoryDiff(added=sorted(set(new) - set(old)), removed=sorted(set(old) - set(new)))
     for name in sorted(set(old) & set(new)):
         if old[name] == new[name]:
@@ -100,8 +120,6 @@ def diff_inventories(before: ClusterSpec, after: ClusterSpec) -> InventoryDiff:
             d.failed.append(name)
         else:
             d.restored.append(name)
-    pools_before = {p.name: p for p in before.pools}
-    pools_after = {p.name: p for p in after.pools}
     for name in sorted(set(pools_before) | set(pools_after)):
         b, a = pools_before.get(name), pools_after.get(name)
         hb, ha = (b.healthy_gpus if b else 0), (a.healthy_gpus if a else 0)

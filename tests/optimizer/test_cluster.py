@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from optimizer.cluster_loading import fabric_from_nvidia_smi_topo, load_cluster_preset, load_cluster_yaml
+from optimizer.cluster_spec import ClusterSpec
 from optimizer.errors import DomainError, UnknownNameError
 from optimizer.gpu_catalog import BUILTIN_GPUS, resolve_gpu
 
@@ -190,3 +191,56 @@ def test_pool_size_is_capped_and_large_pools_are_counted_without_a_node_list() -
             }
         )
     assert "unknown node" in exc.value.rule
+
+
+def test_inventory_diff_and_node_state_do_not_enumerate_counted_pools() -> None:
+    """The diff of two inventories equals the node-by-node comparison, also when a counted pool's states are read
+    from its overrides alone; a state change on a 100,000-node pool builds no node list [issue 16]."""
+    import random
+
+    from optimizer.cluster_loading import build_cluster
+    from optimizer.inventory import InventoryDiff, diff_inventories, with_node_state
+
+    def by_enumeration(before: ClusterSpec, after: ClusterSpec) -> tuple[list[str], ...]:
+        old = {n.name: n.state for p in before.pools for n in p.node_list}
+        new = {n.name: n.state for p in after.pools for n in p.node_list}
+        changed = [n for n in sorted(set(old) & set(new)) if old[n] != new[n]]
+        return (
+            sorted(set(new) - set(old)),
+            sorted(set(old) - set(new)),
+            [n for n in changed if new[n] == "drained"],
+            [n for n in changed if new[n] == "failed"],
+            [n for n in changed if new[n] == "healthy"],
+        )
+
+    def lists(d: InventoryDiff) -> tuple[list[str], ...]:
+        return d.added, d.removed, d.drained, d.failed, d.restored
+
+    rng = random.Random(3)
+    for _ in range(60):
+        pools = []
+        for name in ("a", "b"):
+            n = rng.choice([3, 12, 120])
+            states = {
+                f"{name}-{i:03d}": rng.choice(["drained", "failed"]) for i in rng.sample(range(n), rng.randint(0, 3))
+            }
+            pools.append({"name": name, "gpu": "H100-SXM-80GB", "nodes": n, "gpus_per_node": 8, "node_states": states})
+        before = build_cluster({"name": "c", "pools": pools})
+        after = before
+        for _ in range(rng.randint(1, 4)):
+            pool = rng.choice(after.pools)
+            node = pool.node_name(rng.randrange(pool.node_count))
+            after = with_node_state(after, node, rng.choice(["healthy", "drained", "failed"]))
+        if rng.random() < 0.3:  # a pool grows: its node list is compared the long way
+            doc = after.model_dump(mode="json")
+            doc["pools"][1]["nodes"] += 2
+            after = build_cluster(doc)
+        assert lists(diff_inventories(before, after)) == by_enumeration(before, after)
+
+    big = build_cluster(
+        {"name": "big", "pools": [{"name": "p", "gpu": "H100-SXM-80GB", "nodes": 100_000, "gpus_per_node": 8}]}
+    )
+    after = with_node_state(big, "p-04242", "failed")
+    d = diff_inventories(big, after)
+    assert d.failed == ["p-04242"] and after.healthy_gpus == big.healthy_gpus - 8
+    assert "node_list" not in big.pools[0].__dict__ and "node_list" not in after.pools[0].__dict__  # never built
