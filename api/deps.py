@@ -103,7 +103,7 @@ def require(scope: str) -> Callable[..., Caller]:
     return check
 
 
-_last_noted: dict[int, float] = {}
+_last_noted: dict[tuple[str, int], float] = {}  # (database URL, token id) -> when noted
 NOTE_EVERY_S = 60.0
 
 
@@ -114,9 +114,10 @@ def note_use(db: Database, token_id: int) -> None:
     until it commits, so a note written from inside it waited the whole 30 s busy timeout and failed). Best
     effort: a busy or absent database does not fail anything."""
     t = time.monotonic()
-    if t - _last_noted.get(token_id, -math.inf) < NOTE_EVERY_S:
+    key = (db.url, token_id)  # token ids repeat across databases
+    if t - _last_noted.get(key, -math.inf) < NOTE_EVERY_S:
         return
-    _last_noted[token_id] = t
+    _last_noted[key] = t
     _noter.submit(_touch, db, token_id)
 
 
