@@ -45,6 +45,13 @@ SeqLenOpt = Annotated[int | None, typer.Option(help="Sequence length, tokens (tr
 BatchOpt = Annotated[int | None, typer.Option(help="Concurrent sequences (inference).")]
 PromptOpt = Annotated[int | None, typer.Option(help="Prompt tokens (inference).")]
 OutputOpt = Annotated[int | None, typer.Option(help="Generated tokens (inference).")]
+EngineOpt = Annotated[str | None, typer.Option(help="Serving engine: vllm (default), sglang, trtllm.")]
+RateOpt = Annotated[float | None, typer.Option(help="Requests/s the fleet must serve (SLA plan; objective gpus/cost).")]
+TtftOpt = Annotated[float | None, typer.Option("--ttft-ms", help="TTFT target, p90, ms (SLA plan).")]
+TpotOpt = Annotated[float | None, typer.Option("--tpot-ms", help="TPOT target, mean, ms (SLA plan).")]
+KvDtypeOpt = Annotated[str | None, typer.Option(help="KV-cache type: bf16, fp16, fp8 (inference).")]
+WeightDtypeOpt = Annotated[str | None, typer.Option(help="Stored weights: bf16, fp16, fp8, int4 (inference).")]
+DisaggOpt = Annotated[str | None, typer.Option(help="SLA plans: auto (default), on (prefill/decode instances), off.")]
 ObjectiveOpt = Annotated[
     str | None,
     typer.Option(help="Training: step_time (default) or cost (needs pool prices). Inference: latency or throughput."),
@@ -226,6 +233,13 @@ def plan(
     precision: PrecisionOpt = "bf16",
     grad_dtype: GradDtypeOpt = "fp32",
     framework: FrameworkOpt = "megatron",
+    engine: EngineOpt = None,
+    rate: RateOpt = None,
+    ttft_ms: TtftOpt = None,
+    tpot_ms: TpotOpt = None,
+    kv_cache_dtype: KvDtypeOpt = None,
+    weight_dtype: WeightDtypeOpt = None,
+    disaggregation: DisaggOpt = None,
     pin: Annotated[list[str] | None, typer.Option(help="Fix or bound a knob: tp=8, pp<=16, recompute=full.")] = None,
     max_gpus: Annotated[int | None, typer.Option(help="GPU budget.")] = None,
     pools: Annotated[str | None, typer.Option(help="Allowed pools, comma-separated.")] = None,
@@ -246,7 +260,18 @@ def plan(
     try:
         spec = resolve_model(model)
         clus = resolve_cluster(cluster).with_calibration(load_calibration(calibration) if calibration else None)
-        work = _workload(mode, gbs, seq_len, batch, prompt_len, output_len, precision, objective, framework, grad_dtype)
+        serving: dict[str, object] = {
+            "engine": engine,
+            "rate": rate,
+            "ttft_ms": ttft_ms,
+            "tpot_ms": tpot_ms,
+            "kv_cache_dtype": kv_cache_dtype,
+            "weight_dtype": weight_dtype,
+            "disaggregation": disaggregation,
+        }
+        work = _workload(
+            mode, gbs, seq_len, batch, prompt_len, output_len, precision, objective, framework, grad_dtype, serving
+        )
         space_fields: dict[str, object] = {"pins": parse_pins(pin or []), "max_gpus": max_gpus}
         if pools:
             space_fields["pools"] = tuple(pools.split(","))
@@ -307,6 +332,7 @@ def _workload(
     objective: str | None,
     framework: str = "megatron",
     grad_dtype: str = "fp32",
+    serving: dict[str, object] | None = None,
 ) -> TrainingWorkload | InferenceWorkload:
     if mode == "training":
         if gbs is None or seq_len is None:
@@ -327,7 +353,8 @@ def _workload(
             output_len=output_len,
             batch=batch,
             precision=precision,
-            objective=objective or "latency",
+            objective=objective or ("gpus" if (serving or {}).get("rate") is not None else "latency"),
+            **(serving or {}),
         )
     raise DomainError("mode", f"must be training or inference (got {mode!r})")
 
@@ -350,6 +377,9 @@ def render_plan(r: object) -> None:
         return
     c = r.plan.config
     out.print(r.explanation.summary)
+    if r.fleet is not None:
+        render_fleet(r.fleet)
+        return
     if r.framework is not None:
         out.print(f"framework: {r.framework}")
     if c.layers_per_stage:
@@ -371,6 +401,54 @@ def render_plan(r: object) -> None:
         out.print(f"  {b.kind}: {b.detail}")
     if r.explanation.versus_runner_up:
         out.print(r.explanation.versus_runner_up)
+
+
+def render_fleet(f: object) -> None:
+    """The fleet of an SLA plan, one row per replica group."""
+    from optimizer.search.fleet_result import FleetPlan
+
+    assert isinstance(f, FleetPlan)
+    t = Table(title=f"{f.mode} fleet: {f.gpus} GPUs, {f.capacity_rate:.4g} req/s within the targets")
+    for col in (
+        "replicas",
+        "role",
+        "pool",
+        "GPU",
+        "tp",
+        "pp",
+        "ep",
+        "req/s each",
+        "TTFT p90 ms",
+        "TPOT ms",
+        "batch",
+        "KV blocks",
+        "max seqs",
+        "max tokens",
+    ):
+        t.add_column(col)
+    for g in f.groups:
+        s = g.shape
+        t.add_row(
+            str(g.count),
+            s.role,
+            s.pool,
+            s.gpu,
+            str(s.tp),
+            str(s.pp),
+            str(s.ep),
+            f"{s.rate:.3g}",
+            f"{s.ttft_p90_s * 1000:.0f}" if s.ttft_p90_s is not None else "-",
+            f"{s.tpot_s * 1000:.1f}" if s.tpot_s is not None else "-",
+            f"{s.concurrency:.0f}",
+            str(s.kv_blocks),
+            str(s.max_seqs),
+            str(s.max_batched_tokens),
+        )
+    out.print(t)
+    price = f", {f.price_per_million_tokens:.4g} per million output tokens" if f.price_per_million_tokens else ""
+    out.print(f"{f.output_tokens_per_s_per_gpu:.0f} output tokens/s per GPU{price}")
+    if f.kv_transfer_s is not None:
+        out.print(f"KV transfer prefill -> decode: {f.kv_transfer_s * 1000:.2f} ms per request")
 
 
 @app.command()

@@ -12,12 +12,21 @@ TPOT = "tpot_s"
 """Serving, objective latency: seconds per output token."""
 GPU_SECONDS_PER_TOKEN = "gpu_seconds_per_token"
 """Serving, objective throughput: GPU-seconds per output token."""
+FLEET_GPUS = "fleet_gpus"
+"""SLA plan, objective gpus: GPUs of the fleet that serves the rate."""
+FLEET_PRICE = "fleet_price_per_hour"
+"""SLA plan, objective cost: the fleet's price per hour."""
+MAX_RATE = "max_requests_per_s"
+"""SLA plan, objective max_rate: requests per second the allowed GPUs serve within the targets."""
 
 LABELS = {
     STEP_TIME: "step time",
     PRICE_PER_STEP: "price per step",
     TPOT: "time per output token",
     GPU_SECONDS_PER_TOKEN: "GPU-seconds per output token",
+    FLEET_GPUS: "GPUs serving the rate",
+    FLEET_PRICE: "fleet price per hour",
+    MAX_RATE: "requests per second within the SLA",
 }
 
 
@@ -25,7 +34,13 @@ def objective_name(w: TrainingWorkload | InferenceWorkload) -> str:
     """The objective a workload is planned for."""
     if isinstance(w, TrainingWorkload):
         return PRICE_PER_STEP if w.objective == "cost" else STEP_TIME
-    return TPOT if w.objective == "latency" else GPU_SECONDS_PER_TOKEN
+    return {
+        "latency": TPOT,
+        "throughput": GPU_SECONDS_PER_TOKEN,
+        "gpus": FLEET_GPUS,
+        "cost": FLEET_PRICE,
+        "max_rate": MAX_RATE,
+    }[w.objective]
 
 
 def format_objective(name: str, value: float | None) -> str:
@@ -40,4 +55,10 @@ def format_objective(name: str, value: float | None) -> str:
         return f"{1000 * value:.3g} ms"
     if name == GPU_SECONDS_PER_TOKEN:
         return f"{value:.4g} GPU-s/token"
+    if name == FLEET_GPUS:
+        return f"{value:.0f} GPUs"
+    if name == FLEET_PRICE:
+        return f"{value:.4g} per hour"
+    if name == MAX_RATE:
+        return f"{value:.4g} req/s"
     return f"{value:.4g}"

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from optimizer.frameworks import FrameworkChoice
+from optimizer.serving_engines import EngineName
 
 Precision = Literal["bf16", "fp16", "fp8"]
 
@@ -53,11 +54,65 @@ class InferenceWorkload(BaseModel):
     prompt_len: int = Field(ge=1, le=100_000_000, description="Prompt tokens per sequence.")
     output_len: int = Field(ge=1, le=100_000_000, description="Generated tokens per sequence.")
     batch: int = Field(default=1, ge=1, le=1_000_000, description="Concurrent sequences per model replica.")
-    objective: Literal["latency", "throughput"] = Field(
-        default="latency", description="latency: time per output token; throughput: tokens/s per GPU."
+    objective: Literal["latency", "throughput", "gpus", "cost", "max_rate"] = Field(
+        default="latency",
+        description="latency: time per output token; throughput: tokens/s per GPU (both at `batch` concurrent "
+        "sequences). With a request rate and latency targets (an SLA plan): gpus: fewest GPUs that serve `rate`; "
+        "cost: cheapest pools' price per hour for `rate`; max_rate: most requests/s the allowed GPUs serve.",
     )
-    precision: Precision = Field(default="bf16", description="Weight and GEMM precision.")
+    precision: Precision = Field(default="bf16", description="GEMM precision (fp8: FP8 weights and GEMMs).")
+    weight_dtype: Literal["bf16", "fp16", "fp8", "int4"] | None = Field(
+        default=None,
+        description="Stored weight type; None = the GEMM precision. int4 = weight-only 4-bit (AWQ/GPTQ Marlin "
+        "kernels: 0.5 byte per weight, GEMMs in 16-bit).",
+    )
     kv_cache_dtype: Literal["bf16", "fp16", "fp8"] = Field(default="bf16", description="KV cache element type.")
+    engine: EngineName = Field(
+        default="vllm", description="Serving engine (optimizer/serving_engines.py): vllm, sglang or trtllm."
+    )
+    rate: float | None = Field(
+        default=None, gt=0, le=1_000_000, description="Requests per second the whole fleet must serve (SLA plan)."
+    )
+    ttft_ms: float | None = Field(
+        default=None, gt=0, le=3_600_000, description="Time-to-first-token target, p90, milliseconds."
+    )
+    tpot_ms: float | None = Field(
+        default=None, gt=0, le=100_000, description="Time-per-output-token target, mean, milliseconds."
+    )
+    max_seqs: int | None = Field(
+        default=None, ge=1, le=1_000_000, description="Most sequences per replica iteration; None = engine default."
+    )
+    max_batched_tokens: int | None = Field(
+        default=None, ge=16, le=10_000_000, description="Token budget per iteration; None = engine default."
+    )
+    memory_fraction: float | None = Field(
+        default=None, gt=0, le=1, description="Engine memory fraction; None = engine default."
+    )
+    disaggregation: Literal["auto", "off", "on"] = Field(
+        default="auto",
+        description="SLA plans: separate prefill and decode instances (on), one kind of replica (off), or "
+        "whichever serves the rate cheaper (auto).",
+    )
+
+    @model_validator(mode="after")
+    def _sla_fields(self) -> InferenceWorkload:
+        if self.objective in ("gpus", "cost") and self.rate is None:
+            raise ValueError(f"rate: objective {self.objective} plans GPUs for a request rate; give rate")
+        if self.objective == "max_rate" and self.rate is not None:
+            raise ValueError("rate: objective max_rate finds the rate; do not give one")
+        if self.rate is not None and self.objective in ("latency", "throughput"):
+            raise ValueError("objective: a request rate is planned with objective gpus, cost or max_rate")
+        return self
+
+    @property
+    def sla_plan(self) -> bool:
+        """A fleet plan for a request rate (or the most rate) under latency targets."""
+        return self.objective in ("gpus", "cost", "max_rate")
+
+    @property
+    def weight_bytes(self) -> float:
+        """Bytes per stored weight."""
+        return 0.5 if self.weight_dtype == "int4" else BYTES[self.weight_dtype or self.precision]
 
 
 Workload = Annotated[TrainingWorkload | InferenceWorkload, Field(discriminator="mode")]

@@ -75,3 +75,14 @@ CUDA_GRAPHS_BYTES = 1.5 * 2**30
 # -> (0.60, 0.55). Other families take the Hopper pair.
 FLASH_ATTENTION_EFFICIENCY: dict[str, tuple[float, float]] = {"hopper": (0.60, 0.46), "ampere": (0.60, 0.55)}
 FLASH_ATTENTION_EFFICIENCY_DEFAULT = (0.60, 0.46)
+
+# ---- serving -------------------------------------------------------------------------------------------------
+# Paged decode attention reads KV blocks scattered over the cache (16-32 tokens per block) and reduces split-K
+# partials; it reaches a smaller share of HBM bandwidth than the streaming kernels of HBM_EFFICIENCY. Calibrated
+# on the saturated serving rows of optimizer/data/serving_runs.json (benchmarks/accuracy.py prints the fit).
+DECODE_ATTENTION_HBM_SHARE = 0.70  # calibrated 2026-11 (grid 0.5-1.0; 0.6-0.7 best on all three engines)
+# Host time per engine iteration that the GPU waits for (scheduling, input preparation, sampling, detokenisation
+# hand-off), seconds. The engines overlap part of it (SGLang's overlap scheduler [SGLang v0.4 blog, Dec 2024];
+# vLLM V1's async scheduling; TensorRT-LLM's overlap scheduler), so the exposed part is per engine; calibrated as
+# above.
+ENGINE_ITERATION_OVERHEAD_S: dict[str, float] = {"vllm": 0.008, "sglang": 0.006, "trtllm": 0.006}  # calibrated 2026-11

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from optimizer.cluster_spec import ClusterSpec, NodePool
 from optimizer.costmodel import network as net
 from optimizer.costmodel.compute import (
@@ -13,6 +15,7 @@ from optimizer.costmodel.compute import (
 )
 from optimizer.costmodel.constants import (
     CUDA_GRAPHS_BYTES,
+    DECODE_ATTENTION_HBM_SHARE,
     FP8_CAST_KERNELS_PER_LAYER,
     KERNEL_LAUNCH_S,
     KERNELS_PER_LAYER,
@@ -68,8 +71,8 @@ def serving_memory(
     transient = w.batch * w.prompt_len * (2 * model.hidden_size + 3 * width / c.tp) * 2
     capacity = cluster.gpu_of(pool).memory_bytes
     return (
-        (dense_p + expert_p) * BYTES[w.precision],
-        emb_p * BYTES[w.precision],
+        (dense_p + expert_p) * w.weight_bytes,
+        emb_p * w.weight_bytes,
         kv,
         transient,
         reserve_bytes(capacity, CUDA_GRAPHS_BYTES, cluster.calibration_of(pool).memory_reserve),
@@ -87,7 +90,45 @@ def _experts_touched(model: ModelSpec, tokens: float) -> float:
     return moe.num_experts * (1.0 - miss)
 
 
-def _stage_time(
+@dataclass(frozen=True)
+class StepWork:
+    """The work of one forward iteration of a serving engine."""
+
+    gemm_tokens: float
+    """Rows of every GEMM: prefill tokens plus one per decoding sequence."""
+    attn_pairs: float
+    """(query, key) pairs the attention computes: b P^2 / 2 for a causal prefill, b x context for decode."""
+    kv_read_tokens: float
+    """Cached tokens decode attention reads from the KV cache."""
+    head_rows: float
+    """Sequences whose last position goes through the LM head."""
+    graphs: bool
+    """Replayed from CUDA graphs (or launched asynchronously under a busy GPU): no launch cost."""
+
+    @staticmethod
+    def prefill(batch: float, prompt: float) -> StepWork:
+        return StepWork(batch * prompt, batch * prompt * prompt / 2, 0.0, batch, False)
+
+    @staticmethod
+    def decode(seqs: float, ctx: float) -> StepWork:
+        return StepWork(seqs, seqs * ctx, seqs * ctx, seqs, True)
+
+    def __add__(self, other: StepWork) -> StepWork:
+        return StepWork(
+            self.gemm_tokens + other.gemm_tokens,
+            self.attn_pairs + other.attn_pairs,
+            self.kv_read_tokens + other.kv_read_tokens,
+            self.head_rows + other.head_rows,
+            self.graphs and other.graphs,
+        )
+
+    def scaled(self, f: float) -> StepWork:
+        return StepWork(
+            self.gemm_tokens * f, self.attn_pairs * f, self.kv_read_tokens * f, self.head_rows * f, self.graphs
+        )
+
+
+def stage_time(
     model: ModelSpec,
     cluster: ClusterSpec,
     w: InferenceWorkload,
@@ -95,21 +136,19 @@ def _stage_time(
     pool: NodePool,
     start: int,
     layers: int,
-    tokens: float,
-    ctx_len: float,
-    decode: bool,
+    work: StepWork,
     last: bool,
 ) -> tuple[float, dict[str, float]]:
-    """Seconds for one forward of `tokens` tokens (each attending to ctx_len) through the stage's layers."""
+    """Seconds for one forward iteration through the stage's layers, and its parts."""
     gpu = cluster.compute_gpu(pool)
     fp8 = w.precision == "fp8"
-    wbytes = BYTES[w.precision]
+    wbytes = w.weight_bytes
+    tokens = work.gemm_tokens
     kvb = BYTES[w.kv_cache_dtype]
     tp = c.tp
     tiers = net.cluster_tiers(cluster, pool)
     lv = net.group_levels(tiers, tp, 1)
     parts = {"forward": 0.0, "tp_comm": 0.0, "ep_comm": 0.0, "launch": 0.0}
-    causal = 0.5 if not decode else 1.0  # prefill: causal mask halves the scores; decode: all past tokens
     for is_moe in (False, True):
         count = sum(1 for i in range(start, start + layers) if model.is_moe_layer(i) == is_moe)
         if not count:
@@ -124,7 +163,7 @@ def _stage_time(
             lf.gemm_groups,
         )
         flops_t = tokens * lf.gemm / tp / (peak_flops(gpu, fp8) * eff)
-        flops_t += tokens * lf.attn_per_ctx * ctx_len * causal / tp / (peak_flops(gpu, False) * eff)
+        flops_t += work.attn_pairs * lf.attn_per_ctx / tp / (peak_flops(gpu, False) * eff)
         # Weights read once per forward; MoE reads only the experts the batch touches.
         if is_moe and model.moe is not None:
             # Every GPU of the stage holds 1/(etp x ep) of the experts (serving EP: whole experts over tp x dp
@@ -136,9 +175,12 @@ def _stage_time(
             )
         else:
             weight_params = model.dense_layer_params / tp
-        kv_read = (tokens * ctx_len if decode else 0.0) * kv_bytes_per_token_per_layer(model, tp, kvb)
+        kv_read = work.kv_read_tokens * kv_bytes_per_token_per_layer(model, tp, kvb)
         repl, shard = elementwise_bytes_per_token(model, is_moe, False)
-        mem_t = hbm_time(gpu, weight_params * wbytes + kv_read + tokens * (repl + shard / tp))
+        # Paged decode attention gathers KV blocks below streaming bandwidth [DECODE_ATTENTION_HBM_SHARE].
+        mem_t = hbm_time(
+            gpu, weight_params * wbytes + kv_read / DECODE_ATTENTION_HBM_SHARE + tokens * (repl + shard / tp)
+        )
         layer_t = max(flops_t, mem_t)  # roofline per layer [LA get_latency_fwd_per_layer]
         tp_t = 2 * net.all_reduce(lv, tokens * model.hidden_size * 2) if tp > 1 else 0.0  # [costmodel G]
         ep_t = 0.0
@@ -147,15 +189,14 @@ def _stage_time(
             ep_t = 2 * net.all_to_all(ep_lv, model.moe.top_k * tokens * model.hidden_size * 2)
         # Prefill pays kernel launches; decode steps replay CUDA graphs, so launches are ~free [VL optimization].
         kernels = KERNELS_PER_LAYER + (FP8_CAST_KERNELS_PER_LAYER if fp8 else 0)
-        launch = 0.0 if decode else kernels * KERNEL_LAUNCH_S
+        launch = 0.0 if work.graphs else kernels * KERNEL_LAUNCH_S
         parts["forward"] += count * layer_t
         parts["tp_comm"] += count * tp_t
         parts["ep_comm"] += count * ep_t
         parts["launch"] += count * launch
     if last:  # LM head for the last token of each sequence
-        seqs = tokens if decode else w.batch
         parts["forward"] += max(
-            seqs * 2 * model.hidden_size * model.vocab_size / tp / (peak_flops(gpu, fp8) * 0.5),
+            work.head_rows * 2 * model.hidden_size * model.vocab_size / tp / (peak_flops(gpu, fp8) * 0.5),
             hbm_time(gpu, model.vocab_size * model.hidden_size * wbytes / tp),
         )
     return sum(parts.values()), parts
@@ -174,10 +215,8 @@ def estimate_inference(
     start = 0
     for i, (pool, layers) in enumerate(zip(pools, layer_counts, strict=True)):
         last = i == p - 1
-        t_pre, _ = _stage_time(
-            model, cluster, w, c, pool, start, layers, w.batch * w.prompt_len, w.prompt_len, False, last
-        )
-        t_dec, parts_dec = _stage_time(model, cluster, w, c, pool, start, layers, mb, ctx_mean, True, last)
+        t_pre, _ = stage_time(model, cluster, w, c, pool, start, layers, StepWork.prefill(w.batch, w.prompt_len), last)
+        t_dec, parts_dec = stage_time(model, cluster, w, c, pool, start, layers, StepWork.decode(mb, ctx_mean), last)
         prefill.append(t_pre)
         decode.append(t_dec)
         for k, v in parts_dec.items():

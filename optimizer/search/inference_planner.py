@@ -32,7 +32,7 @@ from optimizer.search.result import (
 )
 from optimizer.search.serving_model import ServingModel
 from optimizer.search.space import SearchSpace
-from optimizer.workload import BYTES, InferenceWorkload
+from optimizer.workload import InferenceWorkload
 
 
 def check_serving_pins(model: ModelSpec, cluster: ClusterSpec, w: InferenceWorkload, space: SearchSpace) -> None:
@@ -135,7 +135,7 @@ def plan_inference(
         fits = [cluster.gpu_of(p).memory_tbps for p in pools if p.healthy_gpus >= c.gpus_per_stage]
         if not fits:
             continue
-        weights = model.num_parameters * BYTES[w.precision] / (c.tp * c.ep if model.moe else c.tp)
+        weights = model.num_parameters * w.weight_bytes / (c.tp * c.ep if model.moe else c.tp)
         lb = weights / (max(fits) * 1e12) * (0.0 if model.moe else 1.0)
         factor = c.gpus / (c.dp * w.batch) if throughput else 1.0
         heapq.heappush(heap, (lb * factor, c.gpus, n))
@@ -185,7 +185,7 @@ def plan_inference(
                 explanation=no_plan_within_limit(stopped, time_limit_s),
                 **counts,
             )
-        need = model.num_parameters * BYTES[w.precision] / 1e9
+        need = model.num_parameters * w.weight_bytes / 1e9
         usable = sum(cluster.gpu_of(p).memory_bytes * p.healthy_gpus for p in pools) / 1e9
         report = InfeasibilityReport(
             resource="memory",

@@ -33,6 +33,7 @@ from optimizer.search.result import (
     ProgressFn,
     no_plan_within_limit,
 )
+from optimizer.search.sla_planner import plan_sla
 from optimizer.search.space import SearchSpace
 from optimizer.search.stage_model import StageLayout, StageModel
 from optimizer.workload import InferenceWorkload, TrainingWorkload
@@ -67,6 +68,8 @@ def plan(
     preflight(model, cluster, workload, space, time_limit_s=time_limit_s, max_time_limit_s=max_time_limit_s)
     if top_k < 1 or top_k > 20:
         raise DomainError("top", f"must be between 1 and 20 (got {top_k})")
+    if isinstance(workload, InferenceWorkload) and workload.sla_plan:
+        return plan_sla(model, cluster, workload, space, time_limit_s=time_limit_s)
     if isinstance(workload, InferenceWorkload):
         return plan_inference(
             model,

@@ -9,6 +9,7 @@ from pydantic import BaseModel, Field
 
 from optimizer.costmodel.result import Estimate
 from optimizer.parallel_config import ParallelConfig
+from optimizer.search.fleet_result import FleetPlan
 
 
 class PlannedConfig(BaseModel):
@@ -113,6 +114,9 @@ class PlanResult(BaseModel):
         default_factory=list, description="With framework auto: every framework's best, the winner first."
     )
     alternatives: list[Alternative] = Field(default_factory=list)
+    fleet: FleetPlan | None = Field(
+        default=None, description="SLA plans: the serving fleet (replica shapes, counts, latency, price)."
+    )
     explanation: Explanation
     solve_time_s: float
     candidates_total: int = Field(description="Global-knob candidates in the declared space after bounds.")

@@ -16,7 +16,7 @@ from ortools.sat.python import cp_model
 
 from optimizer.cluster_spec import ClusterSpec, NodePool
 from optimizer.costmodel import network as net
-from optimizer.costmodel.inference import _stage_time, serving_memory
+from optimizer.costmodel.inference import StepWork, serving_memory, stage_time
 from optimizer.model_spec import ModelSpec
 from optimizer.parallel_config import ParallelConfig
 from optimizer.search.pool_capacity import add_pool_capacity
@@ -91,8 +91,8 @@ class ServingModel:
             for x in self.rules.counts(i):
                 moe = model.moe_prefix[min(L, start + x)] - model.moe_prefix[start]
                 *needs, capacity = serving_memory(model, self.cluster, self.w, self.c, pool, x, moe, first, last)
-                t, _ = _stage_time(
-                    model, self.cluster, self.w, self.c, pool, start, x, self.mb, self.ctx_mean, True, last
+                t, _ = stage_time(
+                    model, self.cluster, self.w, self.c, pool, start, x, StepWork.decode(self.mb, self.ctx_mean), last
                 )
                 j = q * (L + 1) + x
                 time[j] = round(t * NS)

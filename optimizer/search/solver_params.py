@@ -45,3 +45,12 @@ def stop_when(solver: cp_model.CpSolver, stop: Callable[[], bool] | None, every_
     finally:
         done.set()
         thread.join()
+
+
+def fleet_solver(time_limit_s: float) -> cp_model.CpSolver:
+    """Solver for an SLA fleet (integer replica counts over a few dozen shapes): small, so few workers."""
+    solver = cp_model.CpSolver()
+    solver.parameters.max_time_in_seconds = max(0.01, time_limit_s)
+    solver.parameters.num_workers = 2
+    solver.parameters.log_search_progress = False
+    return solver

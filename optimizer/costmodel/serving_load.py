@@ -1,0 +1,313 @@
+"""One serving replica under continuous batching at a steady state [costmodel G; issue 17].
+
+An engine iteration runs every decoding sequence one token and a chunk of waiting prompts (chunked prefill). At a
+request rate r per replica and iteration time T, Little's law gives the decoding sequences B = r O T and the
+prefill tokens per iteration r P T (a request's P prompt tokens are spread over the O iterations of a sequence's
+life); T is the fixed point of T = iteration(B, r P T) [Little 1961; vLLM V1 scheduler: decodes first, prefill
+fills the rest of max_num_batched_tokens]. The replica is saturated when no fixed point keeps B within the KV cache
+and max_seqs, or the iteration's tokens within the budget.
+
+TTFT is a request's wait for its prefill chunks: the prefill budget per iteration is a deterministic server, so
+the queue is M/D/1 (mean wait rho D / (2 (1 - rho)) [DistServe, Zhong et al. OSDI 2024, eq. 1]); its p90 uses the
+heavy-traffic exponential tail of the wait (Kingman 1962): P(W > t) = rho exp(-t rho / W_mean).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from optimizer.cluster_spec import ClusterSpec
+from optimizer.costmodel import network as net
+from optimizer.costmodel.constants import CUDA_CONTEXT_BYTES, CUDA_GRAPHS_BYTES, ENGINE_ITERATION_OVERHEAD_S
+from optimizer.costmodel.inference import StepWork, kv_bytes_per_token_per_layer, stage_time
+from optimizer.costmodel.memory import stage_params
+from optimizer.model_spec import ModelSpec
+from optimizer.parallel_config import ParallelConfig
+from optimizer.serving_engines import EngineLimits, engine_limits
+from optimizer.validation import Layout
+from optimizer.workload import BYTES, InferenceWorkload
+
+P90_UNIFORM = 0.9  # a request arrives uniformly within the running iteration: p90 of its wait is 0.9 T
+_BISECT = 48
+_TOLERANCE = 2e-4  # relative: rates and iteration times to 0.02%
+
+
+@dataclass(frozen=True)
+class LoadPoint:
+    """A replica's steady state at one request rate."""
+
+    rate: float
+    """Requests per second this replica serves."""
+    decoding: float
+    """Sequences in the decode phase (the iteration's batch)."""
+    step_s: float
+    """One iteration = the mean time per output token (TPOT)."""
+    ttft_mean_s: float
+    ttft_p90_s: float
+    kv_used: float
+    """Share of the KV cache the running sequences hold."""
+
+    @property
+    def output_tokens_per_s(self) -> float:
+        return self.decoding / self.step_s
+
+
+@dataclass(frozen=True)
+class _Stage:
+    start: int
+    layers: int
+    pool_index: int
+    last: bool
+
+
+class ReplicaLoad:
+    """A serving replica (a configuration with its stage layout) and its engine's limits."""
+
+    def __init__(
+        self,
+        model: ModelSpec,
+        cluster: ClusterSpec,
+        w: InferenceWorkload,
+        c: ParallelConfig,
+        layout: Layout,
+        *,
+        decode_only: bool = False,
+    ) -> None:
+        self.model, self.cluster, self.w, self.c = model, cluster, w, c
+        self.decode_only = decode_only
+        """A disaggregated decode instance: prompts arrive prefilled (their KV transferred), no prefill work."""
+        self.pools = list(layout.stage_pools)
+        stages, start = [], 0
+        for i, layers in enumerate(layout.stage_layers):
+            stages.append(_Stage(start, layers, i, i == c.pp - 1))
+            start += layers
+        self.stages = stages
+        gpu = min((cluster.gpu_of(p) for p in self.pools), key=lambda g: g.memory_bytes)
+        self.limits: EngineLimits = engine_limits(
+            w.engine,
+            gpu,
+            c.tp,
+            max_seqs=w.max_seqs,
+            max_batched_tokens=w.max_batched_tokens,
+            memory_fraction=w.memory_fraction,
+        )
+        self.kv_tokens = min(self._kv_tokens(s) for s in stages)
+        tokens_per_seq = w.prompt_len + (w.output_len if self.limits.reserves_whole_request else w.output_len / 2)
+        self.max_decoding = min(float(self.limits.max_seqs), self.kv_tokens / tokens_per_seq)
+        self.ctx = w.prompt_len + w.output_len / 2
+        hop = 0.0
+        if c.pp > 1:
+            nb = net.neighbour_tier(net.cluster_tiers(cluster, self.pools[0]), c.tp)
+            hop = net.p2p(nb.bw, nb.network, model.hidden_size * 2)
+        self.hop_s = hop
+
+    # ---- memory ---------------------------------------------------------------------------------------------
+    def _kv_tokens(self, s: _Stage) -> float:
+        """KV-cache tokens one stage's GPUs hold, in whole blocks, under the engine's memory rule."""
+        m, w, c = self.model, self.w, self.c
+        pool = self.pools[s.pool_index]
+        cap = self.cluster.gpu_of(pool).memory_bytes
+        moe = sum(1 for j in range(s.start, s.start + s.layers) if m.is_moe_layer(j))
+        dense_p, expert_p, emb_p = stage_params(m, c, s.layers - moe, moe, s.start == 0, s.last)
+        weights = (dense_p + expert_p + emb_p) * w.weight_bytes
+        width = (
+            m.ffn_hidden_size if m.moe is None else max(m.ffn_hidden_size, m.moe.top_k * m.moe.expert_ffn_hidden_size)
+        )
+        # Activation workspace of the largest iteration (the engines profile a max_num_batched_tokens forward).
+        act = self.limits.max_batched_tokens * (2 * m.hidden_size + 3 * width / c.tp) * 2
+        lim = self.limits
+        if lim.fraction_of_free:
+            free = lim.memory_fraction * (cap - CUDA_CONTEXT_BYTES - weights - act - CUDA_GRAPHS_BYTES)
+        elif lim.engine == "sglang":
+            free = lim.memory_fraction * cap - weights  # mem_fraction_static covers weights + KV pool
+        else:
+            free = lim.memory_fraction * cap - CUDA_CONTEXT_BYTES - weights - act
+        per_token = s.layers * kv_bytes_per_token_per_layer(m, c.tp, BYTES[w.kv_cache_dtype])
+        if free <= 0 or per_token <= 0:
+            return 0.0
+        blocks = math.floor(free / per_token / lim.block_tokens)
+        return float(blocks * lim.block_tokens)
+
+    # ---- time -----------------------------------------------------------------------------------------------
+    def iteration_s(self, decoding: float, prefill_tokens: float) -> float:
+        """One engine iteration: `decoding` sequences at the mean context plus `prefill_tokens` prompt tokens.
+        With pp stages the sequences run as pp micro-batches; the iteration is pp x the slowest stage's share."""
+        p = self.c.pp
+        work = StepWork.decode(decoding / p, self.ctx)
+        if prefill_tokens > 0:
+            pre = StepWork.prefill(prefill_tokens / self.w.prompt_len / p, self.w.prompt_len)
+            work = work + StepWork(pre.gemm_tokens, pre.attn_pairs, 0.0, pre.head_rows, True)
+        times = [
+            stage_time(
+                self.model, self.cluster, self.w, self.c, self.pools[s.pool_index], s.start, s.layers, work, s.last
+            )[0]
+            for s in self.stages
+        ]
+        host = ENGINE_ITERATION_OVERHEAD_S[self.w.engine]
+        if p == 1:
+            return times[0] + host
+        return max(sum(times) + (p - 1) * self.hop_s, p * max(times)) + host
+
+    def prefill_s(self, prompts: float = 1.0) -> float:
+        """Prefill of `prompts` prompts alone (the shortest possible TTFT at prompts=1)."""
+        work = StepWork.prefill(prompts, self.w.prompt_len)
+        times = [
+            stage_time(
+                self.model, self.cluster, self.w, self.c, self.pools[s.pool_index], s.start, s.layers, work, s.last
+            )[0]
+            for s in self.stages
+        ]
+        return sum(times) + (self.c.pp - 1) * self.hop_s
+
+    # ---- steady state ---------------------------------------------------------------------------------------
+    def _chunk(self, rate: float, decoding: float, t: float) -> float:
+        """Prompt tokens an iteration that carries prefill takes: the budget left after the decodes, or fewer when
+        fewer prompts wait (about rate x t arrive per iteration; at least one prompt)."""
+        w = self.w
+        room = max(1.0, self.limits.max_batched_tokens - decoding)
+        return min(room, w.prompt_len * max(1.0, rate * t))
+
+    def mean_iteration_s(self, rate: float, t: float) -> float:
+        """Mean iteration time at `rate` when the mean is `t`: decode-only iterations, and a share of iterations
+        that also carry a prefill chunk. Prefill and decode iterations alternate rather than average out: a chunk
+        is compute-bound while the decodes beside it are memory-bound, so their times add [vLLM V1 / TRT-LLM
+        in-flight batching; Sarathi-Serve, Agrawal et al. OSDI 2024 §3]."""
+        w = self.w
+        decoding = rate * w.output_len * t
+        dec = self.iteration_s(decoding, 0.0)
+        if self.decode_only:
+            return dec
+        chunk = self._chunk(rate, decoding, t)
+        mixed = self.iteration_s(decoding, chunk)
+        share = rate * w.prompt_len * t / chunk  # iterations per second that carry prefill x t
+        return dec + share * (mixed - dec)
+
+    def _ceiling(self, rate: float) -> float:
+        """The largest mean iteration time the limits allow at `rate`: B <= max_decoding, and the prefill
+        iterations' share of all iterations at most 1."""
+        w = self.w
+        by_seqs = self.max_decoding / (rate * w.output_len)
+        by_tokens = self.limits.max_batched_tokens / (rate * (w.prompt_len + w.output_len))
+        return min(by_seqs, by_tokens)
+
+    def at_rate(self, rate: float) -> LoadPoint | None:
+        """The steady state at `rate` requests/s, or None when the replica cannot keep up."""
+        w = self.w
+        if rate <= 0 or self.max_decoding < 1:
+            return None
+        hi = self._ceiling(rate)
+
+        def excess(t: float) -> float:
+            return self.mean_iteration_s(rate, t) - t
+
+        lo = self.iteration_s(0.0, 0.0)
+        if lo >= hi or excess(hi) > 0:
+            return None
+        for _ in range(_BISECT):
+            mid = (lo + hi) / 2
+            if excess(mid) > 0:
+                lo = mid
+            else:
+                hi = mid
+            if hi - lo <= _TOLERANCE * hi:
+                break
+        t = hi
+        decoding = rate * w.output_len * t
+        if self.decode_only:
+            kv = decoding * (w.prompt_len + w.output_len / 2) / self.kv_tokens
+            return LoadPoint(rate, decoding, t, 0.0, 0.0, kv)
+        chunk = self._chunk(rate, decoding, t)
+        share = rate * w.prompt_len * t / chunk
+        if share > 1:
+            return None
+        mixed = self.iteration_s(decoding, chunk)
+        service = math.ceil(w.prompt_len / chunk) * mixed
+        rho = min(0.999, share)
+        wait = rho * mixed / (2 * (1 - rho))
+        tail = (wait / rho) * math.log(10 * rho) if rho > 0.1 else 0.0
+        ttft_mean = 0.5 * t + service + wait
+        ttft_p90 = P90_UNIFORM * t + service + tail
+        seqs = rate * (w.output_len * t + ttft_mean)
+        kv = seqs * (w.prompt_len + w.output_len / 2) / self.kv_tokens
+        return LoadPoint(rate, decoding, t, ttft_mean, ttft_p90, kv)
+
+    def saturated(self) -> LoadPoint | None:
+        """The steady state at the highest rate the replica sustains (an infinite queue of requests, as
+        `trtllm-bench throughput` and `bench_serving --request-rate inf` run)."""
+        best = self.max_rate()
+        return self.at_rate(best) if best > 0 else None
+
+    def max_rate(self, ttft_s: float | None = None, tpot_s: float | None = None) -> float:
+        """The highest rate (requests/s) with a steady state that meets the targets; 0 when none does."""
+        w = self.w
+
+        def ok(r: float) -> bool:
+            pt = self.at_rate(r)
+            if pt is None:
+                return False
+            return (tpot_s is None or pt.step_s <= tpot_s) and (ttft_s is None or pt.ttft_p90_s <= ttft_s)
+
+        t0 = self.iteration_s(1.0, 0.0)
+        hi = min(self.max_decoding, self.limits.max_seqs) / (w.output_len * t0)  # no slower iteration than t0
+        lo = 0.0
+        if ok(hi):
+            return hi
+        for _ in range(_BISECT):
+            mid = (lo + hi) / 2
+            if ok(mid):
+                lo = mid
+            else:
+                hi = mid
+            if hi - lo <= _TOLERANCE * hi:
+                break
+        return lo
+
+
+@dataclass(frozen=True)
+class PrefillPoint:
+    """A disaggregated prefill instance's steady state at one request rate."""
+
+    rate: float
+    ttft_mean_s: float
+    ttft_p90_s: float
+    utilisation: float
+
+
+class PrefillLoad:
+    """A disaggregated prefill instance: prompts batched up to the token budget, a batch per iteration; the queue
+    is M/D/1 over batches [DistServe eq. 1]."""
+
+    def __init__(self, replica: ReplicaLoad, transfer_s: float) -> None:
+        self.replica = replica
+        self.transfer_s = transfer_s
+        """KV-cache transfer of one prompt to its decode instance, seconds."""
+        w = replica.w
+        self.single_s = replica.prefill_s(1.0)
+        per_batch = max(1.0, replica.limits.max_batched_tokens / w.prompt_len)
+        self.batch_s = replica.prefill_s(per_batch)
+        self.capacity = per_batch / self.batch_s
+        """Prompts per second at full batches."""
+
+    def at_rate(self, rate: float) -> PrefillPoint | None:
+        rho = rate / self.capacity
+        if rate <= 0 or rho >= 1:
+            return None
+        wait = rho * self.batch_s / (2 * (1 - rho))
+        tail = (wait / rho) * math.log(10 * rho) if rho > 0.1 else 0.0
+        return PrefillPoint(rate, self.single_s + wait + self.transfer_s, self.single_s + tail + self.transfer_s, rho)
+
+    def max_rate(self, ttft_s: float | None) -> float:
+        lo, hi = 0.0, self.capacity
+        if ttft_s is not None and self.single_s + self.transfer_s > ttft_s:
+            return 0.0
+        for _ in range(_BISECT):
+            mid = (lo + hi) / 2
+            pt = self.at_rate(mid)
+            if pt is not None and (ttft_s is None or pt.ttft_p90_s <= ttft_s):
+                lo = mid
+            else:
+                hi = mid
+            if hi - lo <= _TOLERANCE * hi:
+                break
+        return lo
