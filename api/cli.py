@@ -18,6 +18,7 @@ from optimizer.cluster_loading import cluster_document_from_topo, cluster_preset
 from optimizer.costmodel.result import Estimate
 from optimizer.errors import DomainError
 from optimizer.estimate import estimate as run_estimate
+from optimizer.exports import Export
 from optimizer.gpu_catalog import BUILTIN_GPUS
 from optimizer.measurements import Measurement
 from optimizer.model_loading import load_model_preset, preset_names, resolve_model
@@ -295,24 +296,29 @@ def plan(
         fail(exc)
     except ValidationError as exc:
         fail(domain_error_from_validation(exc, "space"))
-    exported = None
+    exports: list[Export] = []
     if export_to is not None and result.plan is not None:
         from optimizer.exports import export as run_export
+        from optimizer.exports import export_fleet
 
         try:
-            exported = run_export(
-                export_to, spec, work, result.plan.config, model_ref=model, framework=result.framework
-            )
+            if result.fleet is not None and isinstance(work, InferenceWorkload):
+                exports = export_fleet(export_to, spec, work, result.fleet, model_ref=model)
+            else:
+                exports = [
+                    run_export(export_to, spec, work, result.plan.config, model_ref=model, framework=result.framework)
+                ]
         except DomainError as exc:
             fail(exc)
     if as_json:
         doc = result.model_dump(mode="json")
-        if exported is not None:
-            doc["export"] = exported.model_dump(mode="json")
+        if exports:
+            doc["export"] = exports[0].model_dump(mode="json")
+            doc["exports"] = [e.model_dump(mode="json") for e in exports]
         sys.stdout.write(json.dumps(doc, indent=2) + "\n")
         return
     render_plan(result)
-    if exported is not None:
+    for exported in exports:
         out.print(f"[bold]{exported.tool}[/bold]:")
         for k, v in exported.env.items():
             out.print(f"export {k}={v}", markup=False, highlight=False)

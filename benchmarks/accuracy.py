@@ -1,5 +1,6 @@
 """Predicted vs measured step time (or first-token latency) for every published run in
-optimizer/data/published_runs.json. Target: median |error| <= 10%, none above 25%.
+optimizer/data/published_runs.json (target: median |error| <= 10%, none above 25%), and serving throughput, TTFT
+and TPOT for every row of optimizer/data/serving_runs.json (target: median <= 15%, none above 35%).
 
 Run: .venv/bin/python benchmarks/accuracy.py
 """
@@ -9,7 +10,8 @@ from __future__ import annotations
 from rich.console import Console
 from rich.table import Table
 
-from optimizer.calibration import held_out, run_all, summary
+from optimizer.calibration import CalibrationCase, held_out, run_all, summary
+from optimizer.serving_calibration import held_out_serving, run_serving
 
 
 def report() -> tuple[Table, str]:
@@ -49,8 +51,39 @@ def report() -> tuple[Table, str]:
     return table, "\n".join(lines)
 
 
+def serving_report() -> tuple[Table, str]:
+    """Serving rows (optimizer/data/serving_runs.json) [issue 17: median <= 15%, none above 35%]."""
+    cases = run_serving()
+    table = Table(title="Serving model vs published serving benchmarks")
+    for col in ("record", "metric", "measured", "predicted", "error", "configuration"):
+        table.add_column(col, justify="right" if col in ("measured", "predicted", "error") else "left")
+    for c in cases:
+        style = "red" if abs(c.error) > 0.35 else ("yellow" if abs(c.error) > 0.15 else "")
+        table.add_row(
+            c.id, c.metric, f"{c.measured:.4g}", f"{c.predicted:.4g}", f"{c.error:+.1%}", c.config, style=style
+        )
+    median, worst = summary(cases)
+    groups: dict[tuple[str, str], list[CalibrationCase]] = {}
+    for c in cases:
+        groups.setdefault((c.group, c.metric), []).append(c)
+    lines = [
+        f"serving figures scored: {len(cases)}; median |error| {median:.1%} (target <= 15%); max |error| "
+        f"{worst:.1%} (target <= 35%)",
+        *(
+            f"  {g} {m}: {len(cs)} figures, median |error| {summary(cs)[0]:.1%}, max {summary(cs)[1]:.1%}"
+            for (g, m), cs in groups.items()
+        ),
+        "serving figures not scored (the model's error on each):",
+        *(f"  - {c.id} {c.metric}: {why} [{c.error:+.1%}]" for c, why in held_out_serving()),
+    ]
+    return table, "\n".join(lines)
+
+
 if __name__ == "__main__":
     console = Console(width=200)
     table, text = report()
+    console.print(table)
+    console.print(text, markup=False)
+    table, text = serving_report()
     console.print(table)
     console.print(text, markup=False)

@@ -1,5 +1,6 @@
 """One plan, exported to the launchers people use: Megatron-LM arguments, a DeepSpeed config, a torchtitan
-config, vLLM and SGLang serve arguments. Option names are limited to those each tool documents
+config, vLLM, SGLang and TensorRT-LLM serve arguments (an SLA fleet: one command per replica group, with the
+engines' disaggregated prefill/decode modes). Option names are limited to those each tool documents
 (optimizer/data/export_options.json); what a tool cannot express is said in `notes`."""
 
 from __future__ import annotations
@@ -15,11 +16,13 @@ from optimizer.frameworks import unsupported_knob
 from optimizer.model_spec import ModelSpec
 from optimizer.parallel_config import ParallelConfig
 from optimizer.pipeline_layout import rank_chunks
+from optimizer.search.fleet_result import FleetPlan
 from optimizer.stage_layers import LayerRules, virtual_split
 from optimizer.workload import InferenceWorkload, TrainingWorkload
 
-Tool = Literal["megatron", "deepspeed", "torchtitan", "vllm", "sglang"]
-TOOLS: tuple[Tool, ...] = ("megatron", "deepspeed", "torchtitan", "vllm", "sglang")
+Tool = Literal["megatron", "deepspeed", "torchtitan", "vllm", "sglang", "trtllm"]
+TOOLS: tuple[Tool, ...] = ("megatron", "deepspeed", "torchtitan", "vllm", "sglang", "trtllm")
+SERVING_TOOLS = ("vllm", "sglang", "trtllm")
 TRAINING_TOOLS = ("megatron", "deepspeed", "torchtitan")
 
 
@@ -57,12 +60,14 @@ def export(
                 f"export.{knob}", f"{text} is not available in {tool}{origin}; plan again with framework={tool}"
             )
     training = isinstance(workload, TrainingWorkload)
-    if training and tool in ("vllm", "sglang"):
+    if training and tool in SERVING_TOOLS:
         raise DomainError(
             "export", f"{tool} is a serving engine; a training plan exports to {', '.join(TRAINING_TOOLS)}"
         )
     if not training and tool in TRAINING_TOOLS:
-        raise DomainError("export", f"{tool} is a training framework; a serving plan exports to vllm or sglang")
+        raise DomainError(
+            "export", f"{tool} is a training framework; a serving plan exports to {', '.join(SERVING_TOOLS)}"
+        )
     layers = c.layers_per_stage or _default_layers(model, c, tool)
     if isinstance(workload, TrainingWorkload):
         if tool == "megatron":
@@ -72,7 +77,9 @@ def export(
         return _torchtitan(workload, c, layers)
     if tool == "vllm":
         return _vllm(workload, c, layers, model_ref)
-    return _sglang(workload, c, model_ref)
+    if tool == "sglang":
+        return _sglang(workload, c, model_ref)
+    return _trtllm(workload, c, model_ref)
 
 
 def _default_layers(model: ModelSpec, c: ParallelConfig, tool: str) -> list[int]:
@@ -314,7 +321,7 @@ def _vllm(w: InferenceWorkload, c: ParallelConfig, layers: list[int], model_ref:
         ("--data-parallel-size", c.dp),
         ("--max-num-seqs", w.batch),
         ("--max-model-len", w.prompt_len + w.output_len),
-        ("--gpu-memory-utilization", 0.9),
+        ("--gpu-memory-utilization", w.memory_fraction or 0.9),
         ("--dtype", "bfloat16" if w.precision != "fp16" else "float16"),
     ]
     notes = []
@@ -343,7 +350,7 @@ def _sglang(w: InferenceWorkload, c: ParallelConfig, model_ref: str) -> Export:
         ("--dp-size", c.dp),
         ("--max-running-requests", w.batch),
         ("--context-length", w.prompt_len + w.output_len),
-        ("--mem-fraction-static", 0.9),
+        ("--mem-fraction-static", w.memory_fraction or 0.9),
         ("--dtype", "bfloat16" if w.precision != "fp16" else "float16"),
     ]
     if c.ep > 1:
@@ -358,4 +365,110 @@ def _sglang(w: InferenceWorkload, c: ParallelConfig, model_ref: str) -> Export:
     text, names = _flags(pairs)
     return Export(
         tool="sglang", format="args", content=f"python -m sglang.launch_server \\\n  {text}", options=names, notes=notes
+    )
+
+
+def _trtllm(w: InferenceWorkload, c: ParallelConfig, model_ref: str, max_batch: int | None = None) -> Export:
+    pairs: list[tuple[str, object | None]] = [
+        ("--backend", "pytorch"),
+        ("--tp_size", c.tp),
+        ("--pp_size", c.pp),
+        ("--max_batch_size", max_batch or w.max_seqs or w.batch),
+        ("--max_seq_len", w.prompt_len + w.output_len),
+        ("--kv_cache_free_gpu_memory_fraction", w.memory_fraction or 0.9),
+    ]
+    if w.max_batched_tokens:
+        pairs.append(("--max_num_tokens", w.max_batched_tokens))
+    if c.ep > 1:
+        pairs.append(("--ep_size", c.ep))
+    names = [n for n, _ in pairs]
+    notes = []
+    if w.kv_cache_dtype == "fp8":
+        pairs.append(("--extra_llm_api_options", "extra.yml"))
+        names += ["--extra_llm_api_options", "kv_cache_config.dtype"]
+        notes.append("extra.yml: kv_cache_config: {dtype: fp8}")
+    if w.precision == "fp8":
+        notes.append("serve an FP8 checkpoint (ModelOpt); trtllm-serve reads the quantization from it")
+    text, _ = _flags(pairs)
+    return Export(
+        tool="trtllm", format="args", content=f"trtllm-serve {model_ref} \\\n  {text}", options=names, notes=notes
+    )
+
+
+def export_fleet(
+    tool: str, model: ModelSpec, w: InferenceWorkload, fleet: FleetPlan, model_ref: str = "MODEL"
+) -> list[Export]:
+    """One launch per replica group of an SLA fleet, with the engine's limits set to the plan's; a
+    disaggregated fleet adds the engine's prefill/decode roles and how the front end joins them."""
+    if tool not in SERVING_TOOLS:
+        raise DomainError("export", f"an SLA fleet exports to {', '.join(SERVING_TOOLS)} (got {tool!r})")
+    out: list[Export] = []
+    for g in fleet.groups:
+        s = g.shape
+        c = ParallelConfig(tp=s.tp, pp=s.pp, ep=s.ep, etp=1 if s.ep > 1 else None)
+        wg = w.model_copy(
+            update={
+                "batch": s.max_seqs,
+                "max_batched_tokens": s.max_batched_tokens,
+                "memory_fraction": s.memory_fraction,
+            }
+        )
+        exp = export(tool, model, wg, c, model_ref)
+        extra: list[tuple[str, object | None]] = []
+        if tool == "vllm":
+            extra.append(("--max-num-batched-tokens", s.max_batched_tokens))
+            if s.role != "replica":
+                extra.append(("--kv-transfer-config", '\'{"kv_connector":"NixlConnector","kv_role":"kv_both"}\''))
+        if tool == "sglang":
+            extra.append(("--chunked-prefill-size", s.max_batched_tokens))
+            if s.role != "replica":
+                extra += [("--disaggregation-mode", s.role), ("--disaggregation-transfer-backend", "mooncake")]
+        text, names = _flags(extra)
+        content = exp.content + (" \\\n  " + text if extra else "")
+        notes = [f"{g.count} x {s.role} on pool {s.pool} ({s.gpu}), {s.gpus} GPUs each", *exp.notes]
+        out.append(exp.model_copy(update={"content": content, "options": exp.options + names, "notes": notes}))
+    if fleet.mode == "disaggregated":
+        out.append(_front_end(tool, fleet))
+    return out
+
+
+def _front_end(tool: str, fleet: FleetPlan) -> Export:
+    """How requests reach a disaggregated fleet: the engine's router / proxy over the prefill and decode URLs."""
+    pre = sum(g.count for g in fleet.groups if g.shape.role == "prefill")
+    dec = sum(g.count for g in fleet.groups if g.shape.role == "decode")
+    if tool == "sglang":
+        args = " ".join(
+            ["--prefill http://PREFILL_i:30000"] * min(pre, 2) + ["--decode http://DECODE_j:30000"] * min(dec, 2)
+        )
+        return Export(
+            tool="sglang",
+            format="args",
+            content=f"python -m sglang_router.launch_router --pd-disaggregation {args}",
+            options=["sglang_router.launch_router --pd-disaggregation", "--prefill", "--decode"],
+            notes=[f"list all {pre} prefill and {dec} decode servers"],
+        )
+    if tool == "trtllm":
+        first = next(g.shape for g in fleet.groups if g.shape.role == "prefill")
+        second = next(g.shape for g in fleet.groups if g.shape.role == "decode")
+        yaml = (
+            f"context_servers:\n  num_instances: {pre}\n  tensor_parallel_size: {first.tp}\n"
+            f"  pipeline_parallel_size: {first.pp}\n  urls: [PREFILL_URLS]\n"
+            f"generation_servers:\n  num_instances: {dec}\n  tensor_parallel_size: {second.tp}\n"
+            f"  pipeline_parallel_size: {second.pp}\n  urls: [DECODE_URLS]\n"
+        )
+        keys = ["num_instances", "tensor_parallel_size", "pipeline_parallel_size", "urls"]
+        return Export(
+            tool="trtllm",
+            format="args",
+            content=f"trtllm-serve disaggregated -c disagg.yml\n# disagg.yml\n{yaml}",
+            options=["disaggregated", "-c"]
+            + [f"{s}.{k}" for s in ("context_servers", "generation_servers") for k in keys],
+        )
+    return Export(
+        tool="vllm",
+        format="args",
+        content="# vLLM: a proxy sends each request to a prefill instance, then to a decode instance "
+        "(examples/online_serving/disaggregated_serving); the NixlConnector moves the KV cache between them",
+        options=[],
+        notes=[f"{pre} prefill and {dec} decode instances behind the proxy"],
     )

@@ -12,8 +12,10 @@ from api.deps import MAX_ID, Paging, Reader, RowId, SessionDep
 from api.responses import NOT_FOUND, STANDARD
 from api.schemas import PageOut, PlanDiffOut, PlanOut, PlanSummaryOut
 from optimizer.errors import DomainError
-from optimizer.exports import Export, export
+from optimizer.exports import Export, export, export_fleet
 from optimizer.plan_diff import diff_plans
+from optimizer.search.fleet_result import FleetPlan
+from optimizer.workload import InferenceWorkload
 from store.repositories.plans import PlanFilter, PlanRepository
 from store.services.plans import inventory_change, plan_pair, planned, specs_of
 
@@ -66,11 +68,33 @@ def diff(
 
 @router.get("/{plan_id}/export/{tool}", response_model=Export, responses=NOT_FOUND)
 def export_plan(
-    plan_id: RowId, tool: Literal["megatron", "deepspeed", "torchtitan", "vllm", "sglang"], s: SessionDep, _: Reader
+    plan_id: RowId,
+    tool: Literal["megatron", "deepspeed", "torchtitan", "vllm", "sglang", "trtllm"],
+    s: SessionDep,
+    _: Reader,
 ) -> Export:
     p = PlanRepository(s).get(plan_id)
     best = planned(p)
     if best is None:
         raise DomainError("plan", f"plan {plan_id} is {p.solver_status}: there is no configuration to export")
+    if p.result.get("fleet"):
+        raise DomainError(
+            "plan", f"plan {plan_id} is an SLA fleet: it exports one launch per replica group at /fleet-export/{tool}"
+        )
     specs = specs_of(s, p)
     return export(tool, specs.model, specs.workload, best.config, specs.model.name)
+
+
+@router.get("/{plan_id}/fleet-export/{tool}", response_model=list[Export], responses=NOT_FOUND)
+def export_fleet_plan(
+    plan_id: RowId, tool: Literal["vllm", "sglang", "trtllm"], s: SessionDep, _: Reader
+) -> list[Export]:
+    """An SLA fleet's launches: one per replica group, plus the front end of a disaggregated fleet."""
+    p = PlanRepository(s).get(plan_id)
+    doc = p.result.get("fleet")
+    if not doc:
+        raise DomainError("plan", f"plan {plan_id} is not an SLA fleet: export it at /export/{tool}")
+    specs = specs_of(s, p)
+    if not isinstance(specs.workload, InferenceWorkload):
+        raise DomainError("plan", f"plan {plan_id} is not a serving plan")
+    return export_fleet(tool, specs.model, specs.workload, FleetPlan.model_validate(doc), specs.model.name)

@@ -253,6 +253,8 @@ class ReplicaLoad:
         lo = 0.0
         if ok(hi):
             return hi
+        if not ok(hi * 1e-6):
+            return 0.0  # the targets fail even without load
         for _ in range(_BISECT):
             mid = (lo + hi) / 2
             if ok(mid):

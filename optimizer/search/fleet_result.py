@@ -23,6 +23,7 @@ class ReplicaShape(BaseModel):
     kv_blocks: int = Field(default=0, description="KV-cache capacity in the engine's blocks.")
     max_seqs: int = Field(description="The engine's sequence limit per iteration.")
     max_batched_tokens: int = Field(description="The engine's token budget per iteration.")
+    memory_fraction: float = Field(default=0.9, description="The engine's memory fraction the KV capacity assumes.")
     price_per_hour: float | None = Field(default=None, description="The replica's GPUs at the pool's price.")
 
 

@@ -108,6 +108,7 @@ class FleetSearch:
             kv_blocks=int(load.kv_tokens // load.limits.block_tokens),
             max_seqs=load.limits.max_seqs,
             max_batched_tokens=load.limits.max_batched_tokens,
+            memory_fraction=load.limits.memory_fraction,
             price_per_hour=price,
         )
 

@@ -1,0 +1,70 @@
+"""SLA serving plans through the API [issue 17]: a job with a rate and latency targets, its fleet in the plan,
+on the plan page and in the per-group exports; bad SLA input answers 422 naming the field, with nothing stored."""
+
+from __future__ import annotations
+
+from fastapi.testclient import TestClient
+from sqlalchemy import func, select
+
+from store.db import Database
+from store.models import Job
+from tests.api.helpers import make_cluster, make_model, ok, wait_job
+
+POOLS = {
+    "pools": [
+        {"name": "h100", "gpu": "H100-SXM-80GB", "nodes": 1, "gpus_per_node": 8, "price_per_gpu_hour": 2.5},
+        {"name": "a100", "gpu": "A100-SXM-80GB", "nodes": 1, "gpus_per_node": 8, "price_per_gpu_hour": 1.2},
+    ]
+}
+SLA = {
+    "mode": "inference",
+    "prompt_len": 2048,
+    "output_len": 256,
+    "rate": 4,
+    "ttft_ms": 1500,
+    "tpot_ms": 40,
+    "objective": "cost",
+    "engine": "sglang",
+}
+
+
+def test_sla_job_plan_page_and_fleet_export(client: TestClient) -> None:
+    c, m = make_cluster(client, POOLS), make_model(client)
+    job = ok(client.post("/v1/jobs", json={"cluster_id": c["id"], "model_id": m["id"], "workload": SLA}), 202)
+    assert job["objective"] == "fleet_price_per_hour"
+    done = wait_job(client, job["id"])
+    assert done["status"] == "succeeded", done
+    plan = ok(client.get(f"/v1/plans/{done['plan_id']}"))
+    fleet = plan["result"]["fleet"]
+    assert fleet["capacity_rate"] >= 4 and fleet["groups"]
+    assert fleet["ttft_p90_s"] <= 1.5 and fleet["tpot_s"] <= 0.040 + 1e-9
+    token = client.headers["Authorization"].split()[1]
+    page = client.get(f"/plans/{plan['id']}", cookies={"meshplan_token": token})
+    assert page.status_code == 200 and 'id="fleet"' in page.text and "per million output tokens" in page.text
+    exports = ok(client.get(f"/v1/plans/{plan['id']}/fleet-export/sglang"))
+    assert len(exports) >= len(fleet["groups"]) and "--chunked-prefill-size" in exports[0]["content"]
+    assert ok(client.get(f"/v1/plans/{plan['id']}/fleet-export/trtllm"))[0]["tool"] == "trtllm"
+    single = client.get(f"/v1/plans/{plan['id']}/export/vllm")
+    assert single.status_code == 422 and "fleet-export" in single.text
+
+
+def test_bad_sla_input_is_422_and_stores_nothing(client: TestClient, api_db: Database) -> None:
+    c, m = make_cluster(client, POOLS), make_model(client)
+
+    def jobs() -> int:
+        with api_db.session() as s:
+            return int(s.scalar(select(func.count()).select_from(Job)) or 0)
+
+    before = jobs()
+    for change, field in (
+        ({"rate": -1}, "rate"),
+        ({"ttft_ms": 0}, "ttft_ms"),
+        ({"rate": None, "objective": "gpus"}, "rate"),
+        ({"engine": "tgi"}, "engine"),
+        ({"disaggregation": "maybe"}, "disaggregation"),
+    ):
+        body = {"cluster_id": c["id"], "model_id": m["id"], "workload": {**SLA, **change}}
+        r = client.post("/v1/jobs", json=body)
+        assert r.status_code == 422, r.text
+        assert field in r.text, (field, r.text)
+    assert jobs() == before

@@ -1,0 +1,279 @@
+"""SLA plans [issue 17]: the steady-state replica model, the fleet search against brute force, infeasible SLAs,
+bad input, and the published serving rows."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import math
+import statistics
+from importlib import resources
+
+import pytest
+
+from optimizer.cluster_loading import build_cluster
+from optimizer.costmodel.constants import ENGINE_ITERATION_OVERHEAD_S
+from optimizer.costmodel.serving_load import PrefillLoad, ReplicaLoad
+from optimizer.errors import DomainError
+from optimizer.exports import export_fleet
+from optimizer.model_loading import load_model_preset
+from optimizer.parallel_config import ParallelConfig
+from optimizer.search.planner import plan
+from optimizer.search.serving_fleet import FleetSearch
+from optimizer.search.space import SearchSpace, parse_pins
+from optimizer.serving_calibration import held_out_serving, load_serving_records, run_serving
+from optimizer.validation import validate
+from optimizer.workload import InferenceWorkload
+from optimizer.workload_loading import build_inference
+
+TWO_POOLS = build_cluster(
+    {
+        "name": "h100-a100",
+        "pools": [
+            {"name": "h100", "gpu": "H100-SXM-80GB", "nodes": 2, "gpus_per_node": 8, "price_per_gpu_hour": 2.5},
+            {"name": "a100", "gpu": "A100-SXM-80GB", "nodes": 2, "gpus_per_node": 8, "price_per_gpu_hour": 1.2},
+        ],
+    }
+)
+MODEL = load_model_preset("llama-3-8b")
+
+
+def replica(w: InferenceWorkload, tp: int = 1, pool: str = "h100") -> ReplicaLoad:
+    cfg = ParallelConfig(tp=tp, stage_pools=[pool])
+    return ReplicaLoad(MODEL, TWO_POOLS, w, cfg, validate(MODEL, TWO_POOLS, w, cfg))
+
+
+def test_latency_grows_with_rate_and_saturates() -> None:
+    """TPOT and TTFT rise with the rate; past the saturated rate there is no steady state; Little's law holds."""
+    w = InferenceWorkload(prompt_len=1024, output_len=256, engine="vllm")
+    r = replica(w)
+    top = r.max_rate()
+    assert top > 0
+    points = [r.at_rate(top * f) for f in (0.1, 0.4, 0.7, 0.95)]
+    assert all(p is not None for p in points)
+    tpots = [p.step_s for p in points if p is not None]
+    ttfts = [p.ttft_p90_s for p in points if p is not None]
+    assert tpots == sorted(tpots) and ttfts == sorted(ttfts)
+    assert r.at_rate(top * 1.05) is None
+    p = points[2]
+    assert p is not None
+    assert p.decoding == pytest.approx(p.rate * w.output_len * p.step_s, rel=1e-9)  # Little's law
+    assert p.ttft_p90_s >= p.ttft_mean_s
+
+
+def test_max_rate_meets_its_targets_and_is_tight() -> None:
+    w = InferenceWorkload(prompt_len=2048, output_len=512)
+    r = replica(w)
+    rate = r.max_rate(ttft_s=0.5, tpot_s=0.03)
+    p = r.at_rate(rate)
+    assert p is not None and p.step_s <= 0.03 + 1e-9 and p.ttft_p90_s <= 0.5 + 1e-9
+    q = r.at_rate(rate * 1.01)
+    assert q is None or q.step_s > 0.03 or q.ttft_p90_s > 0.5
+
+
+def test_kv_dtype_and_engine_reservation_set_concurrency() -> None:
+    """FP8 KV holds about twice the tokens of BF16; TensorRT-LLM reserves prompt + all output per request."""
+    bf16 = replica(InferenceWorkload(prompt_len=1000, output_len=1000, kv_cache_dtype="bf16", engine="trtllm"))
+    fp8 = replica(InferenceWorkload(prompt_len=1000, output_len=1000, kv_cache_dtype="fp8", engine="trtllm"))
+    assert fp8.kv_tokens == pytest.approx(2 * bf16.kv_tokens, rel=0.01)
+    vllm = replica(InferenceWorkload(prompt_len=1000, output_len=1000, kv_cache_dtype="fp8", engine="vllm"))
+    assert bf16.max_decoding == pytest.approx(bf16.kv_tokens / 2000)
+    assert vllm.max_decoding == pytest.approx(min(1024, vllm.kv_tokens / 1500))
+
+
+def test_int4_weights_read_a_quarter_of_bf16() -> None:
+    """Weight-only int4: decode at batch 1 is weight-read bound, so about 4x fewer bytes per step."""
+    w16 = InferenceWorkload(prompt_len=128, output_len=128)
+    w4 = InferenceWorkload(prompt_len=128, output_len=128, weight_dtype="int4")
+    assert w4.weight_bytes == 0.5
+    host = ENGINE_ITERATION_OVERHEAD_S["vllm"]  # the host's share is the same for both
+    t16, t4 = replica(w16).iteration_s(1, 0) - host, replica(w4).iteration_s(1, 0) - host
+    assert t4 < t16 * 0.4
+
+
+def test_prefill_instance_queue() -> None:
+    w = InferenceWorkload(prompt_len=4096, output_len=256)
+    pre = PrefillLoad(replica(w), transfer_s=0.002)
+    low, high = pre.at_rate(0.1 * pre.capacity), pre.at_rate(0.9 * pre.capacity)
+    assert low is not None and high is not None
+    assert low.ttft_mean_s < high.ttft_mean_s and high.ttft_p90_s > high.ttft_mean_s
+    assert pre.at_rate(pre.capacity) is None
+    assert pre.max_rate(pre.single_s + 0.002 - 1e-6) == 0.0
+
+
+def _brute_force(w: InferenceWorkload, shapes: list, roles: tuple[str, ...]) -> float:
+    """Every count vector within the pools' GPUs: the best objective (fewest GPUs / lowest price / most rate)."""
+    cap = {p.name: p.healthy_gpus for p in TWO_POOLS.pools}
+    ranges = [range(cap[s.pool] // s.gpus + 1) for s in shapes]
+    best = -math.inf if w.objective == "max_rate" else math.inf
+    for counts in itertools.product(*ranges):
+        used: dict[str, int] = {}
+        for n, s in zip(counts, shapes, strict=True):
+            used[s.pool] = used.get(s.pool, 0) + n * s.gpus
+        if any(used[k] > cap[k] for k in used):
+            continue
+        served = min(
+            sum(n * math.floor(s.rate / 1e-4) for n, s in zip(counts, shapes, strict=True) if s.role == r)
+            for r in roles
+        )
+        if w.objective == "max_rate":
+            best = max(best, served * 1e-4)
+            continue
+        if served * 1e-4 < (w.rate or 0) - 1e-12:
+            continue
+        val = sum(
+            n * (s.gpus if w.objective == "gpus" else s.price_per_hour) for n, s in zip(counts, shapes, strict=True)
+        )
+        best = min(best, val)
+    return best
+
+
+@pytest.mark.parametrize(("objective", "rate"), [("gpus", 30.0), ("cost", 30.0), ("max_rate", None)])
+def test_fleet_equals_brute_force(objective: str, rate: float | None) -> None:
+    """The CP-SAT fleet's objective equals exhaustive enumeration of replica counts over the same priced shapes
+    (aggregated fleets; two pools)."""
+    w = InferenceWorkload(
+        prompt_len=1024, output_len=256, rate=rate, ttft_ms=800, tpot_ms=40, objective=objective, disaggregation="off"
+    )
+    space = SearchSpace(pins=parse_pins(["tp<=2", "pp=1"]))  # 4 shapes: 23,409 count vectors to enumerate
+    res = plan(MODEL, TWO_POOLS, w, space, time_limit_s=20)
+    assert res.status == "OPTIMAL" and res.fleet is not None
+    shapes = FleetSearch(MODEL, TWO_POOLS, w, space).aggregated().shapes
+    assert len(shapes) == 4  # dominance keeps one shape per (pool, GPUs)
+    best = _brute_force(w, shapes, ("replica",))
+    assert res.objective_value == pytest.approx(best, rel=1e-6)
+    assert res.fleet.gpus <= sum(p.healthy_gpus for p in TWO_POOLS.pools)
+    if rate is not None:
+        assert res.fleet.capacity_rate >= rate
+
+
+def test_cheaper_pool_wins_on_cost_and_explains_mode() -> None:
+    w = InferenceWorkload(prompt_len=512, output_len=256, rate=5, tpot_ms=60, ttft_ms=2000, objective="cost")
+    res = plan(MODEL, TWO_POOLS, w, time_limit_s=20)
+    assert res.fleet is not None
+    assert {g.shape.pool for g in res.fleet.groups} == {"a100"}  # A100 is half the price and meets a loose SLA
+    assert res.fleet.why.startswith(res.fleet.mode)
+    assert res.fleet.price_per_million_tokens is not None and res.fleet.price_per_million_tokens > 0
+
+
+def test_disaggregated_fleet_has_both_roles_and_a_transfer() -> None:
+    w = InferenceWorkload(
+        prompt_len=8192, output_len=256, rate=4, tpot_ms=30, ttft_ms=3000, disaggregation="on", objective="gpus"
+    )
+    res = plan(MODEL, TWO_POOLS, w, time_limit_s=20)
+    assert res.fleet is not None and res.fleet.mode == "disaggregated"
+    assert {g.shape.role for g in res.fleet.groups} == {"prefill", "decode"}
+    assert res.fleet.kv_transfer_s is not None and res.fleet.kv_transfer_s > 0
+
+
+def test_unreachable_ttft_is_infeasible_with_the_bound() -> None:
+    """TTFT below one prefill on the fastest GPU: INFEASIBLE naming the bound, not a timeout."""
+    w = InferenceWorkload(prompt_len=32768, output_len=64, rate=1, ttft_ms=5, objective="gpus")
+    res = plan(MODEL, TWO_POOLS, w, time_limit_s=20)
+    assert res.status == "INFEASIBLE"
+    assert res.explanation.infeasible is not None
+    assert (
+        "ttft_ms" in res.explanation.infeasible.detail
+        and "relax ttft_ms to at least" in res.explanation.infeasible.detail
+    )
+
+
+def test_rate_beyond_the_pools_names_the_most_they_serve() -> None:
+    w = InferenceWorkload(prompt_len=1024, output_len=512, rate=100_000, tpot_ms=50, objective="gpus")
+    res = plan(MODEL, TWO_POOLS, w, time_limit_s=20)
+    assert res.status == "INFEASIBLE"
+    assert res.explanation.infeasible is not None
+    detail = res.explanation.infeasible.detail
+    assert detail.startswith("rate:") and "at most" in detail
+    most = float(detail.split("at most ")[1].split(" ")[0])
+    cap = plan(MODEL, TWO_POOLS, w.model_copy(update={"rate": None, "objective": "max_rate"}), time_limit_s=20)
+    assert cap.objective_value == pytest.approx(most, rel=1e-3)
+
+
+@pytest.mark.parametrize(
+    ("fields", "field"),
+    [
+        ({"rate": 0}, "rate"),
+        ({"rate": -3}, "rate"),
+        ({"ttft_ms": 0, "rate": 1, "objective": "gpus"}, "ttft_ms"),
+        ({"tpot_ms": 1e9, "rate": 1, "objective": "gpus"}, "tpot_ms"),
+        ({"objective": "gpus"}, "rate"),
+        ({"rate": 2}, "objective"),
+        ({"objective": "max_rate", "rate": 3}, "rate"),
+        ({"engine": "tgi"}, "engine"),
+        ({"weight_dtype": "int3"}, "weight_dtype"),
+    ],
+)
+def test_bad_serving_input_names_the_field(fields: dict, field: str) -> None:
+    with pytest.raises(DomainError) as exc:
+        build_inference(prompt_len=100, output_len=10, **fields)
+    assert field in str(exc.value)
+
+
+def test_cost_objective_needs_prices() -> None:
+    unpriced = build_cluster(
+        {"name": "x", "pools": [{"name": "p", "gpu": "H100-SXM-80GB", "nodes": 1, "gpus_per_node": 8}]}
+    )
+    w = InferenceWorkload(prompt_len=100, output_len=10, rate=1, objective="cost")
+    with pytest.raises(DomainError) as exc:
+        plan(MODEL, unpriced, w, time_limit_s=5)
+    assert "price_per_gpu_hour" in str(exc.value)
+
+
+def test_published_serving_rows() -> None:
+    """At least 30 rows over 3 engines and 2 GPU families, each cited; the error figures the issue sets."""
+    sources, records = load_serving_records()
+    assert len(records) >= 30
+    assert {r["engine"] for r in records} == {"vllm", "sglang", "trtllm"}
+    assert {r["gpu"].split("-")[0] for r in records} >= {"A100", "H100"}
+    for r in records:
+        src = sources[r["source"]]
+        assert src["repo"] and src["path"] and len(src["commit"]) == 40 and r["table"]
+    cases = run_serving()
+    errors = [abs(c.error) for c in cases]
+    assert statistics.median(errors) <= 0.15
+    # Every held-out figure names its reason.
+    assert all(why for _, why in held_out_serving())
+
+
+REGISTRY = json.loads((resources.files("optimizer") / "data" / "export_options.json").read_text())
+
+
+@pytest.mark.parametrize("tool", ["vllm", "sglang", "trtllm"])
+@pytest.mark.parametrize("disaggregation", ["off", "on"])
+def test_fleet_exports_use_documented_options(tool: str, disaggregation: str) -> None:
+    """Every option a fleet export emits is one the engine documents; the roles and limits are the plan's."""
+    w = InferenceWorkload(
+        prompt_len=4096,
+        output_len=256,
+        rate=3,
+        tpot_ms=40,
+        ttft_ms=3000,
+        engine=tool,
+        disaggregation=disaggregation,
+        kv_cache_dtype="fp8",
+        objective="gpus",
+    )
+    res = plan(MODEL, TWO_POOLS, w, time_limit_s=20)
+    assert res.fleet is not None
+    exports = export_fleet(tool, MODEL, w, res.fleet, "meta-llama/Llama-3.1-8B")
+    allowed = set(REGISTRY[tool]["options"])
+    for e in exports:
+        assert set(e.options) <= allowed, set(e.options) - allowed
+    if disaggregation == "on":
+        assert len(exports) == len(res.fleet.groups) + 1  # one per group plus the front end
+        text = "\n".join(e.content for e in exports)
+        role_flag = {"vllm": "NixlConnector", "sglang": "--disaggregation-mode prefill", "trtllm": "context_servers"}
+        assert role_flag[tool] in text
+    first = res.fleet.groups[0].shape
+    limit_flag = {"vllm": "--max-num-batched-tokens", "sglang": "--chunked-prefill-size", "trtllm": "--max_num_tokens"}
+    assert f"{limit_flag[tool]} {first.max_batched_tokens}" in exports[0].content
+
+
+def test_fleet_export_to_a_training_framework_is_an_error() -> None:
+    w = InferenceWorkload(prompt_len=512, output_len=128, rate=1, objective="gpus")
+    res = plan(MODEL, TWO_POOLS, w, time_limit_s=20)
+    assert res.fleet is not None
+    with pytest.raises(DomainError) as exc:
+        export_fleet("megatron", MODEL, w, res.fleet)
+    assert "vllm" in str(exc.value)
