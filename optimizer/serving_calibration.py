@@ -14,7 +14,7 @@ from typing import Any
 from optimizer.calibration import CalibrationCase
 from optimizer.cluster_loading import build_cluster
 from optimizer.cluster_spec import ClusterSpec
-from optimizer.costmodel.serving_load import ReplicaLoad
+from optimizer.costmodel.serving_load import PrefillLoad, ReplicaLoad
 from optimizer.estimate import estimate
 from optimizer.model_loading import load_model_preset
 from optimizer.parallel_config import ParallelConfig
@@ -53,9 +53,12 @@ def load_serving_records() -> tuple[dict[str, Any], list[Record]]:
 
 def _cluster(rec: Record) -> ClusterSpec:
     gpus = rec["tp"] * rec.get("pp", 1)
-    return build_cluster(
-        {"name": rec["id"], "pools": [{"name": "p", "gpu": rec["gpu"], "nodes": 1, "gpus_per_node": max(8, gpus)}]}
-    )
+    nodes = rec.get("nodes", 1)
+    # Multi-node rows ran on DGX-class H100 nodes: 8 x 400 Gb/s InfiniBand (vendor spec).
+    pool = {"name": "p", "gpu": rec["gpu"], "nodes": nodes, "gpus_per_node": max(8, gpus) if nodes == 1 else 8}
+    if nodes > 1:
+        pool["inter_node"] = {"nics_per_node": 8, "gbits_per_s": 400}
+    return build_cluster({"name": rec["id"], "pools": [pool]})
 
 
 def _workload(rec: Record) -> InferenceWorkload:
@@ -67,6 +70,7 @@ def _workload(rec: Record) -> InferenceWorkload:
         kv_cache_dtype=rec["kv_cache_dtype"],
         engine=rec["engine"],
         memory_fraction=rec.get("memory_fraction"),
+        max_batched_tokens=rec.get("max_batched_tokens"),
     )
 
 
@@ -75,8 +79,19 @@ def predict_serving(rec: Record) -> list[CalibrationCase]:
     model = load_model_preset(rec["model"])
     cluster = _cluster(rec)
     w = _workload(rec)
-    cfg = ParallelConfig(tp=rec["tp"], pp=rec.get("pp", 1))
-    desc = f"{rec['engine']} tp{cfg.tp} pp{cfg.pp} {rec['gpu']} {rec['prompt_len']:g}/{rec['output_len']:g}"
+    ep = rec.get("ep", 1)
+    cfg = ParallelConfig(
+        tp=rec["tp"],
+        pp=rec.get("pp", 1),
+        dp=rec.get("dp", 1),
+        ep=ep,
+        etp=1 if ep > 1 else None,
+        ep_comm_overlap=bool(rec.get("ep_comm_overlap", False)),
+    )
+    desc = (
+        f"{rec['engine']} tp{cfg.tp} pp{cfg.pp}{f' dp{cfg.dp} ep{cfg.ep}' if cfg.ep > 1 else ''} {rec['gpu']} "
+        f"{rec['prompt_len']:g}/{rec['output_len']:g}"
+    )
     measured = rec["measured"]
     group = rec["source"]
     if rec["mode"] == "static_batch":
@@ -101,6 +116,14 @@ def predict_serving(rec: Record) -> list[CalibrationCase]:
             CalibrationCase(rec["id"], group, "output_tokens_per_s", measured["output_tokens_per_s"], per_replica, desc)
         ]
     load = ReplicaLoad(model, cluster, w, cfg, validate(model, cluster, w, cfg))
+    if rec["mode"] == "prefill_saturated":
+        pre = PrefillLoad(load, 0.0)
+        per_node = pre.capacity * w.prompt_len / rec["nodes"]
+        return [
+            CalibrationCase(
+                rec["id"], group, "input_tokens_per_s_per_node", measured["input_tokens_per_s_per_node"], per_node, desc
+            )
+        ]
     if rec["mode"] == "saturated":
         pt = load.saturated()
         pred = pt.output_tokens_per_s if pt is not None else 0.0

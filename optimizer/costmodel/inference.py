@@ -186,10 +186,18 @@ def stage_time(
         ep_t = 0.0
         if is_moe and c.ep > 1 and model.moe is not None:
             ep_lv = net.group_levels(tiers, c.ep, c.expert_tp)
-            ep_t = 2 * net.all_to_all(ep_lv, model.moe.top_k * tokens * model.hidden_size * 2)
+            # Dispatch carries each token to its top_k experts, in FP8 under FP8 serving (DeepEP dispatch
+            # quantizes to FP8 [deepseek-ai/DeepEP README]); combine returns BF16.
+            routed = model.moe.top_k * tokens * model.hidden_size
+            ep_t = net.all_to_all(ep_lv, routed * (1 if fp8 else 2)) + net.all_to_all(ep_lv, routed * 2)
         # Prefill pays kernel launches; decode steps replay CUDA graphs, so launches are ~free [VL optimization].
         kernels = KERNELS_PER_LAYER + (FP8_CAST_KERNELS_PER_LAYER if fp8 else 0)
         launch = 0.0 if work.graphs else kernels * KERNEL_LAUNCH_S
+        if c.ep_comm_overlap and ep_t > 0:
+            # Two-batch overlap: one micro-batch's dispatch/combine under the other's compute; the layer takes
+            # the longer of the two [SGLang --enable-two-batch-overlap; LMSYS large-scale EP blog, 2025-05].
+            exposed = max(0.0, ep_t - layer_t)
+            ep_t = exposed
         parts["forward"] += count * layer_t
         parts["tp_comm"] += count * tp_t
         parts["ep_comm"] += count * ep_t

@@ -92,9 +92,12 @@ class ReplicaLoad:
             max_batched_tokens=w.max_batched_tokens,
             memory_fraction=w.memory_fraction,
         )
-        self.kv_tokens = min(self._kv_tokens(s) for s in stages)
+        # Attention data parallelism inside a replica (serving EP = tp x dp, validation.check_serving_experts):
+        # each of the dp ranks holds and runs its own sequences [SGLang --enable-dp-attention].
+        self.ranks = c.dp
+        self.kv_tokens = min(self._kv_tokens(s) for s in stages) * self.ranks
         tokens_per_seq = w.prompt_len + (w.output_len if self.limits.reserves_whole_request else w.output_len / 2)
-        self.max_decoding = min(float(self.limits.max_seqs), self.kv_tokens / tokens_per_seq)
+        self.max_decoding = min(float(self.limits.max_seqs) * self.ranks, self.kv_tokens / tokens_per_seq)
         self.ctx = w.prompt_len + w.output_len / 2
         hop = 0.0
         if c.pp > 1:
@@ -134,9 +137,10 @@ class ReplicaLoad:
         """One engine iteration: `decoding` sequences at the mean context plus `prefill_tokens` prompt tokens.
         With pp stages the sequences run as pp micro-batches; the iteration is pp x the slowest stage's share."""
         p = self.c.pp
-        work = StepWork.decode(decoding / p, self.ctx)
+        per = p * self.ranks
+        work = StepWork.decode(decoding / per, self.ctx)
         if prefill_tokens > 0:
-            pre = StepWork.prefill(prefill_tokens / self.w.prompt_len / p, self.w.prompt_len)
+            pre = StepWork.prefill(prefill_tokens / self.w.prompt_len / per, self.w.prompt_len)
             work = work + StepWork(pre.gemm_tokens, pre.attn_pairs, 0.0, pre.head_rows, True)
         times = [
             stage_time(
@@ -150,8 +154,9 @@ class ReplicaLoad:
         return max(sum(times) + (p - 1) * self.hop_s, p * max(times)) + host
 
     def prefill_s(self, prompts: float = 1.0) -> float:
-        """Prefill of `prompts` prompts alone (the shortest possible TTFT at prompts=1)."""
-        work = StepWork.prefill(prompts, self.w.prompt_len)
+        """Prefill of `prompts` prompts alone, spread over the attention-DP ranks (the shortest possible TTFT at
+        prompts=1 on one rank)."""
+        work = StepWork.prefill(prompts / self.ranks, self.w.prompt_len)
         times = [
             stage_time(
                 self.model, self.cluster, self.w, self.c, self.pools[s.pool_index], s.start, s.layers, work, s.last
@@ -285,8 +290,8 @@ class PrefillLoad:
         self.transfer_s = transfer_s
         """KV-cache transfer of one prompt to its decode instance, seconds."""
         w = replica.w
-        self.single_s = replica.prefill_s(1.0)
-        per_batch = max(1.0, replica.limits.max_batched_tokens / w.prompt_len)
+        self.single_s = replica.prefill_s(float(replica.ranks))  # one prompt on each rank
+        per_batch = max(1.0, replica.limits.max_batched_tokens / w.prompt_len) * replica.ranks
         self.batch_s = replica.prefill_s(per_batch)
         self.capacity = per_batch / self.batch_s
         """Prompts per second at full batches."""
