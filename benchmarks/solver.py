@@ -40,6 +40,15 @@ pools:
      intra_node: {kind: pcie, pcie_gen: 4}, inter_node: {nics_per_node: 2, gbits_per_s: 200}}
 """
 
+TWO_POOLS = """
+name: serve-h100-a100
+pools:
+  - {name: h100, gpu: H100-SXM-80GB, nodes: 4, gpus_per_node: 8, price_per_gpu_hour: 2.5,
+     inter_node: {nics_per_node: 8, gbits_per_s: 400}}
+  - {name: a100, gpu: A100-SXM-80GB, nodes: 4, gpus_per_node: 8, price_per_gpu_hour: 1.3,
+     inter_node: {nics_per_node: 8, gbits_per_s: 200}}
+"""
+
 
 def scenarios() -> list[tuple[str, str, ClusterSpec, TrainingWorkload | InferenceWorkload, str]]:
     """(label, model, cluster, workload, target)."""
@@ -80,6 +89,20 @@ def scenarios() -> list[tuple[str, str, ClusterSpec, TrainingWorkload | Inferenc
             "< 1 s",
         ),
         (
+            "(6a) llama-3-70b SLA 20 req/s, H100 + A100, cheapest",
+            "llama-3-70b",
+            load_cluster_yaml(TWO_POOLS),
+            InferenceWorkload(prompt_len=2048, output_len=512, rate=20, ttft_ms=1500, tpot_ms=50, objective="cost"),
+            "< 1 s",
+        ),
+        (
+            "(6b) llama-3-8b SLA most req/s, H100 + A100",
+            "llama-3-8b",
+            load_cluster_yaml(TWO_POOLS),
+            InferenceWorkload(prompt_len=1024, output_len=256, ttft_ms=500, tpot_ms=30, objective="max_rate"),
+            "< 1 s",
+        ),
+        (
             "(5a) mixtral-8x7b train, 8 x 8 H100",
             "mixtral-8x7b",
             resolve_cluster("dgx-h100:8"),
@@ -100,6 +123,8 @@ def oracle_note(model: ModelSpec, cluster: ClusterSpec, w: TrainingWorkload | In
     """The exhaustive oracle's time: run when its work fits in 10 minutes, else a lower bound on it (its
     `estimate` calls, counted without enumerating them, x the measured time of one call)."""
     if not isinstance(w, TrainingWorkload):
+        if w.sla_plan:
+            return "brute force over replica counts in test_serving_sla.py (4 shapes, 2 pools)"
         return "not run at this size: the serving oracle is checked on small instances (test_serving_oracle.py)"
     ts = TrainingSpace(model, cluster, w, SearchSpace())
     calls = oracle_evaluations_lower_bound(ts)
@@ -143,7 +168,9 @@ def main() -> None:
         status = result.status + (f" gap {result.gap:.1%}" if result.gap else "")
         obj = f"{result.objective_value:.4g} {result.objective}" if result.objective_value else "-"
         shown = (
-            describe(result.plan.config)
+            ", ".join(f"{g.count}x {g.shape.pool} tp{g.shape.tp}" for g in result.fleet.groups)
+            if result.fleet
+            else describe(result.plan.config)
             if result.plan
             else (
                 result.explanation.infeasible.suggestions[0].change

@@ -178,6 +178,7 @@ class ClusterSpec(BaseModel):
     # The cluster's own calibration, applied at planning time; not part of the inventory (never stored or hashed
     # with it) [issue 14].
     _calibration: ClusterCalibration | None = PrivateAttr(default=None)
+    _tier_cache: dict[int, tuple[object, ...]] = PrivateAttr(default_factory=dict)
 
     @model_validator(mode="after")
     def _check(self) -> ClusterSpec:
@@ -219,6 +220,12 @@ class ClusterSpec(BaseModel):
         copy = self.model_copy()
         copy._calibration = calibration
         return copy
+
+    @property
+    def tier_cache(self) -> dict[int, tuple[object, ...]]:
+        """Memo of network.cluster_tiers, keyed by pool identity (entries carry the pool and calibration they were
+        computed for, so a copy sharing the dict never reads a stale entry)."""
+        return self._tier_cache
 
     @property
     def calibration(self) -> ClusterCalibration | None:

@@ -355,6 +355,10 @@ def _sglang(w: InferenceWorkload, c: ParallelConfig, model_ref: str) -> Export:
     ]
     if c.ep > 1:
         pairs.append(("--ep-size", c.ep))
+    if c.dp > 1 and c.ep > 1:
+        pairs.append(("--enable-dp-attention", None))
+    if c.ep_comm_overlap:
+        pairs.append(("--enable-two-batch-overlap", None))
     if w.precision == "fp8":
         pairs.append(("--quantization", "fp8"))
     if w.kv_cache_dtype == "fp8":
@@ -405,7 +409,7 @@ def export_fleet(
     out: list[Export] = []
     for g in fleet.groups:
         s = g.shape
-        c = ParallelConfig(tp=s.tp, pp=s.pp, ep=s.ep, etp=1 if s.ep > 1 else None)
+        c = ParallelConfig(tp=s.tp, pp=s.pp, dp=s.dp, ep=s.ep, etp=1 if s.ep > 1 else None, ep_comm_overlap=s.overlap)
         wg = w.model_copy(
             update={
                 "batch": s.max_seqs,

@@ -150,7 +150,8 @@ def stage_time(
     lv = net.group_levels(tiers, tp, 1)
     parts = {"forward": 0.0, "tp_comm": 0.0, "ep_comm": 0.0, "launch": 0.0}
     for is_moe in (False, True):
-        count = sum(1 for i in range(start, start + layers) if model.is_moe_layer(i) == is_moe)
+        moe_count = model.moe_prefix[start + layers] - model.moe_prefix[start]
+        count = moe_count if is_moe else layers - moe_count
         if not count:
             continue
         lf = layer_flops(model, is_moe)

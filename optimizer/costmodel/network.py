@@ -41,8 +41,14 @@ class Level:
 
 
 def cluster_tiers(cluster: ClusterSpec, pool: NodePool) -> tuple[Tier, ...]:
-    """The tiers of a pool of `cluster`, with the cluster's calibration applied."""
-    return pool_tiers(pool, cluster.fabric_of(pool), cluster.calibration_of(pool))
+    """The tiers of a pool of `cluster`, with the cluster's calibration applied (memoised per pool object)."""
+    cal = cluster.calibration_of(pool)
+    hit = cluster.tier_cache.get(id(pool))
+    if hit is not None and hit[0] is pool and hit[1] is cal:
+        return hit[2]  # type: ignore[return-value]
+    tiers = pool_tiers(pool, cluster.fabric_of(pool), cal)
+    cluster.tier_cache[id(pool)] = (pool, cal, tiers)
+    return tiers
 
 
 def pool_tiers(pool: NodePool, fabric: IntraNodeFabric, cal: PoolCalibration = IDENTITY) -> tuple[Tier, ...]:

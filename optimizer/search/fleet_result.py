@@ -13,7 +13,9 @@ class ReplicaShape(BaseModel):
     gpu: str
     tp: int
     pp: int
+    dp: int = Field(default=1, description="Attention data-parallel ranks inside the replica (wide EP).")
     ep: int
+    overlap: bool = Field(default=False, description="EP all-to-all under the other micro-batch (two-batch overlap).")
     gpus: int = Field(description="GPUs per replica.")
     rate: float = Field(description="Highest requests/s one replica sustains within the targets.")
     ttft_p90_s: float | None = Field(default=None, description="p90 TTFT at that rate (prefill roles).")

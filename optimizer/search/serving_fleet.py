@@ -87,6 +87,33 @@ class FleetSearch:
                 for ep in eps:
                     if self.space.allows("ep", ep):
                         out.append(ParallelConfig(tp=tp, pp=pp, ep=ep, etp=1 if ep > 1 else None))
+        return out + self._wide_ep(pool)
+
+    def _wide_ep(self, pool: NodePool) -> list[ParallelConfig]:
+        """MoE replicas with attention data parallelism and experts spread over all their GPUs (ep = tp x dp over
+        whole nodes, DeepSeek-V3 style [LMSYS large-scale EP blog 2025-05; SGLang --enable-dp-attention
+        --moe-a2a-backend deepep]); the EP all-to-all runs under the other micro-batch's compute (two-batch
+        overlap) where the engine has it."""
+        m, gpn = self.model, pool.gpus_per_node
+        if m.moe is None:
+            return []
+        out = []
+        overlap = self.w.engine == "sglang"
+        for tp in (1, 2, 4, 8):
+            if tp > gpn or m.num_attention_heads % tp or not self.space.allows("tp", tp):
+                continue
+            nodes = 1
+            while nodes * gpn <= pool.healthy_gpus:
+                gpus = nodes * gpn
+                dp, ep = gpus // tp, gpus
+                if (
+                    dp > 1
+                    and m.moe.num_experts % ep == 0
+                    and self.space.allows("ep", ep)
+                    and self.space.allows("dp", dp)
+                ):
+                    out.append(ParallelConfig(tp=tp, dp=dp, ep=ep, etp=1, ep_comm_overlap=overlap))
+                nodes *= 2
         return out
 
     def _shape(self, role: str, pool: NodePool, c: ParallelConfig, load: ReplicaLoad, rate: float) -> ReplicaShape:
@@ -98,7 +125,9 @@ class FleetSearch:
             gpu=self.cluster.gpu_of(pool).name,
             tp=c.tp,
             pp=c.pp,
+            dp=c.dp,
             ep=c.ep,
+            overlap=c.ep_comm_overlap,
             gpus=c.gpus,
             rate=rate,
             ttft_p90_s=pt.ttft_p90_s if pt is not None and role == "replica" else None,

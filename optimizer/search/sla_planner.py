@@ -60,13 +60,15 @@ def plan_sla(
     cfg = ParallelConfig(
         tp=shape.tp,
         pp=shape.pp,
-        dp=main.count,
+        dp=shape.dp,
         ep=shape.ep,
         etp=1 if shape.ep > 1 else None,
+        ep_comm_overlap=shape.overlap,
         stage_pools=[shape.pool] * shape.pp,
     )
-    batch = max(1, round(shape.concurrency))
-    est = estimate(model, cluster, w.model_copy(update={"batch": batch}), cfg.model_copy(update={"dp": 1}))
+    # The estimate of one replica at its planned load (sequences per attention-DP rank).
+    batch = max(1, round(shape.concurrency / shape.dp))
+    est = estimate(model, cluster, w.model_copy(update={"batch": batch}), cfg)
     return PlanResult(
         status=out.status,
         objective=objective,
@@ -87,6 +89,7 @@ def describe_fleet(fleet: FleetPlan, w: InferenceWorkload) -> str:
     parts = [
         f"{g.count} x {g.shape.role} {g.shape.gpu} tp{g.shape.tp}"
         + (f" pp{g.shape.pp}" if g.shape.pp > 1 else "")
+        + (f" dp{g.shape.dp}" if g.shape.dp > 1 else "")
         + (f" ep{g.shape.ep}" if g.shape.ep > 1 else "")
         + f" ({g.shape.rate:.3g} req/s each)"
         for g in fleet.groups
