@@ -401,7 +401,12 @@ def render_plan(r: object) -> None:
 
         for a in r.alternatives:
             val = (r.objective_value or 0) + a.delta_s
-            t.add_row(describe(a.config), f"{val:.4g}", f"+{a.delta_pct:.1f}%", ", ".join(a.differs_in))
+            t.add_row(
+                describe(a.config, a.estimate.mode == "inference"),
+                f"{val:.4g}",
+                f"+{a.delta_pct:.1f}%",
+                ", ".join(a.differs_in),
+            )
         out.print(t)
     for b in r.explanation.binding:
         out.print(f"  {b.kind}: {b.detail}")

@@ -51,7 +51,7 @@ def load_serving_records() -> tuple[dict[str, Any], list[Record]]:
     return doc["meta"]["sources"], doc["records"]
 
 
-def _cluster(rec: Record) -> ClusterSpec:
+def record_cluster(rec: Record) -> ClusterSpec:
     gpus = rec["tp"] * rec.get("pp", 1)
     nodes = rec.get("nodes", 1)
     # Multi-node rows ran on DGX-class H100 nodes: 8 x 400 Gb/s InfiniBand (vendor spec).
@@ -61,7 +61,7 @@ def _cluster(rec: Record) -> ClusterSpec:
     return build_cluster({"name": rec["id"], "pools": [pool]})
 
 
-def _workload(rec: Record) -> InferenceWorkload:
+def record_workload(rec: Record) -> InferenceWorkload:
     return InferenceWorkload(
         prompt_len=max(1, round(rec["prompt_len"])),
         output_len=max(1, round(rec["output_len"])),
@@ -77,8 +77,8 @@ def _workload(rec: Record) -> InferenceWorkload:
 def predict_serving(rec: Record) -> list[CalibrationCase]:
     """The cases of one record: one per measured figure."""
     model = load_model_preset(rec["model"])
-    cluster = _cluster(rec)
-    w = _workload(rec)
+    cluster = record_cluster(rec)
+    w = record_workload(rec)
     ep = rec.get("ep", 1)
     cfg = ParallelConfig(
         tp=rec["tp"],

@@ -258,7 +258,9 @@ def plan_page(request: Request, plan_id: RowId, s: SessionDep, _: Viewer) -> HTM
             memory=memory_bars(est),
             breakdown=breakdown,
             breakdown_svg=breakdown_bar(dict(breakdown)),
-            alternatives=[{"alt": a, "text": describe(a.config)} for a in p.result.alternatives],
+            alternatives=[
+                {"alt": a, "text": describe(a.config, a.estimate.mode == "inference")} for a in p.result.alternatives
+            ],
             exports=exports,
         )
     ctx["measurements"] = [measurement_out(c) for c in comparisons(s, row)]

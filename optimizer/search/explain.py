@@ -18,10 +18,15 @@ if TYPE_CHECKING:
 BINDING_SHARE = 0.85
 
 
-def describe(c: object) -> str:
-    """Short text of a configuration's main knobs."""
+def describe(c: object, serving: bool = False) -> str:
+    """Short text of a configuration's main knobs (serving: the knobs an engine has, no training vocabulary)."""
     g = c.__getattribute__
     parts = [f"tp={g('tp')}", f"pp={g('pp')}", f"dp={g('dp')}"]
+    if serving:
+        parts += [f"ep={g('ep')}"] if g("ep") > 1 else []
+        if getattr(c, "ep_comm_overlap", False):
+            parts.append("two-batch-overlap")
+        return " ".join(parts)
     for k in ("cp", "ep", "vp"):
         if g(k) > 1:
             parts.append(f"{k}={g(k)}")
@@ -62,10 +67,13 @@ def explain(
         )
     breakdown = {k: v for k, v in est.breakdown.model_dump().items() if v > 0}
     top = sorted(breakdown.items(), key=lambda kv: -kv[1])[:3]
-    if est.mode == "training":
+    serving = est.mode == "inference"
+    if not serving:
         head = f"{describe(cfg)}: step {est.step_time_s:.3f} s, {est.tokens_per_s:,.0f} tokens/s, MFU {est.mfu:.1%}"
     else:
-        head = f"{describe(cfg)}: TPOT {1000 * (est.tpot_s or 0):.2f} ms, TTFT {1000 * (est.ttft_s or 0):.1f} ms"
+        head = (
+            f"{describe(cfg, serving)}: TPOT {1000 * (est.tpot_s or 0):.2f} ms, TTFT {1000 * (est.ttft_s or 0):.1f} ms"
+        )
     summary = head + "; time goes to " + ", ".join(f"{k} {v / est.step_time_s:.0%}" for k, v in top)
     versus = None
     if alts:
@@ -74,7 +82,7 @@ def explain(
         diffs = sorted(((k, rb.get(k, 0.0) - breakdown.get(k, 0.0)) for k in rb), key=lambda kv: -kv[1])
         worse = [f"{k} +{d:.3g} s" for k, d in diffs if d > 0][:3]
         versus = (
-            f"runner-up {describe(r.config)} is {r.delta_pct:.1f}% slower (differs in "
+            f"runner-up {describe(r.config, serving)} is {r.delta_pct:.1f}% slower (differs in "
             f"{', '.join(r.differs_in) or 'stage layout'}): " + (", ".join(worse) or "same terms, larger total")
         )
     return Explanation(summary=summary, binding=binding, time_breakdown=breakdown, versus_runner_up=versus)

@@ -323,7 +323,11 @@ def store_plan(s: Session, job: Job, result: PlanResult) -> Plan:
         gpus=est.gpus if est else None,
         mfu=est.mfu if est else None,
         peak_memory_gb=est.peak_memory_gb if est else None,
-        summary=(describe(best.config) if best else result.explanation.summary)[:256],
+        summary=(
+            result.explanation.summary
+            if best is None or result.fleet is not None
+            else describe(best.config, best.estimate.mode == "inference")
+        )[:256],
         calibration_id=job.calibration_id,
         document=PlanDocument(result=result.model_dump(mode="json")),
         diff=plan_diff_document(s, previous, job, best) if previous else None,

@@ -277,3 +277,23 @@ def test_fleet_export_to_a_training_framework_is_an_error() -> None:
     with pytest.raises(DomainError) as exc:
         export_fleet("megatron", MODEL, w, res.fleet)
     assert "vllm" in str(exc.value)
+
+
+def test_every_published_serving_configuration_fits() -> None:
+    """Each row's configuration holds its weights and at least the sequences it served (a static batch: all of
+    them or, for a paged cache, at least one; continuous batching: at least one in the KV cache)."""
+    from optimizer.serving_calibration import record_cluster, record_workload
+
+    _, records = load_serving_records()
+    for rec in records:
+        model = load_model_preset(rec["model"])
+        cluster, w = record_cluster(rec), record_workload(rec)
+        cfg = ParallelConfig(
+            tp=rec["tp"],
+            pp=rec.get("pp", 1),
+            dp=rec.get("dp", 1),
+            ep=rec.get("ep", 1),
+            etp=1 if rec.get("ep", 1) > 1 else None,
+        )
+        load = ReplicaLoad(model, cluster, w, cfg, validate(model, cluster, w, cfg))
+        assert load.max_decoding >= 1, (rec["id"], load.kv_tokens)
