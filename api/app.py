@@ -121,6 +121,7 @@ def create_app(
         if isinstance(dispatcher, InProcessDispatcher):  # embedded: pick up what a stopped process left
             from store.services.jobs import recover_interrupted
 
+            dispatcher.start()
             try:
                 with db.session() as s:
                     pending = recover_interrupted(s)

@@ -40,6 +40,16 @@ class InProcessDispatcher:
     def __init__(self, db: Database, cfg: Settings) -> None:
         self.db, self.cfg = db, cfg
         self.pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="meshplan-job")
+        self.stopped = False
+        self.users = 0
+
+    def start(self) -> None:
+        """One more app lifespan uses this dispatcher; a stopped pool is made anew. Lifespans are counted so that
+        an inner one ending (an ASGI test harness entering the same app again) leaves the outer one running."""
+        self.users += 1
+        if self.stopped:
+            self.pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="meshplan-job")
+            self.stopped = False
 
     def enqueue(self, job_id: int) -> None:
         self.pool.submit(self._run, job_id)
@@ -54,6 +64,10 @@ class InProcessDispatcher:
         return None
 
     def shutdown(self) -> None:
+        self.users -= 1
+        if self.users > 0:
+            return
+        self.stopped = True
         self.pool.shutdown(wait=False, cancel_futures=True)
 
 

@@ -6,8 +6,10 @@ from __future__ import annotations
 from fastapi.testclient import TestClient
 from sqlalchemy import func, select
 
+from api.app import create_app
 from store.db import Database
 from store.models import Job
+from store.settings import Settings
 from tests.api.helpers import make_cluster, make_model, ok, wait_job
 
 POOLS = {
@@ -68,3 +70,17 @@ def test_bad_sla_input_is_422_and_stores_nothing(client: TestClient, api_db: Dat
         assert r.status_code == 422, r.text
         assert field in r.text, (field, r.text)
     assert jobs() == before
+
+
+def test_an_inner_lifespan_ending_leaves_jobs_running(api_settings: Settings, api_db: Database, tokens: dict) -> None:
+    """An app entered twice (an ASGI harness running its lifespan inside a live one) keeps running jobs when the
+    inner lifespan ends; before, the in-process pool shut down and later jobs stayed queued for ever."""
+    app = create_app(api_settings, api_db)
+    with TestClient(app) as outer:
+        outer.headers["Authorization"] = f"Bearer {tokens['write']}"
+        with TestClient(app):
+            pass
+        c, m = make_cluster(outer, POOLS), make_model(outer)
+        small = {**SLA, "objective": "gpus", "engine": "vllm"}
+        job = ok(outer.post("/v1/jobs", json={"cluster_id": c["id"], "model_id": m["id"], "workload": small}), 202)
+        assert wait_job(outer, job["id"])["status"] == "succeeded"
