@@ -52,6 +52,7 @@ TtftOpt = Annotated[float | None, typer.Option("--ttft-ms", help="TTFT target, p
 TpotOpt = Annotated[float | None, typer.Option("--tpot-ms", help="TPOT target, mean, ms (SLA plan).")]
 KvDtypeOpt = Annotated[str | None, typer.Option(help="KV-cache type: bf16, fp16, fp8 (inference).")]
 WeightDtypeOpt = Annotated[str | None, typer.Option(help="Stored weights: bf16, fp16, fp8, int4 (inference).")]
+CvOpt = Annotated[float | None, typer.Option(help="Length spread, standard deviation / mean (SLA plans).")]
 DisaggOpt = Annotated[str | None, typer.Option(help="SLA plans: auto (default), on (prefill/decode instances), off.")]
 ObjectiveOpt = Annotated[
     str | None,
@@ -241,6 +242,8 @@ def plan(
     kv_cache_dtype: KvDtypeOpt = None,
     weight_dtype: WeightDtypeOpt = None,
     disaggregation: DisaggOpt = None,
+    prompt_len_cv: CvOpt = None,
+    output_len_cv: CvOpt = None,
     pin: Annotated[list[str] | None, typer.Option(help="Fix or bound a knob: tp=8, pp<=16, recompute=full.")] = None,
     max_gpus: Annotated[int | None, typer.Option(help="GPU budget.")] = None,
     pools: Annotated[str | None, typer.Option(help="Allowed pools, comma-separated.")] = None,
@@ -269,6 +272,8 @@ def plan(
             "kv_cache_dtype": kv_cache_dtype,
             "weight_dtype": weight_dtype,
             "disaggregation": disaggregation,
+            "prompt_len_cv": prompt_len_cv,
+            "output_len_cv": output_len_cv,
         }
         work = _workload(
             mode, gbs, seq_len, batch, prompt_len, output_len, precision, objective, framework, grad_dtype, serving

@@ -67,6 +67,18 @@ class InferenceWorkload(BaseModel):
         "kernels: 0.5 byte per weight, GEMMs in 16-bit).",
     )
     kv_cache_dtype: Literal["bf16", "fp16", "fp8"] = Field(default="bf16", description="KV cache element type.")
+    prompt_len_cv: float = Field(
+        default=0.0,
+        ge=0,
+        le=10,
+        description="Prompt length spread: standard deviation / mean (0 = every prompt prompt_len tokens).",
+    )
+    output_len_cv: float = Field(
+        default=0.0,
+        ge=0,
+        le=10,
+        description="Output length spread: standard deviation / mean (0 = every output output_len tokens).",
+    )
     engine: EngineName = Field(
         default="vllm", description="Serving engine (optimizer/serving_engines.py): vllm, sglang or trtllm."
     )

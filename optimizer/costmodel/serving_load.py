@@ -8,8 +8,10 @@ fills the rest of max_num_batched_tokens]. The replica is saturated when no fixe
 and max_seqs, or the iteration's tokens within the budget.
 
 TTFT is a request's wait for its prefill chunks: the prefill budget per iteration is a deterministic server, so
-the queue is M/D/1 (mean wait rho D / (2 (1 - rho)) [DistServe, Zhong et al. OSDI 2024, eq. 1]); its p90 uses the
-heavy-traffic exponential tail of the wait (Kingman 1962): P(W > t) = rho exp(-t rho / W_mean).
+the queue is M/D/1 (mean wait rho D / (2 (1 - rho)) [DistServe, Zhong et al. OSDI 2024, eq. 1]), M/G/1 when prompt
+lengths vary (Pollaczek-Khinchine: x (1 + cv^2)); its p90 uses the heavy-traffic exponential tail of the wait
+(Kingman 1962): P(W > t) = rho exp(-t rho / W_mean). Varying output lengths lengthen the running sequences'
+mean context (length bias, E[O^2]/E[O]).
 """
 
 from __future__ import annotations
@@ -96,9 +98,16 @@ class ReplicaLoad:
         # each of the dp ranks holds and runs its own sequences [SGLang --enable-dp-attention].
         self.ranks = c.dp
         self.kv_tokens = min(self._kv_tokens(s) for s in stages) * self.ranks
-        tokens_per_seq = w.prompt_len + (w.output_len if self.limits.reserves_whole_request else w.output_len / 2)
+        # A running sequence is length-biased: one with a long output stays long, so the time-average over the
+        # running set weights each request by its output length: E[O^2]/E[O] = O (1 + cv^2) [renewal theory,
+        # inspection paradox]. Fixed lengths (cv 0) give O.
+        biased = w.output_len * (1 + w.output_len_cv**2)
+        tokens_per_seq = w.prompt_len + (biased if self.limits.reserves_whole_request else biased / 2)
         self.max_decoding = min(float(self.limits.max_seqs) * self.ranks, self.kv_tokens / tokens_per_seq)
-        self.ctx = w.prompt_len + w.output_len / 2
+        self.ctx = w.prompt_len + biased / 2
+        """Mean context a decoding sequence attends to (length-biased)."""
+        self.service_cv2 = w.prompt_len_cv**2
+        """Squared coefficient of variation of a prefill's service time (proportional to the prompt)."""
         hop = 0.0
         if c.pp > 1:
             nb = net.neighbour_tier(net.cluster_tiers(cluster, self.pools[0]), c.tp)
@@ -220,7 +229,7 @@ class ReplicaLoad:
         t = hi
         decoding = rate * w.output_len * t
         if self.decode_only:
-            kv = decoding * (w.prompt_len + w.output_len / 2) / self.kv_tokens
+            kv = decoding * self.ctx / self.kv_tokens
             return LoadPoint(rate, decoding, t, 0.0, 0.0, kv)
         chunk = self._chunk(rate, decoding, t)
         share = rate * w.prompt_len * t / chunk
@@ -229,12 +238,12 @@ class ReplicaLoad:
         mixed = self.iteration_s(decoding, chunk)
         service = math.ceil(w.prompt_len / chunk) * mixed
         rho = min(0.999, share)
-        wait = rho * mixed / (2 * (1 - rho))
+        wait = rho * mixed * (1 + self.service_cv2) / (2 * (1 - rho))  # Pollaczek-Khinchine (M/D/1 at cv 0)
         tail = (wait / rho) * math.log(10 * rho) if rho > 0.1 else 0.0
         ttft_mean = 0.5 * t + service + wait
         ttft_p90 = P90_UNIFORM * t + service + tail
         seqs = rate * (w.output_len * t + ttft_mean)
-        kv = seqs * (w.prompt_len + w.output_len / 2) / self.kv_tokens
+        kv = seqs * self.ctx / self.kv_tokens
         return LoadPoint(rate, decoding, t, ttft_mean, ttft_p90, kv)
 
     def saturated(self) -> LoadPoint | None:
@@ -300,7 +309,7 @@ class PrefillLoad:
         rho = rate / self.capacity
         if rate <= 0 or rho >= 1:
             return None
-        wait = rho * self.batch_s / (2 * (1 - rho))
+        wait = rho * self.batch_s * (1 + self.replica.service_cv2) / (2 * (1 - rho))
         tail = (wait / rho) * math.log(10 * rho) if rho > 0.1 else 0.0
         return PrefillPoint(rate, self.single_s + wait + self.transfer_s, self.single_s + tail + self.transfer_s, rho)
 

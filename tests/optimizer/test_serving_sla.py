@@ -297,3 +297,16 @@ def test_every_published_serving_configuration_fits() -> None:
         )
         load = ReplicaLoad(model, cluster, w, cfg, validate(model, cluster, w, cfg))
         assert load.max_decoding >= 1, (rec["id"], load.kv_tokens)
+
+
+def test_length_spread_costs_capacity() -> None:
+    """Spread output lengths lengthen the running sequences' context (length bias) and spread prompts lengthen the
+    prefill queue (Pollaczek-Khinchine): both lower the rate a replica sustains within the same targets."""
+    fixed = InferenceWorkload(prompt_len=1024, output_len=256)
+    spread_out = fixed.model_copy(update={"output_len_cv": 1.0})
+    spread_in = fixed.model_copy(update={"prompt_len_cv": 1.5})
+    r0, r_out, r_in = replica(fixed), replica(spread_out), replica(spread_in)
+    assert r_out.ctx == pytest.approx(1024 + 256)  # P + O (1 + 1) / 2
+    assert r_out.max_rate(tpot_s=0.02) < r0.max_rate(tpot_s=0.02)
+    p0, p_in = r0.at_rate(r0.max_rate() * 0.8), r_in.at_rate(r0.max_rate() * 0.8)
+    assert p0 is not None and p_in is not None and p_in.ttft_mean_s > p0.ttft_mean_s
