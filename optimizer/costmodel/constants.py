@@ -79,10 +79,11 @@ FLASH_ATTENTION_EFFICIENCY_DEFAULT = (0.60, 0.46)
 # ---- serving -------------------------------------------------------------------------------------------------
 # Paged decode attention reads KV blocks scattered over the cache (16-32 tokens per block) and reduces split-K
 # partials; it reaches a smaller share of HBM bandwidth than the streaming kernels of HBM_EFFICIENCY. Calibrated
-# on the saturated serving rows of optimizer/data/serving_runs.json (benchmarks/accuracy.py prints the fit).
-DECODE_ATTENTION_HBM_SHARE = 0.70  # calibrated 2026-11 (grid 0.5-1.0; 0.6-0.7 best on all three engines)
+# on the serving rows of optimizer/data/serving_runs.json (benchmarks/serving_fit.py prints the grid fit).
+DECODE_ATTENTION_HBM_SHARE = 0.70  # calibrated 2026-11 (grid 0.6-1.0 x host 0-10 ms; best TensorRT-LLM median)
 # Host time per engine iteration that the GPU waits for (scheduling, input preparation, sampling, detokenisation
 # hand-off), seconds. The engines overlap part of it (SGLang's overlap scheduler [SGLang v0.4 blog, Dec 2024];
 # vLLM V1's async scheduling; TensorRT-LLM's overlap scheduler), so the exposed part is per engine; calibrated as
-# above.
-ENGINE_ITERATION_OVERHEAD_S: dict[str, float] = {"vllm": 0.008, "sglang": 0.006, "trtllm": 0.006}  # calibrated 2026-11
+# above. A continuous-batching iteration pays it; a static batch (TensorRT-LLM v0.6 gptSessionBenchmark) has no
+# scheduler and does not (costmodel/inference.py).
+ENGINE_ITERATION_OVERHEAD_S: dict[str, float] = {"vllm": 0.006, "sglang": 0.008, "trtllm": 0.006}  # calibrated 2026-11

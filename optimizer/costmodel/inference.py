@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from optimizer.cluster_spec import ClusterSpec, NodePool
+from optimizer.costmodel import constants
 from optimizer.costmodel import network as net
 from optimizer.costmodel.compute import (
     elementwise_bytes_per_token,
@@ -15,7 +16,6 @@ from optimizer.costmodel.compute import (
 )
 from optimizer.costmodel.constants import (
     CUDA_GRAPHS_BYTES,
-    DECODE_ATTENTION_HBM_SHARE,
     FP8_CAST_KERNELS_PER_LAYER,
     KERNEL_LAUNCH_S,
     KERNELS_PER_LAYER,
@@ -180,7 +180,7 @@ def stage_time(
         repl, shard = elementwise_bytes_per_token(model, is_moe, False)
         # Paged decode attention gathers KV blocks below streaming bandwidth [DECODE_ATTENTION_HBM_SHARE].
         mem_t = hbm_time(
-            gpu, weight_params * wbytes + kv_read / DECODE_ATTENTION_HBM_SHARE + tokens * (repl + shard / tp)
+            gpu, weight_params * wbytes + kv_read / constants.DECODE_ATTENTION_HBM_SHARE + tokens * (repl + shard / tp)
         )
         layer_t = max(flops_t, mem_t)  # roofline per layer [LA get_latency_fwd_per_layer]
         tp_t = 2 * net.all_reduce(lv, tokens * model.hidden_size * 2) if tp > 1 else 0.0  # [costmodel G]
