@@ -14,13 +14,13 @@ from optimizer.calibration import CalibrationCase, held_out, run_all, summary
 from optimizer.serving_calibration import held_out_serving, run_serving
 
 
-def report() -> tuple[Table, str]:
-    cases = run_all()
-    table = Table(title="Cost model vs published measurements")
-    for col in ("record", "metric", "measured", "predicted", "error", "configuration (searched knobs filled)"):
+def case_table(title: str, cases: list[CalibrationCase], warn: float, bad: float, config: str) -> Table:
+    """One row per case, yellow beyond `warn` and red beyond `bad` (the targets)."""
+    table = Table(title=title)
+    for col in ("record", "metric", "measured", "predicted", "error", config):
         table.add_column(col, justify="right" if col in ("measured", "predicted", "error") else "left")
     for c in cases:
-        style = "red" if abs(c.error) > 0.25 else ("yellow" if abs(c.error) > 0.10 else "")
+        style = "red" if abs(c.error) > bad else ("yellow" if abs(c.error) > warn else "")
         table.add_row(
             c.id,
             c.metric.split(" ")[0],
@@ -30,6 +30,14 @@ def report() -> tuple[Table, str]:
             c.config,
             style=style,
         )
+    return table
+
+
+def report() -> tuple[Table, str]:
+    cases = run_all()
+    table = case_table(
+        "Cost model vs published measurements", cases, 0.10, 0.25, "configuration (searched knobs filled)"
+    )
     median, worst = summary(cases)
     assumptions = sorted({a for c in cases for a in c.assumptions})
     memory = [c for c in cases if c.metric.startswith("peak_allocated_gb")]
@@ -54,14 +62,7 @@ def report() -> tuple[Table, str]:
 def serving_report() -> tuple[Table, str]:
     """Serving rows (optimizer/data/serving_runs.json) [issue 17: median <= 15%, none above 35%]."""
     cases = run_serving()
-    table = Table(title="Serving model vs published serving benchmarks")
-    for col in ("record", "metric", "measured", "predicted", "error", "configuration"):
-        table.add_column(col, justify="right" if col in ("measured", "predicted", "error") else "left")
-    for c in cases:
-        style = "red" if abs(c.error) > 0.35 else ("yellow" if abs(c.error) > 0.15 else "")
-        table.add_row(
-            c.id, c.metric, f"{c.measured:.4g}", f"{c.predicted:.4g}", f"{c.error:+.1%}", c.config, style=style
-        )
+    table = case_table("Serving model vs published serving benchmarks", cases, 0.15, 0.35, "configuration")
     median, worst = summary(cases)
     groups: dict[tuple[str, str], list[CalibrationCase]] = {}
     for c in cases:

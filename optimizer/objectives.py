@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from optimizer.workload import InferenceWorkload, TrainingWorkload
 
 STEP_TIME = "step_time_s"
@@ -43,22 +45,21 @@ def objective_name(w: TrainingWorkload | InferenceWorkload) -> str:
     }[w.objective]
 
 
+FORMATS: dict[str, Callable[[float], str]] = {
+    STEP_TIME: lambda v: f"{v:.4g} s",
+    PRICE_PER_STEP: lambda v: f"{v:.4g} per step",
+    TPOT: lambda v: f"{1000 * v:.3g} ms",
+    GPU_SECONDS_PER_TOKEN: lambda v: f"{v:.4g} GPU-s/token",
+    FLEET_GPUS: lambda v: f"{v:.0f} GPUs",
+    FLEET_PRICE: lambda v: f"{v:.4g} per hour",
+    MAX_RATE: lambda v: f"{v:.4g} req/s",
+}
+"""Each objective's value in its unit."""
+
+
 def format_objective(name: str, value: float | None) -> str:
-    """A value in its unit: '12.34 s', '0.0151 per step', '8.21 ms', '0.0123 GPU-s/token'."""
+    """A value in its unit: '12.34 s', '0.0151 per step', '8.21 ms', '0.0123 GPU-s/token', '16 GPUs'."""
     if value is None:
         return "–"
-    if name == STEP_TIME:
-        return f"{value:.4g} s"
-    if name == PRICE_PER_STEP:
-        return f"{value:.4g} per step"
-    if name == TPOT:
-        return f"{1000 * value:.3g} ms"
-    if name == GPU_SECONDS_PER_TOKEN:
-        return f"{value:.4g} GPU-s/token"
-    if name == FLEET_GPUS:
-        return f"{value:.0f} GPUs"
-    if name == FLEET_PRICE:
-        return f"{value:.4g} per hour"
-    if name == MAX_RATE:
-        return f"{value:.4g} req/s"
-    return f"{value:.4g}"
+    fmt = FORMATS.get(name)
+    return fmt(value) if fmt is not None else f"{value:.4g}"

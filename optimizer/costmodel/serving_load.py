@@ -17,6 +17,7 @@ mean context (length bias, E[O^2]/E[O]).
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from optimizer.cluster_spec import ClusterSpec
@@ -30,9 +31,24 @@ from optimizer.serving_engines import EngineLimits, engine_limits
 from optimizer.validation import Layout
 from optimizer.workload import BYTES, InferenceWorkload
 
-P90_UNIFORM = 0.9  # a request arrives uniformly within the running iteration: p90 of its wait is 0.9 T
 _BISECT = 48
 _TOLERANCE = 2e-4  # relative: rates and iteration times to 0.02%
+
+
+def boundary(holds: Callable[[float], bool], lo: float, hi: float) -> tuple[float, float]:
+    """Where a monotone predicate turns from true (at lo) to false (at hi), to a relative _TOLERANCE: bisection."""
+    for _ in range(_BISECT):
+        mid = (lo + hi) / 2
+        if holds(mid):
+            lo = mid
+        else:
+            hi = mid
+        if hi - lo <= _TOLERANCE * hi:
+            break
+    return lo, hi
+
+
+P90_UNIFORM = 0.9  # a request arrives uniformly within the running iteration: p90 of its wait is 0.9 T
 
 
 @dataclass(frozen=True)
@@ -218,15 +234,7 @@ class ReplicaLoad:
         lo = self.iteration_s(0.0, 0.0)
         if lo >= hi or excess(hi) > 0:
             return None
-        for _ in range(_BISECT):
-            mid = (lo + hi) / 2
-            if excess(mid) > 0:
-                lo = mid
-            else:
-                hi = mid
-            if hi - lo <= _TOLERANCE * hi:
-                break
-        t = hi
+        _, t = boundary(lambda x: excess(x) > 0, lo, hi)
         decoding = rate * w.output_len * t
         if self.decode_only:
             kv = decoding * self.ctx / self.kv_tokens
@@ -269,15 +277,7 @@ class ReplicaLoad:
             return hi
         if not ok(hi * 1e-6):
             return 0.0  # the targets fail even without load
-        for _ in range(_BISECT):
-            mid = (lo + hi) / 2
-            if ok(mid):
-                lo = mid
-            else:
-                hi = mid
-            if hi - lo <= _TOLERANCE * hi:
-                break
-        return lo
+        return boundary(ok, lo, hi)[0]
 
 
 @dataclass(frozen=True)
@@ -314,16 +314,11 @@ class PrefillLoad:
         return PrefillPoint(rate, self.single_s + wait + self.transfer_s, self.single_s + tail + self.transfer_s, rho)
 
     def max_rate(self, ttft_s: float | None) -> float:
-        lo, hi = 0.0, self.capacity
         if ttft_s is not None and self.single_s + self.transfer_s > ttft_s:
             return 0.0
-        for _ in range(_BISECT):
-            mid = (lo + hi) / 2
-            pt = self.at_rate(mid)
-            if pt is not None and (ttft_s is None or pt.ttft_p90_s <= ttft_s):
-                lo = mid
-            else:
-                hi = mid
-            if hi - lo <= _TOLERANCE * hi:
-                break
-        return lo
+
+        def ok(rate: float) -> bool:
+            pt = self.at_rate(rate)
+            return pt is not None and (ttft_s is None or pt.ttft_p90_s <= ttft_s)
+
+        return boundary(ok, 0.0, self.capacity)[0]

@@ -440,39 +440,18 @@ def _no_fleet(
         ttft, where = search.fastest_ttft
         tpot, where_t = search.fastest_tpot
         if search.ttft_s is not None and ttft > search.ttft_s:
-            return FleetOutcome(
-                None,
-                "INFEASIBLE",
-                None,
-                None,
-                priced,
-                elapsed,
+            reason = (
                 f"TTFT p90 <= {w.ttft_ms:g} ms is below one {w.prompt_len}-token prefill on the fastest allowed "
-                f"replica ({where}: {ttft * 1000:.1f} ms at no load); relax ttft_ms to at least {ttft * 1000:.1f}",
-                "ttft_ms",
+                f"replica ({where}: {ttft * 1000:.1f} ms at no load); relax ttft_ms to at least {ttft * 1000:.1f}"
             )
+            return _infeasible(reason, "ttft_ms", priced, elapsed)
         if search.tpot_s is not None and tpot > search.tpot_s:
-            return FleetOutcome(
-                None,
-                "INFEASIBLE",
-                None,
-                None,
-                priced,
-                elapsed,
+            reason = (
                 f"TPOT <= {w.tpot_ms:g} ms is below one decode step on the fastest allowed replica ({where_t}: "
-                f"{tpot * 1000:.2f} ms at batch 1); relax tpot_ms to at least {tpot * 1000:.2f}",
-                "tpot_ms",
+                f"{tpot * 1000:.2f} ms at batch 1); relax tpot_ms to at least {tpot * 1000:.2f}"
             )
-        return FleetOutcome(
-            None,
-            "INFEASIBLE",
-            None,
-            None,
-            priced,
-            elapsed,
-            "no replica shape fits the model in the allowed pools",
-            "pools",
-        )
+            return _infeasible(reason, "tpot_ms", priced, elapsed)
+        return _infeasible("no replica shape fits the model in the allowed pools", "pools", priced, elapsed)
     # Shapes exist but the GPUs cannot carry the rate: the most they carry, and what more it takes.
     best_rate = 0.0
     need = math.inf
@@ -486,14 +465,13 @@ def _no_fleet(
         if all(per_gpu.values()):
             need = min(need, sum(w.rate / rate for rate in per_gpu.values()))
     more = f"; or about {math.ceil(need)} GPUs in all of the best replica shape" if math.isfinite(need) else ""
-    return FleetOutcome(
-        None,
-        "INFEASIBLE",
-        None,
-        None,
-        priced,
-        elapsed,
+    reason = (
         f"the allowed GPUs sustain at most {best_rate:.4g} requests/s within the targets; relax rate to "
-        f"{best_rate:.4g}{more}",
-        "rate",
+        f"{best_rate:.4g}{more}"
     )
+    return _infeasible(reason, "rate", priced, elapsed)
+
+
+def _infeasible(reason: str, field: str, priced: int, elapsed: float) -> FleetOutcome:
+    """No fleet meets the SLA: the bound, and the field whose relaxation would make one exist."""
+    return FleetOutcome(None, "INFEASIBLE", None, None, priced, elapsed, reason, field)
