@@ -69,7 +69,9 @@ def plan(
     if top_k < 1 or top_k > 20:
         raise DomainError("top", f"must be between 1 and 20 (got {top_k})")
     if isinstance(workload, InferenceWorkload) and workload.sla_plan:
-        return plan_sla(model, cluster, workload, space, time_limit_s=time_limit_s)
+        return plan_sla(
+            model, cluster, workload, space, time_limit_s=time_limit_s, progress=progress, cancelled=cancelled
+        )
     if isinstance(workload, InferenceWorkload):
         return plan_inference(
             model,

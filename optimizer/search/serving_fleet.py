@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from ortools.sat.python import cp_model
@@ -24,6 +25,7 @@ from optimizer.errors import DomainError
 from optimizer.model_spec import ModelSpec
 from optimizer.parallel_config import ParallelConfig
 from optimizer.search.fleet_result import FleetGroup, FleetPlan, ReplicaShape
+from optimizer.search.result import Progress, ProgressFn
 from optimizer.search.solver_params import fleet_solver
 from optimizer.search.space import SearchSpace
 from optimizer.validation import validate
@@ -44,8 +46,23 @@ class _Shapes:
 class FleetSearch:
     """The search state of one SLA plan."""
 
-    def __init__(self, model: ModelSpec, cluster: ClusterSpec, w: InferenceWorkload, space: SearchSpace) -> None:
+    def __init__(
+        self,
+        model: ModelSpec,
+        cluster: ClusterSpec,
+        w: InferenceWorkload,
+        space: SearchSpace,
+        *,
+        deadline: float = math.inf,
+        cancelled: Callable[[], bool] | None = None,
+        progress: ProgressFn | None = None,
+    ) -> None:
         self.model, self.cluster, self.w, self.space = model, cluster, w, space
+        self.deadline, self.cancelled, self.progress = deadline, cancelled, progress
+        self.started = time.perf_counter()
+        self.priced = 0
+        self.stopped: str | None = None
+        """Why pricing stopped early ("cancelled" or "time limit"); None when every shape was priced."""
         names = space.pools or tuple(p.name for p in cluster.pools)
         self.pools = [cluster.pool(n) for n in names if cluster.pool(n).healthy_gpus > 0]
         if not self.pools:
@@ -61,6 +78,20 @@ class FleetSearch:
         self.tpot_s = None if w.tpot_ms is None else w.tpot_ms / 1000
         self.fastest_ttft: tuple[float, str] = (math.inf, "")
         self.fastest_tpot: tuple[float, str] = (math.inf, "")
+
+    # ---- control ------------------------------------------------------------------------------------------
+    def _go_on(self) -> bool:
+        """Count one priced shape, report progress, and say whether to go on (not cancelled, within the limit)."""
+        if self.stopped is not None:
+            return False
+        self.priced += 1
+        if self.progress is not None:
+            self.progress(Progress(None, 0.0, time.perf_counter() - self.started, self.priced))
+        if self.cancelled is not None and self.cancelled():
+            self.stopped = "cancelled"
+        elif time.perf_counter() > self.deadline:
+            self.stopped = "time limit"
+        return self.stopped is None
 
     # ---- shapes -------------------------------------------------------------------------------------------
     def _configs(self, pool: NodePool) -> list[ParallelConfig]:
@@ -149,44 +180,50 @@ class FleetSearch:
         if tpot < self.fastest_tpot[0]:
             self.fastest_tpot = (tpot, what)
 
+    def _candidates(self) -> list[tuple[NodePool, ParallelConfig]]:
+        return [(pool, c) for pool in self.pools for c in self._configs(pool)]
+
     def aggregated(self) -> _Shapes:
+        """Replica shapes (prefill and decode together) and the rate each sustains within the targets."""
         out = _Shapes()
-        for pool in self.pools:
-            for c in self._configs(pool):
-                load = self._load(pool, c, decode_only=False)
-                if load is None:
-                    continue
-                self._note_fastest(load, f"{self.cluster.gpu_of(pool).name} tp{c.tp} pp{c.pp}")
-                rate = load.max_rate(self.ttft_s, self.tpot_s)
-                if rate > 0:
-                    out.shapes.append(self._shape("replica", pool, c, load, rate))
-                    out.configs.append(c)
+        for pool, c in self._candidates():
+            if not self._go_on():
+                break
+            load = self._load(pool, c, decode_only=False)
+            if load is None:
+                continue
+            self._note_fastest(load, f"{self.cluster.gpu_of(pool).name} tp{c.tp} pp{c.pp}")
+            rate = load.max_rate(self.ttft_s, self.tpot_s)
+            if rate > 0:
+                out.shapes.append(self._shape("replica", pool, c, load, rate))
+                out.configs.append(c)
         return _best_per_size(out)
 
     def disaggregated(self) -> tuple[_Shapes, float]:
         """Prefill and decode shapes, and the worst KV transfer time among the prefill shapes."""
         out = _Shapes()
         worst_transfer = 0.0
-        for pool in self.pools:
-            for c in self._configs(pool):
-                load = self._load(pool, c, decode_only=False)
-                dec = self._load(pool, c, decode_only=True)
-                if load is None or dec is None:
-                    continue
-                transfer = self.kv_transfer_s(pool, c)
-                pre = PrefillLoad(load, transfer)
-                rate = pre.max_rate(self.ttft_s)
-                if rate > 0:
-                    worst_transfer = max(worst_transfer, transfer)
-                    shape = self._shape("prefill", pool, c, load, rate)
-                    at = pre.at_rate(rate * (1 - 1e-6))
-                    shape.ttft_p90_s = at.ttft_p90_s if at is not None else pre.single_s + transfer
-                    out.shapes.append(shape)
-                    out.configs.append(c)
-                rate = dec.max_rate(None, self.tpot_s)
-                if rate > 0:
-                    out.shapes.append(self._shape("decode", pool, c, dec, rate))
-                    out.configs.append(c)
+        for pool, c in self._candidates():
+            if not self._go_on():
+                break
+            load = self._load(pool, c, decode_only=False)
+            dec = self._load(pool, c, decode_only=True)
+            if load is None or dec is None:
+                continue
+            transfer = self.kv_transfer_s(pool, c)
+            pre = PrefillLoad(load, transfer)
+            rate = pre.max_rate(self.ttft_s)
+            if rate > 0:
+                worst_transfer = max(worst_transfer, transfer)
+                shape = self._shape("prefill", pool, c, load, rate)
+                at = pre.at_rate(rate * (1 - 1e-6))
+                shape.ttft_p90_s = at.ttft_p90_s if at is not None else pre.single_s + transfer
+                out.shapes.append(shape)
+                out.configs.append(c)
+            rate = dec.max_rate(None, self.tpot_s)
+            if rate > 0:
+                out.shapes.append(self._shape("decode", pool, c, dec, rate))
+                out.configs.append(c)
         return _best_per_size(out), worst_transfer
 
     def _load(self, pool: NodePool, c: ParallelConfig, *, decode_only: bool) -> ReplicaLoad | None:
@@ -370,11 +407,19 @@ class FleetOutcome:
 
 
 def plan_fleet(
-    model: ModelSpec, cluster: ClusterSpec, w: InferenceWorkload, space: SearchSpace, time_limit_s: float
+    model: ModelSpec,
+    cluster: ClusterSpec,
+    w: InferenceWorkload,
+    space: SearchSpace,
+    time_limit_s: float,
+    *,
+    progress: ProgressFn | None = None,
+    cancelled: Callable[[], bool] | None = None,
 ) -> FleetOutcome:
-    """The SLA fleet: aggregated, disaggregated, or the better of the two (w.disaggregation)."""
+    """The SLA fleet: aggregated, disaggregated, or the better of the two (w.disaggregation). A cancelled or
+    timed-out search answers UNKNOWN, never INFEASIBLE."""
     t0 = time.perf_counter()
-    search = FleetSearch(model, cluster, w, space)
+    search = FleetSearch(model, cluster, w, space, deadline=t0 + time_limit_s, cancelled=cancelled, progress=progress)
     results: dict[str, tuple[FleetSolve, _Shapes, float | None]] = {}
     priced = 0
     if w.disaggregation in ("auto", "off"):
@@ -394,6 +439,8 @@ def plan_fleet(
                 transfer,
             )
     elapsed = time.perf_counter() - t0
+    if search.stopped is not None:
+        return FleetOutcome(None, "UNKNOWN", None, None, search.priced, elapsed, search.stopped)
     solved = {k: v for k, v in results.items() if v[0].groups}
     if not solved:
         return _no_fleet(search, results, priced, elapsed)

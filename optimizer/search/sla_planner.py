@@ -3,6 +3,8 @@ an explanation in serving words; an infeasible SLA names the bound and the small
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from optimizer.cluster_spec import ClusterSpec
 from optimizer.estimate import estimate
 from optimizer.model_spec import ModelSpec
@@ -14,6 +16,7 @@ from optimizer.search.result import (
     InfeasibilityReport,
     PlannedConfig,
     PlanResult,
+    ProgressFn,
     Suggestion,
     no_plan_within_limit,
 )
@@ -23,11 +26,18 @@ from optimizer.workload import InferenceWorkload
 
 
 def plan_sla(
-    model: ModelSpec, cluster: ClusterSpec, w: InferenceWorkload, space: SearchSpace, *, time_limit_s: float
+    model: ModelSpec,
+    cluster: ClusterSpec,
+    w: InferenceWorkload,
+    space: SearchSpace,
+    *,
+    time_limit_s: float,
+    progress: ProgressFn | None = None,
+    cancelled: Callable[[], bool] | None = None,
 ) -> PlanResult:
     """The fleet that serves w.rate within w.ttft_ms / w.tpot_ms at the fewest GPUs or lowest price, or the most
     requests/s within the targets (objective max_rate)."""
-    out = plan_fleet(model, cluster, w, space, time_limit_s)
+    out = plan_fleet(model, cluster, w, space, time_limit_s, progress=progress, cancelled=cancelled)
     objective = objective_name(w)
     counts = {
         "solve_time_s": out.elapsed_s,
@@ -39,7 +49,7 @@ def plan_sla(
             return PlanResult(
                 status="UNKNOWN",
                 objective=objective,
-                explanation=no_plan_within_limit("time limit", time_limit_s),
+                explanation=no_plan_within_limit(out.reason or "time limit", time_limit_s),
                 **counts,
             )
         field = out.field or "sla"

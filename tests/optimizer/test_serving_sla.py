@@ -310,3 +310,19 @@ def test_length_spread_costs_capacity() -> None:
     assert r_out.max_rate(tpot_s=0.02) < r0.max_rate(tpot_s=0.02)
     p0, p_in = r0.at_rate(r0.max_rate() * 0.8), r_in.at_rate(r0.max_rate() * 0.8)
     assert p0 is not None and p_in is not None and p_in.ttft_mean_s > p0.ttft_mean_s
+
+
+def test_sla_search_stops_as_unknown_and_reports_progress() -> None:
+    """Cancelled or out of time before a fleet is found: UNKNOWN with the reason, never INFEASIBLE; progress is
+    reported per priced shape."""
+    w = InferenceWorkload(prompt_len=2000, output_len=500, rate=5, tpot_ms=50, objective="gpus")
+    seen: list[int] = []
+    res = plan(MODEL, TWO_POOLS, w, time_limit_s=20, progress=lambda p: seen.append(p.solved), cancelled=lambda: True)
+    assert res.status == "UNKNOWN" and "cancelled" in res.explanation.summary
+    assert seen == [1]
+    big = load_model_preset("deepseek-v3")
+    cluster = build_cluster(
+        {"name": "x", "pools": [{"name": "h", "gpu": "H100-SXM-80GB", "nodes": 16, "gpus_per_node": 8}]}
+    )
+    res = plan(big, cluster, w.model_copy(update={"precision": "fp8"}), time_limit_s=0.1)
+    assert res.status == "UNKNOWN" and "time limit" in res.explanation.summary
