@@ -247,6 +247,7 @@ class TrainingSearch:
         self.heap: list[tuple[float, int, int, int]] = []  # (bound, gpus, kind, index)
         self.pending: list[tuple[StageModel, tuple[int, ...], float]] = []  # (model, pools per stage, price rate)
         self.found: dict[tuple[object, ...], tuple[float, int, ParallelConfig]] = {}
+        self.rates: dict[tuple[int, tuple[str, ...]], float] = {}  # memo of rate(): the same layouts recur
         self.unproven = math.inf  # least bound of the candidate solves that stopped before their proof
         self.total = 0
         self.solved = 0
@@ -271,7 +272,13 @@ class TrainingSearch:
 
     def rate(self, gpus_per_stage: int, pools: tuple[str, ...]) -> float:
         """Objective units per second of step time for a layout on these pools (1 for step time)."""
-        return (self.ts.cluster.price_per_s(gpus_per_stage, pools) or 0.0) if self.cost else 1.0
+        if not self.cost:
+            return 1.0
+        key = (gpus_per_stage, pools)
+        hit = self.rates.get(key)
+        if hit is None:
+            hit = self.rates[key] = self.ts.cluster.price_per_s(gpus_per_stage, pools) or 0.0
+        return hit
 
     def record(self, cand: Candidate, layers: tuple[int, ...], pools: tuple[str, ...], objective: float) -> None:
         cfg = cand.config.model_copy(update={"layers_per_stage": list(layers), "stage_pools": list(pools)})

@@ -237,11 +237,12 @@ class FleetSearch:
 
     def kv_transfer_s(self, pool: NodePool, c: ParallelConfig) -> float:
         """One prompt's KV cache from a prefill instance to a decode instance over the network, each GPU sending
-        its own shard in parallel [DistServe §4.3; SGLang / Mooncake transfer engine: RDMA per GPU]."""
+        its own shard in parallel [DistServe §4.3; SGLang / Mooncake transfer engine: RDMA per GPU]. The decode
+        instance may sit on any allowed pool, so the slower end's NIC sets the rate."""
         m, w = self.model, self.w
         per_gpu = w.prompt_len * (m.num_layers / c.pp) * kv_bytes_per_token_per_layer(m, c.tp, BYTES[w.kv_cache_dtype])
-        tier = net.cluster_tiers(self.cluster, pool)[-1]
-        return net.p2p(tier.bw, True, per_gpu)
+        bw = min(net.cluster_tiers(self.cluster, p)[-1].bw for p in (pool, *self.pools))
+        return net.p2p(bw, True, per_gpu)
 
 
 def _best_per_size(s: _Shapes) -> _Shapes:
