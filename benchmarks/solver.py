@@ -11,6 +11,7 @@ import argparse
 import contextlib
 import statistics
 import time
+from pathlib import Path
 
 from rich.console import Console
 from rich.table import Table
@@ -101,6 +102,13 @@ def scenarios() -> list[tuple[str, str, ClusterSpec, TrainingWorkload | Inferenc
             load_cluster_yaml(TWO_POOLS),
             InferenceWorkload(prompt_len=1024, output_len=256, ttft_ms=500, tpot_ms=30, objective="max_rate"),
             "< 1 s",
+        ),
+        (
+            "(7) llama-3-8b train, cheapest per step, examples/priced-cluster.yaml",
+            "llama-3-8b",
+            load_cluster_yaml(Path("examples/priced-cluster.yaml").read_text()),
+            TrainingWorkload(global_batch_size=64, seq_len=4096, objective="cost"),
+            "< 2 s",
         ),
         (
             "(5a) mixtral-8x7b train, 8 x 8 H100",

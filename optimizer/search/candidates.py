@@ -129,10 +129,10 @@ class KeyBatch:
     rows: np.ndarray  # columns: pp, vp, dp, schedule code (SCHED_CODES), zero
     next: int = 0
 
-    def priced(self, price_per_gpu_s: float) -> KeyBatch:
-        """The batch with its step-time bounds turned into price bounds (x GPUs x the least price per GPU-second),
-        re-sorted."""
-        lbs = self.lbs * self.gpus * price_per_gpu_s
+    def priced(self, price_per_gpu_s: float, floor: float = 0.0) -> KeyBatch:
+        """The batch with its step-time bounds turned into price bounds (x GPUs x the least price per GPU-second,
+        and at least `floor`, a price bound valid for every candidate of the key), re-sorted."""
+        lbs = np.maximum(self.lbs * self.gpus * price_per_gpu_s, floor)
         order = np.lexsort((self.gpus, lbs))
         return KeyBatch(self.key, lbs[order], self.gpus[order], self.rows[order])
 
@@ -386,12 +386,15 @@ class TrainingSpace:
         replicas = max(1, self.budget // (key.tp * key.cp))
         return self.w.global_batch_size / key.mbs * best / replicas
 
-    def key_cost_bound(self, key: LayerKey, price_per_gpu_s: float) -> float:
-        """A lower bound on the price per step of every candidate of `key`: step >= m x t_max >= m x W / pp with
-        W the layers' work per micro-batch on the fastest pool, m = gbs / (dp x mbs) and tp x cp x dp x pp GPUs,
-        so GPUs x step >= gbs / mbs x W x tp x cp, each GPU at the least price."""
+    def key_cost_bound(self, key: LayerKey, price_per_gpu_s: dict[str, float]) -> float:
+        """A lower bound on the price per step of every candidate of `key`. Each stage s (on pool q_s, l_s layers
+        of per-layer work a_q) runs m micro-batches, so step >= m l_s a_q for every s, and the price per step
+        gps x step x sum_s price_q >= gps x m x sum_s price_q l_s a_q >= gps x m x L x min_q(price_q a_q), with
+        gps x m = tp x cp x gbs / mbs: the work priced on the pool where it is cheapest (not the fastest work at
+        the least price, which pairs the fastest GPU with the cheapest one)."""
         _, work = self._probe(key)
-        return self.w.global_batch_size / key.mbs * min(work.values()) * key.tp * key.cp * price_per_gpu_s
+        cheapest = min(work[name] * price for name, price in price_per_gpu_s.items() if name in work)
+        return self.w.global_batch_size / key.mbs * cheapest * key.tp * key.cp
 
     def key_batch(self, key: LayerKey, prune_memory: bool = True) -> KeyBatch | None:
         """Every candidate of `key`, with lower bounds, sorted; None when none is left. `prune_memory=False`

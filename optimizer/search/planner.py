@@ -240,7 +240,8 @@ class TrainingSearch:
         # per GPU-second. Every bound is in the objective's unit: time bounds x the least price rate they allow.
         self.cost = ts.w.objective == "cost"  # preflight checked that every allowed pool has a price
         self.min_price = min((ts.cluster.price_per_s(1, [p.name]) or 0.0 for p in ts.pools), default=0.0)
-        bound_of = (lambda k: ts.key_cost_bound(k, self.min_price)) if self.cost else ts.key_bound
+        self.prices = {p.name: ts.cluster.price_per_s(1, [p.name]) or 0.0 for p in ts.pools}
+        bound_of = (lambda k: ts.key_cost_bound(k, self.prices)) if self.cost else ts.key_bound
         self.keys = sorted(((bound_of(k), n, k) for n, k in enumerate(ts.layer_keys())), key=lambda x: x[:2])
         self.next_key = 0
         self.batches: list[KeyBatch] = []
@@ -302,10 +303,11 @@ class TrainingSearch:
         while self.next_key < len(self.keys) and self.keys[self.next_key][0] < min(
             self.heap[0][0] if self.heap else math.inf, self.threshold()
         ):
-            b = self.ts.key_batch(self.keys[self.next_key][2])
+            bound, _, key = self.keys[self.next_key]
+            b = self.ts.key_batch(key)
             self.next_key += 1
             if b is not None and self.cost:
-                b = b.priced(self.min_price)
+                b = b.priced(self.min_price, bound)  # the key's own price bound floors its candidates
             if b is not None:
                 self.batches.append(b)
                 self.total += len(b.lbs)
