@@ -7,6 +7,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+from optimizer.search.fleet_result import FleetPlan
 from optimizer.search.result import PlannedConfig
 
 
@@ -31,10 +32,24 @@ class PlanDiff(BaseModel):
     gpus_after: int = 0
     gpus_by_pool: dict[str, int] = Field(default_factory=dict, description="GPUs gained (+) or lost (-) per pool.")
     feasibility: str | None = Field(default=None, description="Set when one side has no plan.")
+    fleet_changes: list[str] = Field(
+        default_factory=list,
+        description="SLA fleets: replica groups whose count changed, e.g. 'h100 replica tp2: 6→5'.",
+    )
+    capacity_rate_before: float | None = Field(default=None, description="SLA fleets: requests/s within the targets.")
+    capacity_rate_after: float | None = None
 
     def summary(self) -> str:
         if self.feasibility:
             return self.feasibility
+        if self.fleet_changes or self.capacity_rate_after is not None:
+            parts = list(self.fleet_changes)
+            if self.gpus_after != self.gpus_before:
+                parts.append(f"GPUs {self.gpus_before}→{self.gpus_after}")
+            if self.capacity_rate_before and self.capacity_rate_after is not None:
+                pct = 100 * (self.capacity_rate_after / self.capacity_rate_before - 1)
+                parts.append(f"capacity {pct:+.1f}% requests/s")
+            return ", ".join(parts) or "no change"
         parts = [f"{c.knob} {c.before}→{c.after}" for c in self.changes]
         if self.step_time_delta_pct is not None:
             parts.append(f"step time {self.step_time_delta_pct:+.1f}%")
@@ -80,4 +95,38 @@ def diff_plans(before: PlannedConfig | None, after: PlannedConfig | None) -> Pla
         gpus_before=before.estimate.gpus,
         gpus_after=after.estimate.gpus,
         gpus_by_pool={k: v for k, v in by_pool.items() if v},
+    )
+
+
+def _groups(f: FleetPlan) -> Counter[str]:
+    """Replicas per group, named by pool, role and shape."""
+    out: Counter[str] = Counter()
+    for g in f.groups:
+        sh = g.shape
+        name = (
+            f"{sh.pool} {sh.role} tp{sh.tp}"
+            + (f" pp{sh.pp}" if sh.pp > 1 else "")
+            + (f" dp{sh.dp} ep{sh.ep}" if sh.ep > 1 else "")
+        )
+        out[name] += g.count
+    return out
+
+
+def diff_fleets(before: FleetPlan, after: FleetPlan) -> PlanDiff:
+    """Two SLA fleets: the replica groups whose count changed, GPUs per pool, the capacity within the targets."""
+    gb, ga = _groups(before), _groups(after)
+    changes = [f"{k}: {gb.get(k, 0)}→{ga.get(k, 0)}" for k in sorted(set(gb) | set(ga)) if gb.get(k, 0) != ga.get(k, 0)]
+    pb: Counter[str] = Counter()
+    pa: Counter[str] = Counter()
+    for f, counts in ((before, pb), (after, pa)):
+        for g in f.groups:
+            counts[g.shape.pool] += g.count * g.shape.gpus
+    by_pool = {p: pa.get(p, 0) - pb.get(p, 0) for p in sorted(set(pb) | set(pa))}
+    return PlanDiff(
+        fleet_changes=changes,
+        gpus_before=before.gpus,
+        gpus_after=after.gpus,
+        gpus_by_pool={k: v for k, v in by_pool.items() if v},
+        capacity_rate_before=before.capacity_rate,
+        capacity_rate_after=after.capacity_rate,
     )

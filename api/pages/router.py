@@ -30,7 +30,6 @@ from optimizer.errors import DomainError
 from optimizer.exports import TOOLS, Export, export
 from optimizer.inventory import InventoryDiff
 from optimizer.objectives import LABELS, format_objective
-from optimizer.plan_diff import diff_plans
 from optimizer.search.explain import describe
 from optimizer.timeline import simulate
 from store.repositories.clusters import ClusterRepository, revision_spec
@@ -41,7 +40,7 @@ from store.repositories.paging import PageRequest
 from store.repositories.plans import PlanFilter, PlanRepository
 from store.repositories.tokens import TokenRepository
 from store.services.calibration import cluster_points, comparisons
-from store.services.plans import inventory_change, plan_pair, planned, specs_of
+from store.services.plans import inventory_change, plan_change, plan_pair, planned, specs_of
 
 router = APIRouter(include_in_schema=False)
 templates = Jinja2Templates(directory=str(Path(__file__).parent / "templates"))
@@ -279,9 +278,17 @@ def diff_page(
 ) -> HTMLResponse:
     before_row, after_row = plan_pair(s, plan_id, against)
     before, after = planned(before_row), planned(after_row)
-    d = diff_plans(before, after)
+    d = plan_change(before_row, after_row)
     rows: list[tuple[str, Any, Any, bool]] = []
-    if before and after:
+    if d.capacity_rate_after is not None:  # two SLA fleets: their replica groups, GPUs and capacity
+        for change in d.fleet_changes:
+            group, counts = change.split(": ")
+            was, now = counts.split("→")
+            rows.append((group, was, now, True))
+        rows.append(("GPUs", d.gpus_before, d.gpus_after, d.gpus_before != d.gpus_after))
+        cb, ca = round(d.capacity_rate_before or 0.0, 3), round(d.capacity_rate_after, 3)
+        rows.append(("requests/s within the targets", cb, ca, cb != ca))
+    elif before and after:
         b, a = before.config.model_dump(), after.config.model_dump()
         for label, k in CONFIG_ROWS:
             rows.append((label, b[k], a[k], b[k] != a[k]))

@@ -13,11 +13,10 @@ from api.responses import NOT_FOUND, STANDARD
 from api.schemas import PageOut, PlanDiffOut, PlanOut, PlanSummaryOut
 from optimizer.errors import DomainError
 from optimizer.exports import Export, export, export_fleet
-from optimizer.plan_diff import diff_plans
 from optimizer.search.fleet_result import FleetPlan
 from optimizer.workload import InferenceWorkload
 from store.repositories.plans import PlanFilter, PlanRepository
-from store.services.plans import inventory_change, plan_pair, planned, specs_of
+from store.services.plans import inventory_change, plan_change, plan_pair, planned, specs_of
 
 router = APIRouter(prefix="/v1/plans", tags=["plans"], responses=STANDARD)
 Trigger = Literal["user", "nightly", "inventory_change"]
@@ -60,7 +59,7 @@ def diff(
     ] = None,
 ) -> PlanDiffOut:
     before, after = plan_pair(s, plan_id, against)
-    d = diff_plans(planned(before), planned(after))
+    d = plan_change(before, after)
     return PlanDiffOut(
         plan_id=plan_id, against=before.id, diff=d, summary=d.summary(), inventory=inventory_change(s, before, after)
     )

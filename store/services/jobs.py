@@ -18,8 +18,9 @@ from optimizer.inventory import content_hash
 from optimizer.model_spec import ModelSpec
 from optimizer.objectives import objective_name
 from optimizer.parallel_config import ParallelConfig
-from optimizer.plan_diff import diff_plans
+from optimizer.plan_diff import diff_fleets, diff_plans
 from optimizer.search.explain import describe
+from optimizer.search.fleet_result import FleetPlan
 from optimizer.search.planner import plan, preflight
 from optimizer.search.result import PlannedConfig, PlanResult, Progress
 from optimizer.search.space import DEFAULT_SCHEDULES, SearchSpace, parse_pins
@@ -34,7 +35,7 @@ from store.repositories.models import ModelRepository, version_spec
 from store.repositories.plans import PlanFilter, PlanRepository
 from store.repositories.watches import WatchRepository
 from store.repositories.workloads import WorkloadRepository
-from store.services.plans import inventory_between, planned, specs_of
+from store.services.plans import fleet_of, inventory_between, planned, specs_of
 from store.settings import Settings, settings
 
 log = logging.getLogger("meshplan.jobs")
@@ -330,7 +331,7 @@ def store_plan(s: Session, job: Job, result: PlanResult) -> Plan:
         )[:256],
         calibration_id=job.calibration_id,
         document=PlanDocument(result=result.model_dump(mode="json")),
-        diff=plan_diff_document(s, previous, job, best) if previous else None,
+        diff=plan_diff_document(s, previous, job, best, result.fleet) if previous else None,
     )
     plans.add(row)
     if job.watch_id is not None:
@@ -338,7 +339,9 @@ def store_plan(s: Session, job: Job, result: PlanResult) -> Plan:
     return row
 
 
-def plan_diff_document(s: Session, previous: Plan, job: Job, best: PlannedConfig | None) -> dict[str, Any]:
+def plan_diff_document(
+    s: Session, previous: Plan, job: Job, best: PlannedConfig | None, fleet: FleetPlan | None = None
+) -> dict[str, Any]:
     """What changed since `previous`: the inputs (inventory, model version, workload) and the plan itself."""
     inputs: dict[str, Any] = {}
     if previous.cluster_revision_id != job.cluster_revision_id:
@@ -365,7 +368,8 @@ def plan_diff_document(s: Session, previous: Plan, job: Job, best: PlannedConfig
             "after": after_cal.number if after_cal else None,
             "largest_change": round(change, 4),
         }
-    d = diff_plans(planned(previous), best)
+    before_fleet = fleet_of(previous)
+    d = diff_fleets(before_fleet, fleet) if before_fleet and fleet else diff_plans(planned(previous), best)
     return {"against": previous.id, "inputs": inputs, "plan": d.model_dump(mode="json"), "summary": d.summary()}
 
 

@@ -10,6 +10,8 @@ from optimizer.cluster_spec import ClusterSpec
 from optimizer.errors import DomainError
 from optimizer.inventory import InventoryDiff, diff_inventories
 from optimizer.model_spec import ModelSpec
+from optimizer.plan_diff import PlanDiff, diff_fleets, diff_plans
+from optimizer.search.fleet_result import FleetPlan
 from optimizer.search.result import PlannedConfig
 from optimizer.workload import InferenceWorkload, TrainingWorkload
 from store.models import Job, Plan
@@ -41,6 +43,20 @@ def planned(plan_row: Plan) -> PlannedConfig | None:
     """The chosen configuration with its estimate, or None for an infeasible result."""
     doc = plan_row.result.get("plan")
     return PlannedConfig.model_validate(doc) if doc else None
+
+
+def fleet_of(plan_row: Plan) -> FleetPlan | None:
+    """An SLA plan's serving fleet, or None for other plans."""
+    doc = plan_row.result.get("fleet")
+    return FleetPlan.model_validate(doc) if doc else None
+
+
+def plan_change(before: Plan, after: Plan) -> PlanDiff:
+    """What changed between two stored plans: their fleets when both are SLA fleets, else their configurations."""
+    fb, fa = fleet_of(before), fleet_of(after)
+    if fb is not None and fa is not None:
+        return diff_fleets(fb, fa)
+    return diff_plans(planned(before), planned(after))
 
 
 def inventory_between(s: Session, cluster_id: int, before_revision_id: int, after_revision_id: int) -> InventoryDiff:

@@ -84,3 +84,20 @@ def test_an_inner_lifespan_ending_leaves_jobs_running(api_settings: Settings, ap
         small = {**SLA, "objective": "gpus", "engine": "vllm"}
         job = ok(outer.post("/v1/jobs", json={"cluster_id": c["id"], "model_id": m["id"], "workload": small}), 202)
         assert wait_job(outer, job["id"])["status"] == "succeeded"
+
+
+def test_a_new_fleet_is_diffed_by_replica_groups(client: TestClient) -> None:
+    """Two SLA plans of one cluster: the diff names the replica groups that changed, GPUs and capacity."""
+    c, m = make_cluster(client, POOLS), make_model(client)
+    ids = []
+    for rate in (2, 30):
+        body = {"cluster_id": c["id"], "model_id": m["id"], "workload": {**SLA, "rate": rate, "engine": "vllm"}}
+        done = wait_job(client, ok(client.post("/v1/jobs", json=body), 202)["id"])
+        assert done["status"] == "succeeded", done
+        ids.append(done["plan_id"])
+    d = ok(client.get(f"/v1/plans/{ids[1]}/diff", params={"against": ids[0]}))
+    assert d["diff"]["fleet_changes"] and d["diff"]["gpus_after"] > d["diff"]["gpus_before"]
+    assert "capacity" in d["summary"] and "→" in d["summary"]
+    token = client.headers["Authorization"].split()[1]
+    page = client.get(f"/plans/{ids[1]}/diff", params={"against": ids[0]}, cookies={"meshplan_token": token})
+    assert page.status_code == 200 and "requests/s within the targets" in page.text
