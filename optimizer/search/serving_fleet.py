@@ -180,13 +180,19 @@ class FleetSearch:
         if tpot < self.fastest_tpot[0]:
             self.fastest_tpot = (tpot, what)
 
-    def _candidates(self) -> list[tuple[NodePool, ParallelConfig]]:
-        return [(pool, c) for pool in self.pools for c in self._configs(pool)]
+    def candidates(self, aggregated: bool = False) -> list[tuple[NodePool, ParallelConfig]]:
+        """Shapes to price. SGLang runs wide EP with DP attention only disaggregated: DeepEP's dispatch modes
+        (normal for prefill, low-latency for decode) cannot share one device group under DP attention, which
+        its auto mode does not support [LMSYS large-scale EP blog 2025-05, DeepEP mode table]."""
+        out = [(pool, c) for pool in self.pools for c in self._configs(pool)]
+        if aggregated and self.w.engine == "sglang":
+            out = [(pool, c) for pool, c in out if not (c.dp > 1 and c.ep > 1)]
+        return out
 
     def aggregated(self) -> _Shapes:
         """Replica shapes (prefill and decode together) and the rate each sustains within the targets."""
         out = _Shapes()
-        for pool, c in self._candidates():
+        for pool, c in self.candidates(aggregated=True):
             if not self._go_on():
                 break
             load = self._load(pool, c, decode_only=False)
@@ -203,7 +209,7 @@ class FleetSearch:
         """Prefill and decode shapes, and the worst KV transfer time among the prefill shapes."""
         out = _Shapes()
         worst_transfer = 0.0
-        for pool, c in self._candidates():
+        for pool, c in self.candidates():
             if not self._go_on():
                 break
             load = self._load(pool, c, decode_only=False)

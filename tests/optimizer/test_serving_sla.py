@@ -326,3 +326,38 @@ def test_sla_search_stops_as_unknown_and_reports_progress() -> None:
     )
     res = plan(big, cluster, w.model_copy(update={"precision": "fp8"}), time_limit_s=0.1)
     assert res.status == "UNKNOWN" and "time limit" in res.explanation.summary
+
+
+def test_sglang_runs_wide_ep_only_disaggregated() -> None:
+    """DeepSeek-V3 on 12 H100 nodes under SGLang: wide EP with DP attention appears only in prefill/decode
+    instances (DeepEP's two dispatch modes cannot share a device group under DP attention)."""
+    big = load_model_preset("deepseek-v3")
+    cluster = build_cluster(
+        {
+            "name": "x",
+            "pools": [
+                {
+                    "name": "h",
+                    "gpu": "H100-SXM-80GB",
+                    "nodes": 12,
+                    "gpus_per_node": 8,
+                    "inter_node": {"nics_per_node": 8, "gbits_per_s": 400},
+                }
+            ],
+        }
+    )
+    w = InferenceWorkload(
+        prompt_len=2000,
+        output_len=1000,
+        objective="max_rate",
+        tpot_ms=100,
+        ttft_ms=5000,
+        precision="fp8",
+        engine="sglang",
+    )
+    search = FleetSearch(big, cluster, w, SearchSpace())
+    assert all(not (c.dp > 1 and c.ep > 1) for _, c in search.candidates(aggregated=True))
+    assert any(c.dp > 1 and c.ep > 1 for _, c in search.candidates())
+    res = plan(big, cluster, w, time_limit_s=60)
+    assert res.fleet is not None and res.fleet.mode == "disaggregated"
+    assert any(g.shape.ep > 1 and g.shape.dp > 1 for g in res.fleet.groups)
