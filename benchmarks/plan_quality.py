@@ -19,10 +19,10 @@ from optimizer.errors import DomainError
 from optimizer.estimate import estimate
 from optimizer.model_loading import resolve_model
 from optimizer.parallel_config import ParallelConfig
-from optimizer.plan_quality import SCENARIOS, Scenario, best_published_mfu
+from optimizer.plan_quality import SCENARIOS, SERVING_SCENARIOS, Scenario, best_published_mfu
 from optimizer.search.explain import describe
 from optimizer.search.planner import plan
-from optimizer.workload import TrainingWorkload
+from optimizer.workload import InferenceWorkload, TrainingWorkload
 
 
 def _published(s: Scenario, w: TrainingWorkload) -> tuple[str, float | None]:
@@ -119,6 +119,30 @@ def main() -> None:
     console.print(t)
     for f in findings:
         console.print(f"finding: {f}")
+    console.print(serving_table(args.time_limit))
+
+
+def serving_table(time_limit: float) -> Table:
+    """SLA fleets (objective max_rate on the scenario's GPUs) next to the published deployments."""
+    t = Table(title="Serving: SLA fleet picks vs published deployments")
+    for col in ("scenario", "pick", "published", "pick figures", "published figures"):
+        t.add_column(col)
+    for s in SERVING_SCENARIOS:
+        model, cluster = resolve_model(s.model), resolve_cluster(s.cluster)
+        w = InferenceWorkload.model_validate({**s.workload, "objective": "max_rate"})
+        r = plan(model, cluster, w, time_limit_s=time_limit)
+        if r.fleet is None:
+            t.add_row(s.name, r.status, s.published, "-", "-")
+            continue
+        gpn = cluster.pools[0].gpus_per_node
+        figs = [f"{r.fleet.output_tokens_per_s_per_gpu:.0f} out tok/s/GPU"]
+        if r.fleet.mode == "disaggregated":
+            for role, tokens in (("decode", w.output_len), ("prefill", w.prompt_len)):
+                gpus = sum(g.count * g.shape.gpus for g in r.fleet.groups if g.shape.role == role)
+                figs.append(f"{r.fleet.served_rate * tokens / (gpus / gpn):.0f} tok/s per {role} node")
+        pub = ", ".join(f"{v:.0f} ({k})" for k, v in s.published_rate.items())
+        t.add_row(s.name, r.explanation.summary.split(". Serves")[0], s.published, "; ".join(figs), pub)
+    return t
 
 
 if __name__ == "__main__":

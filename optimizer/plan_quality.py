@@ -1,5 +1,6 @@
 """Canonical public scenarios for checking the planner's picks (not only `estimate`): each names the published
-configuration experts ran and the published MFU ceiling for its GPU family and precision. Used by
+configuration experts ran and the published MFU ceiling for its GPU family and precision; the serving ones name
+the deployment and its published throughput. Used by
 tests/optimizer/test_plan_quality.py and benchmarks/plan_quality.py."""
 
 from __future__ import annotations
@@ -70,6 +71,61 @@ SCENARIOS: tuple[Scenario, ...] = (
         8192,
         {"tp": 4, "pp": 8, "dp": 2, "vp": 5, "mbs": 1},
         None,
+    ),
+)
+
+
+@dataclass(frozen=True, slots=True)
+class ServingScenario:
+    """A well-known public serving deployment, planned as an SLA fleet (objective max_rate on its GPUs)."""
+
+    name: str
+    model: str
+    cluster: str
+    workload: dict[str, object]
+    """InferenceWorkload fields (lengths, engine, precision, targets)."""
+    published: str
+    """What its authors ran, in words."""
+    published_rate: dict[str, float]
+    """Their figures: output tokens/s per decode GPU node ('decode_node'), prompt tokens/s per prefill node
+    ('prefill_node') or output tokens/s per GPU ('gpu')."""
+    source: str
+
+
+SERVING_SCENARIOS: tuple[ServingScenario, ...] = (
+    ServingScenario(
+        "DeepSeek-V3, 12 x 8 H100, SGLang",
+        "deepseek-v3",
+        "dgx-h100:12",
+        {
+            "prompt_len": 2000,
+            "output_len": 1000,
+            "ttft_ms": 5000,
+            "tpot_ms": 100,
+            "precision": "fp8",
+            "engine": "sglang",
+        },
+        "PD disaggregation: prefill EP32 on 4 nodes, decode EP72 on 9 nodes, DP attention, two-batch overlap",
+        {"decode_node": 22282, "prefill_node": 54543},
+        "LMSYS blog 2025-05-05 large-scale EP (optimizer/data/serving_runs.json source lmsys_large_scale_ep_2025)",
+    ),
+    ServingScenario(
+        "Llama 3.3 70B FP8, 1 x 8 H100, TensorRT-LLM, 1000/1000",
+        "llama-3-70b",
+        "dgx-h100",
+        {"prompt_len": 1000, "output_len": 1000, "precision": "fp8", "kv_cache_dtype": "fp8", "engine": "trtllm"},
+        "TP2 replicas (the perf-overview's H100 column for this model)",
+        {"gpu": 4205 / 2},
+        "TensorRT-LLM perf-overview.md (source trtllm_perf_overview_v1)",
+    ),
+    ServingScenario(
+        "Llama 3.1 8B FP8, 1 x 8 H100, TensorRT-LLM, 1000/1000",
+        "llama-3-8b",
+        "dgx-h100",
+        {"prompt_len": 1000, "output_len": 1000, "precision": "fp8", "kv_cache_dtype": "fp8", "engine": "trtllm"},
+        "TP1 replicas",
+        {"gpu": 15220},
+        "TensorRT-LLM perf-overview.md (source trtllm_perf_overview_v1)",
     ),
 )
 

@@ -11,13 +11,14 @@ from importlib import resources
 
 import pytest
 
-from optimizer.cluster_loading import build_cluster
+from optimizer.cluster_loading import build_cluster, resolve_cluster
 from optimizer.costmodel.constants import ENGINE_ITERATION_OVERHEAD_S
 from optimizer.costmodel.serving_load import PrefillLoad, ReplicaLoad
 from optimizer.errors import DomainError
 from optimizer.exports import export_fleet
 from optimizer.model_loading import load_model_preset
 from optimizer.parallel_config import ParallelConfig
+from optimizer.plan_quality import SERVING_SCENARIOS, ServingScenario
 from optimizer.search.planner import plan
 from optimizer.search.serving_fleet import FleetSearch
 from optimizer.search.space import SearchSpace, parse_pins
@@ -361,3 +362,23 @@ def test_sglang_runs_wide_ep_only_disaggregated() -> None:
     res = plan(big, cluster, w, time_limit_s=60)
     assert res.fleet is not None and res.fleet.mode == "disaggregated"
     assert any(g.shape.ep > 1 and g.shape.dp > 1 for g in res.fleet.groups)
+
+
+@pytest.mark.parametrize("scenario", SERVING_SCENARIOS, ids=[s.name for s in SERVING_SCENARIOS])
+def test_serving_picks_look_like_the_published_deployments(scenario: ServingScenario) -> None:
+    """The planner's fleet on well-known public deployments: the same kind of layout experts ran, and their
+    throughput within 25% (DeepSeek-V3: per decode node; dense: per GPU)."""
+    model, cluster = load_model_preset(scenario.model), resolve_cluster(scenario.cluster)
+    w = InferenceWorkload.model_validate({**scenario.workload, "objective": "max_rate"})
+    res = plan(model, cluster, w, time_limit_s=60)
+    assert res.status == "OPTIMAL" and res.fleet is not None
+    f = res.fleet
+    if "decode_node" in scenario.published_rate:
+        assert f.mode == "disaggregated"
+        assert all(g.shape.ep >= 16 and g.shape.dp > 1 for g in f.groups)  # wide EP with DP attention
+        decode_nodes = sum(g.count * g.shape.gpus for g in f.groups if g.shape.role == "decode") / 8
+        per_node = f.served_rate * w.output_len / decode_nodes
+        assert per_node == pytest.approx(scenario.published_rate["decode_node"], rel=0.25)
+    else:
+        assert all(g.shape.tp <= 4 and g.shape.pp == 1 for g in f.groups)  # small TP replicas, no PP
+        assert f.output_tokens_per_s_per_gpu == pytest.approx(scenario.published_rate["gpu"], rel=0.25)
