@@ -373,9 +373,11 @@ def _sglang(w: InferenceWorkload, c: ParallelConfig, model_ref: str) -> Export:
 
 
 def _trtllm(w: InferenceWorkload, c: ParallelConfig, model_ref: str, max_batch: int | None = None) -> Export:
+    # Attention data parallelism in TensorRT-LLM lives inside the TP group: tp_size = tp x dp with
+    # enable_attention_dp (llm_args; perf-overview's MoE llm_options).
     pairs: list[tuple[str, object | None]] = [
         ("--backend", "pytorch"),
-        ("--tp_size", c.tp),
+        ("--tp_size", c.tp * c.dp),
         ("--pp_size", c.pp),
         ("--max_batch_size", max_batch or w.max_seqs or w.batch),
         ("--max_seq_len", w.prompt_len + w.output_len),
@@ -387,10 +389,17 @@ def _trtllm(w: InferenceWorkload, c: ParallelConfig, model_ref: str, max_batch: 
         pairs.append(("--ep_size", c.ep))
     names = [n for n, _ in pairs]
     notes = []
+    extra = []
     if w.kv_cache_dtype == "fp8":
+        extra.append("kv_cache_config: {dtype: fp8}")
+        names.append("kv_cache_config.dtype")
+    if c.dp > 1:
+        extra.append("enable_attention_dp: true")
+        names.append("enable_attention_dp")
+    if extra:
         pairs.append(("--extra_llm_api_options", "extra.yml"))
-        names += ["--extra_llm_api_options", "kv_cache_config.dtype"]
-        notes.append("extra.yml: kv_cache_config: {dtype: fp8}")
+        names.append("--extra_llm_api_options")
+        notes.append("extra.yml: " + "; ".join(extra))
     if w.precision == "fp8":
         notes.append("serve an FP8 checkpoint (ModelOpt); trtllm-serve reads the quantization from it")
     text, _ = _flags(pairs)
