@@ -364,10 +364,20 @@ def _workload(
             output_len=output_len,
             batch=batch,
             precision=precision,
-            objective=objective or ("gpus" if (serving or {}).get("rate") is not None else "latency"),
+            objective=objective or _serving_objective(serving or {}),
             **(serving or {}),
         )
     raise DomainError("mode", f"must be training or inference (got {mode!r})")
+
+
+def _serving_objective(serving: dict[str, object]) -> str:
+    """The default serving objective: fewest GPUs for a rate, the most rate for latency targets alone, else the
+    time per output token."""
+    if serving.get("rate") is not None:
+        return "gpus"
+    if serving.get("ttft_ms") is not None or serving.get("tpot_ms") is not None:
+        return "max_rate"
+    return "latency"
 
 
 def render_plan(r: object) -> None:

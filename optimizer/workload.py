@@ -114,6 +114,11 @@ class InferenceWorkload(BaseModel):
             raise ValueError("rate: objective max_rate finds the rate; do not give one")
         if self.rate is not None and self.objective in ("latency", "throughput"):
             raise ValueError("objective: a request rate is planned with objective gpus, cost or max_rate")
+        if (self.ttft_ms is not None or self.tpot_ms is not None) and self.objective in ("latency", "throughput"):
+            raise ValueError(
+                "objective: latency targets (ttft_ms, tpot_ms) are planned with objective gpus or cost (with a rate) "
+                "or max_rate"
+            )
         return self
 
     @property

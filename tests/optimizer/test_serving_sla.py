@@ -200,6 +200,7 @@ def test_rate_beyond_the_pools_names_the_most_they_serve() -> None:
         ({"tpot_ms": 1e9, "rate": 1, "objective": "gpus"}, "tpot_ms"),
         ({"objective": "gpus"}, "rate"),
         ({"rate": 2}, "objective"),
+        ({"tpot_ms": 50}, "objective"),
         ({"objective": "max_rate", "rate": 3}, "rate"),
         ({"engine": "tgi"}, "engine"),
         ({"weight_dtype": "int3"}, "weight_dtype"),
