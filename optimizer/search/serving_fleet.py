@@ -290,13 +290,19 @@ class FleetModel:
     """CP-SAT model of one fleet: integer replicas per shape."""
 
     def __init__(
-        self, shapes: list[ReplicaShape], pools: list[NodePool], roles: tuple[str, ...], w: InferenceWorkload
+        self,
+        shapes: list[ReplicaShape],
+        pools: list[NodePool],
+        roles: tuple[str, ...],
+        w: InferenceWorkload,
+        budget: int | None = None,
     ) -> None:
-        self.shapes, self.pools, self.roles, self.w = shapes, pools, roles, w
+        self.shapes, self.pools, self.roles, self.w, self.budget = shapes, pools, roles, w, budget
         self.m = cp_model.CpModel()
         self.v = _Vars(self.m, shapes, pools)
         self.served: cp_model.IntVar | None = None
         self._pool_capacity()
+        self._gpu_budget()
         self._rate_coverage()
         self._objective()
 
@@ -306,6 +312,11 @@ class FleetModel:
             terms = [n * s.gpus for n, s in zip(self.v.count, self.shapes, strict=True) if s.pool == pool.name]
             if terms:
                 self.m.add(sum(terms) <= pool.healthy_gpus)
+
+    def _gpu_budget(self) -> None:
+        """Rule: the fleet uses at most the search space's GPU budget (max_gpus), when one is set."""
+        if self.budget is not None:
+            self.m.add(sum(n * s.gpus for n, s in zip(self.v.count, self.shapes, strict=True)) <= self.budget)
 
     def _rate_coverage(self) -> None:
         """Rule: every role's replicas together sustain the served rate (each request is prefilled once and
@@ -434,14 +445,18 @@ def plan_fleet(
         priced += len(agg.shapes)
         if agg.shapes:
             left = max(0.05, time_limit_s - (time.perf_counter() - t0))
-            results["aggregated"] = (FleetModel(agg.shapes, search.pools, ("replica",), w).solve(left), agg, None)
+            results["aggregated"] = (
+                FleetModel(agg.shapes, search.pools, ("replica",), w, space.max_gpus).solve(left),
+                agg,
+                None,
+            )
     if w.disaggregation in ("auto", "on"):
         dis, transfer = search.disaggregated()
         priced += len(dis.shapes)
         if {s.role for s in dis.shapes} == {"prefill", "decode"}:
             left = max(0.05, time_limit_s - (time.perf_counter() - t0))
             results["disaggregated"] = (
-                FleetModel(dis.shapes, search.pools, ("prefill", "decode"), w).solve(left),
+                FleetModel(dis.shapes, search.pools, ("prefill", "decode"), w, space.max_gpus).solve(left),
                 dis,
                 transfer,
             )
@@ -512,7 +527,7 @@ def _no_fleet(
     for shapes in (v[1] for v in results.values()):
         w_max = w.model_copy(update={"rate": None, "objective": "max_rate"})
         roles = tuple(sorted({s.role for s in shapes.shapes}))
-        res = FleetModel(shapes.shapes, search.pools, roles, w_max).solve(1.0)
+        res = FleetModel(shapes.shapes, search.pools, roles, w_max, search.space.max_gpus).solve(1.0)
         best_rate = max(best_rate, res.objective or 0.0)
         assert w.rate is not None
         per_gpu = {r: max((s.rate / s.gpus for s in shapes.shapes if s.role == r), default=0.0) for r in roles}

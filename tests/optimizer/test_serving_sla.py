@@ -383,3 +383,12 @@ def test_serving_picks_look_like_the_published_deployments(scenario: ServingScen
     else:
         assert all(g.shape.tp <= 4 and g.shape.pp == 1 for g in f.groups)  # small TP replicas, no PP
         assert f.output_tokens_per_s_per_gpu == pytest.approx(scenario.published_rate["gpu"], rel=0.25)
+
+
+def test_fleet_keeps_to_the_gpu_budget() -> None:
+    w = InferenceWorkload(prompt_len=1024, output_len=256, tpot_ms=40, objective="max_rate")
+    full = plan(MODEL, TWO_POOLS, w, time_limit_s=20)
+    capped = plan(MODEL, TWO_POOLS, w, SearchSpace(max_gpus=5), time_limit_s=20)
+    assert full.fleet is not None and capped.fleet is not None
+    assert full.fleet.gpus > 5 and capped.fleet.gpus <= 5
+    assert capped.fleet.capacity_rate < full.fleet.capacity_rate
