@@ -39,6 +39,9 @@ class EngineLimits:
     output on average."""
     flag_names: dict[str, str]
     """The engine's own option names for the settings above, for exports."""
+    mixes_prefill: bool = True
+    """Prefill chunks run in the same iteration as the decodes (vLLM V1, TensorRT-LLM in-flight batching); SGLang
+    runs separate prefill batches unless --enable-mixed-chunk (server_args.py: enable_mixed_chunk False)."""
 
 
 def engine_limits(
@@ -90,6 +93,7 @@ def engine_limits(
                 "max_batched_tokens": "--chunked-prefill-size",
                 "memory_fraction": "--mem-fraction-static",
             },
+            mixes_prefill=False,
         )
     else:
         # TensorRT-LLM (PyTorch backend, v0.20-v1.0) llm_args: max_batch_size 2048, max_num_tokens 8192
@@ -119,4 +123,5 @@ def engine_limits(
         max_batched_tokens if max_batched_tokens is not None else limits.max_batched_tokens,
         limits.reserves_whole_request,
         limits.flag_names,
+        limits.mixes_prefill,
     )

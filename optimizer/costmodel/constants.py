@@ -86,4 +86,4 @@ DECODE_ATTENTION_HBM_SHARE = 0.70  # calibrated 2026-11 (grid 0.6-1.0 x host 0-1
 # vLLM V1's async scheduling; TensorRT-LLM's overlap scheduler), so the exposed part is per engine; calibrated as
 # above. A continuous-batching iteration pays it; a static batch (TensorRT-LLM v0.6 gptSessionBenchmark) has no
 # scheduler and does not (costmodel/inference.py).
-ENGINE_ITERATION_OVERHEAD_S: dict[str, float] = {"vllm": 0.006, "sglang": 0.008, "trtllm": 0.006}  # calibrated 2026-11
+ENGINE_ITERATION_OVERHEAD_S: dict[str, float] = {"vllm": 0.006, "sglang": 0.006, "trtllm": 0.006}  # calibrated 2026-11

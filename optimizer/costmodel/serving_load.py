@@ -209,9 +209,16 @@ class ReplicaLoad:
         if self.decode_only:
             return dec
         chunk = self._chunk(rate, decoding, t)
-        mixed = self.iteration_s(decoding, chunk)
         share = rate * w.prompt_len * t / chunk  # iterations per second that carry prefill x t
-        return dec + share * (mixed - dec)
+        return dec + share * self._prefill_extra(decoding, chunk, dec)
+
+    def _prefill_extra(self, decoding: float, chunk: float, dec: float) -> float:
+        """What an iteration carrying a prefill chunk adds to the decode steps' mean time: the chunk beside the
+        decodes (vLLM V1, TensorRT-LLM in-flight batching), or a whole prefill-only iteration in which no sequence
+        decodes (SGLang: enable_mixed_chunk is off by default, server_args.py)."""
+        if self.limits.mixes_prefill:
+            return self.iteration_s(decoding, chunk) - dec
+        return self.iteration_s(0.0, chunk)
 
     def _ceiling(self, rate: float) -> float:
         """The largest mean iteration time the limits allow at `rate`: B <= max_decoding, and the prefill
@@ -243,7 +250,7 @@ class ReplicaLoad:
         share = rate * w.prompt_len * t / chunk
         if share > 1:
             return None
-        mixed = self.iteration_s(decoding, chunk)
+        mixed = self.iteration_s(decoding if self.limits.mixes_prefill else 0.0, chunk)
         service = math.ceil(w.prompt_len / chunk) * mixed
         rho = min(0.999, share)
         wait = rho * mixed * (1 + self.service_cv2) / (2 * (1 - rho))  # Pollaczek-Khinchine (M/D/1 at cv 0)
