@@ -52,8 +52,12 @@ def engine_limits(
     max_seqs: int | None = None,
     max_batched_tokens: int | None = None,
     memory_fraction: float | None = None,
+    wide_ep: bool = False,
 ) -> EngineLimits:
-    """The limits `engine` sets for a replica with `tp` GPUs per stage of type `gpu` (explicit values win)."""
+    """The limits `engine` sets for a replica with `tp` GPUs per stage of type `gpu` (explicit values win).
+    `wide_ep`: experts spread with DP attention over DeepEP, whose low-latency dispatch buffers are preallocated
+    per rank; SGLang then decodes at most 256 sequences per rank (LMSYS large-scale EP blog, decode table: batch
+    size 256 per device)."""
     big = gpu.memory_bytes >= 70 * GIB
     if engine == "vllm":
         # vllm/engine/arg_utils.py get_batch_defaults (v0.9-v0.11, `vllm serve`): >= 70 GiB and not A100 ->
@@ -114,12 +118,13 @@ def engine_limits(
                 "memory_fraction": "kv_cache_config.free_gpu_memory_fraction",
             },
         )
+    default_seqs = 256 if wide_ep and engine == "sglang" else limits.max_seqs
     return EngineLimits(
         limits.engine,
         memory_fraction if memory_fraction is not None else limits.memory_fraction,
         limits.fraction_of_free,
         limits.block_tokens,
-        max_seqs if max_seqs is not None else limits.max_seqs,
+        max_seqs if max_seqs is not None else default_seqs,
         max_batched_tokens if max_batched_tokens is not None else limits.max_batched_tokens,
         limits.reserves_whole_request,
         limits.flag_names,

@@ -164,7 +164,20 @@ def stage_time(
             lf.gemm_groups,
         )
         flops_t = tokens * lf.gemm / tp / (peak_flops(gpu, fp8) * eff)
-        flops_t += work.attn_pairs * lf.attn_per_ctx / tp / (peak_flops(gpu, False) * eff)
+        # Decode attention of an MLA model runs absorbed (W_UK folded into the query, W_UV into the output): scores
+        # and values over the latent, 2a(r + d_rope) + 2a r per cached token [DeepSeek-V2 §2.1.2; FlashMLA];
+        # prefill attends uncompressed heads.
+        decode_pairs = work.kv_read_tokens
+        per_ctx = lf.attn_per_ctx
+        if model.mla is not None:
+            r = model.mla.kv_lora_rank
+            absorbed = (
+                2 * model.num_attention_heads * (r + model.mla.qk_rope_head_dim) + 2 * model.num_attention_heads * r
+            )
+            flops_t += decode_pairs * absorbed / tp / (peak_flops(gpu, False) * eff)
+            flops_t += (work.attn_pairs - decode_pairs) * per_ctx / tp / (peak_flops(gpu, False) * eff)
+        else:
+            flops_t += work.attn_pairs * per_ctx / tp / (peak_flops(gpu, False) * eff)
         # Weights read once per forward; MoE reads only the experts the batch touches.
         if is_moe and model.moe is not None:
             # Every GPU of the stage holds 1/(etp x ep) of the experts (serving EP: whole experts over tp x dp
@@ -178,9 +191,15 @@ def stage_time(
             weight_params = model.dense_layer_params / tp
         kv_read = work.kv_read_tokens * kv_bytes_per_token_per_layer(model, tp, kvb)
         repl, shard = elementwise_bytes_per_token(model, is_moe, False)
-        # Paged decode attention gathers KV blocks below streaming bandwidth [DECODE_ATTENTION_HBM_SHARE].
+        # Paged decode attention gathers KV blocks below streaming bandwidth [DECODE_ATTENTION_HBM_SHARE]. Under
+        # two-batch overlap each half-batch runs the whole layer, so the layer's weights stream twice [LMSYS
+        # large-scale EP blog: with TBO the GEMMs run at half the batch].
+        weight_reads = 2 if c.ep_comm_overlap and model.moe is not None else 1
         mem_t = hbm_time(
-            gpu, weight_params * wbytes + kv_read / constants.DECODE_ATTENTION_HBM_SHARE + tokens * (repl + shard / tp)
+            gpu,
+            weight_reads * weight_params * wbytes
+            + kv_read / constants.DECODE_ATTENTION_HBM_SHARE
+            + tokens * (repl + shard / tp),
         )
         layer_t = max(flops_t, mem_t)  # roofline per layer [LA get_latency_fwd_per_layer]
         tp_t = 2 * net.all_reduce(lv, tokens * model.hidden_size * 2) if tp > 1 else 0.0  # [costmodel G]

@@ -32,7 +32,8 @@ from optimizer.validation import Layout
 from optimizer.workload import BYTES, InferenceWorkload
 
 _BISECT = 48
-_TOLERANCE = 2e-4  # relative: rates and iteration times to 0.02%
+_GRID = 24  # points of the first-fixed-point scan
+_TOLERANCE = 1e-3  # relative: rates and iteration times to 0.1% (far below the model's error)
 
 
 def boundary(holds: Callable[[float], bool], lo: float, hi: float) -> tuple[float, float]:
@@ -109,6 +110,7 @@ class ReplicaLoad:
             max_seqs=w.max_seqs,
             max_batched_tokens=w.max_batched_tokens,
             memory_fraction=w.memory_fraction,
+            wide_ep=c.dp > 1 and c.ep > 1,
         )
         # Attention data parallelism inside a replica (serving EP = tp x dp, validation.check_serving_experts):
         # each of the dp ranks holds and runs its own sequences [SGLang --enable-dp-attention].
@@ -230,7 +232,6 @@ class ReplicaLoad:
 
     def at_rate(self, rate: float) -> LoadPoint | None:
         """The steady state at `rate` requests/s, or None when the replica cannot keep up."""
-        w = self.w
         if rate <= 0 or self.max_decoding < 1:
             return None
         hi = self._ceiling(rate)
@@ -239,16 +240,33 @@ class ReplicaLoad:
             return self.mean_iteration_s(rate, t) - t
 
         lo = self.iteration_s(0.0, 0.0)
-        if lo >= hi or excess(hi) > 0:
+        if lo >= hi:
             return None
-        _, t = boundary(lambda x: excess(x) > 0, lo, hi)
+        # The operating point is the first fixed point above the idle iteration: the mean iteration time settles
+        # where it first stops exceeding itself. The excess need not be monotone (the prefill chunk shrinks as
+        # the decode batch grows), so the first crossing is found on a geometric grid, then bisected.
+        grid = [lo * (hi / lo) ** (k / _GRID) for k in range(1, _GRID + 1)]
+        prev = lo
+        for t in grid:
+            if excess(t) <= 0:
+                break
+            prev = t
+        else:
+            return None
+        _, t = boundary(lambda x: excess(x) > 0, prev, t)
+        return self._point(rate, t)
+
+    def _point(self, rate: float, t: float) -> LoadPoint | None:
+        """The steady state at `rate` with mean iteration time `t` (a fixed point): batch, TTFT, KV use; None when
+        a mixing engine's iterations cannot carry the prefill (more prefill iterations than iterations)."""
+        w = self.w
         decoding = rate * w.output_len * t
         if self.decode_only:
             kv = decoding * self.ctx / self.kv_tokens
             return LoadPoint(rate, decoding, t, 0.0, 0.0, kv)
         chunk = self._chunk(rate, decoding, t)
         share = rate * w.prompt_len * t / chunk
-        if share > 1:
+        if share > 1 + 1e-9 and self.limits.mixes_prefill:
             return None
         mixed = self.iteration_s(decoding if self.limits.mixes_prefill else 0.0, chunk)
         service = math.ceil(w.prompt_len / chunk) * mixed
@@ -262,29 +280,62 @@ class ReplicaLoad:
         return LoadPoint(rate, decoding, t, ttft_mean, ttft_p90, kv)
 
     def saturated(self) -> LoadPoint | None:
-        """The steady state at the highest rate the replica sustains (an infinite queue of requests, as
-        `trtllm-bench throughput` and `bench_serving --request-rate inf` run)."""
-        best = self.max_rate()
-        return self.at_rate(best) if best > 0 else None
+        """The steady state under an infinite queue of requests (`trtllm-bench throughput`, `bench_serving
+        --request-rate inf`): the decode batch is as large as the KV cache and max_seqs allow, or, for an engine
+        that mixes prefill into its iterations, as the token budget allows with the prefill that keeps it full
+        (B (1 + P/O) tokens per iteration). Explicit: at a fixed batch the iteration time needs no fixed point."""
+        w = self.w
+        if self.max_decoding < 1:
+            return None
+        batch = self.max_decoding
+        if self.limits.mixes_prefill and not self.decode_only:
+            batch = min(batch, self.limits.max_batched_tokens / (1 + w.prompt_len / w.output_len))
+        dec = self.iteration_s(batch, 0.0)
+        if self.decode_only:
+            t = dec
+        else:
+            arriving = batch / w.output_len  # prompts admitted per iteration: one per finished sequence
+            chunk = min(
+                max(1.0, self.limits.max_batched_tokens - (batch if self.limits.mixes_prefill else 0)),
+                w.prompt_len * max(1.0, arriving),
+            )
+            share = arriving * w.prompt_len / chunk
+            t = dec + share * self._prefill_extra(batch, chunk, dec)
+        return self._point(batch / (w.output_len * t), t)
+
+    def steady(self, rate: float) -> LoadPoint | None:
+        """The steady state at `rate`, the saturated one at or above its rate (what max_rate judged)."""
+        top = self.saturated()
+        if top is not None and rate >= top.rate * (1 - 1e-9):
+            return top
+        return self.at_rate(rate)
 
     def max_rate(self, ttft_s: float | None = None, tpot_s: float | None = None) -> float:
-        """The highest rate (requests/s) with a steady state that meets the targets; 0 when none does."""
-        w = self.w
+        """The highest rate (requests/s) with a steady state that meets the targets; 0 when none does. Feasibility
+        in the rate need not be monotone near saturation, so the rates below the saturated one are scanned from
+        the top and the first that meets the targets is refined by bisection towards the next one up."""
+        top_point = self.saturated()
+        if top_point is None:
+            return 0.0
+        top = top_point.rate
 
         def ok(r: float) -> bool:
-            pt = self.at_rate(r)
+            pt = self.at_rate(r) if r < top else top_point
             if pt is None:
                 return False
             return (tpot_s is None or pt.step_s <= tpot_s) and (ttft_s is None or pt.ttft_p90_s <= ttft_s)
 
-        t0 = self.iteration_s(1.0, 0.0)
-        hi = min(self.max_decoding, self.limits.max_seqs) / (w.output_len * t0)  # no slower iteration than t0
-        lo = 0.0
-        if ok(hi):
-            return hi
-        if not ok(hi * 1e-6):
+        if ok(top):
+            return top
+        if not ok(top * 1e-6):
             return 0.0  # the targets fail even without load
-        return boundary(ok, lo, hi)[0]
+        above = top
+        for k in range(_GRID - 1, 0, -1):
+            r = top * k / _GRID
+            if ok(r):
+                return boundary(ok, r, above)[0]
+            above = r
+        return boundary(ok, top * 1e-6, above)[0]
 
 
 @dataclass(frozen=True)

@@ -148,7 +148,7 @@ class FleetSearch:
         return out
 
     def _shape(self, role: str, pool: NodePool, c: ParallelConfig, load: ReplicaLoad, rate: float) -> ReplicaShape:
-        pt = load.at_rate(rate) if rate > 0 and role != "prefill" else None
+        pt = load.steady(rate) if rate > 0 and role != "prefill" else None
         price = None if pool.price_per_gpu_hour is None else pool.price_per_gpu_hour * c.gpus
         return ReplicaShape(
             role=role,
