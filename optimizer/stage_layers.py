@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import functools
 import math
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 from optimizer.model_spec import ModelSpec
@@ -128,6 +129,23 @@ class LayerRules:
         if rank == 0:
             return self.first_counts()
         return self.last_counts() if rank == self.pp - 1 else self.other_counts()
+
+    def splits(self) -> Iterator[list[int]]:
+        """Every split of the layers over the ranks that follows the rules (the exhaustive oracles' layouts), in
+        increasing order of the first ranks' counts."""
+
+        def rest(remaining: int, rank: int) -> Iterator[list[int]]:
+            if rank == self.pp:
+                if remaining == 0:
+                    yield []
+                return
+            for x in self.counts(rank):
+                if x > remaining:
+                    break
+                for tail in rest(remaining - x, rank + 1):
+                    yield [x, *tail]
+
+        yield from rest(self.num_layers, 0)
 
     def admits(self) -> bool:
         """Whether any split of the layers over the ranks follows the rules."""

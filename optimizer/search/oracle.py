@@ -23,34 +23,21 @@ from optimizer.workload import TrainingWorkload
 
 
 def _layouts(ts: TrainingSpace, c: ParallelConfig) -> Iterator[tuple[list[int], list[str]]]:
-    L, pp = ts.model.num_layers, c.pp
+    pp = c.pp
     rules = LayerRules.of(ts.model, pp, c.vp, ts.fw.virtual_stage_layout)
     pools = [p for p in ts.pools if p.healthy_gpus >= c.gpus_per_stage]
     names = [p.name for p in pools]
 
-    def splits(remaining: int, rank: int) -> Iterator[list[int]]:
-        if rank == pp:
-            if remaining == 0:
-                yield []
-            return
-        for x in rules.counts(rank):
-            if x > remaining:
-                break
-            for rest in splits(remaining - x, rank + 1):
-                yield [x, *rest]
-
-    for l0 in rules.first_counts():
-        for rest in splits(L - l0, 1):
-            layers = [l0, *rest]
-            for assign in itertools.product(range(len(pools)), repeat=pp):
-                # pools form contiguous blocks
-                blocks = [a for i, a in enumerate(assign) if i == 0 or assign[i - 1] != a]
-                if len(blocks) != len(set(blocks)):
-                    continue
-                # middle stages on one pool: non-decreasing layers
-                if any(assign[i] == assign[i + 1] and layers[i] > layers[i + 1] for i in range(1, pp - 2)):
-                    continue
-                yield layers, [names[a] for a in assign]
+    for layers in rules.splits():
+        for assign in itertools.product(range(len(pools)), repeat=pp):
+            # pools form contiguous blocks
+            blocks = [a for i, a in enumerate(assign) if i == 0 or assign[i - 1] != a]
+            if len(blocks) != len(set(blocks)):
+                continue
+            # middle stages on one pool: non-decreasing layers
+            if any(assign[i] == assign[i + 1] and layers[i] > layers[i + 1] for i in range(1, pp - 2)):
+                continue
+            yield layers, [names[a] for a in assign]
 
 
 def oracle_plan(

@@ -26,20 +26,7 @@ from optimizer.workload import InferenceWorkload
 def _layouts(
     model: ModelSpec, cluster: ClusterSpec, c: ParallelConfig, names: list[str]
 ) -> Iterator[tuple[list[int], list[str]]]:
-    rules = LayerRules.of(model, c.pp, 1, True)
-
-    def splits(remaining: int, rank: int) -> Iterator[list[int]]:
-        if rank == c.pp:
-            if remaining == 0:
-                yield []
-            return
-        for x in rules.counts(rank):
-            if x > remaining:
-                break
-            for rest in splits(remaining - x, rank + 1):
-                yield [x, *rest]
-
-    for layers in splits(model.num_layers, 0):
+    for layers in LayerRules.of(model, c.pp, 1, True).splits():
         for assign in itertools.product(names, repeat=c.pp):
             used = Counter(assign)
             if all(n * c.gpus_per_stage <= cluster.pool(q).healthy_gpus for q, n in used.items()):
