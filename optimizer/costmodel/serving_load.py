@@ -16,6 +16,7 @@ mean context (length bias, E[O^2]/E[O]).
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -279,6 +280,11 @@ class ReplicaLoad:
         kv = seqs * self.ctx / self.kv_tokens
         return LoadPoint(rate, decoding, t, ttft_mean, ttft_p90, kv)
 
+    @functools.cached_property
+    def saturated_point(self) -> LoadPoint | None:
+        """saturated(), computed once per replica (max_rate and steady() both start from it)."""
+        return self.saturated()
+
     def saturated(self) -> LoadPoint | None:
         """The steady state under an infinite queue of requests (`trtllm-bench throughput`, `bench_serving
         --request-rate inf`): the decode batch is as large as the KV cache and max_seqs allow, or, for an engine
@@ -305,7 +311,7 @@ class ReplicaLoad:
 
     def steady(self, rate: float) -> LoadPoint | None:
         """The steady state at `rate`, the saturated one at or above its rate (what max_rate judged)."""
-        top = self.saturated()
+        top = self.saturated_point
         if top is not None and rate >= top.rate * (1 - 1e-9):
             return top
         return self.at_rate(rate)
@@ -314,7 +320,7 @@ class ReplicaLoad:
         """The highest rate (requests/s) with a steady state that meets the targets; 0 when none does. Feasibility
         in the rate need not be monotone near saturation, so the rates below the saturated one are scanned from
         the top and the first that meets the targets is refined by bisection towards the next one up."""
-        top_point = self.saturated()
+        top_point = self.saturated_point
         if top_point is None:
             return 0.0
         top = top_point.rate
