@@ -103,6 +103,13 @@ def estimate(
     sp: Annotated[bool, typer.Option("--sp", help="Sequence parallelism.")] = False,
     zero: Annotated[int, typer.Option(help="ZeRO stage 0-3 (1 = distributed optimizer).")] = 0,
     recompute: Annotated[str, typer.Option(help="none, selective or full.")] = "none",
+    recompute_modules: Annotated[
+        str | None,
+        typer.Option(
+            help="With --recompute selective: Megatron --recompute-modules, comma-separated (core_attn, layernorm, "
+            "mla_up_proj, moe_act, mlp, moe, shared_experts)."
+        ),
+    ] = None,
     precision: PrecisionOpt = "bf16",
     grad_dtype: GradDtypeOpt = "fp32",
     layers_per_stage: Annotated[str | None, typer.Option(help="Uneven split, e.g. 19,21,21,19.")] = None,
@@ -148,6 +155,7 @@ def estimate(
             sequence_parallel=sp,
             zero_stage=zero,
             recompute=recompute,
+            recompute_modules=recompute_modules.split(",") if recompute_modules is not None else None,
             layers_per_stage=parse_int_list(layers_per_stage, "config.layers_per_stage"),
             pipeline_layout=layout,
             stage_pools=stage_pools.split(",") if stage_pools else None,

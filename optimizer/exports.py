@@ -176,6 +176,8 @@ def _megatron(model: ModelSpec, w: TrainingWorkload, c: ParallelConfig, layers: 
         pairs += [("--recompute-granularity", "full"), ("--recompute-method", "uniform"), ("--recompute-num-layers", 1)]
     elif c.recompute == "selective":
         pairs.append(("--recompute-granularity", "selective"))
+        if c.recompute_modules is not None:  # TransformerConfig.recompute_modules, nargs '+'
+            pairs.append(("--recompute-modules", " ".join(c.recompute_modules)))
     if w.precision == "fp8":
         pairs += [("--bf16", None), ("--fp8-format", "hybrid")]
     else:

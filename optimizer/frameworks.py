@@ -56,6 +56,9 @@ class Framework:
     """EP all-to-all of one micro-batch overlapped with another micro-batch's compute (combined 1F1B)."""
     sequence_parallel: bool
     recomputes: tuple[Recompute, ...]
+    recompute_modules: bool
+    """Selective recompute by named modules (optimizer/recompute_modules.py); otherwise selective means the
+    attention core only."""
     overlap_grad_reduce: bool
     """Gradient reduction overlapped with the backward pass."""
     zero3_collectives_per_layer: int
@@ -100,6 +103,7 @@ MEGATRON = Framework(
     ep_comm_overlap=True,
     sequence_parallel=True,
     recomputes=("none", "selective", "full"),
+    recompute_modules=True,
     overlap_grad_reduce=True,
     zero3_collectives_per_layer=1,
     zero3_overlap=1.0,
@@ -147,6 +151,11 @@ MEGATRON = Framework(
             "schedules.py get_pp_rank_microbatches)",
         ),
         ("recompute", "--recompute-granularity selective|full"),
+        (
+            "recompute_modules",
+            "--recompute-modules core_attn layernorm mla_up_proj moe_act mlp moe shared_experts "
+            "(TransformerConfig.recompute_modules, Megatron-LM d98e8a6)",
+        ),
         ("overlap_grad_reduce", "--overlap-grad-reduce, --overlap-param-gather (DistributedDataParallelConfig)"),
         ("pp", "scatter/gather of p2p tensors over TP ranks [N21 §4.1]; grads reduced under the last backward"),
         (
@@ -173,6 +182,7 @@ DEEPSPEED = Framework(
     ep_comm_overlap=False,
     sequence_parallel=True,
     recomputes=("none", "selective", "full"),
+    recompute_modules=False,
     overlap_grad_reduce=True,
     zero3_collectives_per_layer=6,
     # Calibrated on Narayanan 2021 Table 2 (ZeRO-3 without model parallelism, 384-2,240 A100): see
@@ -209,6 +219,7 @@ DEEPSPEED = Framework(
         ("tp_comm_overlap", "no TP/GEMM overlap in DeepSpeed or Megatron-DeepSpeed"),
         ("sp", "Megatron-DeepSpeed --sequence-parallel"),
         ("recompute", "activation_checkpointing; Megatron-DeepSpeed --recompute-granularity"),
+        ("recompute_modules", "Megatron-DeepSpeed's selective recompute is the attention core only"),
         ("overlap_grad_reduce", "zero_optimization.overlap_comm (default true for stage 3, runtime/zero/config.py)"),
         (
             "pp",
@@ -241,6 +252,7 @@ TORCHTITAN = Framework(
     ep_comm_overlap=False,
     sequence_parallel=True,
     recomputes=("none", "selective", "full"),
+    recompute_modules=False,
     overlap_grad_reduce=True,
     zero3_collectives_per_layer=1,
     zero3_overlap=1.0,
@@ -277,6 +289,10 @@ TORCHTITAN = Framework(
         ("tp_comm_overlap", "compile.enable_async_tensor_parallel (symmetric memory, node-local)"),
         ("sp", "parallelism.enable_sequence_parallel (default true)"),
         ("recompute", "activation_checkpoint.mode none|selective|full"),
+        (
+            "recompute_modules",
+            "activation_checkpoint.selective_ac_option is per layer or per op, not Megatron's module list",
+        ),
         ("overlap_grad_reduce", "FSDP2 reduce-scatter on its own stream"),
         ("zero3", "fully_shard per transformer block, the next block's all-gather prefetched"),
         ("pp", "with sequence parallelism a stage's output is sharded over the TP ranks, each sends its shard"),
@@ -311,6 +327,11 @@ def unsupported_knob(fw: Framework, c: ParallelConfig) -> tuple[str, str] | None
         (c.ep_comm_overlap and not fw.ep_comm_overlap, "ep_comm_overlap", "ep_comm_overlap=true"),
         (c.sequence_parallel and not fw.sequence_parallel, "sp", "sp=true"),
         (c.recompute not in fw.recomputes, "recompute", f"recompute={c.recompute}"),
+        (
+            c.recompute_modules is not None and not fw.recompute_modules,
+            "recompute_modules",
+            f"recompute_modules={','.join(c.recompute_modules or ())}",
+        ),
         (
             c.zero_stage not in (fw.zero_stages_with_pp if c.pp > 1 else fw.zero_stages),
             "zero",

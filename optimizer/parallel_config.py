@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from optimizer.recompute_modules import DEFAULT_MODULES, RecomputeModule, normalise
 
 Schedule = Literal["gpipe", "1f1b", "interleaved-1f1b", "zb-h1"]
 Recompute = Literal["none", "selective", "full"]
@@ -36,6 +38,11 @@ class ParallelConfig(BaseModel):
     sequence_parallel: bool = Field(default=False, description="Megatron sequence parallelism (needs tp > 1).")
     zero_stage: int = Field(default=0, ge=0, le=3, description="ZeRO stage; 1 = Megatron distributed optimizer.")
     recompute: Recompute = Field(default="none", description="Activation recomputation.")
+    recompute_modules: tuple[RecomputeModule, ...] | None = Field(
+        default=None,
+        description="With recompute=selective: Megatron's --recompute-modules (optimizer/recompute_modules.py); "
+        "None = Megatron's default ('core_attn').",
+    )
     layers_per_stage: list[int] | None = Field(
         default=None, description="Layers on each physical stage (uneven allowed); None = even split."
     )
@@ -55,6 +62,18 @@ class ParallelConfig(BaseModel):
         description="Overlap the EP all-to-all with another micro-batch's compute (Megatron "
         "--overlap-moe-expert-parallel-comm; needs ep > 1, no full recompute, vp > 1 when pp > 1).",
     )
+
+    @field_validator("recompute_modules")
+    @classmethod
+    def _canonical_modules(cls, v: tuple[RecomputeModule, ...] | None) -> tuple[RecomputeModule, ...] | None:
+        return None if v is None else normalise(v)
+
+    @property
+    def modules(self) -> frozenset[str]:
+        """The selective recompute modules in effect (empty unless recompute is selective)."""
+        if self.recompute != "selective":
+            return frozenset()
+        return frozenset(self.recompute_modules if self.recompute_modules is not None else DEFAULT_MODULES)
 
     @property
     def gpus(self) -> int:

@@ -11,6 +11,7 @@ from optimizer.frameworks import FRAMEWORKS, Framework, check_config, framework
 from optimizer.model_spec import ModelSpec
 from optimizer.parallel_config import ParallelConfig
 from optimizer.pipeline_layout import parse_layout
+from optimizer.recompute_modules import module_rule
 from optimizer.stage_layers import LayerRules
 from optimizer.workload import InferenceWorkload, TrainingWorkload
 
@@ -22,6 +23,18 @@ class Layout:
     stage_pools: tuple[NodePool, ...]
     stage_layers: tuple[int, ...]
     microbatches: int
+
+
+def _check_recompute_modules(model: ModelSpec, c: ParallelConfig) -> None:
+    """Megatron's rules for --recompute-modules [TransformerConfig.__post_init__]."""
+    if c.recompute_modules is None:
+        return
+    if c.recompute != "selective":
+        raise DomainError("config.recompute_modules", f"needs recompute=selective (got recompute={c.recompute})")
+    for module in c.recompute_modules:
+        rule = module_rule(module, model)
+        if rule is not None:
+            raise DomainError("config.recompute_modules", rule)
 
 
 def _check_tp(model: ModelSpec, c: ParallelConfig, training: bool) -> None:
@@ -199,6 +212,7 @@ def validate(
         raise DomainError("cluster", f"cluster {cluster.name} has no healthy GPU")
     training = isinstance(workload, TrainingWorkload)
     _check_tp(model, config, training)
+    _check_recompute_modules(model, config)
     fw: Framework | None = None
     if training:
         assert isinstance(workload, TrainingWorkload)

@@ -32,10 +32,29 @@ class LayerFlops:
     largest_gemm_per_token: float  # FLOPs per token of the biggest single GEMM (sets the size efficiency)
     largest_gemm_cols: int  # output width of that GEMM before the TP split (fused gate+up for SwiGLU)
     gemm_groups: float  # independent GEMMs sharing it (routed experts: top_k of num_experts per token)
+    mlp: float = 0.0  # the MLP's share of gemm: dense MLP, or routed experts + shared experts + router
+    shared: float = 0.0  # the shared experts' share of gemm
+    mla_up: float = 0.0  # MLA's Q and KV up-projections (recomputed by the mla_up_proj module)
+    routed: float = 0.0  # the routed experts' share of gemm (top_k experts per token)
+
+
+_FLOPS_MEMO: dict[tuple[int, bool], tuple[ModelSpec, LayerFlops]] = {}
 
 
 def layer_flops(model: ModelSpec, moe_layer: bool) -> LayerFlops:
-    """Per-token forward FLOPs of one layer [costmodel B; MLM training.py]."""
+    """Per-token forward FLOPs of one layer [costmodel B; MLM training.py] (memoised per model object: every
+    cost-model context of a search asks for the same two)."""
+    hit = _FLOPS_MEMO.get((id(model), moe_layer))
+    if hit is not None and hit[0] is model:
+        return hit[1]
+    if len(_FLOPS_MEMO) > 256:
+        _FLOPS_MEMO.clear()
+    lf = _layer_flops(model, moe_layer)
+    _FLOPS_MEMO[(id(model), moe_layer)] = (model, lf)
+    return lf
+
+
+def _layer_flops(model: ModelSpec, moe_layer: bool) -> LayerFlops:
     h = model.hidden_size
     mats = 3 if model.activation == "swiglu" else 2
     if model.mla is not None:
@@ -47,7 +66,10 @@ def layer_flops(model: ModelSpec, moe_layer: bool) -> LayerFlops:
         )
         attn_proj = q_proj + kv_proj + 2 * a * m.v_head_dim * h
         attn_core = 2 * a * qk_head + 2 * a * m.v_head_dim
+        mla_up = 2 * m.kv_lora_rank * a * (m.qk_nope_head_dim + m.v_head_dim)
+        mla_up += 2 * m.q_lora_rank * a * qk_head if m.q_lora_rank else 0
     else:
+        mla_up = 0
         q, kv = model.q_dim, model.kv_heads * model.head_size
         attn_proj = 2 * h * (q + 2 * kv) + 2 * q * h
         attn_core = 4 * q
@@ -55,6 +77,8 @@ def layer_flops(model: ModelSpec, moe_layer: bool) -> LayerFlops:
         moe = model.moe
         mlp = moe.top_k * 2 * mats * h * moe.expert_ffn_hidden_size + 2 * mats * h * moe.shared_ffn
         mlp += 2 * h * moe.num_experts  # router
+        shared = 2 * mats * h * moe.shared_ffn
+        routed = moe.top_k * 2 * mats * h * moe.expert_ffn_hidden_size
         biggest = 2 * h * moe.expert_ffn_hidden_size * moe.top_k
         cols = (mats - 1) * moe.expert_ffn_hidden_size
         groups = moe.num_experts / moe.top_k
@@ -62,12 +86,17 @@ def layer_flops(model: ModelSpec, moe_layer: bool) -> LayerFlops:
         mlp = 2 * mats * h * model.ffn_hidden_size
         biggest = 2 * h * model.ffn_hidden_size
         cols, groups = (mats - 1) * model.ffn_hidden_size, 1.0
+        shared = routed = 0
     return LayerFlops(
         gemm=attn_proj + mlp,
         attn_per_ctx=attn_core,
         largest_gemm_per_token=max(biggest, 2 * h * h),
         largest_gemm_cols=cols,
         gemm_groups=groups,
+        mlp=mlp,
+        shared=shared,
+        mla_up=mla_up,
+        routed=routed,
     )
 
 

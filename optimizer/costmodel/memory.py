@@ -59,7 +59,8 @@ def activation_bytes_per_layer(
     Replicated across TP unless sequence parallel: norm inputs 4sbh, QKV and MLP inputs 2sbh each, dropout masks
     2sbh. Split by TP: Q, K, V 2sb(q+2kv), attention output 2sbq, MLP 4sbf (GeLU) or 6sbf (SwiGLU), and without
     flash attention the softmax 2as^2b (+3as^2b with dropout); flash keeps 4asb of softmax statistics.
-    Selective recompute drops the s^2 terms; full recompute keeps only the layer input 2sbh [K22 §5].
+    Selective recompute drops what its modules discard (core_attn: the s^2 terms [K22 §5]; the others as
+    optimizer/recompute_modules.py reads them from Megatron); full recompute keeps only the layer input 2sbh.
 
     FP8 (Transformer Engine, as Megatron-Core builds the layer: LayerNormLinear for QKV and fc1, Linear for the
     projection and fc2) saves each GEMM input for its weight gradient as one FP8 copy, 1 byte per element: the QKV
@@ -74,20 +75,36 @@ def activation_bytes_per_layer(
     sp_div = t if c.sequence_parallel else 1
     if c.recompute == "full":
         return 2 * sbh / sp_div
+    mods = c.modules  # selective recompute modules [optimizer/recompute_modules.py]
+    moe = model.moe if moe_layer else None
     gemm_in = 1 if fp8 else 2  # bytes per element of a saved GEMM input
-    replicated = (4 + 2 * gemm_in + (2 if model.dropout else 0)) * sbh
-    width = model.ffn_hidden_size
-    if moe_layer and model.moe is not None:
-        width = model.moe.top_k * model.moe.expert_ffn_hidden_size + model.moe.shared_ffn
-        replicated += 2 * model.moe.top_k * sbh  # permuted tokens
+    # Replicated over TP unless SP: the two norm inputs (the residual stream), the norm outputs that feed the
+    # attention and MLP GEMMs, dropout masks, and for MoE the permuted tokens (top_k copies).
+    attn_in = mlp_in = gemm_in * sbh
+    if "layernorm" in mods:  # separate norms only: MLA's input norm, an MoE layer's pre-MLP norm
+        attn_in = 0.0 if model.mla is not None else attn_in
+        mlp_in = 0.0 if moe is not None else mlp_in
+    if "mlp" in mods and moe is None:  # the dense MLP checkpointed from its input (the residual)
+        mlp_in = 0.0
+    replicated = 4 * sbh + attn_in + mlp_in + (2 * sbh if model.dropout else 0)
     fc1_out = 4 if model.activation == "swiglu" else 2  # bf16 activation-function input, per element of width
-    mlp = (fc1_out + gemm_in) * s * b * width
+    if moe is not None:
+        routed = (fc1_out + (0 if "moe_act" in mods else gemm_in)) * s * b * moe.top_k * moe.expert_ffn_hidden_size
+        shared = 0.0 if "shared_experts" in mods else (fc1_out + gemm_in) * s * b * moe.shared_ffn
+        permuted = 2 * moe.top_k * sbh
+        if "moe" in mods:  # the whole MoE layer checkpointed from its input
+            routed = shared = permuted = 0.0
+        replicated += permuted
+        mlp = routed + shared
+    else:
+        mlp = 0.0 if "mlp" in mods else (fc1_out + gemm_in) * s * b * model.ffn_hidden_size
+    qkv = 0.0 if "mla_up_proj" in mods and model.mla is not None else 2 * s * b * (model.q_dim + 2 * model.kv_dim)
     attn_out = 2 + (1 if fp8 else 0)
-    split = 2 * s * b * (model.q_dim + 2 * model.kv_dim) + attn_out * s * b * model.q_dim + mlp
+    split = qkv + attn_out * s * b * model.q_dim + mlp
     a = model.num_attention_heads
     if flash:
         split += 4 * a * s * b
-    elif c.recompute != "selective":
+    elif "core_attn" not in mods:
         split += (5 if model.dropout else 2) * a * s * s * b
     return replicated / sp_div + split / t
 

@@ -96,8 +96,19 @@ class StageCost:
 class _Ctx:
     """Values shared by all stages of one estimate."""
 
-    def __init__(self, model: ModelSpec, cluster: ClusterSpec, w: TrainingWorkload, c: ParallelConfig, m: int) -> None:
+    def __init__(
+        self,
+        model: ModelSpec,
+        cluster: ClusterSpec,
+        w: TrainingWorkload,
+        c: ParallelConfig,
+        m: int,
+        dense_memo: dict[tuple[object, ...], LayerCost] | None = None,
+    ) -> None:
+        """`dense_memo`: dense-layer costs shared by contexts of one model, cluster and workload (a search's
+        many probes), keyed by the knobs a dense layer's cost depends on (dense_layer_key)."""
         self.model, self.cluster, self.w, self.c, self.m = model, cluster, w, c, m
+        self._dense_memo = dense_memo
         self.stage_cache: dict[tuple[bool, bool, int, int, str, str | None], StageCost] = {}
         self._moe_prefix = model.moe_prefix
         self.fp8 = w.precision == "fp8"
@@ -116,12 +127,17 @@ class _Ctx:
         self._gpus: dict[str, GPUSpec] = {}
         self._reserve: dict[str, float] = {}
         self._act: dict[bool, float] = {}
-        no_rc = c.model_copy(update={"recompute": "none"}) if c.recompute == "full" else c
-        # One layer's full working set, alive while that layer is recomputed [K22 §5].
-        self.recompute_peak = {
-            is_moe: activation_bytes_per_layer(model, no_rc, w.seq_len, is_moe, w.flash_attention, self.fp8)
-            for is_moe in (False, True)
-        }
+        self._peak: dict[bool, float] = {}
+
+    def recompute_peak(self, moe_layer: bool) -> float:
+        """One layer's full working set, alive while full recompute re-runs that layer [K22 §5] (cached)."""
+        hit = self._peak.get(moe_layer)
+        if hit is None:
+            no_rc = self.c.model_copy(update={"recompute": "none"})
+            hit = self._peak[moe_layer] = activation_bytes_per_layer(
+                self.model, no_rc, self.w.seq_len, moe_layer, self.w.flash_attention, self.fp8
+            )
+        return hit
 
     def activation_per_layer(self, moe_layer: bool) -> float:
         """memory.activation_bytes_per_layer of this configuration (cached: every stage asks)."""
@@ -163,9 +179,22 @@ class _Ctx:
         key = (pool.name, moe_layer)
         hit = self._layer_cache.get(key)
         if hit is None:
-            hit = self._layer_cost(pool, gpu, self.moe if moe_layer else self.dense, moe_layer)
+            memo = self._dense_memo if not moe_layer else None
+            shared = (pool.name, *self.dense_layer_key()) if memo is not None else None
+            hit = memo.get(shared) if memo is not None and shared is not None else None
+            if hit is None:
+                hit = self._layer_cost(pool, gpu, self.moe if moe_layer else self.dense, moe_layer)
+                if memo is not None and shared is not None:
+                    memo[shared] = hit
             self._layer_cache[key] = hit
         return hit
+
+    def dense_layer_key(self) -> tuple[object, ...]:
+        """The knobs a dense layer's cost depends on: not ep, etp or EP overlap, and of the recompute modules
+        only those that touch dense layers."""
+        c = self.c
+        mods = tuple(sorted(c.modules - {"moe_act", "moe", "shared_experts"}))
+        return (c.tp, c.cp, c.mbs, c.sequence_parallel, c.tp_comm_overlap, c.recompute, mods)
 
     def _layer_cost(self, pool: NodePool, gpu: GPUSpec, lf: LayerFlops, moe_layer: bool) -> LayerCost:
         m, c, w = self.model, self.c, self.w
@@ -188,16 +217,14 @@ class _Ctx:
             softmax = tokens * m.num_attention_heads * w.seq_len / tp * (9 if m.dropout else 4)
         t_ew = hbm_time(gpu, ew)
         t_soft = hbm_time(gpu, softmax)
-        fwd = t_gemm + t_attn + t_ew + t_soft
+        stream_fwd, stream_bwd = self._gemm_streaming(gpu, lf, moe_layer, t_gemm)
+        fwd = t_gemm + stream_fwd + t_attn + t_ew + t_soft
         # Backward: 2x the GEMM FLOPs (dgrad + wgrad) [costmodel B]; flash attention's backward recomputes the
         # scores, 2.5x its forward [FlashAttention-2 paper §3.1.2 FLOP count]; memory-bound kernels ~2x.
-        bwd = 2 * t_gemm + t_attn_bwd + 2 * (t_ew + t_soft)
-        if c.recompute == "full":
-            rc = fwd
-        elif c.recompute == "selective":
-            rc = 0.0 if w.flash_attention else t_attn + t_soft
-        else:
-            rc = 0.0
+        bwd = 2 * t_gemm + stream_bwd + t_attn_bwd + 2 * (t_ew + t_soft)
+        moe = m.moe if moe_layer else None
+        full = c.recompute == "full"
+        rc = fwd if full else self._module_recompute(gpu, lf, moe_layer, t_gemm, t_attn + t_soft)
 
         tiers = self.tiers(pool)
         # TP: 2 all-reduces forward, 2 backward, 2 more with full recompute, each of b*s*h activations [S19 §3];
@@ -209,8 +236,11 @@ class _Ctx:
             one = 2 * net.all_gather(lv, msg) if c.sequence_parallel else net.all_reduce(lv, msg)
             # An MoE layer whose experts are not tensor-parallel (etp = 1) has no TP collective around its MLP:
             # the sequence-parallel shards are dispatched by the all-to-all instead [MLM moe token_dispatcher.py].
-            per_layer = 1 if moe_layer and m.moe is not None and c.expert_tp == 1 else 2
+            per_layer = 1 if moe is not None and c.expert_tp == 1 else 2
             n_fwd, n_bwd = per_layer, per_layer + (per_layer if c.recompute == "full" else 0)
+            # A checkpointed MLP (dense, or an MoE layer with tensor-parallel experts) gathers its input again.
+            if ("mlp" in c.modules and moe is None) or ("moe" in c.modules and per_layer == 2 and moe is not None):
+                n_bwd += 1
             # Overlap hides TP traffic under the GEMMs, one chunk of tp left exposed (derived from [NB]), only when the
             # group sits in one NVLink domain: Transformer Engine's userbuffers (Megatron --tp-comm-overlap) and
             # torchtitan's async TP use node-local symmetric memory [optimizer/frameworks.py]. A group that spans
@@ -236,7 +266,11 @@ class _Ctx:
             # [MLM parallel_state.py: expert RankGenerator(tp=etp, ep, dp, cp=1, order 'tp-cp-ep-dp-pp')].
             lv = net.group_levels(tiers, c.ep, c.expert_tp)
             per_rank = m.moe.top_k * tokens / (tp if c.sequence_parallel else 1) * m.hidden_size * 2
-            ep_exposed = 4 * net.all_to_all(lv, per_rank)
+            # A recomputed MoE layer (full recompute, or the moe module) dispatches and combines its tokens again
+            # before its backward: the checkpointed forward includes the token dispatcher [MLM transformer_layer.py
+            # full recompute checkpoints the whole layer; moe_layer.py moe_layer_recompute].
+            again = c.recompute == "full" or "moe" in c.modules
+            ep_exposed = (6 if again else 4) * net.all_to_all(lv, per_rank)
             if c.ep_comm_overlap:
                 # Combined 1F1B merges the forward of one micro-batch with the backward of the previous: the
                 # forward's dispatch + combine run under the backward's compute and the backward's under the
@@ -245,6 +279,75 @@ class _Ctx:
                 half = ep_exposed / 2
                 ep_exposed = max(0.0, half - bwd) + max(0.0, half - fwd)
         return LayerCost(fwd, bwd, t_gemm, rc, tp_exposed, cp_exposed, ep_exposed, tp_fwd)
+
+    def _gemm_streaming(self, gpu: GPUSpec, lf: LayerFlops, moe_layer: bool, t_gemm: float) -> tuple[float, float]:
+        """Time a layer's GEMMs wait on device memory beyond their compute, (forward, backward) per micro-batch.
+
+        A GEMM runs at the slower of its FLOPs and the bytes it streams (roofline [Williams et al. 2009]; NVIDIA
+        DL Performance Guide, 'Matrix Multiplication Background': a GEMM whose arithmetic intensity is below the
+        GPU's FLOP/byte ratio is memory-bound). Bytes per micro-batch: the weights read forward and again by the
+        data-gradient GEMM (1 B each under FP8, Transformer Engine's FP8 weight copies), the weight-gradient
+        GEMM reading and writing the main gradient it accumulates into (Megatron gradient_accumulation_fusion:
+        wgrad_gemm_accum_fp32 into the fp32 main_grad, or bf16 [tensor_parallel/layers.py; TE GroupedLinear
+        accumulate_into_main_grad]); for routed experts also their token rows: the fc1 input, its output, the fc2
+        input and output, once forward and twice backward. Dense layers carry thousands of rows per weight and
+        stay compute-bound; routed experts with few tokens each (many experts, small micro-batches, or experts
+        split over TP) are bound by their weights and gradients."""
+        m, c = self.model, self.c
+        wb = 1.0 if self.fp8 else 2.0
+        gb = float(self.grad_bytes)
+        dense_params = m.moe_layer_params - m.moe_expert_params_per_layer if moe_layer else m.dense_layer_params
+        t_routed = t_gemm * lf.routed / lf.gemm if lf.gemm else 0.0
+        t_rest = t_gemm - t_routed
+        w_dense = dense_params / c.tp
+        fwd = max(0.0, hbm_time(gpu, w_dense * wb) - t_rest)
+        bwd = max(0.0, hbm_time(gpu, w_dense * (wb + 2 * gb)) - 2 * t_rest)
+        moe = m.moe if moe_layer else None
+        if moe is not None:
+            etp = c.expert_tp
+            w_exp = m.moe_expert_params_per_layer / (c.ep * etp)
+            rows = self.tokens * moe.top_k * etp / c.tp  # routed token copies this GPU's experts process
+            mats = 3 if m.activation == "swiglu" else 2
+            f = moe.expert_ffn_hidden_size / etp
+            act_in = 1.0 if self.fp8 else 2.0
+            row_bytes = m.hidden_size * act_in + (mats - 1) * f * 2 + f * act_in + m.hidden_size * 2
+            fwd += max(0.0, hbm_time(gpu, w_exp * wb + rows * row_bytes) - t_routed)
+            bwd += max(0.0, hbm_time(gpu, w_exp * (wb + 2 * gb) + 2 * rows * row_bytes) - 2 * t_routed)
+        return fwd, bwd
+
+    def _module_recompute(self, gpu: GPUSpec, lf: LayerFlops, moe_layer: bool, t_gemm: float, t_core: float) -> float:
+        """Forward work that selective recompute repeats before the backward, per micro-batch: the modules in
+        optimizer/recompute_modules.py (Megatron's --recompute-modules). GEMM parts at the layer's GEMM time per
+        FLOP; norms and activation functions at HBM speed (costmodel/compute.py elementwise_bytes_per_token)."""
+        m, c, mods = self.model, self.c, self.c.modules
+        if not mods:
+            return 0.0
+        moe = m.moe if moe_layer else None
+        tokens, tp = self.tokens, c.tp
+        sp_div = tp if c.sequence_parallel else 1
+        per_flop = t_gemm / lf.gemm if lf.gemm else 0.0
+        rc = 0.0
+        if "core_attn" in mods and not self.w.flash_attention:
+            rc += t_core
+        if "layernorm" in mods:  # a norm reads and writes h bf16 values per token
+            norms = (1 if m.mla is not None else 0) + (1 if moe is not None else 0)
+            rc += hbm_time(gpu, norms * 4 * m.hidden_size * tokens / sp_div)
+        if "mla_up_proj" in mods:
+            rc += lf.mla_up * per_flop
+        act_bytes = 6 if m.activation == "swiglu" else 4  # reads the fc1 output, writes the fc2 input
+        if moe is not None:
+            if "moe" in mods:
+                rc += lf.mlp * per_flop
+                rc += hbm_time(gpu, tokens * (act_bytes * moe.top_k * moe.expert_ffn_hidden_size / tp))
+                rc += hbm_time(gpu, tokens * 4 * moe.top_k * m.hidden_size * 2 / sp_div)  # permutation
+            else:
+                if "moe_act" in mods:
+                    rc += hbm_time(gpu, tokens * act_bytes * moe.top_k * moe.expert_ffn_hidden_size / tp)
+                if "shared_experts" in mods:
+                    rc += lf.shared * per_flop
+        elif "mlp" in mods:
+            rc += lf.mlp * per_flop + hbm_time(gpu, tokens * act_bytes * m.ffn_hidden_size / tp)
+        return rc
 
 
 def tp_in_nvlink_domain(levels: tuple[net.Level, ...]) -> bool:
@@ -448,7 +551,7 @@ def _stage_cost(
     if last:  # fp32 logits + the loss-backward buffer
         transient = tokens * model.vocab_size / tp * LOGIT_BYTES
     if c.recompute == "full":
-        transient = max(transient, ctx.recompute_peak[moe_layers > 0])
+        transient = max(transient, ctx.recompute_peak(moe_layers > 0))
     if c.zero_stage == 3:  # unsharded bf16 weights in use and prefetched [LA analysis.py training(); frameworks]
         per_layer = (dense_p + expert_p) / max(1, layers)  # stage_params are per TP/EP rank, not yet DP-sharded
         transient += ctx.fw.zero3_live_layers * per_layer * 2
@@ -614,8 +717,18 @@ def _step_flops(model: ModelSpec, w: TrainingWorkload, c: ParallelConfig) -> tup
     extra = 0.0
     if c.recompute == "full":
         extra = tokens * layer_fwd
-    elif c.recompute == "selective" and not w.flash_attention:
-        extra = tokens * (n_dense * dense.attn_per_ctx + n_moe * moe.attn_per_ctx) * s
+    else:
+        mods = c.modules
+        if "core_attn" in mods and not w.flash_attention:
+            extra += tokens * (n_dense * dense.attn_per_ctx + n_moe * moe.attn_per_ctx) * s
+        if "mla_up_proj" in mods:
+            extra += tokens * (n_dense * dense.mla_up + n_moe * moe.mla_up)
+        if "mlp" in mods:
+            extra += tokens * n_dense * dense.mlp
+        if "moe" in mods:
+            extra += tokens * n_moe * moe.mlp
+        elif "shared_experts" in mods:
+            extra += tokens * n_moe * moe.shared
     return model_flops, model_flops + extra
 
 

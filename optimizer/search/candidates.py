@@ -19,10 +19,11 @@ import numpy as np
 from optimizer.cluster_spec import ClusterSpec, NodePool
 from optimizer.costmodel import network as net
 from optimizer.costmodel.memory import LOGIT_BYTES, activation_bytes_per_layer, reserve_bytes, state_bytes_per_param
-from optimizer.costmodel.training import _Ctx, stage_cost
+from optimizer.costmodel.training import LayerCost, _Ctx, stage_cost
 from optimizer.frameworks import Framework, expert_tp_values, framework, runs_expert_tp
 from optimizer.model_spec import ModelSpec
 from optimizer.parallel_config import RECOMPUTES, ParallelConfig
+from optimizer.recompute_modules import searched_modules
 from optimizer.search.space import (
     DEFAULT_MBS,
     DEFAULT_VP,
@@ -51,6 +52,8 @@ class LayerKey:
     """Expert tensor-parallel degree (tp, or 1 where the framework splits experts over EP only)."""
     epo: bool = False
     """EP all-to-all overlapped with another micro-batch's compute."""
+    rc_modules: tuple[str, ...] | None = None
+    """With selective recompute: Megatron's recompute modules (None = its default, the attention core)."""
 
 
 def layer_work(ctx: _Ctx, pool: NodePool, n_dense: int, n_moe: int) -> float:
@@ -231,6 +234,7 @@ class TrainingSpace:
         self.n_moe = model.num_moe_layers
         self.n_dense = model.num_layers - self.n_moe
         self._probes: dict[LayerKey, tuple[_Ctx, dict[str, float]]] = {}
+        self._dense_memo: dict[tuple[object, ...], LayerCost] = {}
         self._hops: dict[tuple[int, float], float] = {}
         self._states: dict[tuple[str, int, int, int, int, int], dict[int, np.ndarray]] = {}
         self._pps: dict[int, list[int]] = {}
@@ -322,10 +326,10 @@ class TrainingSpace:
                             if not self.space.allows("sp", sp_):
                                 continue
                             for tpo in self._tpo_values(sp_):
-                                for rc in self._recompute_values():
+                                for rc, mods in self._recompute_values():
                                     for etp in self.etp_values(tp, ep):
                                         for epo in self._epo_values(ep, rc):
-                                            keys.append(LayerKey(tp, cp, ep, mbs, sp_, tpo, rc, etp, epo))
+                                            keys.append(LayerKey(tp, cp, ep, mbs, sp_, tpo, rc, etp, epo, mods))
         return keys
 
     def _tpo_values(self, sp_: bool) -> tuple[bool, ...]:
@@ -347,13 +351,27 @@ class TrainingSpace:
         ok = ep > 1 and rc != "full" and self.fw.ep_comm_overlap
         return tuple(v for v in pinned if not v or ok)
 
-    def _recompute_values(self) -> tuple[str, ...]:
-        """Symmetry (labelled): with flash attention, selective recompute (the attention core) costs exactly what
-        no recompute costs, in time and memory; it is searched only when pinned."""
-        values = tuple(rc for rc in RECOMPUTES if self.space.allows("recompute", rc) and rc in self.fw.recomputes)
+    def _recompute_values(self) -> tuple[tuple[str, tuple[str, ...] | None], ...]:
+        """(recompute, modules) pairs to search.
+
+        Symmetry (labelled): with flash attention, selective recompute of the attention core (Megatron's default
+        module) costs exactly what no recompute costs, in time and memory; it is searched only when pinned.
+        Declared-space restriction (labelled): beside that, one set of Megatron recompute modules is searched for
+        MoE and MLA models (recompute_modules.searched_modules); a recompute_modules pin replaces it."""
+        values: list[tuple[str, tuple[str, ...] | None]] = [
+            (rc, None) for rc in RECOMPUTES if self.space.allows("recompute", rc) and rc in self.fw.recomputes
+        ]
         if self.w.flash_attention and self.space.pinned_values("recompute") is None:
-            values = tuple(rc for rc in values if rc != "selective")
-        return values
+            values = [v for v in values if v[0] != "selective"]
+        if not self.fw.recompute_modules or not self.space.allows("recompute", "selective"):
+            return tuple(values)
+        pinned = self.space.pinned_values("recompute_modules")
+        if pinned is not None:
+            return tuple(("selective", tuple(mods)) for mods in pinned)
+        searched = searched_modules(self.model)
+        if searched is not None:
+            values.append(("selective", searched))
+        return tuple(values)
 
     # ---- bounds ----------------------------------------------------------------------------------------------
     def _probe(self, key: LayerKey) -> tuple[_Ctx, dict[str, float]]:
@@ -372,8 +390,9 @@ class TrainingSpace:
                 tp_comm_overlap=key.tpo,
                 ep_comm_overlap=key.epo,
                 recompute=key.recompute,
+                recompute_modules=key.rc_modules,
             )
-            ctx = _Ctx(self.model, self.cluster, self.w, probe, 1)
+            ctx = _Ctx(self.model, self.cluster, self.w, probe, 1, self._dense_memo)
             hit = (ctx, {p.name: layer_work(ctx, p, self.n_dense, self.n_moe) for p in self.pools})
             self._probes[key] = hit
         return hit
@@ -640,6 +659,7 @@ class TrainingSpace:
             ep_comm_overlap=k.epo,
             zero_stage=zero,
             recompute=k.recompute,
+            recompute_modules=k.rc_modules,
         )
         m = self.w.global_batch_size // (dp * k.mbs)
         return Candidate(float(batch.lbs[index]), int(batch.gpus[index]), cfg, m)

@@ -34,6 +34,9 @@ def describe(c: object, serving: bool = False) -> str:
     if etp is not None and etp != g("tp"):
         parts.append(f"etp={etp}")
     parts += [f"mbs={g('mbs')}", f"{g('schedule')}", f"zero={g('zero_stage')}", f"recompute={g('recompute')}"]
+    mods = getattr(c, "recompute_modules", None)
+    if mods and g("recompute") == "selective":
+        parts[-1] += f"({'+'.join(mods)})"
     if g("sequence_parallel"):
         parts.append("sp")
     if g("tp_comm_overlap"):

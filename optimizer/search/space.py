@@ -9,9 +9,10 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from optimizer.errors import DomainError
 from optimizer.parallel_config import RECOMPUTES, SCHEDULES
+from optimizer.recompute_modules import RECOMPUTE_MODULES, normalise
 
 INT_KNOBS = ("tp", "pp", "dp", "cp", "ep", "etp", "vp", "mbs", "zero")
-KNOBS = (*INT_KNOBS, "schedule", "sp", "recompute", "tp_comm_overlap", "ep_comm_overlap")
+KNOBS = (*INT_KNOBS, "schedule", "sp", "recompute", "recompute_modules", "tp_comm_overlap", "ep_comm_overlap")
 
 # Default search domains (the "declared search space"); pins narrow them.
 DEFAULT_MBS = (1, 2, 4, 8)
@@ -59,7 +60,7 @@ class SearchSpace(BaseModel):
         return pin.values if pin is not None else None
 
 
-_PIN_RE = re.compile(r"^\s*([a-z_]+)\s*(=|<=|>=)\s*([A-Za-z0-9_.,-]+)\s*$")
+_PIN_RE = re.compile(r"^\s*([a-z_]+)\s*(=|<=|>=)\s*([A-Za-z0-9_.,+-]+)\s*$")
 _BOOL = {"true": True, "1": True, "yes": True, "on": True, "false": False, "0": False, "no": False, "off": False}
 
 
@@ -76,6 +77,14 @@ def _convert(knob: str, raw: str) -> Any:
         if raw.lower() not in _BOOL:
             raise DomainError(f"pin.{knob}", f"must be true or false (got {raw!r})")
         return _BOOL[raw.lower()]
+    if knob == "recompute_modules":  # one set per value, modules joined by '+': mla_up_proj+mlp
+        mods = raw.split("+")
+        bad = [m for m in mods if m not in RECOMPUTE_MODULES]
+        if bad or not raw:
+            raise DomainError(
+                "pin.recompute_modules", f"modules joined by '+' from {', '.join(RECOMPUTE_MODULES)} (got {raw!r})"
+            )
+        return normalise(mods)
     allowed: tuple[str, ...] = SCHEDULES if knob == "schedule" else RECOMPUTES
     if raw not in allowed:
         raise DomainError(f"pin.{knob}", f"must be one of {', '.join(allowed)} (got {raw!r})")
@@ -83,7 +92,8 @@ def _convert(knob: str, raw: str) -> Any:
 
 
 def parse_pins(texts: list[str]) -> dict[str, KnobPin]:
-    """`tp=8`, `pp<=16`, `mbs=1,2`, `schedule=zb-h1`, `recompute=full`, `sp=true` -> pins; errors name the pin."""
+    """`tp=8`, `pp<=16`, `mbs=1,2`, `schedule=zb-h1`, `recompute=full`, `recompute_modules=mla_up_proj+mlp`,
+    `sp=true` -> pins; errors name the pin."""
     pins: dict[str, dict[str, Any]] = {}
     for text in texts:
         m = _PIN_RE.match(text)
