@@ -6,8 +6,10 @@ tests/optimizer/test_plan_quality.py and benchmarks/plan_quality.py."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Literal
 
 from optimizer.calibration import Record, load_records
+from optimizer.workload import TrainingWorkload
 
 
 @dataclass(frozen=True, slots=True)
@@ -23,6 +25,14 @@ class Scenario:
     """The configuration its authors ran (None when only the scale is public)."""
     published_record: str | None
     """The record in optimizer/data/published_runs.json with its measured time, when there is one."""
+    precision: Literal["bf16", "fp8"] = "bf16"
+    """The GEMM precision of the published run."""
+
+    def workload(self, framework: str = "megatron") -> TrainingWorkload:
+        """The scenario's training workload."""
+        return TrainingWorkload(
+            global_batch_size=self.gbs, seq_len=self.seq_len, precision=self.precision, framework=framework
+        )
 
 
 SCENARIOS: tuple[Scenario, ...] = (
@@ -71,6 +81,18 @@ SCENARIOS: tuple[Scenario, ...] = (
         8192,
         {"tp": 4, "pp": 8, "dp": 2, "vp": 5, "mbs": 1},
         None,
+    ),
+    # DeepSeek ran tp 1, pp 16, ep 64 with DualPipe and node-limited dispatch, which the model does not price;
+    # the pick must still keep TP in the NVLink domain and an MFU a run has reached (theirs: 19.9 s per step).
+    Scenario(
+        "DeepSeek-V3 FP8, 2,048 H800",
+        "deepseek-v3",
+        "hgx-h800:256",
+        15360,
+        4096,
+        {"tp": 1, "pp": 16, "dp": 128, "ep": 64, "mbs": 1},
+        "deepseek2024_v3_pretrain_2048_h800",
+        "fp8",
     ),
 )
 
@@ -138,6 +160,15 @@ def best_published_mfu(gpu_substring: str) -> tuple[float, str]:
         if mfu is not None and gpu_substring in rec["cluster"]["gpu_type"] and mfu > best[0]:
             best = (mfu, rec["id"])
     return best
+
+
+def published_step_time(record_id: str) -> float | None:
+    """A record's step time as its source gives it (measured, or derived from its reported throughput)."""
+    for rec in load_records():
+        if rec["id"] == record_id:
+            t = rec["measured"].get("step_time_s") or rec.get("derived", {}).get("step_time_s")
+            return float(t) if t else None
+    return None
 
 
 def _record_mfu(rec: Record) -> float | None:

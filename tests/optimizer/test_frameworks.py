@@ -100,7 +100,7 @@ def test_auto_plans_for_each_framework_and_names_the_winner() -> None:
 
 def _scenario_pick(s: Scenario) -> tuple[ParallelConfig, float, int]:
     model, cluster = resolve_model(s.model), resolve_cluster(s.cluster)
-    r = plan(model, cluster, TrainingWorkload(global_batch_size=s.gbs, seq_len=s.seq_len), time_limit_s=60, top_k=1)
+    r = plan(model, cluster, s.workload(), time_limit_s=60, top_k=1)
     assert r.status == "OPTIMAL" and r.plan is not None
     domain = cluster.fabric_of(cluster.pools[0]).domain_size or cluster.pools[0].gpus_per_node
     return r.plan.config, r.plan.estimate.mfu, domain
