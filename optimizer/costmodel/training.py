@@ -129,6 +129,31 @@ class _Ctx:
         self._act: dict[bool, float] = {}
         self._peak: dict[bool, float] = {}
 
+    def stage_signature(self) -> tuple[object, ...]:
+        """What stage_cost depends on besides the stage's own (first, last, layers, pools): every knob of the
+        configuration except the pipeline depth (only whether there is one), the schedule and the layout, and the
+        micro-batch count. Contexts with one signature may share their stage cache (the planner's candidates that
+        differ only in pp or schedule)."""
+        c = self.c
+        return (
+            c.tp,
+            c.cp,
+            c.dp,
+            c.ep,
+            c.expert_tp,
+            c.vp,
+            c.mbs,
+            c.sequence_parallel,
+            c.tp_comm_overlap,
+            c.ep_comm_overlap,
+            c.zero_stage,
+            c.overlap_grad_reduce,
+            c.recompute,
+            c.recompute_modules,
+            c.pp > 1,
+            self.m,
+        )
+
     def recompute_peak(self, moe_layer: bool) -> float:
         """One layer's full working set, alive while full recompute re-runs that layer [K22 §5] (cached)."""
         hit = self._peak.get(moe_layer)

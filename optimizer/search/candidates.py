@@ -19,7 +19,7 @@ import numpy as np
 from optimizer.cluster_spec import ClusterSpec, NodePool
 from optimizer.costmodel import network as net
 from optimizer.costmodel.memory import LOGIT_BYTES, activation_bytes_per_layer, reserve_bytes, state_bytes_per_param
-from optimizer.costmodel.training import LayerCost, _Ctx, stage_cost
+from optimizer.costmodel.training import LayerCost, StageCost, _Ctx, stage_cost
 from optimizer.frameworks import Framework, expert_tp_values, framework, runs_expert_tp
 from optimizer.model_spec import ModelSpec
 from optimizer.parallel_config import RECOMPUTES, ParallelConfig
@@ -234,7 +234,8 @@ class TrainingSpace:
         self.n_moe = model.num_moe_layers
         self.n_dense = model.num_layers - self.n_moe
         self._probes: dict[LayerKey, tuple[_Ctx, dict[str, float]]] = {}
-        self._dense_memo: dict[tuple[object, ...], LayerCost] = {}
+        self.dense_memo: dict[tuple[object, ...], LayerCost] = {}
+        self._stage_caches: dict[tuple[object, ...], dict[tuple[bool, bool, int, int, str, str | None], StageCost]] = {}
         self._hops: dict[tuple[int, float], float] = {}
         self._states: dict[tuple[str, int, int, int, int, int], dict[int, np.ndarray]] = {}
         self._pps: dict[int, list[int]] = {}
@@ -374,6 +375,16 @@ class TrainingSpace:
         return tuple(values)
 
     # ---- bounds ----------------------------------------------------------------------------------------------
+    def stage_cache(
+        self, signature: tuple[object, ...]
+    ) -> dict[tuple[bool, bool, int, int, str, str | None], StageCost]:
+        """The stage costs shared by the candidates of one stage signature (_Ctx.stage_signature): candidates that
+        differ only in pp or schedule price the same stages."""
+        hit = self._stage_caches.get(signature)
+        if hit is None:
+            hit = self._stage_caches[signature] = {}
+        return hit
+
     def _probe(self, key: LayerKey) -> tuple[_Ctx, dict[str, float]]:
         """A cost-model context for `key` (dp, pp do not change a layer's cost) and the per-micro-batch work of
         all layers on each pool; computed once per key and shared by key_bound and key_batch."""
@@ -392,7 +403,7 @@ class TrainingSpace:
                 recompute=key.recompute,
                 recompute_modules=key.rc_modules,
             )
-            ctx = _Ctx(self.model, self.cluster, self.w, probe, 1, self._dense_memo)
+            ctx = _Ctx(self.model, self.cluster, self.w, probe, 1, self.dense_memo)
             hit = (ctx, {p.name: layer_work(ctx, p, self.n_dense, self.n_moe) for p in self.pools})
             self._probes[key] = hit
         return hit
