@@ -16,7 +16,7 @@ def cases() -> list[CalibrationCase]:
 
 def test_data_set_is_complete() -> None:
     records = load_records()
-    assert len(records) == 105
+    assert len(records) == 106
     assert all(r["source"].get("title") or r["source"].get("url") for r in records)
 
 
