@@ -100,6 +100,19 @@ def _flags(pairs: list[tuple[str, object | None]]) -> tuple[str, list[str]]:
     return " \\\n  ".join(parts), names
 
 
+def moe_layer_pattern(model: ModelSpec) -> str:
+    """Megatron --moe-layer-freq as a list expression (1 = MoE layer, 0 = dense), run-length encoded: DeepSeek-V3's
+    three dense layers then 58 MoE layers give '([0]*3+[1]*58)' [megatron/training/arguments.py moe_freq_type]."""
+    runs: list[list[int]] = []
+    for i in range(model.num_layers):
+        bit = 1 if model.is_moe_layer(i) else 0
+        if runs and runs[-1][0] == bit:
+            runs[-1][1] += 1
+        else:
+            runs.append([bit, 1])
+    return "(" + "+".join(f"[{bit}]*{n}" for bit, n in runs) + ")"
+
+
 def megatron_layout(layers: list[int], vp: int) -> str:
     """--pipeline-model-parallel-layout: virtual stages in schedule order (chunk by chunk, rank by rank),
     `E` the embedding on the first, `L` the loss on the last, `t*n` n transformer layers, `|` between stages;
@@ -127,8 +140,22 @@ def _megatron(model: ModelSpec, w: TrainingWorkload, c: ParallelConfig, layers: 
         ("--ffn-hidden-size", model.ffn_hidden_size),
         ("--num-attention-heads", model.num_attention_heads),
     ]
-    if model.kv_heads != model.num_attention_heads:
-        pairs += [("--group-query-attention", None), ("--num-query-groups", model.kv_heads)]
+    if model.mla is not None:  # MLATransformerConfig fields; the arguments of _add_mla_args
+        mla = model.mla
+        pairs.append(("--multi-latent-attention", None))
+        if mla.q_lora_rank:
+            pairs.append(("--q-lora-rank", mla.q_lora_rank))
+        pairs += [
+            ("--kv-lora-rank", mla.kv_lora_rank),
+            ("--qk-head-dim", mla.qk_nope_head_dim),
+            ("--qk-pos-emb-head-dim", mla.qk_rope_head_dim),
+            ("--v-head-dim", mla.v_head_dim),
+        ]
+    else:
+        if model.kv_heads != model.num_attention_heads:
+            pairs += [("--group-query-attention", None), ("--num-query-groups", model.kv_heads)]
+        if model.head_dim is not None and model.head_dim * model.num_attention_heads != model.hidden_size:
+            pairs.append(("--kv-channels", model.head_dim))
     if model.activation == "swiglu":
         pairs.append(("--swiglu", None))
     if not model.tied_embeddings:
@@ -139,6 +166,10 @@ def _megatron(model: ModelSpec, w: TrainingWorkload, c: ParallelConfig, layers: 
             ("--moe-router-topk", model.moe.top_k),
             ("--moe-ffn-hidden-size", model.moe.expert_ffn_hidden_size),
         ]
+        if model.moe.shared_ffn:
+            pairs.append(("--moe-shared-expert-intermediate-size", model.moe.shared_ffn))
+        if model.moe.first_k_dense or model.moe.layer_freq > 1:
+            pairs.append(("--moe-layer-freq", f'"{moe_layer_pattern(model)}"'))
     pairs += [
         ("--seq-length", w.seq_len),
         ("--max-position-embeddings", w.seq_len),

@@ -103,3 +103,48 @@ def test_mode_mismatch_is_an_error() -> None:
         export("nemo", load_model_preset("llama-3-8b"), W, ParallelConfig())
     assert "megatron" in str(exc.value)
     assert set(TOOLS) == set(REGISTRY) - {"_about"}
+
+
+def test_megatron_export_builds_the_planned_architecture() -> None:
+    """A DeepSeek-V3 plan exported to Megatron must build DeepSeek-V3: MLA with its ranks and head sizes, the
+    shared expert, three dense layers before the MoE ones, and the plan's recompute modules; a Qwen3 plan its
+    head size (--kv-channels). Every flag is in the registry."""
+    from optimizer.exports import moe_layer_pattern
+
+    ds = load_model_preset("deepseek-v3")
+    w = TrainingWorkload(global_batch_size=8192, seq_len=4096, precision="fp8")
+    cfg = ParallelConfig(
+        tp=2,
+        pp=8,
+        vp=4,
+        dp=64,
+        ep=64,
+        etp=1,
+        schedule="interleaved-1f1b",
+        sequence_parallel=True,
+        zero_stage=1,
+        recompute="selective",
+        recompute_modules=("mla_up_proj", "mlp"),
+        pipeline_layout="Et|(tt|)*30L",
+    )
+    e = export("megatron", ds, w, cfg)
+    assert not set(e.options) - set(REGISTRY["megatron"]["options"])
+    for flag in (
+        "--multi-latent-attention",
+        "--q-lora-rank 1536",
+        "--kv-lora-rank 512",
+        "--qk-head-dim 128",
+        "--qk-pos-emb-head-dim 64",
+        "--v-head-dim 128",
+        "--moe-shared-expert-intermediate-size 2048",
+        '--moe-layer-freq "([0]*3+[1]*58)"',
+        "--recompute-modules mla_up_proj mlp",
+    ):
+        assert flag in e.content, flag
+    assert "--group-query-attention" not in e.content
+    pattern = eval(moe_layer_pattern(ds))  # Megatron evaluates the same expression (moe_freq_type)
+    assert pattern == [1 if ds.is_moe_layer(i) else 0 for i in range(ds.num_layers)]
+    from tests.optimizer.test_expert_grid import QWEN3_235B, RECIPE
+
+    qwen = export("megatron", QWEN3_235B, TrainingWorkload(global_batch_size=8192, seq_len=4096), RECIPE).content
+    assert "--kv-channels 128" in qwen and "--num-query-groups 4" in qwen
