@@ -321,22 +321,33 @@ class TrainingSearch:
         sm = StageModel(self.ts, cand, self.cancelled)
         if sm.Q == 0:
             return
-        if sm.Q > 1 and (hint is None or self.cost):
-            names = [p.name for p in sm.pools]
-            # Structures are bounded in seconds: a structure whose time bound reaches thr / (the least rate any
-            # structure of this candidate can have) cannot beat the K-th best at any rate.
-            least = min(self.rate(sm.gps, (n,) * cand.config.pp) for n in names)
-            limit = None if math.isinf(thr) or least <= 0 else thr / least
-            for lb, fixed in sm.structures(limit):
-                r = self.rate(sm.gps, tuple(names[q] for q in fixed))
-                bound = max(lb * r, cand.lb)
-                if bound < thr:  # queued on its cheap bound; the table bound is computed when it is popped
-                    self.pending.append((sm, fixed, r))
-                    heapq.heappush(self.heap, (bound, cand.gpus, STRUCTURE_UNTIGHTENED, len(self.pending) - 1))
-            return
-        r = self.rate(sm.gps, (sm.pools[0].name,) * cand.config.pp)  # one pool (a hint on several: step time)
         remaining = self.time_limit_s - self.elapsed()
-        self.take(cand, sm.solve(max(0.05, remaining), None if math.isinf(thr) else thr / r, hint), r)
+        if sm.Q == 1:
+            r = self.rate(sm.gps, (sm.pools[0].name,) * cand.config.pp)
+            self.take(cand, sm.solve(max(0.05, remaining), None if math.isinf(thr) else thr / r, hint), r)
+            return
+        names = [p.name for p in sm.pools]
+        warm: tuple[int, ...] | None = None
+        if hint is not None and len(hint[1]) == cand.config.pp and set(hint[1]) <= set(names):
+            # warm start: the previous plan's own structure first, hinted with its layout
+            warm = tuple(names.index(n) for n in hint[1])
+            r = self.rate(sm.gps, hint[1])
+            self.take(
+                cand, sm.solve_structure(max(0.05, remaining), None if math.isinf(thr) else thr / r, warm, hint), r
+            )
+            thr = self.limit_for(cand)
+        # Structures are bounded in seconds: a structure whose time bound reaches thr / (the least rate any
+        # structure of this candidate can have) cannot beat the K-th best at any rate.
+        least = min(self.rate(sm.gps, (n,) * cand.config.pp) for n in names)
+        limit = None if math.isinf(thr) or least <= 0 else thr / least
+        for lb, fixed in sm.structures(limit):
+            if fixed == warm:
+                continue
+            r = self.rate(sm.gps, tuple(names[q] for q in fixed))
+            bound = max(lb * r, cand.lb)
+            if bound < thr:  # queued on its cheap bound; the table bound is computed when it is popped
+                self.pending.append((sm, fixed, r))
+                heapq.heappush(self.heap, (bound, cand.gpus, STRUCTURE_UNTIGHTENED, len(self.pending) - 1))
 
     def tighten_structure(self, index: int, bound: float, gpus: int) -> None:
         """A structure popped on its cheap bound: its layout bound from the stage tables (costly, so computed

@@ -13,7 +13,6 @@ from __future__ import annotations
 import bisect
 import itertools
 import math
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -63,6 +62,7 @@ class _Vars:
         self.step: cp_model.IntVar | None = None
         self.bounds: dict[str, tuple[int, int]] = {}  # name -> (min, max) over all stages
         self.linked: list[int] = []  # stages whose table index is a (pool, next pool, layers) variable
+        self.block: dict[int, int] = {}  # the other stages: their one (pool, next pool) block of the tables
         self.member: list[list[cp_model.IntVar]] = []  # member[i][q]: stage i runs on pool q (open pools only)
 
     def extract(self, solver: cp_model.CpSolver, pool_names: list[str]) -> tuple[tuple[int, ...], tuple[str, ...]]:
@@ -290,6 +290,7 @@ class StageModel:
             if all(j // (L + 1) == block for j in allowed):
                 # One (pool, next pool) for this stage: index the tables by its layers (a slice of L+1 entries).
                 idx, lo_j = lay, block * (L + 1)
+                v.block[i] = block
             else:
                 idx = model.new_int_var_from_domain(cp_model.Domain.from_values(allowed), f"idx{i}")
                 lo_j = 0
@@ -328,11 +329,19 @@ class StageModel:
 
     # ---- constraint families ---------------------------------------------------------------------------------
     def _link_index(self, model: cp_model.CpModel, v: _Vars) -> None:
-        """Table index = (pool, next stage's pool, layers) of each stage (where the stage's pool is open)."""
+        """Table index = (pool, next stage's pool, layers) of each stage (where the stage's pool is open); a stage
+        whose allowed entries lie in one (pool, next pool) block is indexed by its layers alone, so its pool and
+        the next stage's pool are that block's."""
         pp, Q = len(v.layers), self.Q
         for i in v.linked:
             qn: cp_model.IntVar | int = v.pool[i + 1] if i + 1 < pp else Q
             model.add(v.index[i] == (v.pool[i] * (Q + 1) + qn) * (self.L + 1) + v.layers[i])
+        for i, block in v.block.items():
+            q, qn = divmod(block, Q + 1)
+            if not isinstance(v.pool[i], int):
+                model.add(v.pool[i] == q)
+            if i + 1 < pp and not isinstance(v.pool[i + 1], int):
+                model.add(v.pool[i + 1] == qn)
 
     def _layer_balance(self, model: cp_model.CpModel, v: _Vars) -> None:
         """Stage balancing: integer layers per stage summing to the model (the counts each stage may take,
@@ -416,38 +425,21 @@ class StageModel:
         upper_bound_s: float | None = None,
         hint: tuple[tuple[int, ...], tuple[str, ...]] | None = None,
     ) -> StageLayout:
-        """Optimal layout. With several pools, branch on the pool-block structure (which pools, in which order,
-        how many stages each): bound each structure, solve the promising ones in bound order, stop when the next
-        bound cannot beat the best layout found."""
-        if self.Q <= 1:
-            return self._solve_one(time_limit_s, upper_bound_s, hint, None)
-        t0 = time.perf_counter()
-        best: StageLayout | None = None
-        limit = upper_bound_s
-        complete = True
-        for lb, fixed in self.structures(upper_bound_s):
-            if limit is not None and lb >= limit:
-                break
-            remaining = time_limit_s - (time.perf_counter() - t0)
-            if remaining <= 0:
-                complete = False
-                break
-            res = self._solve_one(remaining, limit, hint, fixed)
-            if res.status not in ("OPTIMAL", "INFEASIBLE"):
-                complete = False
-            if res.layers and (best is None or res.objective_s < best.objective_s):
-                best = res
-                limit = res.objective_s
-        if best is None:
-            return StageLayout("INFEASIBLE" if complete else "UNKNOWN", (), (), math.inf, math.inf)
-        status = "OPTIMAL" if complete else "FEASIBLE"
-        return StageLayout(
-            status, best.layers, best.pools, best.objective_s, best.objective_s if complete else best.bound_s
-        )
+        """Optimal layout of the whole model in one CP-SAT solve, the pool of every stage a variable when there are
+        several pools (the reference the tests check bounds against). The planner does not call it on several
+        pools: it branches on the pool-block `structures` itself (one heap for all candidates' structures) and
+        solves each branch with `solve_structure`."""
+        return self._solve_one(time_limit_s, upper_bound_s, hint, None)
 
-    def solve_structure(self, time_limit_s: float, upper_bound_s: float | None, fixed: tuple[int, ...]) -> StageLayout:
+    def solve_structure(
+        self,
+        time_limit_s: float,
+        upper_bound_s: float | None,
+        fixed: tuple[int, ...],
+        hint: tuple[tuple[int, ...], tuple[str, ...]] | None = None,
+    ) -> StageLayout:
         """Optimal layout with the pool of every stage fixed (one branch of `structures`)."""
-        return self._solve_one(time_limit_s, upper_bound_s, None, fixed)
+        return self._solve_one(time_limit_s, upper_bound_s, hint, fixed)
 
     def structures(self, upper_bound_s: float | None = None) -> list[tuple[float, tuple[int, ...]]]:
         """Every contiguous pool-block assignment that fits the pools' GPUs, with a lower bound on its step time
