@@ -17,7 +17,7 @@ from optimizer.calibration_fit import FitPoint
 from optimizer.cluster_loading import build_cluster
 from optimizer.cluster_spec import ClusterSpec
 from optimizer.costmodel.result import Estimate
-from optimizer.costmodel.training import _Ctx
+from optimizer.costmodel.training import CostContext
 from optimizer.errors import DomainError
 from optimizer.estimate import estimate
 from optimizer.model_spec import MLASpec, ModelSpec, MoESpec
@@ -343,7 +343,7 @@ def _per_layer(rec: Record, model: ModelSpec, cluster: ClusterSpec) -> Calibrati
         recompute=p["recompute"],
         overlap_grad_reduce=False,
     )
-    ctx = _Ctx(model, cluster, w, cfg, 1)
+    ctx = CostContext(model, cluster, w, cfg, 1)
     pool = cluster.pools[0]
     lc = ctx.layer(pool, cluster.gpu_of(pool), False)
     combined = lc.fwd + lc.bwd + lc.recompute + lc.tp

@@ -93,7 +93,7 @@ class StageCost:
         return self.dp + self.zero + self.opt
 
 
-class _Ctx:
+class CostContext:
     """Values shared by all stages of one estimate."""
 
     def __init__(
@@ -242,7 +242,7 @@ class _Ctx:
             softmax = tokens * m.num_attention_heads * w.seq_len / tp * (9 if m.dropout else 4)
         t_ew = hbm_time(gpu, ew)
         t_soft = hbm_time(gpu, softmax)
-        stream_fwd, stream_bwd = self._gemm_streaming(gpu, lf, moe_layer, t_gemm)
+        stream_fwd, stream_bwd = self.gemm_streaming(gpu, lf, moe_layer, t_gemm)
         fwd = t_gemm + stream_fwd + t_attn + t_ew + t_soft
         # Backward: 2x the GEMM FLOPs (dgrad + wgrad) [costmodel B]; flash attention's backward recomputes the
         # scores, 2.5x its forward [FlashAttention-2 paper §3.1.2 FLOP count]; memory-bound kernels ~2x.
@@ -305,7 +305,7 @@ class _Ctx:
                 ep_exposed = max(0.0, half - bwd) + max(0.0, half - fwd)
         return LayerCost(fwd, bwd, t_gemm, rc, tp_exposed, cp_exposed, ep_exposed, tp_fwd)
 
-    def _gemm_streaming(self, gpu: GPUSpec, lf: LayerFlops, moe_layer: bool, t_gemm: float) -> tuple[float, float]:
+    def gemm_streaming(self, gpu: GPUSpec, lf: LayerFlops, moe_layer: bool, t_gemm: float) -> tuple[float, float]:
         """Time a layer's GEMMs wait on device memory beyond their compute, (forward, backward) per micro-batch.
 
         A GEMM runs at the slower of its FLOPs and the bytes it streams (roofline [Williams et al. 2009]; NVIDIA
@@ -381,7 +381,7 @@ def tp_in_nvlink_domain(levels: tuple[net.Level, ...]) -> bool:
 
 
 def zero3_exposed(
-    ctx: _Ctx,
+    ctx: CostContext,
     lv_d: tuple[net.Level, ...],
     lv_e: tuple[net.Level, ...],
     dense_params: float,
@@ -437,7 +437,7 @@ def _flat(levels: tuple[net.Level, ...]) -> tuple[net.Level, ...]:
 
 
 def stage_cost(
-    ctx: _Ctx, first: bool, last: bool, moe_layers: int, layers: int, pool: NodePool, next_pool: NodePool | None
+    ctx: CostContext, first: bool, last: bool, moe_layers: int, layers: int, pool: NodePool, next_pool: NodePool | None
 ) -> StageCost:
     """Costs of a stage of `layers` layers (`moe_layers` of them MoE) on `pool`, sending to `next_pool`."""
     key = (first, last, moe_layers, layers, pool.name, next_pool.name if next_pool is not None else None)
@@ -449,7 +449,7 @@ def stage_cost(
 
 
 def _stage_cost(
-    ctx: _Ctx, first: bool, last: bool, moe_layers: int, layers: int, pool: NodePool, next_pool: NodePool | None
+    ctx: CostContext, first: bool, last: bool, moe_layers: int, layers: int, pool: NodePool, next_pool: NodePool | None
 ) -> StageCost:
     model, c = ctx.model, ctx.c
     m = ctx.m
@@ -645,7 +645,7 @@ def estimate_training(
 ) -> Estimate:
     """Estimate one training step."""
     m = layout.microbatches
-    ctx = _Ctx(model, cluster, w, c, m)
+    ctx = CostContext(model, cluster, w, c, m)
     stages = layout_stages(ctx, layout.stage_pools, layout.stage_layers)
     step, ends = step_time(c, m, stages)
     crit = max(range(c.pp), key=lambda i: ends[i])
@@ -715,7 +715,7 @@ def estimate_training(
     )
 
 
-def layout_stages(ctx: _Ctx, pools: tuple[NodePool, ...], layers: tuple[int, ...]) -> list[StageCost]:
+def layout_stages(ctx: CostContext, pools: tuple[NodePool, ...], layers: tuple[int, ...]) -> list[StageCost]:
     """The StageCost of every stage of a layout (pool and layer count per stage)."""
     p = len(layers)
     out = []

@@ -19,7 +19,7 @@ import numpy as np
 from optimizer.cluster_spec import ClusterSpec, NodePool
 from optimizer.costmodel import network as net
 from optimizer.costmodel.memory import LOGIT_BYTES, activation_bytes_per_layer, reserve_bytes, state_bytes_per_param
-from optimizer.costmodel.training import LayerCost, StageCost, _Ctx, stage_cost
+from optimizer.costmodel.training import CostContext, LayerCost, StageCost, stage_cost
 from optimizer.frameworks import Framework, expert_tp_values, framework, runs_expert_tp
 from optimizer.model_spec import ModelSpec
 from optimizer.parallel_config import RECOMPUTES, ParallelConfig
@@ -56,7 +56,7 @@ class LayerKey:
     """With selective recompute: Megatron's recompute modules (None = its default, the attention core)."""
 
 
-def layer_work(ctx: _Ctx, pool: NodePool, n_dense: int, n_moe: int) -> float:
+def layer_work(ctx: CostContext, pool: NodePool, n_dense: int, n_moe: int) -> float:
     """Per micro-batch time of all the model's layers on one GPU of `pool` (compute, recompute, exposed TP/CP/EP
     communication): the work every stage layout divides among its stages."""
     gpu = ctx.gpu(pool)
@@ -233,7 +233,7 @@ class TrainingSpace:
         }
         self.n_moe = model.num_moe_layers
         self.n_dense = model.num_layers - self.n_moe
-        self._probes: dict[LayerKey, tuple[_Ctx, dict[str, float]]] = {}
+        self._probes: dict[LayerKey, tuple[CostContext, dict[str, float]]] = {}
         self.dense_memo: dict[tuple[object, ...], LayerCost] = {}
         self._stage_caches: dict[tuple[object, ...], dict[tuple[bool, bool, int, int, str, str | None], StageCost]] = {}
         self._hops: dict[tuple[int, float], float] = {}
@@ -378,14 +378,14 @@ class TrainingSpace:
     def stage_cache(
         self, signature: tuple[object, ...]
     ) -> dict[tuple[bool, bool, int, int, str, str | None], StageCost]:
-        """The stage costs shared by the candidates of one stage signature (_Ctx.stage_signature): candidates that
-        differ only in pp or schedule price the same stages."""
+        """The stage costs shared by the candidates of one stage signature (CostContext.stage_signature):
+        candidates that differ only in pp or schedule price the same stages."""
         hit = self._stage_caches.get(signature)
         if hit is None:
             hit = self._stage_caches[signature] = {}
         return hit
 
-    def _probe(self, key: LayerKey) -> tuple[_Ctx, dict[str, float]]:
+    def _probe(self, key: LayerKey) -> tuple[CostContext, dict[str, float]]:
         """A cost-model context for `key` (dp, pp do not change a layer's cost) and the per-micro-batch work of
         all layers on each pool; computed once per key and shared by key_bound and key_batch."""
         hit = self._probes.get(key)
@@ -403,7 +403,7 @@ class TrainingSpace:
                 recompute=key.recompute,
                 recompute_modules=key.rc_modules,
             )
-            ctx = _Ctx(self.model, self.cluster, self.w, probe, 1, self.dense_memo)
+            ctx = CostContext(self.model, self.cluster, self.w, probe, 1, self.dense_memo)
             hit = (ctx, {p.name: layer_work(ctx, p, self.n_dense, self.n_moe) for p in self.pools})
             self._probes[key] = hit
         return hit

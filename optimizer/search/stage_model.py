@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from ortools.sat.python import cp_model
 
 from optimizer.costmodel.memory import inflight_microbatches
-from optimizer.costmodel.training import StageCost, _Ctx, stage_cost
+from optimizer.costmodel.training import CostContext, StageCost, stage_cost
 from optimizer.search.candidates import Candidate, TrainingSpace, layer_work, pipeline_lower_bound
 from optimizer.search.pool_capacity import add_pool_capacity
 from optimizer.search.solver_params import TIME_UNIT_S, stage_solver, stop_when
@@ -78,7 +78,7 @@ class StageModel:
         self.space, self.cand = space, cand
         self.stop = stop  # polled while CP-SAT runs: a cancelled job stops its solver
         c = cand.config
-        self.ctx = _Ctx(space.model, space.cluster, space.w, c, cand.microbatches, space.dense_memo)
+        self.ctx = CostContext(space.model, space.cluster, space.w, c, cand.microbatches, space.dense_memo)
         self.ctx.stage_cache = space.stage_cache(self.ctx.stage_signature())
         self.gps = c.gpus_per_stage
         self.pools = [p for p in space.pools if p.healthy_gpus >= self.gps]

@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 
 from optimizer.cluster_loading import resolve_cluster
-from optimizer.costmodel.training import _Ctx
+from optimizer.costmodel.training import CostContext
 from optimizer.errors import DomainError
 from optimizer.estimate import estimate
 from optimizer.exports import export
@@ -68,8 +68,8 @@ def test_each_module_frees_memory_where_megatron_discards_and_costs_its_recomput
     module: str, moe_layer_only: bool, dense_layer_only: bool
 ) -> None:
     model, cluster = resolve_model("deepseek-v3"), resolve_cluster("dgx-h100:128")
-    base = _Ctx(model, cluster, W_DS, _ds(), 1)
-    mod = _Ctx(model, cluster, W_DS, _ds(recompute="selective", recompute_modules=(module,)), 1)
+    base = CostContext(model, cluster, W_DS, _ds(), 1)
+    mod = CostContext(model, cluster, W_DS, _ds(recompute="selective", recompute_modules=(module,)), 1)
     gpu = cluster.gpu_of(cluster.pools[0])
     for moe_layer in (False, True):
         applies = not (moe_layer_only and not moe_layer) and not (dense_layer_only and moe_layer)
@@ -166,15 +166,16 @@ def test_experts_split_into_slivers_wait_on_their_weights() -> None:
     ds, h800 = resolve_model("deepseek-v3"), resolve_cluster("hgx-h800:256")
     w = TrainingWorkload(global_batch_size=15360, seq_len=4096, precision="fp8")
     gpu, pool = h800.gpu_of(h800.pools[0]), h800.pools[0]
-    tp_only = _Ctx(ds, h800, w, ParallelConfig(tp=8, sequence_parallel=True, mbs=2), 1)
-    wide_ep = _Ctx(ds, h800, w, ParallelConfig(tp=1, dp=64, ep=64, mbs=1), 1)
+    tp_only = CostContext(ds, h800, w, ParallelConfig(tp=8, sequence_parallel=True, mbs=2), 1)
+    wide_ep = CostContext(ds, h800, w, ParallelConfig(tp=1, dp=64, ep=64, mbs=1), 1)
     sliver, spread = tp_only.layer(pool, gpu, True), wide_ep.layer(pool, gpu, True)
     # wgrad is the layer's GEMM compute time per pass
-    f8, b8 = tp_only._gemm_streaming(gpu, tp_only.moe, True, sliver.wgrad)
+    f8, b8 = tp_only.gemm_streaming(gpu, tp_only.moe, True, sliver.wgrad)
     assert b8 > 2 * sliver.wgrad  # the backward waits on the expert weights and gradients, not the FLOPs
     assert f8 > 0
-    assert wide_ep._gemm_streaming(gpu, wide_ep.moe, True, spread.wgrad) == (0.0, 0.0)
+    assert wide_ep.gemm_streaming(gpu, wide_ep.moe, True, spread.wgrad) == (0.0, 0.0)
     llama, h100 = resolve_model("llama-3-70b"), resolve_cluster("dgx-h100:8")
-    dense = _Ctx(llama, h100, TrainingWorkload(global_batch_size=128, seq_len=8192), ParallelConfig(tp=8, mbs=1), 1)
+    w70 = TrainingWorkload(global_batch_size=128, seq_len=8192)
+    dense = CostContext(llama, h100, w70, ParallelConfig(tp=8, mbs=1), 1)
     lc = dense.layer(h100.pools[0], h100.gpu_of(h100.pools[0]), False)
-    assert dense._gemm_streaming(h100.gpu_of(h100.pools[0]), dense.dense, False, lc.wgrad) == (0.0, 0.0)
+    assert dense.gemm_streaming(h100.gpu_of(h100.pools[0]), dense.dense, False, lc.wgrad) == (0.0, 0.0)
