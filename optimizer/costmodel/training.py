@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from optimizer.cluster_spec import ClusterSpec, NodePool
 from optimizer.costmodel import network as net
@@ -93,6 +93,16 @@ class StageCost:
         return self.dp + self.zero + self.opt
 
 
+@dataclass(slots=True)
+class PoolFacts:
+    """Per-pool values that depend on the cluster only (the compute GPU, the fabric tiers, the memory reserve):
+    one per context, or shared by the many contexts of one search over one cluster."""
+
+    tiers: dict[str, tuple[net.Tier, ...]] = field(default_factory=dict)
+    gpus: dict[str, GPUSpec] = field(default_factory=dict)
+    reserve: dict[str, float] = field(default_factory=dict)
+
+
 class CostContext:
     """Values shared by all stages of one estimate."""
 
@@ -104,6 +114,7 @@ class CostContext:
         c: ParallelConfig,
         m: int,
         dense_memo: dict[tuple[object, ...], LayerCost] | None = None,
+        pools: PoolFacts | None = None,
     ) -> None:
         """`dense_memo`: dense-layer costs shared by contexts of one model, cluster and workload (a search's
         many probes), keyed by the knobs a dense layer's cost depends on (dense_layer_key)."""
@@ -122,10 +133,9 @@ class CostContext:
         self.bf16_optimizer = (
             self.fw.bf16_optimizer_under_pp and c.pp > 1 and c.zero_stage == 0 and w.precision == "bf16"
         )
-        self._tiers: dict[str, tuple[net.Tier, ...]] = {}
+        facts = pools if pools is not None else PoolFacts()
+        self._tiers, self._gpus, self._reserve = facts.tiers, facts.gpus, facts.reserve
         self._layer_cache: dict[tuple[str, bool], LayerCost] = {}
-        self._gpus: dict[str, GPUSpec] = {}
-        self._reserve: dict[str, float] = {}
         self._act: dict[bool, float] = {}
         self._peak: dict[bool, float] = {}
 

@@ -19,7 +19,7 @@ import numpy as np
 from optimizer.cluster_spec import ClusterSpec, NodePool
 from optimizer.costmodel import network as net
 from optimizer.costmodel.memory import LOGIT_BYTES, activation_bytes_per_layer, reserve_bytes, state_bytes_per_param
-from optimizer.costmodel.training import CostContext, LayerCost, StageCost, stage_cost
+from optimizer.costmodel.training import CostContext, LayerCost, PoolFacts, StageCost, stage_cost
 from optimizer.frameworks import Framework, expert_tp_values, framework, runs_expert_tp
 from optimizer.model_spec import ModelSpec
 from optimizer.parallel_config import RECOMPUTES, ParallelConfig
@@ -235,6 +235,7 @@ class TrainingSpace:
         self.n_dense = model.num_layers - self.n_moe
         self._probes: dict[LayerKey, tuple[CostContext, dict[str, float]]] = {}
         self.dense_memo: dict[tuple[object, ...], LayerCost] = {}
+        self.pool_facts = PoolFacts()  # the cluster's per-pool GPU, tiers and reserve, shared by every context
         self._stage_caches: dict[tuple[object, ...], dict[tuple[bool, bool, int, int, str, str | None], StageCost]] = {}
         self._hops: dict[tuple[int, float], float] = {}
         self._states: dict[tuple[str, int, int, int, int, int], dict[int, np.ndarray]] = {}
@@ -403,7 +404,7 @@ class TrainingSpace:
                 recompute=key.recompute,
                 recompute_modules=key.rc_modules,
             )
-            ctx = CostContext(self.model, self.cluster, self.w, probe, 1, self.dense_memo)
+            ctx = CostContext(self.model, self.cluster, self.w, probe, 1, self.dense_memo, self.pool_facts)
             hit = (ctx, {p.name: layer_work(ctx, p, self.n_dense, self.n_moe) for p in self.pools})
             self._probes[key] = hit
         return hit

@@ -78,7 +78,9 @@ class StageModel:
         self.space, self.cand = space, cand
         self.stop = stop  # polled while CP-SAT runs: a cancelled job stops its solver
         c = cand.config
-        self.ctx = CostContext(space.model, space.cluster, space.w, c, cand.microbatches, space.dense_memo)
+        self.ctx = CostContext(
+            space.model, space.cluster, space.w, c, cand.microbatches, space.dense_memo, space.pool_facts
+        )
         self.ctx.stage_cache = space.stage_cache(self.ctx.stage_signature())
         self.gps = c.gpus_per_stage
         self.pools = [p for p in space.pools if p.healthy_gpus >= self.gps]
