@@ -184,6 +184,7 @@ def _training_space(rec: Record, model: ModelSpec) -> tuple[TrainingWorkload, li
     else:
         vp_opts = [1, *divisors]
         notes.append("schedule not published: 1F1B and interleaved (divisors of layers per stage) searched")
+    tpo = p.get("tp_comm_overlap")  # a record that states it (a recipe without userbuffers) overrides the era
     rc = p.get("recompute")
     rc_opts = [rc] if rc in ("none", "selective", "full") else ["none", "selective", "full"]
     sp = p.get("sequence_parallel")
@@ -219,7 +220,7 @@ def _training_space(rec: Record, model: ModelSpec) -> tuple[TrainingWorkload, li
                                 recompute_modules=p.get("recompute_modules") if r == "selective" else None,
                                 zero_stage=z,
                                 overlap_grad_reduce=not era_2021,
-                                tp_comm_overlap=(not era_2021) and s and fw != "deepspeed",
+                                tp_comm_overlap=(not era_2021) and s and fw != "deepspeed" and tpo is not False,
                                 ep_comm_overlap=bool(p.get("ep_comm_overlap")),
                             )
                         )
