@@ -4,8 +4,11 @@ pool it runs on.
 Every per-stage quantity (time per micro-batch, backward time, work after the last backward, memory terms) is the
 cost model's own value, tabulated over (pool, next stage's pool, layers) and read with element constraints, so the
 objective is exactly `meshplan estimate` of the resulting configuration (times in integer nanoseconds) with no
-big-M links. Constraint families, one function each: layer balance, memory limit, pool capacity, pool contiguity,
-pipeline objective.
+big-M links. Constraint families, one function each: the table index of each stage (_link_index), layer balance
+(_layer_balance), the memory limit (the stages' domains, _domains / _filter), pool capacity (_pool_capacity),
+pool contiguity (_pool_contiguity), the middle stages' order (_middle_order) and the pipeline objective
+(_objective). With several pools the planner branches on the pool-block structure (structures, solve_structure);
+solve() is the one-model reference with the pools as variables.
 """
 
 from __future__ import annotations
