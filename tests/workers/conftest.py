@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+import redis
 
 from store.db import Database
 from store.migrate import upgrade
@@ -36,6 +37,14 @@ def machine_redis() -> str:
     if not redis_up(6379):
         require("Redis at 127.0.0.1:6379 is not reachable")
     return "redis://127.0.0.1:6379/7"
+
+
+@pytest.fixture
+def clean_redis(machine_redis: str) -> Iterator[str]:
+    """The machine's Redis (database 7), emptied before and after the test."""
+    redis.Redis.from_url(machine_redis).flushdb()
+    yield machine_redis
+    redis.Redis.from_url(machine_redis).flushdb()
 
 
 @pytest.fixture(scope="session")

@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 
-import pytest
 import redis
 from fastapi.testclient import TestClient
 
@@ -28,13 +27,6 @@ def api_client(db: Database, redis_url: str) -> TestClient:
         _row, secret = TokenRepository(s).create("worker-tests", ["write"])
     client.headers["Authorization"] = f"Bearer {secret}"
     return client
-
-
-@pytest.fixture
-def clean_redis(machine_redis: str) -> Iterator[str]:
-    redis.Redis.from_url(machine_redis).flushdb()
-    yield machine_redis
-    redis.Redis.from_url(machine_redis).flushdb()
 
 
 def plans_of_job(client: TestClient, cluster_id: int, job_id: int) -> list[dict[str, object]]:
