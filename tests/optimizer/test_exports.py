@@ -111,22 +111,10 @@ def test_megatron_export_builds_the_planned_architecture() -> None:
     head size (--kv-channels). Every flag is in the registry."""
     from optimizer.exports import moe_layer_pattern
 
-    ds = load_model_preset("deepseek-v3")
-    w = TrainingWorkload(global_batch_size=8192, seq_len=4096, precision="fp8")
-    cfg = ParallelConfig(
-        tp=2,
-        pp=8,
-        vp=4,
-        dp=64,
-        ep=64,
-        etp=1,
-        schedule="interleaved-1f1b",
-        sequence_parallel=True,
-        zero_stage=1,
-        recompute="selective",
-        recompute_modules=("mla_up_proj", "mlp"),
-        pipeline_layout="Et|(tt|)*30L",
-    )
+    from tests.optimizer.test_recompute_modules import DS_RECIPE, W_DS
+
+    ds, w = load_model_preset("deepseek-v3"), W_DS  # NVIDIA's DeepSeek-V3 H100 recipe
+    cfg = DS_RECIPE.model_copy(update={"recompute": "selective", "recompute_modules": ("mla_up_proj", "mlp")})
     e = export("megatron", ds, w, cfg)
     assert not set(e.options) - set(REGISTRY["megatron"]["options"])
     for flag in (
