@@ -110,7 +110,6 @@ def test_megatron_export_builds_the_planned_architecture() -> None:
     shared expert, three dense layers before the MoE ones, and the plan's recompute modules; a Qwen3 plan its
     head size (--kv-channels). Every flag is in the registry."""
     from optimizer.exports import moe_layer_pattern
-
     from tests.optimizer.test_recompute_modules import DS_RECIPE, W_DS
 
     ds, w = load_model_preset("deepseek-v3"), W_DS  # NVIDIA's DeepSeek-V3 H100 recipe
