@@ -124,11 +124,9 @@ class LayerRules:
         others = self.least(0) + (self.pp - 2) * self._least_rounded(1)
         return self._counts(self.pp - 1, others)
 
-    def counts(self, rank: int) -> list[int]:
-        """Layer counts rank `rank` may hold."""
-        if rank == 0:
-            return self.first_counts()
-        return self.last_counts() if rank == self.pp - 1 else self.other_counts()
+    def counts(self, rank: int) -> tuple[int, ...]:
+        """Layer counts rank `rank` may hold (memoised: every stage table of every candidate asks)."""
+        return _counts_of(self, 0 if rank == 0 else 2 if rank == self.pp - 1 else 1)
 
     def splits(self) -> Iterator[list[int]]:
         """Every split of the layers over the ranks that follows the rules (the exhaustive oracles' layouts), in
@@ -173,3 +171,11 @@ class LayerRules:
             base, extra = divmod(L, p)
             return [base + (1 if i < extra else 0) for i in range(p)]
         return split
+
+
+@functools.lru_cache(maxsize=4096)
+def _counts_of(rules: LayerRules, role: int) -> tuple[int, ...]:
+    """LayerRules.counts by role: 0 the first rank, 1 a middle rank, 2 the last rank (pp > 1)."""
+    if role == 0:
+        return tuple(rules.first_counts())
+    return tuple(rules.last_counts() if role == 2 else rules.other_counts())
