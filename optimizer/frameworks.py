@@ -376,6 +376,8 @@ def allows(fw: Framework, knob: str, value: object) -> bool:
         return value in fw.zero_stages or value in fw.zero_stages_with_pp
     if knob == "recompute":
         return value in fw.recomputes
+    if knob == "recompute_modules":
+        return fw.recompute_modules
     flags = {"cp": fw.context_parallel, "ep": fw.expert_parallel, "vp": fw.virtual_stages}
     if knob in flags:
         return flags[knob] or value == 1

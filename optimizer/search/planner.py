@@ -19,6 +19,7 @@ from optimizer.frameworks import FRAMEWORKS, allows
 from optimizer.model_spec import ModelSpec
 from optimizer.objectives import objective_name
 from optimizer.parallel_config import ParallelConfig
+from optimizer.recompute_modules import module_rule
 from optimizer.search.candidates import Candidate, KeyBatch, TrainingSpace
 from optimizer.search.diagnosis import diagnose_infeasible
 from optimizer.search.explain import explain
@@ -508,8 +509,17 @@ def check_pins(ts: TrainingSpace) -> None:
     for knob, knob_pin in sp.pins.items():
         pinned = knob_pin.values or ()
         if pinned and not any(allows(ts.fw, knob, v) for v in pinned):
-            shown = ",".join(str(v).lower() if isinstance(v, bool) else str(v) for v in pinned)
+            shown = ",".join(_pin_value(v) for v in pinned)
             raise DomainError(f"pin.{knob}", f"{knob}={shown} is not available in {ts.fw.name} ({ts.fw.source(knob)})")
+    module_sets = sp.pinned_values("recompute_modules")
+    if module_sets is not None:  # Megatron's rules for its module list, named at the pin
+        if not sp.allows("recompute", "selective"):
+            raise DomainError("pin.recompute_modules", "needs recompute=selective, which the recompute pin excludes")
+        for mods in module_sets:
+            for module in mods:
+                rule = module_rule(module, ts.model)
+                if rule is not None:
+                    raise DomainError("pin.recompute_modules", f"{ts.model.name}: {rule}")
     if ts.model.moe is None:  # expert knobs on a dense model: say so, not 'nothing fits'
         overlap, etp = sp.pins.get("ep_comm_overlap"), sp.pins.get("etp")
         if overlap is not None and overlap.values and all(overlap.values):
@@ -534,6 +544,15 @@ def check_pins(ts: TrainingSpace) -> None:
             raise DomainError(f"pin.{knob}", f"{_pin_text(knob, pin)} contradicts {why}")
     if ts.budget < 1:
         raise DomainError("max_gpus", "no GPU available in the allowed pools")
+
+
+def _pin_value(v: object) -> str:
+    """A pinned value as it was written: true/false, a module set as a+b."""
+    if isinstance(v, bool):
+        return str(v).lower()
+    if isinstance(v, tuple):
+        return "+".join(str(x) for x in v)
+    return str(v)
 
 
 def _pin_text(knob: str, pin: object) -> str:

@@ -179,3 +179,21 @@ def test_experts_split_into_slivers_wait_on_their_weights() -> None:
     dense = CostContext(llama, h100, w70, ParallelConfig(tp=8, mbs=1), 1)
     lc = dense.layer(h100.pools[0], h100.gpu_of(h100.pools[0]), False)
     assert dense.gemm_streaming(h100.gpu_of(h100.pools[0]), dense.dense, False, lc.wgrad) == (0.0, 0.0)
+
+
+@pytest.mark.parametrize(
+    ("model_name", "pins", "framework", "words"),
+    [
+        ("llama-3-8b", ["recompute_modules=moe_act"], "megatron", "moe_act needs an MoE model"),
+        ("mixtral-8x7b", ["recompute_modules=layernorm"], "deepspeed", "not available in deepspeed"),
+        ("mixtral-8x7b", ["recompute_modules=layernorm", "recompute=full"], "megatron", "needs recompute=selective"),
+    ],
+)
+def test_module_pins_that_cannot_run_are_named_not_ignored(
+    model_name: str, pins: list[str], framework: str, words: str
+) -> None:
+    model, cluster = resolve_model(model_name), resolve_cluster("dgx-h100:2")
+    w = TrainingWorkload(global_batch_size=64, seq_len=4096, framework=framework)  # type: ignore[arg-type]
+    with pytest.raises(DomainError) as exc:
+        plan(model, cluster, w, SearchSpace(pins=parse_pins(pins)), time_limit_s=20)
+    assert exc.value.field == "pin.recompute_modules" and words in exc.value.rule
