@@ -252,7 +252,10 @@ def plan(
     disaggregation: DisaggOpt = None,
     prompt_len_cv: CvOpt = None,
     output_len_cv: CvOpt = None,
-    pin: Annotated[list[str] | None, typer.Option(help="Fix or bound a knob: tp=8, pp<=16, recompute=full.")] = None,
+    pin: Annotated[
+        list[str] | None,
+        typer.Option(help="Fix or bound a knob: tp=8, pp<=16, recompute=full, recompute_modules=mla_up_proj+mlp."),
+    ] = None,
     max_gpus: Annotated[int | None, typer.Option(help="GPU budget.")] = None,
     pools: Annotated[str | None, typer.Option(help="Allowed pools, comma-separated.")] = None,
     schedules: Annotated[str | None, typer.Option(help="Schedules to search (default 1f1b,interleaved-1f1b).")] = None,
