@@ -35,6 +35,8 @@ RECOMPUTE_MODULES: tuple[RecomputeModule, ...] = (
 )
 DEFAULT_MODULES: tuple[RecomputeModule, ...] = ("core_attn",)
 """Megatron's default when --recompute-modules is not given (TransformerConfig.__post_init__)."""
+MOE_ONLY_MODULES: frozenset[str] = frozenset({"moe_act", "moe", "shared_experts"})
+"""Modules that act on MoE layers only: a dense layer's cost does not depend on them."""
 
 
 def module_rule(module: str, model: ModelSpec) -> str | None:

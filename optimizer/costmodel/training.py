@@ -32,6 +32,7 @@ from optimizer.frameworks import framework
 from optimizer.gpu_catalog import GPUSpec
 from optimizer.model_spec import ModelSpec
 from optimizer.parallel_config import ParallelConfig
+from optimizer.recompute_modules import MOE_ONLY_MODULES
 from optimizer.validation import Layout
 from optimizer.workload import TrainingWorkload
 
@@ -228,7 +229,7 @@ class CostContext:
         """The knobs a dense layer's cost depends on: not ep, etp or EP overlap, and of the recompute modules
         only those that touch dense layers."""
         c = self.c
-        mods = tuple(sorted(c.modules - {"moe_act", "moe", "shared_experts"}))
+        mods = tuple(sorted(c.modules - MOE_ONLY_MODULES))
         return (c.tp, c.cp, c.mbs, c.sequence_parallel, c.tp_comm_overlap, c.recompute, mods)
 
     def _layer_cost(self, pool: NodePool, gpu: GPUSpec, lf: LayerFlops, moe_layer: bool) -> LayerCost:

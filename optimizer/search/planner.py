@@ -560,6 +560,6 @@ def _pin_text(knob: str, pin: object) -> str:
         return knob
     values = getattr(pin, "values", None)
     if values:
-        return f"{knob}={','.join(str(v) for v in values)}"
+        return f"{knob}={','.join(_pin_value(v) for v in values)}"
     low, high = getattr(pin, "low", None), getattr(pin, "high", None)
     return " and ".join(x for x in (f"{knob}>={low}" if low else "", f"{knob}<={high}" if high else "") if x) or knob
