@@ -73,7 +73,7 @@ def scenarios() -> list[tuple[str, str, ClusterSpec, TrainingWorkload | Inferenc
             "llama-2-70b",
             load_cluster_yaml(HETERO),
             TrainingWorkload(global_batch_size=512, seq_len=4096),
-            "< 10 s",
+            "<= 2 s",
         ),
         (
             "(4a) llama-2-70b serve, 1 x 8 H100",

@@ -43,6 +43,32 @@ class StageLayout:
 _Table = tuple[dict[str, list[int]], list[int]]  # integer columns by name, and the indices filled in
 
 
+@dataclass(frozen=True, slots=True)
+class _Domain:
+    """The table indices one stage may take, with what the layer-balance bound reads of them (cached per stage
+    and pool-block branch: the structures of a candidate share most of their stages' domains)."""
+
+    tab: dict[str, list[int]]
+    allowed: list[int]
+    times: list[int]  # the allowed entries' stage times, ascending
+    most: list[int]  # most[k]: the most layers among the entries with the k+1 smallest times
+    fewest: int  # the fewest layers of any entry
+    t_fewest: int  # the least time of an entry with `fewest` layers
+    slope: float  # every entry's time >= t_fewest + slope x (its layers - fewest)
+
+    @classmethod
+    def of(cls, tab: dict[str, list[int]], allowed: list[int], num_layers: int) -> _Domain:
+        by_time = sorted((tab["t"][j], j % (num_layers + 1)) for j in allowed)
+        most, acc = [], -1
+        for _, x in by_time:
+            acc = max(acc, x)
+            most.append(acc)
+        fewest = min((x for _, x in by_time), default=0)
+        t_fewest = min((t for t, x in by_time if x == fewest), default=0)
+        slope = min(((t - t_fewest) / (x - fewest) for t, x in by_time if x > fewest), default=0.0)
+        return cls(tab, allowed, [t for t, _ in by_time], most, fewest, t_fewest, slope)
+
+
 class _Model(cp_model.CpModel):
     """A CpModel without the camelCase aliases OR-Tools attaches to every instance (about 1 ms per model;
     the search builds hundreds of small models)."""
@@ -96,7 +122,7 @@ class StageModel:
         self.scale = c.vp if c.schedule == "interleaved-1f1b" else 1
         self._roles: dict[tuple[bool, bool], dict[str, list[int]]] = {}  # tables per stage role
         self._blocks: dict[tuple[tuple[bool, bool], int, int], list[int]] = {}  # filled (role, pool, next pool)
-        self._allowed: dict[tuple[int, int, int, float], list[int]] = {}  # (stage, pool, next pool, t limit)
+        self._allowed: dict[tuple[int, int, int, float], _Domain] = {}  # (stage, pool, next pool, t limit)
         self._inflight: dict[tuple[int, int], float] = {}
 
     def inflight(self, stage: int, layers: int) -> float:
@@ -185,29 +211,29 @@ class StageModel:
         self._blocks[(role, q, qn)] = entries
         return entries
 
-    def _domains(self, upper_bound_s: float | None, fixed_pools: tuple[int, ...] | None) -> list[_Table] | None:
+    def _domains(self, upper_bound_s: float | None, fixed_pools: tuple[int, ...] | None) -> list[_Domain] | None:
         """Per stage, the table indices it may take, or None when some stage has none."""
         c, m = self.cand.config, self.cand.microbatches
         pp, Q = c.pp, self.Q
         if Q == 0:
             return None
         t_limit = math.inf if upper_bound_s is None else upper_bound_s / TIME_UNIT_S / m + 1
-        domains: list[_Table] = []
+        domains: list[_Domain] = []
         for i in range(pp):
             role = (i == 0, i == pp - 1)
             tab = self._tables(role)
             if fixed_pools is None:
-                allowed = self._filter(i, tab, self._role_table(role, upper_bound_s)[1], t_limit)
+                dom = _Domain.of(tab, self._filter(i, tab, self._role_table(role, upper_bound_s)[1], t_limit), self.L)
             else:  # a branch of the pool-block decomposition: (pool, next pool) known
                 q, qn = fixed_pools[i], fixed_pools[i + 1] if i + 1 < pp else Q
                 hit = self._allowed.get((i, q, qn, t_limit))
                 if hit is None:
-                    hit = self._filter(i, tab, self._block(role, q, qn, upper_bound_s), t_limit)
-                    self._allowed[(i, q, qn, t_limit)] = hit
-                allowed = hit
-            if not allowed:
+                    allowed = self._filter(i, tab, self._block(role, q, qn, upper_bound_s), t_limit)
+                    hit = self._allowed[(i, q, qn, t_limit)] = _Domain.of(tab, allowed, self.L)
+                dom = hit
+            if not dom.allowed:
                 return None
-            domains.append((tab, allowed))
+            domains.append(dom)
         return domains
 
     def _filter(self, i: int, tab: dict[str, list[int]], entries: list[int], t_limit: float) -> list[int]:
@@ -228,7 +254,7 @@ class StageModel:
         domains = self._domains(upper_bound_s, fixed_pools)
         return math.inf if domains is None else self._layout_bound(domains)[0]
 
-    def _layout_bound(self, domains: list[_Table]) -> tuple[float, int]:
+    def _layout_bound(self, domains: list[_Domain]) -> tuple[float, int]:
         """A lower bound on the step time of any layout within `domains`, seconds (inf: no layout).
 
         Layer balance: the slowest stage takes at least T*, the least T for which the stages' largest layer
@@ -236,30 +262,23 @@ class StageModel:
         schedule's pipeline formula with T* for the maximum and each stage's least time for the sum, plus stage
         0's least end work (stage 0 has no cool-down slack), as in _objective. Returns (bound s, T* ns)."""
         L, m, c = self.L, self.cand.microbatches, self.cand.config
-        stages = [sorted((tab["t"][j], j % (L + 1)) for j in allowed) for tab, allowed in domains]
-        if sum(min(x for _, x in st) for st in stages) > L:
+        spare = L - sum(d.fewest for d in domains)  # layers beyond every stage's fewest
+        if spare < 0 or sum(d.most[-1] for d in domains) < L:
             return math.inf, 0
-        reach: list[tuple[list[int], list[int]]] = []  # per stage: times ascending, most layers within each time
-        for st in stages:
-            most, xs = -1, []
-            for _, x in st:
-                most = max(most, x)
-                xs.append(most)
-            reach.append(([t for t, _ in st], xs))
 
         def layers_within(limit: int) -> int:
             total = 0
-            for times, xs in reach:
-                k = bisect.bisect_right(times, limit)
+            for d in domains:
+                k = bisect.bisect_right(d.times, limit)
                 if k == 0:
                     return -1
-                total += xs[k - 1]
+                total += d.most[k - 1]
             return total
 
-        candidates = sorted({t for st in stages for t, _ in st})
+        # T* is one of the stages' times, at least the largest of their least times (below it a stage is empty)
+        floor = max(d.times[0] for d in domains)
+        candidates = sorted({t for d in domains for t in d.times if t >= floor})
         lo, hi = 0, len(candidates) - 1
-        if layers_within(candidates[hi]) < L:
-            return math.inf, 0
         while lo < hi:
             mid = (lo + hi) // 2
             if layers_within(candidates[mid]) >= L:
@@ -267,9 +286,15 @@ class StageModel:
             else:
                 lo = mid + 1
         t_max = candidates[lo]
-        pipe = pipeline_lower_bound(c.schedule, m, c.vp, t_max, sum(st[0][0] for st in stages))
-        tab0, allowed0 = domains[0]
-        return (pipe + min(tab0["e"][j] for j in allowed0)) * TIME_UNIT_S, t_max
+        # The stages' times sum to at least their least times, and to at least each stage's time at its fewest
+        # layers plus the spare layers at the least per-layer slope of any stage (sum of (x_i - fewest_i) = spare).
+        t_sum = max(
+            sum(d.times[0] for d in domains),
+            sum(d.t_fewest for d in domains) + spare * min(d.slope for d in domains),
+        )
+        pipe = pipeline_lower_bound(c.schedule, m, c.vp, t_max, t_sum)
+        d0 = domains[0]
+        return (pipe + min(d0.tab["e"][j] for j in d0.allowed)) * TIME_UNIT_S, t_max
 
     def build(
         self,
@@ -288,7 +313,8 @@ class StageModel:
             return None
         model = _Model()
         v = _Vars()
-        for i, (tab, allowed) in enumerate(domains):
+        for i, dom in enumerate(domains):
+            tab, allowed = dom.tab, dom.allowed
             lvals = sorted({j % (L + 1) for j in allowed})
             lay = model.new_int_var_from_domain(cp_model.Domain.from_values(lvals), f"layers{i}")
             block = allowed[0] // (L + 1)
@@ -464,9 +490,24 @@ class StageModel:
         limit = math.inf if upper_bound_s is None else upper_bound_s
         out: list[tuple[float, tuple[int, ...]]] = []
 
+        x_min = min(self.rules.least(r) for r in range(pp))
+
+        def slowest(counts: tuple[int, ...], used: list[int]) -> float:
+            """A lower bound on the slowest stage's time: the least T at which the stages, each holding a whole
+            number of layers of time <= T (floor(T / a) on a pool of per-layer time a), hold all L layers, and
+            at least x_min x a on every pool used (every rank holds at least x_min layers). T starts at the
+            continuous balance L / sum(n / a) and steps to the next pool's next whole layer; each step adds a
+            layer, and flooring loses fewer than pp, so at most pp steps."""
+            t = max(L / sum(counts[q] / per_layer[q] for q in used), x_min * max(per_layer[q] for q in used))
+            while True:
+                whole = [math.floor(t / per_layer[q] * (1 + 1e-12)) for q in used]
+                if sum(counts[q] * k for q, k in zip(used, whole, strict=True)) >= L:
+                    return t
+                t = min((k + 1) * per_layer[q] for q, k in zip(used, whole, strict=True))
+
         def place(counts: tuple[int, ...]) -> None:
             used = [q for q in range(Q) if counts[q]]
-            t_max = L / sum(counts[q] / per_layer[q] for q in used)
+            t_max = slowest(counts, used)
             lb = pipeline_lower_bound(c.schedule, m, vp, t_max, L * min(per_layer[q] for q in used))
             if lb + min(e0[q] for q in used) >= limit:
                 return
