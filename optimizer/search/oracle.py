@@ -8,7 +8,6 @@ the oracle's.
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Iterator
 
 from optimizer.cluster_spec import ClusterSpec
@@ -22,18 +21,32 @@ from optimizer.stage_layers import LayerRules
 from optimizer.workload import TrainingWorkload
 
 
+def contiguous_blocks(pools: int, stages: int) -> Iterator[tuple[int, ...]]:
+    """Every assignment of `stages` stages to pools in which each pool's stages form one contiguous block, in
+    lexicographic order (built stage by stage, not filtered out of all pools^stages assignments)."""
+
+    def extend(prefix: tuple[int, ...], used: frozenset[int]) -> Iterator[tuple[int, ...]]:
+        if len(prefix) == stages:
+            yield prefix
+            return
+        for q in range(pools):
+            if prefix and q == prefix[-1]:
+                yield from extend((*prefix, q), used)
+            elif q not in used:
+                yield from extend((*prefix, q), used | {q})
+
+    yield from extend((), frozenset())
+
+
 def _layouts(ts: TrainingSpace, c: ParallelConfig) -> Iterator[tuple[list[int], list[str]]]:
     pp = c.pp
     rules = LayerRules.of(ts.model, pp, c.vp, ts.fw.virtual_stage_layout)
     pools = [p for p in ts.pools if p.healthy_gpus >= c.gpus_per_stage]
     names = [p.name for p in pools]
 
+    assigns = list(contiguous_blocks(len(pools), pp))
     for layers in rules.splits():
-        for assign in itertools.product(range(len(pools)), repeat=pp):
-            # pools form contiguous blocks
-            blocks = [a for i, a in enumerate(assign) if i == 0 or assign[i - 1] != a]
-            if len(blocks) != len(set(blocks)):
-                continue
+        for assign in assigns:
             # middle stages on one pool: non-decreasing layers
             if any(assign[i] == assign[i + 1] and layers[i] > layers[i + 1] for i in range(1, pp - 2)):
                 continue

@@ -391,3 +391,20 @@ def test_one_solve_with_pool_variables_equals_the_best_structure() -> None:
         assert whole.objective_s == pytest.approx(best) if whole.layers else best == float("inf"), cand.config
         compared += bool(whole.layers)
     assert compared >= 5
+
+
+def test_the_oracles_pool_blocks_are_every_contiguous_assignment() -> None:
+    """The oracle builds its pool assignments block by block; they are exactly the assignments of all
+    pools^stages whose pools each form one contiguous block, in the same (lexicographic) order."""
+    import itertools
+
+    from optimizer.search.oracle import contiguous_blocks
+
+    def contiguous(a: tuple[int, ...]) -> bool:
+        blocks = [x for i, x in enumerate(a) if i == 0 or a[i - 1] != x]
+        return len(blocks) == len(set(blocks))
+
+    for pools in (1, 2, 3):
+        for stages in range(1, 7):
+            every = [a for a in itertools.product(range(pools), repeat=stages) if contiguous(a)]
+            assert list(contiguous_blocks(pools, stages)) == every, (pools, stages)
