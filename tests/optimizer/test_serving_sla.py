@@ -392,3 +392,23 @@ def test_fleet_keeps_to_the_gpu_budget() -> None:
     assert full.fleet is not None and capped.fleet is not None
     assert full.fleet.gpus > 5 and capped.fleet.gpus <= 5
     assert capped.fleet.capacity_rate < full.fleet.capacity_rate
+
+
+def test_vllm_multi_step_rows_wait_for_the_scheduling_group() -> None:
+    """The vLLM 0.6 rows ran --num-scheduler-steps 10 and that version's max_num_seqs 256: their TTFT is the
+    model's TTFT plus (10 - 1) / 2 decode iterations (a request waits for the running group to end), and the
+    offline row runs at most 256 sequences."""
+    from optimizer.serving_calibration import predict_serving
+
+    _, records = load_serving_records()
+    by_id = {r["id"]: r for r in records}
+    rec = by_id["vllm_sharegpt_llama-3-8b_a100_tp1_rps4"]
+    assert rec["scheduler_steps"] == 10 and rec["max_seqs"] == 256
+    single = {c.metric: c.predicted for c in predict_serving({**rec, "scheduler_steps": 1})}
+    grouped = {c.metric: c.predicted for c in predict_serving(rec)}
+    assert grouped["tpot_s"] == pytest.approx(single["tpot_s"])
+    assert grouped["ttft_s"] == pytest.approx(single["ttft_s"] + 4.5 * single["tpot_s"])
+    offline = by_id["vllm_sharegpt_llama-3-70b_h100_tp4_offline"]
+    capped = predict_serving(offline)[0].predicted
+    default = predict_serving({k: v for k, v in offline.items() if k != "max_seqs"})[0].predicted
+    assert capped < 0.8 * default  # the engine table's current default (1024 on H100) runs 4x the sequences
