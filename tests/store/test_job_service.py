@@ -53,7 +53,7 @@ def test_a_job_running_when_its_worker_died_is_solved_again_and_stored_once(db: 
 
 def test_cancel_stops_a_running_solver_within_a_second(db: Database) -> None:
     with db.session() as s:
-        cluster, _ = create_cluster(s, unique("hetero"), hetero_cluster())
+        cluster, _ = create_cluster(s, unique("hetero"), hetero_cluster(pools=5))
         _, model_v = create_model(s, unique("m"), load_model_preset("llama-2-70b"))
         req = JobRequest.model_validate(
             {

@@ -9,11 +9,11 @@ import redis
 from fastapi.testclient import TestClient
 
 from api.app import create_app
-from benchmarks.solver import HETERO
 from store.db import Database
 from store.repositories.tokens import TokenRepository
 from store.settings import Settings
 from tests.api.helpers import TRAINING, make_cluster, make_model, name, ok, wait_job
+from tests.store.factories import hetero_yaml
 from tests.workers.conftest import Proc, service_env
 from workers import names
 from workers.celery_app import make_celery
@@ -59,7 +59,7 @@ def test_worker_killed_mid_solve_job_finishes_once(
             c.post(
                 "/v1/clusters/import/yaml",
                 params={"name": name("hetero")},
-                content=HETERO,
+                content=hetero_yaml(pools=4),  # a solve of seconds: caught mid-way
                 headers={"Content-Type": "application/yaml"},
             ),
             201,
