@@ -259,8 +259,10 @@ class StageModel:
 
         Layer balance: the slowest stage takes at least T*, the least T for which the stages' largest layer
         counts with time <= T sum to the model's layers (a relaxation of the integer split; exact in T). Then the
-        schedule's pipeline formula with T* for the maximum and each stage's least time for the sum, plus stage
-        0's least end work (stage 0 has no cool-down slack), as in _objective. Returns (bound s, T* ns)."""
+        schedule's pipeline formula with T* for the maximum and, for the sum, the larger of the stages' least
+        times and their times at their fewest layers plus the layers left over at the least per-layer slope of
+        any stage (_Domain.slope), plus stage 0's least end work (stage 0 has no cool-down slack), as in
+        _objective. Returns (bound s, T* ns)."""
         L, m, c = self.L, self.cand.microbatches, self.cand.config
         spare = L - sum(d.fewest for d in domains)  # layers beyond every stage's fewest
         if spare < 0 or sum(d.most[-1] for d in domains) < L:
