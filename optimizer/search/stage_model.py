@@ -476,9 +476,10 @@ class StageModel:
 
     def structures(self, upper_bound_s: float | None = None) -> list[tuple[float, tuple[int, ...]]]:
         """Every contiguous pool-block assignment that fits the pools' GPUs, with a lower bound on its step time
-        (best first; those whose bound reaches `upper_bound_s` left out): the slowest stage does at least
-        L / sum(1/a) of layer work (a = per-layer time on the stage's pool), and the stages together at least
-        L x the fastest a [same terms as the candidate bound]. Enumerated as stage counts per pool first (the
+        (best first; those whose bound reaches `upper_bound_s` left out): the slowest stage takes at least the
+        least T at which stages holding whole layers within T hold all L (a = per-layer time on the stage's
+        pool; see slowest), and the stages together at least L x the fastest a [same terms as the candidate
+        bound]. Enumerated as stage counts per pool first (the
         bound depends on the order only through stage 0's pool), then the orders of the pools used."""
         c, m, L, Q = self.cand.config, self.cand.microbatches, self.L, self.Q
         pp, vp = c.pp, c.vp
