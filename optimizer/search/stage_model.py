@@ -59,10 +59,7 @@ class _Domain:
     @classmethod
     def of(cls, tab: dict[str, list[int]], allowed: list[int], num_layers: int) -> _Domain:
         by_time = sorted((tab["t"][j], j % (num_layers + 1)) for j in allowed)
-        most, acc = [], -1
-        for _, x in by_time:
-            acc = max(acc, x)
-            most.append(acc)
+        most = list(itertools.accumulate((x for _, x in by_time), max))
         fewest = min((x for _, x in by_time), default=0)
         t_fewest = min((t for t, x in by_time if x == fewest), default=0)
         slope = min(((t - t_fewest) / (x - fewest) for t, x in by_time if x > fewest), default=0.0)
