@@ -15,6 +15,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from api import errors
 from api.metrics import Metrics
+from api.read_cache import ReadCache
 from api.routers import clusters, gpu_types, health, jobs, measurements, models, plans, watches
 from store.db import Database, database
 from store.settings import Settings, settings
@@ -152,4 +153,5 @@ def create_app(
     app.add_middleware(RequestMetrics, metrics=app.state.metrics)
     app.add_middleware(BodyLimit, limit=cfg.max_body_bytes)
     app.add_middleware(ConcurrencyLimit, limit=cfg.max_concurrent_requests)
+    app.add_middleware(ReadCache, db=db, metrics=app.state.metrics, budget_bytes=cfg.read_cache_mb * 1_000_000)
     return app

@@ -47,6 +47,7 @@ READ_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 
 
 SEND_AFTER_COMMIT = "meshplan_send_after_commit"
+TOKEN_ID = "meshplan_token_id"  # request state: the admitted token (api.read_cache notes its use on a hit)
 
 
 def get_session(
@@ -82,6 +83,7 @@ def require(scope: str) -> Callable[..., Caller]:
     open_reads setting, reads need no token."""
 
     def check(
+        request: Request,
         s: SessionDep,
         cfg: SettingsDep,
         db: Annotated[Database, Depends(get_db)],
@@ -98,6 +100,7 @@ def require(scope: str) -> Callable[..., Caller]:
         if scope not in scopes:
             raise HTTPException(403, f"this token lacks the {scope!r} scope")
         note_use(db, token.id)
+        setattr(request.state, TOKEN_ID, token.id)
         return Caller(f"token:{token.id}", scopes)
 
     return check

@@ -48,6 +48,12 @@ def serve(
     host: Annotated[str, typer.Option(help="Address to listen on.")] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="Port.")] = 8000,
     no_migrate: Annotated[bool, typer.Option("--no-migrate", help="Do not migrate at start-up.")] = False,
+    workers: Annotated[
+        int,
+        typer.Option(
+            min=1, max=64, help="API processes (with REDIS_URL; embedded mode runs its jobs in its one process)."
+        ),
+    ] = 1,
 ) -> None:
     """Run the API and the web pages. Without REDIS_URL, jobs run inside this process (embedded mode)."""
     import uvicorn
@@ -57,6 +63,8 @@ def serve(
     from store.repositories.tokens import TokenRepository
 
     cfg = _settings()
+    if workers > 1 and not cfg.redis_url:
+        fail(DomainError("--workers", "more than one API process needs REDIS_URL (embedded jobs run in one process)"))
     if not no_migrate:
         migrate()
     db = database(cfg.database_url)
@@ -67,7 +75,11 @@ def serve(
             typer.echo(f"created the first API token (write scope; shown once): {secret}")
     mode = "Celery on " + cfg.redis_url if cfg.redis_url else "in-process (no REDIS_URL)"
     typer.echo(f"meshplan on http://{host}:{port}  database: {cfg.database_url}  jobs: {mode}")
-    uvicorn.run(create_app(cfg, db), host=host, port=port, log_level="warning")
+    if workers == 1:
+        uvicorn.run(create_app(cfg, db), host=host, port=port, log_level="warning")
+        return
+    db.dispose()  # each process builds its own engine from the same settings (environment)
+    uvicorn.run("api.app:create_app", factory=True, workers=workers, host=host, port=port, log_level="warning")
 
 
 def worker(

@@ -10,6 +10,7 @@ from typing import Any
 from sqlalchemy import Engine, create_engine, event
 from sqlalchemy.orm import Session, sessionmaker
 
+from store.changes import feed_for, track
 from store.settings import settings
 
 READ_ONLY = "meshplan_read_only"
@@ -62,6 +63,9 @@ class Database:
         self.engine = make_engine(url)
         self.sessions = sessionmaker(self.engine, expire_on_commit=False)
         self.read_sessions = sessionmaker(self.engine.execution_options(**{READ_ONLY: True}), expire_on_commit=False)
+        self.changes = feed_for(self.engine.url)
+        for maker in (self.sessions, self.read_sessions):
+            track(maker, self.changes.PUBLISH, self.changes)
 
     @contextmanager
     def session(self, read_only: bool = False) -> Iterator[Session]:
@@ -85,6 +89,7 @@ class Database:
         return None
 
     def dispose(self) -> None:
+        self.changes.close()
         self.engine.dispose()
 
 

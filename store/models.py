@@ -293,3 +293,12 @@ class ApiToken(Base):
     revoked: Mapped[bool] = mapped_column(Boolean, default=False)
     created_at: Mapped[datetime] = mapped_column(default=now)
     last_used_at: Mapped[datetime | None]
+
+
+class ChangeGeneration(Base):
+    """One row (id 1) whose counter moves with every commit that can alter a cached read, on SQLite (PostgreSQL
+    publishes with NOTIFY instead); see store.changes."""
+
+    __tablename__ = "change_generations"
+    id: Mapped[int] = mapped_column(primary_key=True)
+    n: Mapped[int] = mapped_column(BigInteger, default=0, doc="Published commits so far (a count, no unit).")

@@ -31,6 +31,13 @@ class Settings(BaseModel):
         description="Requests served at once (more wait their turn without a thread or a database connection); at "
         "most the connection pool's 30.",
     )
+    read_cache_mb: int = Field(
+        default=64,
+        ge=0,
+        le=4096,
+        description="Memory for finished plan-history and plan responses, MB per API process (0: none); a copy is "
+        "served only while no commit has changed what it was built from (store.changes).",
+    )
     replan_at: str = Field(default="02:00", pattern=r"^\d{2}:\d{2}$", description="Nightly re-plan time, HH:MM.")
     replan_timezone: str = Field(default="UTC", description="Time zone of replan_at (IANA name).")
     replan_calibration_change: float = Field(

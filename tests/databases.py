@@ -4,10 +4,14 @@ Under CI=true a missing PostgreSQL server fails the tests that need it; elsewher
 from __future__ import annotations
 
 import os
+import time
 import uuid
 
 import pytest
 from sqlalchemy import create_engine, text
+
+from store.changes import wait_listening
+from store.db import Database
 
 PG_ADMIN_URL = os.environ.get("MESHPLAN_TEST_PG", "postgresql+psycopg://postgres@127.0.0.1:5432/test")
 
@@ -37,3 +41,17 @@ def drop_pg_database(name: str) -> None:
     with admin.connect() as c:
         c.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
     admin.dispose()
+
+
+def settled(db: Database) -> int:
+    """The change generation (store.changes) once the notifications of earlier commits have arrived."""
+    assert wait_listening(db.changes)
+    g = db.changes.generation()
+    deadline = time.monotonic() + 0.3
+    while time.monotonic() < deadline:
+        time.sleep(0.05)
+        now = db.changes.generation()
+        if now != g:
+            g, deadline = now, time.monotonic() + 0.3
+    assert g is not None
+    return g
