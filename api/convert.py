@@ -96,9 +96,11 @@ def job_out(s: Session, j: Job) -> S.JobOut:
 
 
 def jobs_out(s: Session, jobs: list[Job]) -> list[S.JobOut]:
-    """Many jobs with their revision and version numbers and plan ids in three queries."""
+    """Many jobs with their revision and version numbers and plan ids in at most three queries (a queued job has
+    no plan yet: a plan is stored with its job's end)."""
     revs, versions = input_numbers(s, jobs)
-    plan_ids = PlanRepository(s).ids_by_job({j.id for j in jobs})
+    ended = {j.id for j in jobs if j.status != "queued"}
+    plan_ids = PlanRepository(s).ids_by_job(ended) if ended else {}
     return [_job_out(s, j, revs, versions, plan_ids.get(j.id)) for j in jobs]
 
 

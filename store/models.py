@@ -202,6 +202,11 @@ class Job(Base):
     finished_at: Mapped[datetime | None]
     progress_at: Mapped[datetime | None]
     heartbeat_at: Mapped[datetime | None] = mapped_column(doc="Written by the solving worker every few seconds.")
+    # Read-only links to the input rows: a job just submitted keeps the rows it was built from, so answering it
+    # reads their numbers and workload from the session instead of three more queries.
+    cluster_revision: Mapped[ClusterRevision] = relationship(viewonly=True, lazy="select")
+    model_version: Mapped[ModelVersion] = relationship(viewonly=True, lazy="select")
+    workload: Mapped[Workload] = relationship(viewonly=True, lazy="select")
 
 
 class Plan(Base):

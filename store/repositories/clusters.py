@@ -9,7 +9,7 @@ from optimizer.cluster_spec import ClusterSpec
 from optimizer.inventory import InventoryDiff, content_hash, diff_inventories, spec_document
 from store.errors import NotFoundError
 from store.models import Cluster, ClusterRevision
-from store.repositories.base import insert_unique
+from store.repositories.base import insert_unique, numbers_by_id
 from store.repositories.paging import Page, PageRequest, paginate
 
 
@@ -65,9 +65,8 @@ class ClusterRepository:
         return row
 
     def numbers(self, revision_ids: set[int]) -> dict[int, int]:
-        """Revision number by revision id, in one query."""
-        q = select(ClusterRevision.id, ClusterRevision.number).where(ClusterRevision.id.in_(revision_ids))
-        return {i: n for i, n in self.s.execute(q)}
+        """Revision number by revision id: from this session when it holds the row, else one query."""
+        return numbers_by_id(self.s, ClusterRevision, revision_ids)
 
     def revisions(self, cluster: Cluster, page: PageRequest) -> Page[ClusterRevision]:
         q = select(ClusterRevision).where(ClusterRevision.cluster_id == cluster.id)

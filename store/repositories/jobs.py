@@ -34,17 +34,18 @@ class JobRepository:
         """Insert `job`, or, when its client already used its idempotency key, return that job: (job, created).
         The same key with another request body is a conflict. Two racing writers create one job: the unique
         (client, idempotency_key) constraint decides, the loser reads the winner's row."""
-        if job.idempotency_key:
-            existing = self.by_key(job.client, job.idempotency_key)
-            if existing is not None:
-                return self._same(existing, job), False
+        if not job.idempotency_key:  # nothing unique to race on: no savepoint (two round trips) needed
+            self.s.add(job)
+            self.s.flush()
+            return job, True
+        existing = self.by_key(job.client, job.idempotency_key)
+        if existing is not None:
+            return self._same(existing, job), False
         try:
             with self.s.begin_nested():
                 self.s.add(job)
                 self.s.flush()
         except IntegrityError:
-            if not job.idempotency_key:
-                raise
             existing = self.by_key(job.client, job.idempotency_key)
             if existing is None:
                 raise

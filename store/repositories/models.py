@@ -9,7 +9,7 @@ from optimizer.inventory import content_hash, spec_document
 from optimizer.model_spec import ModelSpec
 from store.errors import NotFoundError
 from store.models import Model, ModelVersion
-from store.repositories.base import insert_unique
+from store.repositories.base import insert_unique, numbers_by_id
 from store.repositories.paging import Page, PageRequest, paginate
 
 
@@ -62,9 +62,8 @@ class ModelRepository:
         return row
 
     def numbers(self, version_ids: set[int]) -> dict[int, int]:
-        """Version number by version id, in one query."""
-        q = select(ModelVersion.id, ModelVersion.number).where(ModelVersion.id.in_(version_ids))
-        return {i: n for i, n in self.s.execute(q)}
+        """Version number by version id: from this session when it holds the row, else one query."""
+        return numbers_by_id(self.s, ModelVersion, version_ids)
 
     def versions(self, model: Model, page: PageRequest) -> Page[ModelVersion]:
         q = select(ModelVersion).where(ModelVersion.model_id == model.id)

@@ -154,6 +154,7 @@ def submit(
         trigger=trigger,
         calibration_id=calibration.id if calibration is not None else None,
     )
+    job.cluster_revision, job.model_version, job.workload = rev, version, workload
     return JobRepository(session).submit(job)
 
 
