@@ -123,6 +123,15 @@ def estimate(
     ep_comm_overlap: Annotated[
         bool, typer.Option("--ep-comm-overlap", help="Overlap the EP all-to-all across micro-batches (Megatron).")
     ] = False,
+    redundant_experts: Annotated[
+        int,
+        typer.Option(
+            "--redundant-experts",
+            min=0,
+            max=4096,
+            help="Serving: extra expert replicas over the EP ranks (SGLang --ep-num-redundant-experts, vLLM EPLB).",
+        ),
+    ] = 0,
     objective: ObjectiveOpt = None,
     framework: FrameworkOpt = "megatron",
     calibration: CalibrationOpt = None,
@@ -161,6 +170,7 @@ def estimate(
             stage_pools=stage_pools.split(",") if stage_pools else None,
             tp_comm_overlap=tp_comm_overlap,
             ep_comm_overlap=ep_comm_overlap,
+            redundant_experts=redundant_experts,
             overlap_grad_reduce=not no_grad_overlap,
         )
         result = run_estimate(spec, clus, work, config)

@@ -361,6 +361,8 @@ def _vllm(w: InferenceWorkload, c: ParallelConfig, layers: list[int], model_ref:
     if c.ep > 1:
         pairs.append(("--enable-expert-parallel", None))
         notes.append(f"vLLM sets EP = TP x DP = {c.tp * c.dp} for the MoE layers (plan: ep={c.ep})")
+    if c.redundant_experts:  # the replicas need the load balancer that places them [vllm engine/arg_utils.py]
+        pairs += [("--enable-eplb", None), ("--num-redundant-experts", c.redundant_experts)]
     if w.precision == "fp8":
         pairs.append(("--quantization", "fp8"))
     if w.kv_cache_dtype == "fp8":
@@ -392,6 +394,8 @@ def _sglang(w: InferenceWorkload, c: ParallelConfig, model_ref: str) -> Export:
         pairs.append(("--enable-dp-attention", None))
     if c.ep_comm_overlap:
         pairs.append(("--enable-two-batch-overlap", None))
+    if c.redundant_experts:  # EPLB decides which experts the replicas copy [sglang srt/server_args.py]
+        pairs += [("--ep-num-redundant-experts", c.redundant_experts), ("--enable-eplb", None)]
     if w.precision == "fp8":
         pairs.append(("--quantization", "fp8"))
     if w.kv_cache_dtype == "fp8":
@@ -408,6 +412,12 @@ def _sglang(w: InferenceWorkload, c: ParallelConfig, model_ref: str) -> Export:
 def _trtllm(w: InferenceWorkload, c: ParallelConfig, model_ref: str, max_batch: int | None = None) -> Export:
     # Attention data parallelism in TensorRT-LLM lives inside the TP group: tp_size = tp x dp with
     # enable_attention_dp (llm_args; perf-overview's MoE llm_options).
+    if c.redundant_experts:
+        raise DomainError(
+            "export.redundant_experts",
+            "redundant expert replicas are exported for SGLang and vLLM only (TensorRT-LLM's MoE load balancer "
+            "slots are not in the checked option list); export this plan to sglang or vllm",
+        )
     pairs: list[tuple[str, object | None]] = [
         ("--backend", "pytorch"),
         ("--tp_size", c.tp * c.dp),

@@ -62,6 +62,15 @@ class ParallelConfig(BaseModel):
         description="Overlap the EP all-to-all with another micro-batch's compute (Megatron "
         "--overlap-moe-expert-parallel-comm; needs ep > 1, no full recompute, vp > 1 when pp > 1).",
     )
+    redundant_experts: int = Field(
+        default=0,
+        ge=0,
+        le=4096,
+        description="Serving: extra replicas of routed experts per MoE layer, placed by the engine's expert load "
+        "balancer, so that (experts + redundant) / ep whole experts sit on each EP rank (SGLang "
+        "--ep-num-redundant-experts, vLLM --num-redundant-experts with --enable-eplb; DeepSeek-V3 decode ran 256 + "
+        "32 on EP72, LMSYS large-scale EP blog). Count of expert replicas.",
+    )
 
     @field_validator("recompute_modules")
     @classmethod
@@ -74,6 +83,10 @@ class ParallelConfig(BaseModel):
         if self.recompute != "selective":
             return frozenset()
         return frozenset(self.recompute_modules if self.recompute_modules is not None else DEFAULT_MODULES)
+
+    def expert_slots(self, num_experts: int) -> int:
+        """Expert copies per MoE layer over the EP group: the routed experts plus the redundant replicas."""
+        return num_experts + self.redundant_experts
 
     @property
     def gpus(self) -> int:

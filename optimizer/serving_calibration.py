@@ -1,8 +1,9 @@
 """The published serving benchmarks (optimizer/data/serving_runs.json, each with its source) as cost-model cases.
 
-Three kinds of rows: `saturated` (an infinite request queue: `trtllm-bench throughput`, `bench_serving --request-rate
+Kinds of rows: `saturated` (an infinite request queue: `trtllm-bench throughput`, `bench_serving --request-rate
 inf`) is the replica's highest sustained output rate; `static_batch` (TensorRT-LLM v0.6 gptSessionBenchmark) is one
-batch prefilled then decoded together; `rate` rows give TTFT and TPOT at a request rate.
+batch prefilled then decoded together; `rate` rows give TTFT and TPOT at a request rate; `prefill_saturated` and
+`decode_batch` are the two instances of a disaggregated deployment, measured apart.
 """
 
 from __future__ import annotations
@@ -80,6 +81,7 @@ def predict_serving(rec: Record) -> list[CalibrationCase]:
         ep=ep,
         etp=1 if ep > 1 else None,
         ep_comm_overlap=bool(rec.get("ep_comm_overlap", False)),
+        redundant_experts=rec.get("redundant_experts", 0),
     )
     desc = (
         f"{rec['engine']} tp{cfg.tp} pp{cfg.pp}{f' dp{cfg.dp} ep{cfg.ep}' if cfg.ep > 1 else ''} {rec['gpu']} "
@@ -109,6 +111,24 @@ def predict_serving(rec: Record) -> list[CalibrationCase]:
             CalibrationCase(rec["id"], group, "output_tokens_per_s", measured["output_tokens_per_s"], per_replica, desc)
         ]
     load = ReplicaLoad(model, cluster, w, cfg, validate(model, cluster, w, cfg))
+    if rec["mode"] == "decode_batch":
+        # A disaggregated decode instance held at `batch` sequences per attention-DP rank at the record's KV length
+        # (prompts arrive prefilled): one decode iteration yields a token per sequence. The batch must fit the
+        # instance's KV cache and the engine's sequence limit.
+        dec = ReplicaLoad(model, cluster, w, cfg, validate(model, cluster, w, cfg), decode_only=True)
+        seqs = w.batch * dec.ranks
+        fits = dec.max_decoding >= seqs
+        per_node = seqs / dec.iteration_s(seqs, 0.0) / rec["nodes"] if fits else 0.0
+        return [
+            CalibrationCase(
+                rec["id"],
+                group,
+                "output_tokens_per_s_per_node",
+                measured["output_tokens_per_s_per_node"],
+                per_node,
+                desc,
+            )
+        ]
     if rec["mode"] == "prefill_saturated":
         pre = PrefillLoad(load, 0.0)
         per_node = pre.capacity * w.prompt_len / rec["nodes"]

@@ -108,6 +108,25 @@ def _check_pipeline(model: ModelSpec, c: ParallelConfig, fw: Framework | None) -
     return layers
 
 
+def _check_redundant_experts(model: ModelSpec, c: ParallelConfig, training: bool) -> None:
+    """Redundant expert replicas are a serving engines' load-balancer feature over an EP group: SGLang
+    (--ep-num-redundant-experts, server_args.py) and vLLM (--num-redundant-experts with --enable-eplb,
+    engine/arg_utils.py) build (experts + redundant) / ep experts per rank; Megatron, DeepSpeed and torchtitan
+    place each expert once."""
+    if not c.redundant_experts:
+        return
+    if training:
+        raise DomainError(
+            "config.redundant_experts",
+            "redundant expert replicas are a serving engine feature (SGLang, vLLM); training frameworks place each "
+            "expert once",
+        )
+    if model.moe is None:
+        raise DomainError("config.redundant_experts", f"needs a mixture-of-experts model ({model.name} is dense)")
+    if c.ep == 1:
+        raise DomainError("config.redundant_experts", "needs ep > 1: the replicas spread over the EP ranks")
+
+
 def _check_moe(model: ModelSpec, c: ParallelConfig) -> None:
     if c.etp is not None and model.moe is None and c.etp != c.tp:
         raise DomainError("config.etp", f"etp={c.etp} needs a mixture-of-experts model ({model.name} is dense)")
@@ -115,8 +134,13 @@ def _check_moe(model: ModelSpec, c: ParallelConfig) -> None:
         return
     if model.moe is None:
         raise DomainError("config.ep", f"ep={c.ep} needs a mixture-of-experts model ({model.name} is dense)")
-    if model.moe.num_experts % c.ep:
-        raise DomainError("config.ep", f"ep={c.ep} does not divide num_experts={model.moe.num_experts}")
+    slots = c.expert_slots(model.moe.num_experts)
+    if slots % c.ep:
+        if c.redundant_experts:
+            what = f"num_experts={model.moe.num_experts} + redundant_experts={c.redundant_experts} = {slots}"
+        else:
+            what = f"num_experts={slots} (serving engines can add redundant_experts replicas to make it divide)"
+        raise DomainError("config.ep", f"ep={c.ep} does not divide {what}")
     grid = c.tp * c.dp * c.cp
     if grid % (c.ep * c.expert_tp):
         raise DomainError(
@@ -223,6 +247,7 @@ def validate(
             )
         fw = framework(workload.framework)
     layers = _check_pipeline(model, config, fw)
+    _check_redundant_experts(model, config, training)
     if not training:  # the engines' expert layout first: the training grid rule would name Megatron
         check_serving_experts(config)
     _check_moe(model, config)

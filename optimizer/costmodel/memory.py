@@ -15,10 +15,13 @@ def stage_params(
     """Parameters one GPU of a stage holds: (dense layer params, expert params, embedding + LM head params).
 
     Dense weights are split by TP; routed experts by EP x ETP (the expert tensor-parallel degree, tp unless set)
-    [MLM theoretical_memory_usage.py, parallel_state.py expert grid; LA]. The first stage
+    [MLM theoretical_memory_usage.py, parallel_state.py expert grid; LA], with a serving engine's redundant
+    replicas on top ((E + R) / E of them, ParallelConfig.redundant_experts). The first stage
     holds the embedding, the last the LM head; tied embeddings are duplicated on the last stage when pp > 1 [A5].
     """
-    expert = moe_layers * model.moe_expert_params_per_layer
+    expert = float(moe_layers * model.moe_expert_params_per_layer)
+    if model.moe is not None and c.redundant_experts:
+        expert *= c.expert_slots(model.moe.num_experts) / model.moe.num_experts
     dense = dense_layers * model.dense_layer_params + moe_layers * (
         model.moe_layer_params - model.moe_expert_params_per_layer
     )

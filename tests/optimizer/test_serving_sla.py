@@ -13,9 +13,10 @@ import pytest
 
 from optimizer.cluster_loading import build_cluster, resolve_cluster
 from optimizer.costmodel.constants import ENGINE_ITERATION_OVERHEAD_S
+from optimizer.costmodel.memory import stage_params
 from optimizer.costmodel.serving_load import PrefillLoad, ReplicaLoad
 from optimizer.errors import DomainError
-from optimizer.exports import export_fleet
+from optimizer.exports import export, export_fleet
 from optimizer.model_loading import load_model_preset
 from optimizer.parallel_config import ParallelConfig
 from optimizer.plan_quality import SERVING_SCENARIOS, ServingScenario
@@ -24,7 +25,7 @@ from optimizer.search.serving_fleet import FleetSearch
 from optimizer.search.space import SearchSpace, parse_pins
 from optimizer.serving_calibration import held_out_serving, load_serving_records, run_serving
 from optimizer.validation import validate
-from optimizer.workload import InferenceWorkload
+from optimizer.workload import InferenceWorkload, TrainingWorkload
 from optimizer.workload_loading import build_inference
 
 TWO_POOLS = build_cluster(
@@ -283,7 +284,8 @@ def test_fleet_export_to_a_training_framework_is_an_error() -> None:
 
 def test_every_published_serving_configuration_fits() -> None:
     """Each row's configuration holds its weights and at least the sequences it served (a static batch: all of
-    them or, for a paged cache, at least one; continuous batching: at least one in the KV cache)."""
+    them or, for a paged cache, at least one; continuous batching: at least one in the KV cache; a decode instance:
+    its whole batch)."""
     from optimizer.serving_calibration import record_cluster, record_workload
 
     _, records = load_serving_records()
@@ -296,9 +298,13 @@ def test_every_published_serving_configuration_fits() -> None:
             dp=rec.get("dp", 1),
             ep=rec.get("ep", 1),
             etp=1 if rec.get("ep", 1) > 1 else None,
+            redundant_experts=rec.get("redundant_experts", 0),
         )
-        load = ReplicaLoad(model, cluster, w, cfg, validate(model, cluster, w, cfg))
-        assert load.max_decoding >= 1, (rec["id"], load.kv_tokens)
+        decode_only = rec["mode"] == "decode_batch"
+        load = ReplicaLoad(model, cluster, w, cfg, validate(model, cluster, w, cfg), decode_only=decode_only)
+        # A decode instance held its batch on every attention-DP rank at once (DeepSeek-V3 EP72: 256 per rank).
+        served = w.batch * cfg.dp if decode_only else 1
+        assert load.max_decoding >= served, (rec["id"], load.kv_tokens, load.max_decoding)
 
 
 def test_length_spread_costs_capacity() -> None:
@@ -412,3 +418,40 @@ def test_vllm_multi_step_rows_wait_for_the_scheduling_group() -> None:
     capped = predict_serving(offline)[0].predicted
     default = predict_serving({k: v for k, v in offline.items() if k != "max_seqs"})[0].predicted
     assert capped < 0.8 * default  # the engine table's current default (1024 on H100) runs 4x the sequences
+
+
+def test_redundant_experts_are_a_serving_knob_that_lets_ep_exceed_the_expert_divisors() -> None:
+    """DeepSeek-V3 decode ran EP72: 256 experts + 32 redundant replicas, 4 per rank (LMSYS large-scale EP blog).
+    The replicas cost memory; training frameworks have no such knob; exports name the engines' options."""
+    ds = load_model_preset("deepseek-v3")
+    pool = {"name": "h", "gpu": "H100-SXM-80GB", "nodes": 9, "gpus_per_node": 8}
+    cluster = build_cluster({"name": "nine", "pools": [pool]})
+    w = InferenceWorkload(prompt_len=2000, output_len=1, batch=256, precision="fp8", engine="sglang")
+    plain = ParallelConfig(tp=1, dp=72, ep=72, etp=1)
+    with pytest.raises(DomainError) as exc:
+        validate(ds, cluster, w, plain)
+    assert exc.value.field == "config.ep" and "256" in str(exc.value)
+    wide = plain.model_copy(update={"redundant_experts": 32})
+    validate(ds, cluster, w, wide)
+    with pytest.raises(DomainError) as exc:
+        validate(ds, cluster, w, plain.model_copy(update={"redundant_experts": 8}))
+    assert "redundant_experts=8" in str(exc.value)  # 264 experts over 72 ranks
+    # Memory: each rank holds 288 / 72 = 4 experts per MoE layer, 288/256 of the routed weights over 72.
+    _, experts_64, _ = stage_params(ds, ParallelConfig(tp=1, dp=64, ep=64, etp=1), 0, 58, False, False)
+    _, experts_72, _ = stage_params(ds, wide, 0, 58, False, False)
+    assert experts_72 == pytest.approx(experts_64)
+    # Not a training knob; a dense model or ep = 1 has nothing to replicate.
+    with pytest.raises(DomainError) as exc:
+        validate(ds, cluster, TrainingWorkload(global_batch_size=576, seq_len=4096), wide)
+    assert exc.value.field == "config.redundant_experts"
+    with pytest.raises(DomainError) as exc:
+        validate(ds, cluster, w, ParallelConfig(tp=8, redundant_experts=8))
+    assert exc.value.field == "config.redundant_experts"
+    # Exports: SGLang and vLLM name their load balancer's options; TensorRT-LLM's are not in the checked list.
+    for tool in ("sglang", "vllm"):
+        e = export(tool, ds, w, wide, "deepseek-ai/DeepSeek-V3")
+        assert set(e.options) <= set(REGISTRY[tool]["options"]) and "--enable-eplb" in e.content
+        assert ("--ep-num-redundant-experts 32" if tool == "sglang" else "--num-redundant-experts 32") in e.content
+    with pytest.raises(DomainError) as exc:
+        export("trtllm", ds, w, wide, "deepseek-ai/DeepSeek-V3")
+    assert exc.value.field == "export.redundant_experts"
