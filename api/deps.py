@@ -65,7 +65,11 @@ def send_after_commit(s: Session, job_ids: list[int]) -> None:
     s.info.setdefault(SEND_AFTER_COMMIT, []).extend(job_ids)
 
 
-SessionDep = Annotated[Session, Depends(get_session)]
+# scope="function": the unit of work commits (and its jobs are sent) before the response goes out, so a client
+# that has its 201/202 finds what it wrote, and a failed commit is answered as an error, never as a success.
+# FastAPI's default ("request") runs the exit after the response is sent [fastapi routing.request_response;
+# FastAPI 0.121 release notes]; a POST /v1/jobs answered 202 was then not yet readable (issue 16, load benchmark).
+SessionDep = Annotated[Session, Depends(get_session, scope="function")]
 SettingsDep = Annotated[Settings, Depends(get_settings)]
 DispatcherDep = Annotated[Dispatcher, Depends(get_dispatcher)]
 
