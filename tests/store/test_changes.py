@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import time
 
+import pytest
 from sqlalchemy import delete, update
 
 from store.changes import PostgresChanges, SqliteChanges
@@ -80,3 +81,24 @@ def test_an_unknowable_generation_is_none() -> None:
         assert down.generation() is None
     finally:
         down.close()
+
+
+def test_a_lost_listener_forgets_its_generation_and_comes_back_moved(db: Database) -> None:
+    """PostgreSQL: when the listening connection dies (a server restart), commits may pass unheard, so the feed
+    says "unknown" until it listens again, and then reports a generation no copy was tagged with."""
+    if db.engine.url.get_backend_name() != "postgresql":
+        pytest.skip("SQLite reads its counter row on every request")
+    before = settled(db)
+    with db.engine.connect() as c:
+        killed = c.exec_driver_sql(
+            "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
+            "WHERE datname = current_database() AND query LIKE 'LISTEN %%' AND pid <> pg_backend_pid()"
+        ).scalar()
+    assert killed and killed >= 1
+    deadline = time.monotonic() + 5
+    saw_unknown = False
+    while time.monotonic() < deadline and not saw_unknown:
+        saw_unknown = db.changes.generation() is None
+        time.sleep(0.005)
+    assert saw_unknown, "the feed kept answering while nobody listened"
+    assert settled(db) != before
