@@ -51,3 +51,9 @@ def test_bad_settings_and_missing_redis_exit_2(tmp_path: Path) -> None:
     assert r.returncode == 2 and "REDIS_URL" in r.stderr
     env_bad = run(["migrate"], "nosuchdb://x")
     assert env_bad.returncode == 2 and "DATABASE_URL" in env_bad.stderr and "Traceback" not in env_bad.stderr
+
+
+def test_more_than_one_api_process_needs_redis(tmp_path: Path) -> None:
+    """Embedded jobs run inside the one API process, so `serve --workers 2` without REDIS_URL is refused."""
+    r = run(["serve", "--workers", "2", "--port", "1"], f"sqlite:///{tmp_path / 's.db'}")
+    assert r.returncode == 2 and "--workers" in r.stderr and "REDIS_URL" in r.stderr and "Traceback" not in r.stderr
