@@ -145,7 +145,7 @@ class ReadCache:
                 flight.done.set_result(entry)
 
     def _keep(self, key: Key, entry: Entry) -> None:
-        size = len(entry.body) + len(key[0]) + len(key[1]) + 256
+        size = _size(key, entry)
         if size > self.budget * MAX_ENTRY_SHARE:
             return
         self._drop(key)
@@ -157,4 +157,9 @@ class ReadCache:
     def _drop(self, key: Key) -> None:
         entry = self.entries.pop(key, None)
         if entry is not None:
-            self.bytes -= len(entry.body) + len(key[0]) + len(key[1]) + 256
+            self.bytes -= _size(key, entry)
+
+
+def _size(key: Key, entry: Entry) -> int:
+    """Bytes a kept copy counts against the budget: its body, its key and a fixed allowance for the rest."""
+    return len(entry.body) + len(key[0]) + len(key[1]) + 256
