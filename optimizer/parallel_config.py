@@ -88,6 +88,11 @@ class ParallelConfig(BaseModel):
         """Expert copies per MoE layer over the EP group: the routed experts plus the redundant replicas."""
         return num_experts + self.redundant_experts
 
+    def expert_copies(self, num_experts: int) -> float:
+        """Copies per routed expert on average, (experts + redundant) / experts: what the replicas add to the
+        routed weights held and read."""
+        return self.expert_slots(num_experts) / num_experts
+
     @property
     def gpus(self) -> int:
         """GPUs used: tp x cp x dp x pp."""

@@ -185,8 +185,8 @@ def stage_time(
             touched = _experts_touched(model, tokens * (c.dp if c.ep > 1 else 1))
             dense_part = model.moe_layer_params - model.moe_expert_params_per_layer
             # Redundant replicas (EPLB) split a hot expert's tokens, so each touched expert's copies are all read.
-            slots = c.expert_slots(model.moe.num_experts) / model.moe.num_experts
-            weight_params = dense_part / tp + model.moe_expert_params_per_layer * slots * touched / (
+            copies = c.expert_copies(model.moe.num_experts)
+            weight_params = dense_part / tp + model.moe_expert_params_per_layer * copies * touched / (
                 model.moe.num_experts * c.expert_tp * c.ep
             )
         else:

@@ -20,8 +20,8 @@ def stage_params(
     holds the embedding, the last the LM head; tied embeddings are duplicated on the last stage when pp > 1 [A5].
     """
     expert = float(moe_layers * model.moe_expert_params_per_layer)
-    if model.moe is not None and c.redundant_experts:
-        expert *= c.expert_slots(model.moe.num_experts) / model.moe.num_experts
+    if model.moe is not None:
+        expert *= c.expert_copies(model.moe.num_experts)
     dense = dense_layers * model.dense_layer_params + moe_layers * (
         model.moe_layer_params - model.moe_expert_params_per_layer
     )
