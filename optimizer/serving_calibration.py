@@ -68,13 +68,10 @@ def record_workload(rec: Record) -> InferenceWorkload:
     )
 
 
-def predict_serving(rec: Record) -> list[CalibrationCase]:
-    """The cases of one record: one per measured figure."""
-    model = load_model_preset(rec["model"])
-    cluster = record_cluster(rec)
-    w = record_workload(rec)
+def record_config(rec: Record) -> ParallelConfig:
+    """The configuration a record ran: serving EP spreads whole experts (etp 1)."""
     ep = rec.get("ep", 1)
-    cfg = ParallelConfig(
+    return ParallelConfig(
         tp=rec["tp"],
         pp=rec.get("pp", 1),
         dp=rec.get("dp", 1),
@@ -83,6 +80,14 @@ def predict_serving(rec: Record) -> list[CalibrationCase]:
         ep_comm_overlap=bool(rec.get("ep_comm_overlap", False)),
         redundant_experts=rec.get("redundant_experts", 0),
     )
+
+
+def predict_serving(rec: Record) -> list[CalibrationCase]:
+    """The cases of one record: one per measured figure."""
+    model = load_model_preset(rec["model"])
+    cluster = record_cluster(rec)
+    w = record_workload(rec)
+    cfg = record_config(rec)
     desc = (
         f"{rec['engine']} tp{cfg.tp} pp{cfg.pp}{f' dp{cfg.dp} ep{cfg.ep}' if cfg.ep > 1 else ''} {rec['gpu']} "
         f"{rec['prompt_len']:g}/{rec['output_len']:g}"

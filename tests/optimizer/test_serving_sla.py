@@ -286,20 +286,12 @@ def test_every_published_serving_configuration_fits() -> None:
     """Each row's configuration holds its weights and at least the sequences it served (a static batch: all of
     them or, for a paged cache, at least one; continuous batching: at least one in the KV cache; a decode instance:
     its whole batch)."""
-    from optimizer.serving_calibration import record_cluster, record_workload
+    from optimizer.serving_calibration import record_cluster, record_config, record_workload
 
     _, records = load_serving_records()
     for rec in records:
         model = load_model_preset(rec["model"])
-        cluster, w = record_cluster(rec), record_workload(rec)
-        cfg = ParallelConfig(
-            tp=rec["tp"],
-            pp=rec.get("pp", 1),
-            dp=rec.get("dp", 1),
-            ep=rec.get("ep", 1),
-            etp=1 if rec.get("ep", 1) > 1 else None,
-            redundant_experts=rec.get("redundant_experts", 0),
-        )
+        cluster, w, cfg = record_cluster(rec), record_workload(rec), record_config(rec)
         decode_only = rec["mode"] == "decode_batch"
         load = ReplicaLoad(model, cluster, w, cfg, validate(model, cluster, w, cfg), decode_only=decode_only)
         # A decode instance held its batch on every attention-DP rank at once (DeepSeek-V3 EP72: 256 per rank).
