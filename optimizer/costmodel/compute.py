@@ -12,6 +12,7 @@ from optimizer.costmodel.constants import (
     FRAMEWORK_FACTOR_DEFAULT,
     GEMM_SIZE_CURVE,
     HBM_EFFICIENCY,
+    OVERLAP_COMPUTE_SLOWDOWN,
 )
 from optimizer.gpu_catalog import GPUSpec
 from optimizer.model_spec import ModelSpec
@@ -160,3 +161,9 @@ def peak_flops(gpu: GPUSpec, fp8: bool) -> float:
     if fp8 and gpu.fp8_tflops:
         return gpu.fp8_tflops * 1e12
     return gpu.bf16_tflops * 1e12
+
+
+def overlapped(comm: float, exposed: float) -> float:
+    """Time a collective of `comm` seconds adds to a step when all but `exposed` of it runs under compute: the
+    exposed part plus the compute the hidden part slows [constants OVERLAP_COMPUTE_SLOWDOWN]."""
+    return exposed + OVERLAP_COMPUTE_SLOWDOWN * max(0.0, comm - exposed)

@@ -21,14 +21,23 @@ NCCL_PROTOCOLS: tuple[tuple[float, float, float, float], ...] = (
     (8.4e-6, 3.4e-6, 14e-6, 1.0),  # Simple
 )
 
+# A collective that runs under compute takes SMs and memory bandwidth from it: NCCL runs one CTA per channel on
+# its own SM (an all-gather on H100 launched 24 of 132 SMs, 18%, stretching a one-wave GEMM [NVIDIA forums
+# 'Compute-Communication Overlap Causes Severe GEMM Performance Degradation', 2025]; DeepSeek-V3 reserved 20 of
+# 132 SMs for its all-to-all [DeepSeek-V3 report §3.2.2]), and overlapped GEMMs ran 18.9% slower on average
+# (A100, H100, MI250, MI210; up to 40%) [Lee et al. 2025, arXiv 2507.03114, 'Characterizing Compute-Communication
+# Overlap']. So hiding a collective of time t under compute still costs OVERLAP_COMPUTE_SLOWDOWN x t.
+OVERLAP_COMPUTE_SLOWDOWN = 0.19
+
 # ---- compute -------------------------------------------------------------------------------------------------
 # End-to-end GEMM efficiency = GPU's MAMF fraction [ST] x a framework factor per family (kernel mix of a real
 # training/serving step vs. the best-case matmul). Calibrated on the published runs (Narayanan 2021, Korthikanti
 # 2022 on A100; Megatron-Core 2024 README on H100); other families take the Hopper value (no public runs in
 # optimizer/data to fit them - stated as an assumption in every estimate's notes).
-# Hopper refitted 2026-11 on 22 H100 training records (Megatron-Core table, MosaicML FSDP): signed median
-# -1.4%, |error| median 4.1%.
-FRAMEWORK_FACTOR: dict[str, float] = {"ampere": 0.80, "hopper": 0.70}
+# Hopper refitted 2026-11 on the 24 dense H100 training records (Megatron-Core table, MosaicML FSDP, Megatron-Bridge)
+# once overlapped collectives slow the compute under them (OVERLAP_COMPUTE_SLOWDOWN): 0.73, signed median +0.5%,
+# |error| median 3.3% (0.70 before that term).
+FRAMEWORK_FACTOR: dict[str, float] = {"ampere": 0.80, "hopper": 0.73}
 FRAMEWORK_FACTOR_DEFAULT = 0.72
 
 # FP8 matmul reaches a smaller share of its peak than BF16: H100 FP8 MAMF 1403/1979 = 0.71 vs BF16 0.80 [ST].

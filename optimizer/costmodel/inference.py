@@ -12,6 +12,7 @@ from optimizer.costmodel.compute import (
     gemm_efficiency,
     hbm_time,
     layer_flops,
+    overlapped,
     peak_flops,
 )
 from optimizer.costmodel.constants import (
@@ -218,8 +219,7 @@ def stage_time(
         if c.ep_comm_overlap and ep_t > 0:
             # Two-batch overlap: one micro-batch's dispatch/combine under the other's compute; the layer takes
             # the longer of the two [SGLang --enable-two-batch-overlap; LMSYS large-scale EP blog, 2025-05].
-            exposed = max(0.0, ep_t - layer_t)
-            ep_t = exposed
+            ep_t = overlapped(ep_t, max(0.0, ep_t - layer_t))
         parts["forward"] += count * layer_t
         parts["tp_comm"] += count * tp_t
         parts["ep_comm"] += count * ep_t

@@ -12,12 +12,14 @@ from optimizer.costmodel.compute import (
     gemm_efficiency,
     hbm_time,
     layer_flops,
+    overlapped,
     peak_flops,
 )
 from optimizer.costmodel.constants import (
     ADAM_BYTES_PER_PARAM,
     FLASH_ATTENTION_EFFICIENCY,
     FLASH_ATTENTION_EFFICIENCY_DEFAULT,
+    OVERLAP_COMPUTE_SLOWDOWN,
 )
 from optimizer.costmodel.memory import (
     LOGIT_BYTES,
@@ -282,8 +284,8 @@ class CostContext:
             # torchtitan's async TP use node-local symmetric memory [optimizer/frameworks.py]. A group that spans
             # PCIe or the NICs pays every collective in full on the tiers it crosses.
             if c.tp_comm_overlap and tp_in_nvlink_domain(lv):
-                tp_fwd = max(n_fwd * one / tp, n_fwd * one - t_gemm)
-                tp_bwd = max(n_bwd * one / tp, n_bwd * one - 2 * t_gemm)
+                tp_fwd = overlapped(n_fwd * one, max(n_fwd * one / tp, n_fwd * one - t_gemm))
+                tp_bwd = overlapped(n_bwd * one, max(n_bwd * one / tp, n_bwd * one - 2 * t_gemm))
             else:
                 tp_fwd, tp_bwd = n_fwd * one, n_bwd * one
             tp_exposed = tp_fwd + tp_bwd
@@ -294,7 +296,8 @@ class CostContext:
             tier = net.neighbour_tier(tiers, tp)
             kv = c.mbs * (w.seq_len / c.cp) * 2 * m.kv_dim * 2 / tp
             ring = (c.cp - 1) * net.p2p(tier.bw, tier.network, kv)
-            cp_exposed = max(0.0, ring - t_attn) + max(0.0, 2 * ring - t_attn_bwd)
+            cp_exposed = overlapped(ring, max(0.0, ring - t_attn))
+            cp_exposed += overlapped(2 * ring, max(0.0, 2 * ring - t_attn_bwd))
         # EP: dispatch + combine all-to-all forward and again backward, top_k copies of each token [costmodel C6].
         ep_exposed = 0.0
         if c.ep > 1 and moe_layer and m.moe is not None:
@@ -313,7 +316,7 @@ class CostContext:
                 # forward's ['Overlaps All-to-All with computation by merging FWD-BWD passes of adjacent
                 # microbatches', MLM moe/README.md]; what exceeds that compute stays exposed.
                 half = ep_exposed / 2
-                ep_exposed = max(0.0, half - bwd) + max(0.0, half - fwd)
+                ep_exposed = overlapped(half, max(0.0, half - bwd)) + overlapped(half, max(0.0, half - fwd))
         return LayerCost(fwd, bwd, t_gemm, rc, tp_exposed, cp_exposed, ep_exposed, tp_fwd)
 
     def gemm_streaming(self, gpu: GPUSpec, lf: LayerFlops, moe_layer: bool, t_gemm: float) -> tuple[float, float]:
@@ -431,7 +434,8 @@ def zero3_exposed(
     eta = ctx.fw.zero3_overlap
 
     def exposed(comm: float, compute: float) -> float:
-        return max(0.0, comm - compute) + (1.0 - eta) * min(comm, compute)
+        # What the framework's schedule leaves unhidden, but never less than the compute the hidden part slows.
+        return max(0.0, comm - compute) + max(1.0 - eta, OVERLAP_COMPUTE_SLOWDOWN) * min(comm, compute)
 
     return gather + reduce + n * (exposed(gather, fwd / n) + exposed(gather + reduce, bwd / n))
 
@@ -560,15 +564,15 @@ def _stage_cost(
             dp_t = coll("ar") if c.zero_stage == 0 else coll("rs") + gather()
         elif c.zero_stage == 0:
             full = coll("ar")
-            dp_t = max(full / chunk, full - last_bwd) if c.overlap_grad_reduce else full
+            dp_t = overlapped(full, max(full / chunk, full - last_bwd)) if c.overlap_grad_reduce else full
         elif c.zero_stage == 1:
             full = coll("rs")
-            dp_t = max(full / chunk, full - last_bwd) if c.overlap_grad_reduce else full
+            dp_t = overlapped(full, max(full / chunk, full - last_bwd)) if c.overlap_grad_reduce else full
             ag = gather()  # updated bf16 params, overlapped with the next forward
-            dp_t += max(ag / chunk, ag - fwd) if c.overlap_grad_reduce else ag
+            dp_t += overlapped(ag, max(ag / chunk, ag - fwd)) if c.overlap_grad_reduce else ag
         elif c.zero_stage == 2:
             rs = coll("rs")
-            dp_t = m * max(rs / chunk, rs - bwd) + gather()
+            dp_t = m * overlapped(rs, max(rs / chunk, rs - bwd)) + gather()
         else:  # ZeRO-3 / FSDP: gather params forward and backward, reduce-scatter grads, each micro-batch [Z20 §7]
             zero_t = m * zero3_exposed(ctx, lv_d, lv_e, dense_total, expert_p, layers, fwd, bwd, dpc, edp)
     opt_params = (dense_total if c.zero_stage == 0 else dense_total / dpc) + (

@@ -49,7 +49,10 @@ def test_cluster_model_job_plan_history_diff_export(client: TestClient) -> None:
 
     megatron = ok(client.get(f"/v1/plans/{second['id']}/export/megatron"))
     assert "--tensor-model-parallel-size" in megatron["content"]
-    ds = ok(client.get(f"/v1/plans/{second['id']}/export/deepspeed"))
+    # A DeepSpeed export comes from a plan made for DeepSpeed (a Megatron plan may use knobs DeepSpeed lacks).
+    ds_body = {**body, "workload": {**TRAINING, "framework": "deepspeed"}}
+    ds_plan = wait_job(client, ok(client.post("/v1/jobs", json=ds_body), 202)["id"])["plan_id"]
+    ds = ok(client.get(f"/v1/plans/{ds_plan}/export/deepspeed"))
     assert ds["format"] == "json"
     bad = client.get(f"/v1/plans/{second['id']}/export/vllm")
     assert bad.status_code == 422 and "serving engine" in bad.json()["detail"][0]["msg"]

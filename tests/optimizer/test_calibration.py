@@ -16,7 +16,7 @@ def cases() -> list[CalibrationCase]:
 
 def test_data_set_is_complete() -> None:
     records = load_records()
-    assert len(records) == 106
+    assert len(records) == 107
     assert all(r["source"].get("title") or r["source"].get("url") for r in records)
 
 
@@ -52,8 +52,8 @@ def test_issue_target(cases: list[CalibrationCase]) -> None:
 def test_pinned_accuracy(cases: list[CalibrationCase]) -> None:
     # Today's figures (benchmarks/accuracy.py) with a little headroom: a change that makes the model worse fails.
     median, worst = summary(cases)
-    assert median <= 0.05
-    assert worst <= 0.25  # Qwen3-235B with EP overlap, -24.9% (see GROUP_MEDIANS)
+    assert median <= 0.04
+    assert worst <= 0.23  # TensorRT-LLM v0.5 Llama-70B TTFT at 128 input tokens on H100, -21.9%
 
 
 # Each group's median |error| today (benchmarks/accuracy.py), with a little headroom. The issue's target is 8% for
@@ -68,19 +68,23 @@ GROUP_MEDIANS = {
     "korthikanti2022_table5": 0.07,
     "megatron_bridge_h100_fp8": 0.055,
     # Qwen3 MoE recipes (expert_tensor_parallel_size 1): the 235B ran with moe_a2a_overlap; priced as the
-    # README describes it (each pass's all-to-all under the other pass's compute) it is predicted 24.9% too fast,
-    # without the overlap 19.9% too slow: the real overlap hides about a third of what the model hides.
-    # The issue's MoE target is a 15% median.
-    "megatron_bridge_h100_fp8_moe": 0.15,
+    # README describes it (each pass's all-to-all under the other pass's compute, slowing it while hidden) it is
+    # predicted 16.4% too fast. The issue's MoE target is a 15% median.
+    "megatron_bridge_h100_fp8_moe": 0.10,
     "megatron_ci_h100_memory": 0.02,
-    "megatron_lm_readme_2024_h100_weak_scaling": 0.05,
-    "mosaicml_fsdp_a100": 0.06,
+    "megatron_lm_readme_2024_h100_weak_scaling": 0.04,
+    "mosaicml_fsdp_a100": 0.045,
     "mosaicml_fsdp_h100": 0.04,
     "narayanan2021_table1_weak_scaling": 0.045,
+    # PyTorch FSDP2 + CP 2 with full activation checkpointing on 64 H100: +7.5% (the overlap slowdown under its
+    # per-layer gathers and reduce-scatters; without that term it was -0.2%).
+    "nemo_automodel_h100_fsdp2": 0.08,
     "narayanan2021_table2_ptdp": 0.03,
     "narayanan2021_table2_zero3": 0.025,
     "smith2022_mtnlg_megatron_deepspeed": 0.18,
-    "trtllm_v0.5_low_latency": 0.05,
+    # Prefill of 128-2,048 tokens; the Hopper GEMM factor refit with the overlap slowdown (constants.py) moved the
+    # H100 128-token TTFT from -20.1% to -21.9% and the 2,048-token one from -0.5% to -3.3%.
+    "trtllm_v0.5_low_latency": 0.065,
 }
 
 

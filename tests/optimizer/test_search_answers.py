@@ -34,8 +34,8 @@ def test_cost_top_k_equal_the_oracles_cheapest_signatures(prices: tuple[float, f
 
 def test_cost_runners_up_on_the_issue_cluster() -> None:
     # The issue's reproduction: llama-2-13b on 1 x 8 H100 at 2.5 and 2 x 8 A100 at 1.2 per GPU-hour, gbs 32, seq
-    # 4096, top 3. A tp=2 pp=1 dp=4 cp=1 plan on the H100 pool alone (one pool: no structure branching) is cheaper
-    # than the third plan the search reported as proven.
+    # 4096, top 3. A tp=2 pp=1 dp=4 cp=1 plan on the H100 pool alone (one pool: no structure branching) was cheaper
+    # than the third plan the search reported as proven, and not among the three.
     cluster = build_cluster(
         {
             "name": "two",
@@ -53,7 +53,9 @@ def test_cost_runners_up_on_the_issue_cluster() -> None:
     assert got.status == "OPTIMAL" and got.objective_value is not None and other.objective_value is not None
     found = [got.objective_value] + [got.objective_value + a.delta_s for a in got.alternatives]
     assert len(found) == 3
-    assert found[-1] <= other.objective_value * (1 + 1e-9), (found, other.objective_value)
+    # The pinned subspace's best is one of the top 3 or costs at least the third of them.
+    listed = any(v == pytest.approx(other.objective_value, rel=1e-9) for v in found)
+    assert listed or found[-1] <= other.objective_value * (1 + 1e-9), (found, other.objective_value)
 
 
 def test_no_plan_within_the_limit_is_unknown_not_infeasible() -> None:
