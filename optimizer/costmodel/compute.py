@@ -7,6 +7,9 @@ from dataclasses import dataclass
 from itertools import pairwise
 
 from optimizer.costmodel.constants import (
+    FLASH_ATTENTION_LENGTH_CURVE,
+    FLASH_ATTENTION_LENGTHS,
+    FLASH_ATTENTION_REFERENCE_LENGTH,
     FP8_MAMF_RATIO,
     FRAMEWORK_FACTOR,
     FRAMEWORK_FACTOR_DEFAULT,
@@ -167,3 +170,33 @@ def overlapped(comm: float, exposed: float) -> float:
     """Time a collective of `comm` seconds adds to a step when all but `exposed` of it runs under compute: the
     exposed part plus the compute the hidden part slows [constants OVERLAP_COMPUTE_SLOWDOWN]."""
     return exposed + OVERLAP_COMPUTE_SLOWDOWN * max(0.0, comm - exposed)
+
+
+def _flash_speed(curve: tuple[float, ...], length: float) -> float:
+    """Log-linear interpolation of a FLASH_ATTENTION_LENGTH_CURVE row; flat beyond its longest length, and below
+    its shortest the first segment's slope continued (an extrapolation, floored at a tenth of the first point)."""
+    xs = FLASH_ATTENTION_LENGTHS
+    if length <= xs[0]:
+        slope = (curve[1] - curve[0]) / math.log(xs[1] / xs[0])
+        return max(0.1 * curve[0], curve[0] - slope * math.log(xs[0] / max(length, 1.0)))
+    for (x0, y0), (x1, y1) in pairwise(zip(xs, curve, strict=True)):
+        if length <= x1:
+            return y0 + (y1 - y0) * math.log(length / x0) / math.log(x1 / x0)
+    return curve[-1]
+
+
+def flash_length_factor(family: str, seq_len: float, cp: int = 1) -> float:
+    """The fused attention kernel's speed for this sequence length relative to the causal reference length that
+    FLASH_ATTENTION_EFFICIENCY describes.
+
+    Without context parallelism the kernel runs one causal sequence of `seq_len`. With ring context parallelism
+    and causal load balancing (each rank holds two chunks of s/2cp) the cp steps do equal work: the first is
+    causal over the rank's s/cp tokens, the other cp - 1 run unmasked over half-blocks of s/2cp
+    [TE context_parallel.py AttnFuncWithCPAndKVP2P; Megatron --cp-comm-type p2p]."""
+    rows = FLASH_ATTENTION_LENGTH_CURVE.get(family, FLASH_ATTENTION_LENGTH_CURVE["hopper"])
+    ref = _flash_speed(rows[True], FLASH_ATTENTION_REFERENCE_LENGTH)
+    if cp <= 1:
+        return _flash_speed(rows[True], seq_len) / ref
+    local = seq_len / cp
+    time = (1 / _flash_speed(rows[True], local) + (cp - 1) / _flash_speed(rows[False], local / 2)) / cp
+    return 1 / (time * ref)

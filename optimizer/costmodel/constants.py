@@ -84,6 +84,18 @@ CUDA_GRAPHS_BYTES = 1.5 * 2**30
 # -> (0.60, 0.55). Other families take the Hopper pair.
 FLASH_ATTENTION_EFFICIENCY: dict[str, tuple[float, float]] = {"hopper": (0.60, 0.46), "ampere": (0.60, 0.55)}
 FLASH_ATTENTION_EFFICIENCY_DEFAULT = (0.60, 0.46)
+# Those shares hold for causal sequences of FLASH_ATTENTION_REFERENCE_LENGTH tokens. Shorter sequences run slower
+# (fewer tiles per head, and under a causal mask more of them partly masked); blocks without a mask run faster.
+# Forward TFLOP/s on H100 SXM5 at head dim 128 for sequence lengths 512 ... 16k [Shah et al. 2024,
+# FlashAttention-3, Fig. 5: FlashAttention-3 with and without causal mask; FlashAttention-2 measured in the same
+# figure stands for Ampere's kernel, whose own paper shows the same rise with length (Dao 2023, Fig. 4)]. The
+# backward is taken to follow the forward's shape (the paper's backward figure has no causal panel).
+FLASH_ATTENTION_LENGTHS: tuple[int, ...] = (512, 1024, 2048, 4096, 8192, 16384)
+FLASH_ATTENTION_LENGTH_CURVE: dict[str, dict[bool, tuple[float, ...]]] = {
+    "hopper": {True: (292, 423, 521, 579, 602, 616), False: (497, 565, 625, 638, 646, 648)},  # FlashAttention-3
+    "ampere": {True: (191, 260, 298, 319, 333, 335), False: (309, 350, 362, 368, 370, 370)},  # FlashAttention-2
+}
+FLASH_ATTENTION_REFERENCE_LENGTH = 8192
 
 # ---- serving -------------------------------------------------------------------------------------------------
 # Paged decode attention reads KV blocks scattered over the cache (16-32 tokens per block) and reduces split-K

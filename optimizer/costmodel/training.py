@@ -9,6 +9,7 @@ from optimizer.costmodel import network as net
 from optimizer.costmodel.compute import (
     LayerFlops,
     elementwise_bytes_per_token,
+    flash_length_factor,
     gemm_efficiency,
     hbm_time,
     layer_flops,
@@ -246,6 +247,8 @@ class CostContext:
         t_attn_bwd = 2.0 * t_attn  # explicit softmax: the two score GEMMs backward, as dense GEMMs
         if w.flash_attention:  # the fused kernel's own efficiency; backward recomputes the scores: 2.5x the FLOPs
             fa_fwd, fa_bwd = FLASH_ATTENTION_EFFICIENCY.get(gpu.family, FLASH_ATTENTION_EFFICIENCY_DEFAULT)
+            length = flash_length_factor(gpu.family, w.seq_len, c.cp)
+            fa_fwd, fa_bwd = fa_fwd * length, fa_bwd * length
             t_attn = attn_flops / (peak_flops(gpu, False) * fa_fwd)
             t_attn_bwd = 2.5 * attn_flops / (peak_flops(gpu, False) * fa_bwd)
         repl, shard = elementwise_bytes_per_token(m, moe_layer, m.dropout)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from optimizer.cluster_loading import load_cluster_preset
+from optimizer.costmodel.compute import flash_length_factor
 from optimizer.errors import DomainError
 from optimizer.model_loading import load_model_preset
 from optimizer.search.candidates import TrainingSpace
@@ -35,3 +36,21 @@ def test_default_cp_degrees_are_every_divisor_with_enough_tokens() -> None:
     assert values == [1, 2, 4, 8, 16, 32, 64, 128, 256]  # at least 1,024 of the 262,144 tokens per rank
     short = TrainingSpace(model, cluster, TrainingWorkload(global_batch_size=64, seq_len=98304), SearchSpace())
     assert 3 in short.cp_values() and 96 in short.cp_values()  # not only powers of two
+
+
+def test_ring_attention_pays_for_short_blocks() -> None:
+    """Fused attention slows on short sequences (FlashAttention-3 Fig. 5): ring CP at 4K tokens runs each rank's
+    attention as s/cp and s/2cp blocks, far below the kernel's speed on the whole sequence, while at 128K its
+    unmasked blocks run faster than the causal reference."""
+    assert flash_length_factor("hopper", 4096, 4) < 0.85 * flash_length_factor("hopper", 4096, 1)
+    assert flash_length_factor("hopper", 131072, 4) >= flash_length_factor("hopper", 131072, 1)
+    assert flash_length_factor("hopper", 2048) < flash_length_factor("hopper", 8192) == pytest.approx(1.0)
+
+
+def test_llama2_70b_at_4k_keeps_context_whole_as_nvidia_does() -> None:
+    """NVIDIA's Llama-2-70B recipe on 64 H100 at 4K tokens is TP 4, PP 4, no CP (NeMo performance summary 24.12);
+    with ring CP priced at full kernel speed the planner picked cp 4 instead."""
+    model, cluster = load_model_preset("llama-2-70b"), load_cluster_preset("dgx-h100:8")
+    res = plan(model, cluster, TrainingWorkload(global_batch_size=128, seq_len=4096), time_limit_s=60)
+    assert res.status == "OPTIMAL" and res.plan is not None
+    assert res.plan.config.cp == 1 and res.plan.config.tp <= 8
