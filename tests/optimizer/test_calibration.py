@@ -16,7 +16,7 @@ def cases() -> list[CalibrationCase]:
 
 def test_data_set_is_complete() -> None:
     records = load_records()
-    assert len(records) == 107
+    assert len(records) == 114
     assert all(r["source"].get("title") or r["source"].get("url") for r in records)
 
 
@@ -79,6 +79,9 @@ GROUP_MEDIANS = {
     # PyTorch FSDP2 + CP 2 with full activation checkpointing on 64 H100: +7.5% (the overlap slowdown under its
     # per-layer gathers and reduce-scatters; without that term it was -0.2%).
     "nemo_automodel_h100_fsdp2": 0.08,
+    # NeMo 24.12 FP8 recipes, 7B to 175B on 8 to 512 H100: 7.7%. The 7-8B models on one node are predicted 11-17%
+    # too fast (FP8 gains less at hidden size 4096 than the model gives it).
+    "nemo2412_h100_fp8": 0.08,
     "narayanan2021_table2_ptdp": 0.03,
     "narayanan2021_table2_zero3": 0.025,
     "smith2022_mtnlg_megatron_deepspeed": 0.18,
