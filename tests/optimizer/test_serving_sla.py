@@ -12,7 +12,9 @@ from importlib import resources
 import pytest
 
 from optimizer.cluster_loading import build_cluster, resolve_cluster
+from optimizer.costmodel.compute import hbm_time
 from optimizer.costmodel.constants import ENGINE_ITERATION_OVERHEAD_S
+from optimizer.costmodel.inference import StepWork, kv_bytes_per_token_per_layer, stage_time
 from optimizer.costmodel.memory import stage_params
 from optimizer.costmodel.serving_load import PrefillLoad, ReplicaLoad
 from optimizer.errors import DomainError
@@ -235,6 +237,8 @@ def test_published_serving_rows() -> None:
     cases = run_serving()
     errors = [abs(c.error) for c in cases]
     assert statistics.median(errors) <= 0.15
+    # The issue's bound on every figure; today 34.9% (SGLang's DeepSeek-V3 EP72 decode with two-batch overlap).
+    assert max(errors) <= 0.35
     # Every held-out figure names its reason.
     assert all(why for _, why in held_out_serving())
 
@@ -447,3 +451,26 @@ def test_redundant_experts_are_a_serving_knob_that_lets_ep_exceed_the_expert_div
     with pytest.raises(DomainError) as exc:
         export("trtllm", ds, w, wide, "deepseek-ai/DeepSeek-V3")
     assert exc.value.field == "export.redundant_experts"
+
+
+def test_decode_attention_adds_to_compute_bound_gemms() -> None:
+    """Each kernel on its own roofline, one after another: at 1,400 decoding sequences of Llama-3-8B on an A100 the
+    GEMMs are compute-bound while the paged attention is bound by its KV reads, so longer contexts lengthen the
+    iteration by about their KV read time. A per-layer roofline (max of all FLOPs and all bytes) hid the attention
+    under the GEMMs and put SGLang's offline ShareGPT run 49% too fast."""
+    model = load_model_preset("llama-3-8b")
+    cluster = resolve_cluster("dgx-a100")
+    w = InferenceWorkload(prompt_len=1, output_len=1, batch=1, engine="sglang")
+    cfg = ParallelConfig()
+    layout = validate(model, cluster, w, cfg)
+    gpu = cluster.compute_gpu(layout.stage_pools[0])
+    seqs, ctx = 1400, 320
+
+    def iteration(context: int) -> float:
+        t, _ = stage_time(
+            model, cluster, w, cfg, layout.stage_pools[0], 0, model.num_layers, StepWork.decode(seqs, context), True
+        )
+        return t
+
+    kv = seqs * ctx * model.num_layers * kv_bytes_per_token_per_layer(model, 1, 2)
+    assert iteration(ctx) - iteration(1) >= 0.9 * hbm_time(gpu, kv)
