@@ -18,6 +18,7 @@ import numpy as np
 
 from optimizer.cluster_spec import ClusterSpec, NodePool
 from optimizer.costmodel import network as net
+from optimizer.costmodel.constants import OVERLAP_COMPUTE_SLOWDOWN
 from optimizer.costmodel.memory import LOGIT_BYTES, activation_bytes_per_layer, reserve_bytes, state_bytes_per_param
 from optimizer.costmodel.training import CostContext, LayerCost, PoolFacts, StageCost, stage_cost
 from optimizer.frameworks import Framework, expert_tp_values, framework, runs_expert_tp
@@ -160,6 +161,9 @@ class KeyTerms:
     layer_types: list[tuple[int, float, dict[int, np.ndarray]]]  # (layers, activations, states) per layer type
     slot_bound: np.ndarray  # [k - 1, dp]: least max stage work with k stages
     pps: list[int]
+    # Least data-parallel tail of the first stage (its gradient reduction and parameter gather), ZeRO 0-2:
+    # [0] with the whole model on one stage, [1] with pp >= 2 (the first stage holds at least the embedding).
+    tail: tuple[np.ndarray, np.ndarray]
 
 
 class _Columns:
@@ -450,12 +454,13 @@ class TrainingSpace:
                     if sched == "interleaved-1f1b":  # Megatron: m a multiple of pp
                         ok_s = fits_budget & ((t.m_arr[None, :] % pv[:, None]) == 0)
                     lb = pipeline_lower_bound(sched, M, vp, t_max, t_sum)
+                    tail = t.tail[1 if multi else 0][None, :]
                     inflight = _least_inflight(sched, P, M, vp, self.model.num_layers, self.fw.virtual_stage_layout)
                     for zero in zeros:
                         if not self.space.allows("zero", zero):
                             continue
                         ok = ok_s & self._may_fit(t, zero, sched, multi, pv, inflight) if prune_memory else ok_s
-                        cols.add(ok, pv, vp, t.dp_arr, sched, zero, lb, gpus)
+                        cols.add(ok, pv, vp, t.dp_arr, sched, zero, lb + tail if zero < 3 else lb, gpus)
         return cols.batch(key)
 
     def _key_terms(self, key: LayerKey) -> KeyTerms | None:
@@ -512,7 +517,40 @@ class TrainingSpace:
             ],
             slot_bound=self._slot_bound(work, gps, p_max),
             pps=self._pp_values(p_max),
+            tail=(
+                self._tail_bound(key, dps, dense_params + emb_params, expert_params),
+                self._tail_bound(key, dps, model.embedding_params / key.tp, 0.0),
+            ),
         )
+
+    def _tail_bound(self, key: LayerKey, dps: list[int], dense: float, expert: float) -> np.ndarray:
+        """Per dp: a lower bound on the first stage's data-parallel collectives after its last backward when it
+        holds `dense` parameters per GPU (and `expert` expert parameters), ZeRO 0-2. Whatever the framework hides
+        under compute still slows it by OVERLAP_COMPUTE_SLOWDOWN of the collective (training.py, every branch of
+        the DP sync: an all-reduce, or a reduce-scatter and a gather); the step is at least the pipeline plus the
+        first stage's tail (training.step_time, no cool-down slack for stage 0)."""
+        ctx, _ = self._probe(key)
+        g = min(2.0, float(ctx.grad_bytes))  # DeepSpeed's bf16 optimizer all-reduces 2-byte gradients
+
+        def sync(levels: tuple[net.Level, ...], params: float) -> float:
+            return min(
+                net.all_reduce(levels, params * g),
+                net.all_gather(levels, params * g) + net.all_gather(levels, params * 2),
+            )
+
+        out = np.zeros(len(dps))
+        for j, d in enumerate(dps):
+            dpc = d * key.cp
+            edp = max(1, key.tp * key.cp * d // (key.ep * key.etp))
+            best = math.inf
+            for p in self.pools:
+                tiers = ctx.tiers(p)
+                t = sync(net.group_levels(tiers, dpc, key.tp), dense) if dpc > 1 and dense > 0 else 0.0
+                if edp > 1 and expert > 0:
+                    t += sync(net.group_levels(tiers, edp, key.etp * key.ep), expert)
+                best = min(best, t)
+            out[j] = OVERLAP_COMPUTE_SLOWDOWN * best
+        return out
 
     def _slot_bound(self, work: dict[str, float], gps: np.ndarray, p_max: int) -> np.ndarray:
         """slot_bound[k-1, j]: the least possible max stage work with k stages of gps[j] GPUs each (inf: no room):
