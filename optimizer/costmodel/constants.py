@@ -27,6 +27,12 @@ NCCL_PROTOCOLS: tuple[tuple[float, float, float, float], ...] = (
 # 132 SMs for its all-to-all [DeepSeek-V3 report §3.2.2]), and overlapped GEMMs ran 18.9% slower on average
 # (A100, H100, MI250, MI210; up to 40%) [Lee et al. 2025, arXiv 2507.03114, 'Characterizing Compute-Communication
 # Overlap']. So hiding a collective of time t under compute still costs OVERLAP_COMPUTE_SLOWDOWN x t.
+# TP-comm overlap (Transformer Engine userbuffers) pays it too. Its own SM share is smaller (ring exchanges on the
+# copy engines, reduce-scatters and backward bulk overlaps on 16 SMs [TE d0067d0 pytorch/module/base.py
+# initialize_ub get_default_config]), but it also splits each overlapped GEMM into tp (ring exchange) or 4
+# (pipeline) chunks (num_splits), smaller GEMMs that lose efficiency. Priced with the SM share alone (16/132 for
+# half the collectives) the H100 records' median error went 3.7% -> 5.0% and the picks left NVIDIA's TP (tp 8 over
+# tp 4 for GPT-3 175B on 512 H100 and Llama-2-70B on 64 H100), so the measured average stands for both.
 OVERLAP_COMPUTE_SLOWDOWN = 0.19
 
 # ---- compute -------------------------------------------------------------------------------------------------
