@@ -223,9 +223,13 @@ DEEPSPEED = Framework(
         ("overlap_grad_reduce", "zero_optimization.overlap_comm (default true for stage 3, runtime/zero/config.py)"),
         (
             "pp",
-            "runtime/pipe/p2p.py send: the stage's whole output tensor per rank (broadcast in a 2-rank group or "
-            "isend), no TP scatter/gather; runtime/pipe/schedule.py TrainSchedule: ReduceGrads, OptimizerStep "
-            "after the last micro-batch",
+            "runtime/pipe/p2p.py send (isend, or broadcast in a 2-rank group) after each forward and backward, "
+            "not overlapped; runtime/pipe/schedule.py TrainSchedule: ReduceGrads, OptimizerStep after the last "
+            "micro-batch. The engine partitions the sent activation over the TP ranks by default "
+            "(runtime/config.py pipeline.pipe_partitioned = True; engine.py PartitionedTensor, gathered again on "
+            "the receiver), but priced so the Megatron-DeepSpeed records come out 4-8 points too fast (BigScience "
+            "group median 4.2% -> 8%, MT-NLG -17% -> -20%): some cost of its pipeline is still missing, and the "
+            "full-tensor send stands in for it (pp_scatter_gather False)",
         ),
         (
             "zero3",
