@@ -94,7 +94,11 @@ def activation_bytes_per_layer(
     if moe is not None:
         routed = (fc1_out + (0 if "moe_act" in mods else gemm_in)) * s * b * moe.top_k * moe.expert_ffn_hidden_size
         shared = 0.0 if "shared_experts" in mods else (fc1_out + gemm_in) * s * b * moe.shared_ffn
-        permuted = 2 * moe.top_k * sbh
+        # The routed experts' fc1 input: the top_k permuted copies of each token, kept as the grouped GEMM's
+        # saved input, one FP8 byte under FP8 (TE GroupedLinear saves the quantized input, columnwise only;
+        # Megatron keeps that default unless expert fc1 offloading is on [MLM d98e8a6 moe/experts.py
+        # set_save_original_input; TE d0067d0 pytorch/module/grouped_linear.py]), else bf16.
+        permuted = gemm_in * moe.top_k * sbh
         if "moe" in mods:  # the whole MoE layer checkpointed from its input
             routed = shared = permuted = 0.0
         replicated += permuted
