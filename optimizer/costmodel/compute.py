@@ -110,13 +110,19 @@ def elementwise_bytes_per_token(model: ModelSpec, moe_layer: bool, dropout: bool
     Norms read and write h (2 x 4h bytes); residual adds read 2h and write h (2 x 6h), plus a 1-byte dropout mask
     each; the activation reads its input(s) and writes f (GeLU 4f, SwiGLU 6f bytes) [derived from K22 §4]."""
     h = model.hidden_size
-    replicated = 8 * h + 12 * h + (2 * h if dropout else 0)
-    width = model.ffn_hidden_size
-    if moe_layer and model.moe is not None:
-        width = model.moe.top_k * model.moe.expert_ffn_hidden_size + model.moe.shared_ffn
-        replicated += 4 * model.moe.top_k * h * 2  # token permutation before and after the experts
+    width, permutation = mlp_width_and_permutation(model, moe_layer)
+    replicated = 8 * h + 12 * h + (2 * h if dropout else 0) + permutation
     sharded = (6 if model.activation == "swiglu" else 4) * width
     return replicated, sharded
+
+
+def mlp_width_and_permutation(model: ModelSpec, moe_layer: bool) -> tuple[float, float]:
+    """A layer's MLP width per token (an MoE layer: its top_k experts and the shared ones) and the HBM bytes per
+    token of routing the tokens to the experts and back (read and write of top_k bf16 copies, both ways)."""
+    if moe_layer and model.moe is not None:
+        width = model.moe.top_k * model.moe.expert_ffn_hidden_size + model.moe.shared_ffn
+        return width, 4.0 * model.moe.top_k * model.hidden_size * 2
+    return model.ffn_hidden_size, 0.0
 
 
 def gemm_efficiency(

@@ -40,9 +40,9 @@ OVERLAP_COMPUTE_SLOWDOWN = 0.19
 # training/serving step vs. the best-case matmul). Calibrated on the published runs (Narayanan 2021, Korthikanti
 # 2022 on A100; Megatron-Core 2024 README on H100); other families take the Hopper value (no public runs in
 # optimizer/data to fit them - stated as an assumption in every estimate's notes).
-# Hopper refitted 2026-11 on the 24 dense H100 training records (Megatron-Core table, MosaicML FSDP, Megatron-Bridge)
-# once overlapped collectives slow the compute under them (OVERLAP_COMPUTE_SLOWDOWN): 0.73, signed median +0.5%,
-# |error| median 3.3% (0.70 before that term).
+# Hopper refitted 2026-11 once overlapped collectives slow the compute under them (OVERLAP_COMPUTE_SLOWDOWN): 0.73
+# (0.70 before that term). On the 33 dense H100 training records (Megatron-Core table, MosaicML FSDP, NeMo 24.12,
+# Megatron-Bridge, NeMo AutoModel): signed median +0.3%, |error| median 3.7%.
 FRAMEWORK_FACTOR: dict[str, float] = {"ampere": 0.80, "hopper": 0.73}
 FRAMEWORK_FACTOR_DEFAULT = 0.72
 

@@ -11,6 +11,7 @@ from optimizer.costmodel.compute import (
     gemm_efficiency,
     hbm_time,
     layer_flops,
+    mlp_width_and_permutation,
     overlapped,
     peak_flops,
 )
@@ -138,15 +139,10 @@ def serving_elementwise_bytes_per_token(model: ModelSpec, moe_layer: bool, engin
     as its own kernel, reading 2f and writing f (6f bytes) [vLLM csrc/activation_kernels.cu silu_and_mul];
     TensorRT fuses pointwise layers into the neighbouring GEMM's epilogue [TensorRT developer guide, 'Layer
     Fusion'], so TensorRT-LLM has none. An MoE layer also permutes its tokens to the experts and back."""
-    h = model.hidden_size
-    replicated = 16.0 * h
-    width = model.ffn_hidden_size
-    if moe_layer and model.moe is not None:
-        width = model.moe.top_k * model.moe.expert_ffn_hidden_size + model.moe.shared_ffn
-        replicated += 4 * model.moe.top_k * h * 2
+    width, permutation = mlp_width_and_permutation(model, moe_layer)
     gated = model.activation == "swiglu"
     sharded = 0.0 if engine == "trtllm" else (6.0 if gated else 4.0) * width
-    return replicated, sharded
+    return 16.0 * model.hidden_size + permutation, sharded
 
 
 def stage_time(
