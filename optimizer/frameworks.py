@@ -79,6 +79,8 @@ class Framework:
     """bf16 with ZeRO stage 0 under PP runs a separate optimizer wrapper (DeepSpeed BF16_Optimizer): its own
     ZeRO-1 (fp32 master and Adam sharded over DP) with a full fp32 gradient buffer that each micro-batch's bf16
     gradients are added into, gradients all-reduced in bf16 after the flush, updated bf16 weights all-gathered."""
+    fp8_output_layer: bool
+    """Under FP8 the output (logits) projection runs in FP8 too; otherwise it stays a BF16 GEMM."""
     sources: tuple[tuple[str, str], ...]
     """(knob, citation) pairs."""
 
@@ -112,6 +114,7 @@ MEGATRON = Framework(
     pp_scatter_gather=True,
     grad_reduce_after_pipeline=False,
     bf16_optimizer_under_pp=False,
+    fp8_output_layer=False,
     sources=(
         (
             "schedule",
@@ -125,6 +128,12 @@ MEGATRON = Framework(
             "supported with pipeline parallelism' (megatron/training/arguments.py)",
         ),
         ("cp", "--context-parallel-size, --cp-comm-type p2p (ring)"),
+        (
+            "fp8",
+            "--fp8-format: Transformer Engine FP8 inside the transformer layers (transformer_block.py "
+            "get_fp8_context); the output layer is tensor_parallel.ColumnParallelLinear, a BF16 GEMM, unless MXFP8 "
+            "output projection is on (gpt_model.py is_mxfp8_output_proj_active, Blackwell)",
+        ),
         ("ep", "--expert-model-parallel-size"),
         (
             "etp",
@@ -196,6 +205,7 @@ DEEPSPEED = Framework(
     pp_scatter_gather=False,
     grad_reduce_after_pipeline=True,
     bf16_optimizer_under_pp=True,
+    fp8_output_layer=False,
     sources=(
         ("schedule", "deepspeed/runtime/pipe/schedule.py TrainSchedule: synchronous 1F1B only"),
         (
@@ -213,6 +223,11 @@ DEEPSPEED = Framework(
             "modelled",
         ),
         ("ep", "deepspeed/moe ep_size"),
+        (
+            "fp8",
+            "FP8 through Transformer Engine layers (Megatron-DeepSpeed --transformer-impl transformer_engine); "
+            "the output layer stays a BF16 tensor-parallel linear",
+        ),
         ("etp", "experts are not tensor-parallel apart from tp (ep_size splits the data-parallel group)"),
         ("ep_comm_overlap", "no overlap of one micro-batch's all-to-all with another's compute (deepspeed/moe)"),
         ("vp", "PipelineModule partition_method (uneven stages); no interleaved schedule"),
@@ -265,6 +280,7 @@ TORCHTITAN = Framework(
     pp_scatter_gather=True,
     grad_reduce_after_pipeline=False,
     bf16_optimizer_under_pp=False,
+    fp8_output_layer=True,
     sources=(
         (
             "schedule",
@@ -278,6 +294,11 @@ TORCHTITAN = Framework(
             "stage gathers once per step and reduces at the last micro-batch (ZeRO-1 here)",
         ),
         ("cp", "parallelism.context_parallel_degree (ring attention)"),
+        (
+            "fp8",
+            "model.converters float8: Float8LinearConverter swaps every nn.Linear not in filter_fqns (default empty) "
+            "for torchao Float8Linear, the output projection included (torchtitan/components/quantization/float8.py)",
+        ),
         ("ep", "parallelism.expert_parallel_degree"),
         (
             "etp",

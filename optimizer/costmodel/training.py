@@ -499,8 +499,9 @@ def _stage_cost(
         tp_fwd += count * lc.tp_fwd
     tokens, tp = ctx.tokens, c.tp
     if last:  # logits GEMM 2*b*s*h*V, backward 2x, and the fp32 softmax/cross-entropy pass (~12 B/logit)
-        eff = gemm_efficiency(gpu, tokens * 2 * model.hidden_size * model.vocab_size / tp, ctx.fp8)
-        t_logit = tokens * 2 * model.hidden_size * model.vocab_size / tp / (peak_flops(gpu, ctx.fp8) * eff)
+        fp8_logits = ctx.fp8 and ctx.fw.fp8_output_layer  # Megatron keeps the output layer in BF16 (frameworks.py)
+        eff = gemm_efficiency(gpu, tokens * 2 * model.hidden_size * model.vocab_size / tp, fp8_logits)
+        t_logit = tokens * 2 * model.hidden_size * model.vocab_size / tp / (peak_flops(gpu, fp8_logits) * eff)
         t_ce = hbm_time(gpu, tokens * model.vocab_size / tp * 12)
         parts["forward"] += t_logit + t_ce
         parts["backward"] += 2 * t_logit + t_ce

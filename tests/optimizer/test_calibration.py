@@ -69,8 +69,8 @@ GROUP_MEDIANS = {
     "megatron_bridge_h100_fp8": 0.04,
     # Qwen3 MoE recipes (expert_tensor_parallel_size 1): the 235B ran with moe_a2a_overlap; priced as the
     # README describes it (each pass's all-to-all under the other pass's compute, slowing it while hidden) it is
-    # predicted 16.4% too fast. The MoE target is a 15% median.
-    "megatron_bridge_h100_fp8_moe": 0.10,
+    # predicted 12.6% too fast (16.3% while the output layer was priced in FP8). The MoE target is 15%.
+    "megatron_bridge_h100_fp8_moe": 0.09,
     "megatron_ci_h100_memory": 0.02,
     "megatron_lm_readme_2024_h100_weak_scaling": 0.04,
     "mosaicml_fsdp_a100": 0.045,
@@ -79,9 +79,9 @@ GROUP_MEDIANS = {
     # PyTorch FSDP2 + CP 2 with full activation checkpointing on 64 H100: +7.5% (the overlap slowdown under its
     # per-layer gathers and reduce-scatters; without that term it was -0.2%).
     "nemo_automodel_h100_fsdp2": 0.08,
-    # NeMo 24.12 FP8 recipes, 7B to 175B on 8 to 512 H100: 7.7%. The 7-8B models on one node are predicted 11-17%
-    # too fast (FP8 gains less at hidden size 4096 than the model gives it).
-    "nemo2412_h100_fp8": 0.08,
+    # NeMo 24.12 FP8 recipes, 7B to 175B on 8 to 512 H100: 5.4% (7.7% while the output layer was priced in FP8;
+    # Megatron runs it in BF16). Llama 3 8B on one node is still predicted 14% too fast.
+    "nemo2412_h100_fp8": 0.06,
     "narayanan2021_table2_ptdp": 0.03,
     "narayanan2021_table2_zero3": 0.025,
     "smith2022_mtnlg_megatron_deepspeed": 0.18,
