@@ -131,6 +131,13 @@ class InferenceWorkload(BaseModel):
         """Bytes per stored weight."""
         return 0.5 if self.weight_dtype == "int4" else BYTES[self.weight_dtype or self.precision]
 
+    @property
+    def embedding_bytes(self) -> float:
+        """Bytes per stored embedding and LM-head weight: quantized checkpoints keep both in 16 bits (vLLM's
+        Fp8Config quantizes linear layers only, ParallelLMHead keeps UnquantizedEmbeddingMethod; TensorRT Model
+        Optimizer's FP8/INT4 configs disable '*lm_head*'), so only a 32-bit model stores more."""
+        return max(2.0, float(BYTES[self.precision]))
+
 
 Workload = Annotated[TrainingWorkload | InferenceWorkload, Field(discriminator="mode")]
 

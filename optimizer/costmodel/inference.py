@@ -73,7 +73,7 @@ def serving_memory(
     capacity = cluster.gpu_of(pool).memory_bytes
     return (
         (dense_p + expert_p) * w.weight_bytes,
-        emb_p * w.weight_bytes,
+        emb_p * w.embedding_bytes,
         kv,
         transient,
         reserve_bytes(capacity, CUDA_GRAPHS_BYTES, cluster.calibration_of(pool).memory_reserve),
@@ -241,10 +241,10 @@ def stage_time(
         parts["tp_comm"] += count * tp_t
         parts["ep_comm"] += count * ep_t
         parts["launch"] += count * launch
-    if last:  # LM head for the last token of each sequence
+    if last:  # LM head for the last token of each sequence, a 16-bit GEMM (InferenceWorkload.embedding_bytes)
         parts["forward"] += max(
-            work.head_rows * 2 * model.hidden_size * model.vocab_size / tp / (peak_flops(gpu, fp8) * 0.5),
-            hbm_time(gpu, model.vocab_size * model.hidden_size * wbytes / tp),
+            work.head_rows * 2 * model.hidden_size * model.vocab_size / tp / (peak_flops(gpu, False) * 0.5),
+            hbm_time(gpu, model.vocab_size * model.hidden_size * w.embedding_bytes / tp),
         )
     return sum(parts.values()), parts
 

@@ -9,6 +9,7 @@ from optimizer.cluster_spec import ClusterSpec
 from optimizer.estimate import estimate
 from optimizer.model_loading import load_model_preset
 from optimizer.model_spec import ModelSpec
+from optimizer.parallel_config import ParallelConfig
 from optimizer.search.inference_planner import plan_inference
 from optimizer.search.serving_oracle import serving_oracle
 from optimizer.search.solver_params import TIME_UNIT_S
@@ -114,3 +115,13 @@ def test_serving_expert_parallelism_is_the_engines_layout() -> None:
         with pytest.raises(DomainError, match=rule) as exc:
             plan(model, cluster, w, SearchSpace(pins=parse_pins(pins)), top_k=1, time_limit_s=10)
         assert exc.value.field == "pin.ep"
+
+
+def test_fp8_serving_keeps_embedding_and_lm_head_in_16_bits() -> None:
+    """Quantized checkpoints store linear layers in FP8 and keep the embedding and the LM head in 16 bits (vLLM's
+    Fp8Config, ModelOpt's '*lm_head*' exclusion): the stage's embedding memory is twice its parameter count."""
+    model = load_model_preset("llama-3-8b")
+    w = InferenceWorkload(prompt_len=1024, output_len=128, batch=8, precision="fp8")
+    est = estimate(model, resolve_cluster("dgx-h100:1"), w, ParallelConfig())
+    params = model.embedding_params + model.lm_head_params
+    assert est.stages[0].memory_gb.embedding_lm_head == pytest.approx(params * 2 / 1e9, rel=0.01)
