@@ -16,7 +16,7 @@ def cases() -> list[CalibrationCase]:
 
 def test_data_set_is_complete() -> None:
     records = load_records()
-    assert len(records) == 115
+    assert len(records) == 116
     assert all(r["source"].get("title") or r["source"].get("url") for r in records)
 
 
@@ -69,8 +69,10 @@ GROUP_MEDIANS = {
     "megatron_bridge_h100_fp8": 0.04,
     # Qwen3 MoE recipes (expert_tensor_parallel_size 1): the 235B ran with moe_a2a_overlap; priced as the
     # README describes it (each pass's all-to-all under the other pass's compute, slowing it while hidden) it is
-    # predicted 12.6% too fast (16.3% while the output layer was priced in FP8). The MoE target is 15%.
-    "megatron_bridge_h100_fp8_moe": 0.09,
+    # predicted 12.6% too fast (16.3% while the output layer was priced in FP8). DeepSeek-V3 on 1,024 H100 (25.09,
+    # DeepEP dispatch priced as the all-to-all, the MTP block as a 62nd layer): 11.5% too fast. The MoE
+    # target is 15%.
+    "megatron_bridge_h100_fp8_moe": 0.12,
     "megatron_ci_h100_memory": 0.02,
     "megatron_lm_readme_2024_h100_weak_scaling": 0.04,
     "mosaicml_fsdp_a100": 0.045,
