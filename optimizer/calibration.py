@@ -22,6 +22,7 @@ from optimizer.errors import DomainError
 from optimizer.estimate import estimate
 from optimizer.model_spec import MLASpec, ModelSpec, MoESpec
 from optimizer.parallel_config import ParallelConfig
+from optimizer.pipeline_layout import layout_chunks
 from optimizer.stage_layers import LayerRules
 from optimizer.workload import InferenceWorkload, TrainingWorkload
 
@@ -135,6 +136,7 @@ def _model(rec: Record) -> ModelSpec:
         vocab_size=m["vocab_size"],
         moe=MoESpec.model_validate(moe) if moe else None,
         mla=MLASpec.model_validate(m["mla"]) if m.get("mla") else None,
+        mtp_layers=m.get("mtp_layers", 0),
         **arch,
     )
 
@@ -166,6 +168,8 @@ def _training_space(rec: Record, model: ModelSpec) -> tuple[TrainingWorkload, li
     interleaved = p.get("interleaved_schedule")
     per_stage = model.num_layers // pp
     layers_per_stage = p.get("layers_per_stage")
+    if layers_per_stage is None and p.get("pipeline_layout"):  # the recipe's own layout places every layer
+        layers_per_stage = [sum(chunks) for chunks in layout_chunks(p["pipeline_layout"], pp)]
     # Llama 3 405B: one layer fewer on the first and last stage [DU §3.3.2]
     if layers_per_stage is None and model.num_layers % pp:
         per_stage = (model.num_layers + 2) // pp

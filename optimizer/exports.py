@@ -11,8 +11,8 @@ from typing import Literal
 from pydantic import BaseModel, Field
 
 from optimizer.errors import DomainError, UnknownNameError
+from optimizer.frameworks import check_model, unsupported_knob
 from optimizer.frameworks import framework as framework_spec
-from optimizer.frameworks import unsupported_knob
 from optimizer.model_spec import ModelSpec
 from optimizer.parallel_config import ParallelConfig
 from optimizer.pipeline_layout import rank_chunks
@@ -52,6 +52,7 @@ def export(
         raise UnknownNameError("export", tool, TOOLS)
     if isinstance(workload, TrainingWorkload) and tool in TRAINING_TOOLS:
         planned_for = framework or (workload.framework if workload.framework != "auto" else None)
+        check_model(framework_spec(tool), model, "export")
         bad = unsupported_knob(framework_spec(tool), c)
         if bad is not None:
             knob, text = bad
@@ -113,10 +114,11 @@ def moe_layer_pattern(model: ModelSpec) -> str:
     return "(" + "+".join(f"[{bit}]*{n}" for bit, n in runs) + ")"
 
 
-def megatron_layout(layers: list[int], vp: int) -> str:
+def megatron_layout(layers: list[int], vp: int, mtp: int = 0) -> str:
     """--pipeline-model-parallel-layout: virtual stages in schedule order (chunk by chunk, rank by rank),
-    `E` the embedding on the first, `L` the loss on the last, `t*n` n transformer layers, `|` between stages;
-    each rank's layers split over its chunks by stage_layers.virtual_split (the split the memory model prices)."""
+    `E` the embedding on the first, `L` the loss on the last (after `mtp` MTP layers `m`), `t*n` n transformer
+    layers, `|` between stages; each rank's layers split over its chunks by stage_layers.virtual_split (the split
+    the memory model prices)."""
     pp = len(layers)
     splits = [virtual_split(n, vp) for n in layers]
     segs = []
@@ -127,7 +129,7 @@ def megatron_layout(layers: list[int], vp: int) -> str:
             if chunk == 0 and r == 0:
                 seg = "E" + ("," + seg if seg else "")
             if chunk == vp - 1 and r == pp - 1:
-                seg = (seg + "," if seg else "") + "L"
+                seg = (seg + "," if seg else "") + "m" * mtp + "L"
             segs.append(seg)
     return "|".join(segs)
 
@@ -170,6 +172,8 @@ def _megatron(model: ModelSpec, w: TrainingWorkload, c: ParallelConfig, layers: 
             pairs.append(("--moe-shared-expert-intermediate-size", model.moe.shared_ffn))
         if model.moe.first_k_dense or model.moe.layer_freq > 1:
             pairs.append(("--moe-layer-freq", f'"{moe_layer_pattern(model)}"'))
+    if model.mtp_layers:
+        pairs.append(("--mtp-num-layers", model.mtp_layers))
     pairs += [
         ("--seq-length", w.seq_len),
         ("--max-position-embeddings", w.seq_len),
@@ -185,7 +189,7 @@ def _megatron(model: ModelSpec, w: TrainingWorkload, c: ParallelConfig, layers: 
     if c.pipeline_layout is not None:
         pairs.append(("--pipeline-model-parallel-layout", f'"{c.pipeline_layout}"'))
     elif c.pp > 1 and not even:
-        pairs.append(("--pipeline-model-parallel-layout", f'"{megatron_layout(layers, c.vp)}"'))
+        pairs.append(("--pipeline-model-parallel-layout", f'"{megatron_layout(layers, c.vp, model.mtp_layers)}"'))
     elif c.vp > 1:
         pairs.append(("--num-layers-per-virtual-pipeline-stage", layers[0] // c.vp))
     if c.sequence_parallel:

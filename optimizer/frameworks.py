@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from optimizer.errors import DomainError, UnknownNameError
+from optimizer.model_spec import ModelSpec
 from optimizer.parallel_config import ParallelConfig, Recompute, Schedule
 
 FrameworkName = Literal["megatron", "deepspeed", "torchtitan"]
@@ -81,6 +82,8 @@ class Framework:
     gradients are added into, gradients all-reduced in bf16 after the flush, updated bf16 weights all-gathered."""
     fp8_output_layer: bool
     """Under FP8 the output (logits) projection runs in FP8 too; otherwise it stays a BF16 GEMM."""
+    mtp: bool
+    """Trains multi-token prediction modules (ModelSpec.mtp_layers)."""
     sources: tuple[tuple[str, str], ...]
     """(knob, citation) pairs."""
 
@@ -115,6 +118,7 @@ MEGATRON = Framework(
     grad_reduce_after_pipeline=False,
     bf16_optimizer_under_pp=False,
     fp8_output_layer=False,
+    mtp=True,
     sources=(
         (
             "schedule",
@@ -128,6 +132,11 @@ MEGATRON = Framework(
             "supported with pipeline parallelism' (megatron/training/arguments.py)",
         ),
         ("cp", "--context-parallel-size, --cp-comm-type p2p (ring)"),
+        (
+            "mtp",
+            "--mtp-num-layers (megatron/core/transformer/multi_token_prediction.py; layout symbol m, "
+            "pipeline_parallel_layer_layout.py)",
+        ),
         (
             "fp8",
             "--fp8-format: Transformer Engine FP8 inside the transformer layers (transformer_block.py "
@@ -206,6 +215,7 @@ DEEPSPEED = Framework(
     grad_reduce_after_pipeline=True,
     bf16_optimizer_under_pp=True,
     fp8_output_layer=False,
+    mtp=False,
     sources=(
         ("schedule", "deepspeed/runtime/pipe/schedule.py TrainSchedule: synchronous 1F1B only"),
         (
@@ -223,6 +233,7 @@ DEEPSPEED = Framework(
             "modelled",
         ),
         ("ep", "deepspeed/moe ep_size"),
+        ("mtp", "no multi-token prediction module in DeepSpeed or Megatron-DeepSpeed"),
         (
             "fp8",
             "FP8 through Transformer Engine layers (Megatron-DeepSpeed --transformer-impl transformer_engine); "
@@ -281,6 +292,7 @@ TORCHTITAN = Framework(
     grad_reduce_after_pipeline=False,
     bf16_optimizer_under_pp=False,
     fp8_output_layer=True,
+    mtp=False,
     sources=(
         (
             "schedule",
@@ -294,6 +306,7 @@ TORCHTITAN = Framework(
             "stage gathers once per step and reduces at the last micro-batch (ZeRO-1 here)",
         ),
         ("cp", "parallelism.context_parallel_degree (ring attention)"),
+        ("mtp", "torchtitan's DeepSeek-V3 model trains without its multi-token prediction module"),
         (
             "fp8",
             "model.converters float8: Float8LinearConverter swaps every nn.Linear not in filter_fqns (default empty) "
@@ -391,6 +404,15 @@ def check_config(fw: Framework, c: ParallelConfig, field: str = "config") -> Non
     if bad is not None:
         knob, text = bad
         raise DomainError(f"{field}.{knob}", f"{text} is not available in {fw.name} ({fw.source(knob)})")
+
+
+def check_model(fw: Framework, model: ModelSpec, field: str = "model") -> None:
+    """Raise a DomainError naming the model's knob when `fw` cannot train it."""
+    if model.mtp_layers and not fw.mtp:
+        raise DomainError(
+            f"{field}.mtp_layers",
+            f"mtp_layers={model.mtp_layers} is not available in {fw.name} ({fw.source('mtp')})",
+        )
 
 
 def allows(fw: Framework, knob: str, value: object) -> bool:

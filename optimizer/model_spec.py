@@ -88,6 +88,16 @@ class ModelSpec(BaseModel):
     learned_positions: int = Field(default=0, ge=0, le=10_000_000, description="Learned position embeddings.")
     moe: MoESpec | None = Field(default=None, description="Mixture-of-experts FFN, if any.")
     mla: MLASpec | None = Field(default=None, description="Multi-head latent attention, if used.")
+    mtp_layers: int = Field(
+        default=0,
+        ge=0,
+        le=16,
+        description=(
+            "Multi-token prediction modules trained with the model (DeepSeek-V3 report §2.2; Megatron "
+            "--mtp-num-layers): each a transformer layer of the model's last-layer kind, two norms and a 2h -> h "
+            "projection, sharing the embedding and the output head; each adds a logits and loss pass."
+        ),
+    )
 
     @model_validator(mode="after")
     def _check(self) -> ModelSpec:
@@ -235,6 +245,18 @@ class ModelSpec(BaseModel):
             + self.embedding_params
             + self.lm_head_params
         )
+
+    @cached_property
+    def mtp_layer_is_moe(self) -> bool:
+        """An MTP module's transformer layer takes the spec of the model's last layer (Megatron
+        get_gpt_mtp_block_spec; DeepSeek-V3's MTP modules are MoE layers)."""
+        return self.is_moe_layer(self.num_layers - 1)
+
+    @cached_property
+    def mtp_extra_params(self) -> int:
+        """Parameters of one MTP module beside its transformer layer: the 2h -> h projection of the concatenated
+        hidden state and next-token embedding, and the two norms before it (DeepSeek-V3 report eq. 21)."""
+        return 2 * self.hidden_size * self.hidden_size + 2 * self._norm_params
 
     @cached_property
     def num_active_parameters(self) -> int:

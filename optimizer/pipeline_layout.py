@@ -3,9 +3,10 @@
 decoder layers of every virtual stage, with the rules this planner prices (optimizer/stage_layers.py) checked and
 named.
 
-Syntax: stages split by `|`; `E` the embedding, `t` a decoder layer, `L` the loss (`m`, an MTP layer, is not
-modelled); `x*n` repeats a symbol, `(...)*n` a group; commas are cosmetic. Virtual stage k x pp + r is rank r's
-chunk k.
+Syntax: stages split by `|`; `E` the embedding, `t` a decoder layer, `m` a multi-token prediction layer, `L` the
+loss; `x*n` repeats a symbol, `(...)*n` a group; commas are cosmetic. Virtual stage k x pp + r is rank r's chunk k.
+MTP layers follow every decoder layer, all in one virtual stage (Megatron's rules); this planner prices them on the
+last rank, beside the loss (Megatron's "standalone" MTP on another rank is not modelled).
 """
 
 from __future__ import annotations
@@ -62,7 +63,7 @@ def _stages(text: str) -> tuple[str, ...]:
 
 
 @functools.lru_cache(maxsize=256)
-def parse_layout(text: str, pp: int, num_layers: int) -> tuple[tuple[int, ...], ...]:
+def parse_layout(text: str, pp: int, num_layers: int, mtp_layers: int = 0) -> tuple[tuple[int, ...], ...]:
     """Decoder layers of each rank's virtual stages: result[r][k] is rank r's chunk k. Raises a DomainError naming
     the rule a layout breaks."""
     stages = list(_stages(text))
@@ -70,9 +71,18 @@ def parse_layout(text: str, pp: int, num_layers: int) -> tuple[tuple[int, ...], 
     for i, stage in enumerate(stages):
         bad = sorted(set(stage) - set("EtLm"))
         if bad:
-            raise DomainError(FIELD, f"stage {i} has unknown symbols {''.join(bad)!r}; known: E, t, L (m: MTP)")
-    if "m" in flat:
-        raise DomainError(FIELD, "MTP layers (m) are not modelled")
+            raise DomainError(FIELD, f"stage {i} has unknown symbols {''.join(bad)!r}; known: E, t, m (MTP), L")
+    if flat.count("m") != mtp_layers:
+        raise DomainError(FIELD, f"holds {flat.count('m')} MTP layers (m); the model has mtp_layers={mtp_layers}")
+    if mtp_layers:
+        if "t" in flat[flat.index("m") :]:
+            raise DomainError(FIELD, "MTP layers (m) must follow every decoder layer (t)")
+        if stages[-1].count("m") != mtp_layers:
+            raise DomainError(
+                FIELD,
+                "MTP layers (m) must all sit in the last virtual stage, with the loss (MTP on another rank, "
+                "Megatron's standalone MTP, is not modelled)",
+            )
     if flat.count("E") != 1 or not stages[0].startswith("E"):
         raise DomainError(FIELD, "the embedding E must appear once, first in stage 0")
     if flat.count("L") != 1 or not stages[-1].endswith("L"):

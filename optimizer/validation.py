@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from optimizer.cluster_spec import ClusterSpec, NodePool
 from optimizer.errors import DomainError, UnknownNameError
-from optimizer.frameworks import FRAMEWORKS, Framework, check_config, framework
+from optimizer.frameworks import FRAMEWORKS, Framework, check_config, check_model, framework
 from optimizer.model_spec import ModelSpec
 from optimizer.parallel_config import ParallelConfig
 from optimizer.pipeline_layout import parse_layout
@@ -63,7 +63,7 @@ def _check_pipeline(model: ModelSpec, c: ParallelConfig, fw: Framework | None) -
         raise DomainError("config.pp", f"pp={c.pp} exceeds num_layers={model.num_layers}")
     rules = LayerRules.of(model, c.pp, c.vp, fw is not None and fw.virtual_stage_layout)
     if c.pipeline_layout is not None:
-        ranks = parse_layout(c.pipeline_layout, c.pp, model.num_layers)
+        ranks = parse_layout(c.pipeline_layout, c.pp, model.num_layers, model.mtp_layers)
         if len(ranks[0]) != c.vp:
             raise DomainError(
                 "config.vp", f"vp={c.vp}, but the layout has {len(ranks[0])} virtual stages per rank over pp={c.pp}"
@@ -255,6 +255,7 @@ def validate(
         assert isinstance(workload, TrainingWorkload) and fw is not None
         m = _check_training(model, workload, config)
         check_config(fw, config)
+        check_model(fw, model)
     else:
         if config.cp > 1:
             raise DomainError("config.cp", "context parallelism is modelled for training only")

@@ -472,6 +472,12 @@ def _stage_cost(
     model, c = ctx.model, ctx.c
     m = ctx.m
     gpu = ctx.gpu(pool)
+    # Multi-token prediction runs on the last rank after the decoder layers: each module one more transformer
+    # layer (its compute, collectives, parameters and activations), a 2h -> h projection and one more logits and
+    # loss pass [MLM multi_token_prediction.py; the layout's 'm' sits in the last stage, pipeline_layout.py].
+    mtp = model.mtp_layers if last else 0
+    layers += mtp
+    moe_layers += mtp if model.mtp_layer_is_moe else 0
     dense_layers = layers - moe_layers
     parts = {
         "forward": 0.0,
@@ -503,6 +509,10 @@ def _stage_cost(
         eff = gemm_efficiency(gpu, tokens * 2 * model.hidden_size * model.vocab_size / tp, fp8_logits)
         t_logit = tokens * 2 * model.hidden_size * model.vocab_size / tp / (peak_flops(gpu, fp8_logits) * eff)
         t_ce = hbm_time(gpu, tokens * model.vocab_size / tp * 12)
+        if mtp:  # each MTP module: its own logits and loss, and the 2h -> h projection (a dense GEMM)
+            proj = tokens * 2 * 2 * model.hidden_size**2 / tp
+            t_proj = proj / (peak_flops(gpu, ctx.fp8) * gemm_efficiency(gpu, proj, ctx.fp8))
+            t_logit, t_ce = (1 + mtp) * t_logit + mtp * t_proj, (1 + mtp) * t_ce
         parts["forward"] += t_logit + t_ce
         parts["backward"] += 2 * t_logit + t_ce
         fwd += t_logit + t_ce
@@ -526,6 +536,10 @@ def _stage_cost(
 
     # ---- parameters, DP, optimizer -------------------------------------------------------------------------
     dense_p, expert_p, emb_p = stage_params(model, c, dense_layers, moe_layers, first, last)
+    if mtp:  # the modules' projections and norms; with pp > 1 the last rank also holds the embedding they read
+        dense_p += mtp * model.mtp_extra_params / tp
+        if c.pp > 1 and not model.tied_embeddings:
+            emb_p += model.vocab_size * model.hidden_size / tp
     if ctx.bf16_optimizer:
         # After every micro-batch's backward: zero the bf16 grads (2 B), autograd accumulates into them (read
         # 2 + 2, write 2), then fp32 += bf16 (read 2 + 4, write 4): 18 B per parameter of HBM traffic outside
@@ -756,6 +770,11 @@ def _step_flops(model: ModelSpec, w: TrainingWorkload, c: ParallelConfig) -> tup
     n_dense = model.num_layers - n_moe
     layer_fwd = n_dense * (dense.gemm + dense.attn_per_ctx * s) + n_moe * (moe.gemm + moe.attn_per_ctx * s)
     logits = 2 * model.hidden_size * model.vocab_size
+    if model.mtp_layers:  # each MTP module: a layer, its projection and its logits [MLM num_floating_point_operations]
+        mtp = moe if model.mtp_layer_is_moe else dense
+        mtp_fwd = mtp.gemm + mtp.attn_per_ctx * s + 2 * 2 * model.hidden_size**2 + logits
+        layer_fwd += model.mtp_layers * (mtp_fwd - logits)
+        logits *= 1 + model.mtp_layers
     tokens = w.global_batch_size * s
     model_flops = 3 * tokens * (layer_fwd + logits)
     extra = 0.0

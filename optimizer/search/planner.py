@@ -15,7 +15,7 @@ from collections.abc import Callable
 from optimizer.cluster_spec import ClusterSpec
 from optimizer.errors import DomainError
 from optimizer.estimate import estimate
-from optimizer.frameworks import FRAMEWORKS, allows
+from optimizer.frameworks import FRAMEWORKS, allows, check_model
 from optimizer.model_spec import ModelSpec
 from optimizer.objectives import objective_name
 from optimizer.parallel_config import ParallelConfig
@@ -506,6 +506,7 @@ def _warm_candidate(ts: TrainingSpace, prev: ParallelConfig) -> Candidate | None
 def check_pins(ts: TrainingSpace) -> None:
     """Pins that contradict each other, the model or the framework: an error naming both."""
     sp = ts.space
+    check_model(ts.fw, ts.model)
     for knob, knob_pin in sp.pins.items():
         pinned = knob_pin.values or ()
         if pinned and not any(allows(ts.fw, knob, v) for v in pinned):
