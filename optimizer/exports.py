@@ -180,6 +180,7 @@ def _megatron(model: ModelSpec, w: TrainingWorkload, c: ParallelConfig, layers: 
         ("--tensor-model-parallel-size", c.tp),
         ("--pipeline-model-parallel-size", c.pp),
         ("--context-parallel-size", c.cp),
+        *([("--cp-comm-type", c.cp_comm)] if c.cp > 1 else []),
         ("--expert-model-parallel-size", c.ep),
         *([("--expert-tensor-parallel-size", c.expert_tp)] if c.etp is not None else []),
         ("--micro-batch-size", c.mbs),

@@ -18,7 +18,7 @@ from typing import Literal
 
 from optimizer.errors import DomainError, UnknownNameError
 from optimizer.model_spec import ModelSpec
-from optimizer.parallel_config import ParallelConfig, Recompute, Schedule
+from optimizer.parallel_config import CpComm, ParallelConfig, Recompute, Schedule
 
 FrameworkName = Literal["megatron", "deepspeed", "torchtitan"]
 FRAMEWORKS: tuple[FrameworkName, ...] = ("megatron", "deepspeed", "torchtitan")
@@ -39,7 +39,9 @@ class Framework:
     zero_stages_with_pp: tuple[int, ...]
     """Sharding stages it combines with pipeline parallelism (pp > 1)."""
     context_parallel: bool
-    """Ring-attention context parallelism (the planner's CP model: K/V blocks passed around a ring)."""
+    """Context parallelism (the sequence split over ranks in attention)."""
+    cp_comms: tuple[CpComm, ...]
+    """How its context-parallel attention may communicate (ParallelConfig.cp_comm)."""
     expert_parallel: bool
     expert_tensor_parallel: Literal["any", "one_with_ep", "tp"]
     """Expert tensor-parallel degree it runs: any (Megatron --expert-tensor-parallel-size), 1 whenever ep > 1
@@ -99,6 +101,7 @@ MEGATRON = Framework(
     zero_stages=(0, 1, 2, 3),
     zero_stages_with_pp=(0, 1),
     context_parallel=True,
+    cp_comms=("p2p", "allgather", "a2a"),
     expert_parallel=True,
     expert_tensor_parallel="any",
     virtual_stages=True,
@@ -132,6 +135,13 @@ MEGATRON = Framework(
             "supported with pipeline parallelism' (megatron/training/arguments.py)",
         ),
         ("cp", "--context-parallel-size, --cp-comm-type p2p (ring)"),
+        (
+            "cp_comm",
+            "--cp-comm-type p2p|allgather|a2a (TransformerConfig.cp_comm_type; Transformer Engine d0067d0 "
+            "attention/dot_product_attention/context_parallel.py AttnFuncWithCPAndKVP2P, "
+            "AttnFuncWithCPAndKVAllGather 'KV all-gather between CP ranks is exposed', AttnFuncWithCPAndQKVOA2A "
+            "'requires num_heads % cp_size == 0'); a2a+p2p (hierarchical) is not modelled",
+        ),
         (
             "mtp",
             "--mtp-num-layers (megatron/core/transformer/multi_token_prediction.py; layout symbol m, "
@@ -191,6 +201,7 @@ DEEPSPEED = Framework(
     zero_stages=(0, 1, 2, 3),
     zero_stages_with_pp=(0, 1),
     context_parallel=False,
+    cp_comms=("p2p",),
     expert_parallel=True,
     expert_tensor_parallel="tp",
     virtual_stages=False,
@@ -232,6 +243,7 @@ DEEPSPEED = Framework(
             "DeepSpeed-Ulysses (deepspeed/sequence) is all-to-all sequence parallelism, not ring attention: not "
             "modelled",
         ),
+        ("cp_comm", "no context parallelism in the modelled DeepSpeed stack"),
         ("ep", "deepspeed/moe ep_size"),
         ("mtp", "no multi-token prediction module in DeepSpeed or Megatron-DeepSpeed"),
         (
@@ -273,6 +285,7 @@ TORCHTITAN = Framework(
     zero_stages=(0, 2, 3),
     zero_stages_with_pp=(0, 1),
     context_parallel=True,
+    cp_comms=("p2p",),
     expert_parallel=True,
     expert_tensor_parallel="one_with_ep",
     virtual_stages=True,
@@ -306,6 +319,13 @@ TORCHTITAN = Framework(
             "stage gathers once per step and reduces at the last micro-batch (ZeRO-1 here)",
         ),
         ("cp", "parallelism.context_parallel_degree (ring attention)"),
+        (
+            "cp_comm",
+            "PyTorch context_parallel (torch.distributed.tensor.experimental._attention): the default rotate method "
+            "all-gathers the K/V shards once, after the first sub-attention step, under which it runs "
+            "(_AllGatherRotater); alltoall passes them shard by shard. Both priced as the ring (p2p), whose hops "
+            "hide under the steps; no all-to-all head split",
+        ),
         ("mtp", "torchtitan's DeepSeek-V3 model trains without its multi-token prediction module"),
         (
             "fp8",
@@ -359,6 +379,7 @@ def unsupported_knob(fw: Framework, c: ParallelConfig) -> tuple[str, str] | None
             f"vp={c.vp} with layers_per_stage={c.layers_per_stage} (virtual stages of unequal size)",
         ),
         (c.cp > 1 and not fw.context_parallel, "cp", f"cp={c.cp}"),
+        (c.cp > 1 and c.cp_comm not in fw.cp_comms, "cp_comm", f"cp_comm={c.cp_comm}"),
         (c.ep > 1 and not fw.expert_parallel, "ep", f"ep={c.ep}"),
         (c.etp is not None and not runs_expert_tp(fw, c.tp, c.ep, c.etp), "etp", f"etp={c.etp}"),
         (c.tp_comm_overlap and not fw.tp_comm_overlap, "tp_comm_overlap", "tp_comm_overlap=true"),
@@ -425,6 +446,8 @@ def allows(fw: Framework, knob: str, value: object) -> bool:
         return value in fw.recomputes
     if knob == "recompute_modules":
         return fw.recompute_modules
+    if knob == "cp_comm":
+        return value in fw.cp_comms
     flags = {"cp": fw.context_parallel, "ep": fw.expert_parallel, "vp": fw.virtual_stages}
     if knob in flags:
         return flags[knob] or value == 1

@@ -10,8 +10,10 @@ from optimizer.recompute_modules import DEFAULT_MODULES, RecomputeModule, normal
 
 Schedule = Literal["gpipe", "1f1b", "interleaved-1f1b", "zb-h1"]
 Recompute = Literal["none", "selective", "full"]
+CpComm = Literal["p2p", "allgather", "a2a"]
 SCHEDULES: tuple[Schedule, ...] = ("gpipe", "1f1b", "interleaved-1f1b", "zb-h1")
 RECOMPUTES: tuple[Recompute, ...] = ("none", "selective", "full")
+CP_COMMS: tuple[CpComm, ...] = ("p2p", "allgather", "a2a")
 
 
 class ParallelConfig(BaseModel):
@@ -23,6 +25,12 @@ class ParallelConfig(BaseModel):
     pp: int = Field(default=1, ge=1, le=4096, description="Pipeline-parallel degree (physical stages).")
     dp: int = Field(default=1, ge=1, le=1_000_000, description="Data-parallel degree (model replicas).")
     cp: int = Field(default=1, ge=1, le=4096, description="Context-parallel degree (sequence split in attention).")
+    cp_comm: CpComm = Field(
+        default="p2p",
+        description="How context-parallel attention communicates (Megatron --cp-comm-type): p2p passes K/V blocks "
+        "around a ring under the attention steps; allgather gathers K/V first, exposed (Llama 3); a2a swaps the "
+        "sequence split for a head split with all-to-alls of Q, K, V and the output (DeepSpeed-Ulysses).",
+    )
     ep: int = Field(
         default=1, ge=1, le=100_000, description="Expert-parallel degree, carved out of tp x dp x cp with etp."
     )

@@ -57,6 +57,24 @@ def _check_tp(model: ModelSpec, c: ParallelConfig, training: bool) -> None:
             raise DomainError("config.ep_comm_overlap", "EP communication overlap with pp > 1 needs vp > 1")
 
 
+def _check_cp_comm(model: ModelSpec, c: ParallelConfig) -> None:
+    """Context-parallel communication: a kind other than the ring needs cp > 1; the all-to-all gives each rank
+    whole heads, so cp divides the query and the KV heads of a TP rank [TE context_parallel.py
+    AttnFuncWithCPAndQKVOA2A: 'requires num_heads % cp_size == 0 for Q, K, V']."""
+    if c.cp_comm == "p2p":
+        return
+    if c.cp == 1:
+        raise DomainError("config.cp_comm", f"cp_comm={c.cp_comm} needs cp > 1")
+    if c.cp_comm == "a2a":
+        q, kv = model.num_attention_heads // c.tp, (model.num_attention_heads if model.mla else model.kv_heads)
+        kv = max(1, kv // c.tp)
+        if q % c.cp or kv % c.cp:
+            raise DomainError(
+                "config.cp_comm",
+                f"cp_comm=a2a needs cp={c.cp} to divide the heads of a TP rank ({q} query, {kv} KV at tp={c.tp})",
+            )
+
+
 def _check_pipeline(model: ModelSpec, c: ParallelConfig, fw: Framework | None) -> list[int]:
     """Layers per rank (given, or the framework's default split) after the pipeline rules."""
     if c.pp > model.num_layers:
@@ -178,6 +196,7 @@ def _check_training(model: ModelSpec, w: TrainingWorkload, c: ParallelConfig) ->
         )
     if c.cp > 1 and w.seq_len % (2 * c.cp):
         raise DomainError("config.cp", f"seq_len={w.seq_len} must be divisible by 2 x cp = {2 * c.cp}")
+    _check_cp_comm(model, c)
     if c.zero_stage >= 2 and c.pp > 1:
         raise DomainError(
             "config.zero_stage",

@@ -211,6 +211,7 @@ CONFIG_ROWS = [
     ("pipeline parallel", "pp"),
     ("data parallel", "dp"),
     ("context parallel", "cp"),
+    ("context-parallel communication", "cp_comm"),
     ("expert parallel", "ep"),
     ("virtual stages", "vp"),
     ("micro-batch size", "mbs"),

@@ -191,17 +191,19 @@ def _flash_speed(curve: tuple[float, ...], length: float) -> float:
     return curve[-1]
 
 
-def flash_length_factor(family: str, seq_len: float, cp: int = 1) -> float:
+def flash_length_factor(family: str, seq_len: float, cp: int = 1, comm: str = "p2p") -> float:
     """The fused attention kernel's speed for this sequence length relative to the causal reference length that
     FLASH_ATTENTION_EFFICIENCY describes.
 
-    Without context parallelism the kernel runs one causal sequence of `seq_len`. With ring context parallelism
-    and causal load balancing (each rank holds two chunks of s/2cp) the cp steps do equal work: the first is
-    causal over the rank's s/cp tokens, the other cp - 1 run unmasked over half-blocks of s/2cp
-    [TE context_parallel.py AttnFuncWithCPAndKVP2P; Megatron --cp-comm-type p2p]."""
+    Without context parallelism the kernel runs one causal sequence of `seq_len`; so does the all-to-all kind
+    (`comm` a2a), which hands each rank whole heads over the full sequence [TE AttnFuncWithCPAndQKVOA2A]. With
+    ring context parallelism and causal load balancing (each rank holds two chunks of s/2cp) the cp steps do equal
+    work: the first is causal over the rank's s/cp tokens, the other cp - 1 run unmasked over half-blocks of s/2cp
+    [TE context_parallel.py AttnFuncWithCPAndKVP2P; Megatron --cp-comm-type p2p]. The all-gather kind computes the
+    same blocks for its two query chunks once K and V are gathered [TE AttnFuncWithCPAndKVAllGather]."""
     rows = FLASH_ATTENTION_LENGTH_CURVE.get(family, FLASH_ATTENTION_LENGTH_CURVE["hopper"])
     ref = _flash_speed(rows[True], FLASH_ATTENTION_REFERENCE_LENGTH)
-    if cp <= 1:
+    if cp <= 1 or comm == "a2a":
         return _flash_speed(rows[True], seq_len) / ref
     local = seq_len / cp
     time = (1 / _flash_speed(rows[True], local) + (cp - 1) / _flash_speed(rows[False], local / 2)) / cp

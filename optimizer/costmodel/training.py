@@ -152,6 +152,7 @@ class CostContext:
         return (
             c.tp,
             c.cp,
+            c.cp_comm,
             c.dp,
             c.ep,
             c.expert_tp,
@@ -233,7 +234,7 @@ class CostContext:
         only those that touch dense layers."""
         c = self.c
         mods = tuple(sorted(c.modules - MOE_ONLY_MODULES))
-        return (c.tp, c.cp, c.mbs, c.sequence_parallel, c.tp_comm_overlap, c.recompute, mods)
+        return (c.tp, c.cp, c.cp_comm, c.mbs, c.sequence_parallel, c.tp_comm_overlap, c.recompute, mods)
 
     def _layer_cost(self, pool: NodePool, gpu: GPUSpec, lf: LayerFlops, moe_layer: bool) -> LayerCost:
         m, c, w = self.model, self.c, self.w
@@ -247,7 +248,7 @@ class CostContext:
         t_attn_bwd = 2.0 * t_attn  # explicit softmax: the two score GEMMs backward, as dense GEMMs
         if w.flash_attention:  # the fused kernel's own efficiency; backward recomputes the scores: 2.5x the FLOPs
             fa_fwd, fa_bwd = FLASH_ATTENTION_EFFICIENCY.get(gpu.family, FLASH_ATTENTION_EFFICIENCY_DEFAULT)
-            length = flash_length_factor(gpu.family, w.seq_len, c.cp)
+            length = flash_length_factor(gpu.family, w.seq_len, c.cp, c.cp_comm)
             fa_fwd, fa_bwd = fa_fwd * length, fa_bwd * length
             t_attn = attn_flops / (peak_flops(gpu, False) * fa_fwd)
             t_attn_bwd = 2.5 * attn_flops / (peak_flops(gpu, False) * fa_bwd)
@@ -296,11 +297,7 @@ class CostContext:
         # behind the attention core when it is longer [costmodel C5; NB hybrid-context-parallel].
         cp_exposed = 0.0
         if c.cp > 1:
-            tier = net.neighbour_tier(tiers, tp)
-            kv = c.mbs * (w.seq_len / c.cp) * 2 * m.kv_dim * 2 / tp
-            ring = (c.cp - 1) * net.p2p(tier.bw, tier.network, kv)
-            cp_exposed = overlapped(ring, max(0.0, ring - t_attn))
-            cp_exposed += overlapped(2 * ring, max(0.0, 2 * ring - t_attn_bwd))
+            cp_exposed = self._cp_comm(tiers, t_attn, t_attn_bwd)
         # EP: dispatch + combine all-to-all forward and again backward, top_k copies of each token [costmodel C6].
         ep_exposed = 0.0
         if c.ep > 1 and moe_layer and m.moe is not None:
@@ -321,6 +318,34 @@ class CostContext:
                 half = ep_exposed / 2
                 ep_exposed = overlapped(half, max(0.0, half - bwd)) + overlapped(half, max(0.0, half - fwd))
         return LayerCost(fwd, bwd, t_gemm, rc, tp_exposed, cp_exposed, ep_exposed, tp_fwd)
+
+    def _cp_comm(self, tiers: tuple[net.Tier, ...], t_attn: float, t_attn_bwd: float) -> float:
+        """Context-parallel communication of one layer per micro-batch, forward and backward, by kind
+        (ParallelConfig.cp_comm). CP ranks lie tp apart (rank order tp - cp - dp).
+        - p2p: K and V blocks of s/cp tokens pass cp - 1 hops forward, twice that backward (K, V and their
+          gradients), hidden behind the attention steps when those are longer [costmodel C5; NB
+          hybrid-context-parallel; TE AttnFuncWithCPAndKVP2P].
+        - allgather: K and V gathered before the attention, exposed; the backward gathers them again and
+          reduce-scatters their gradients [TE AttnFuncWithCPAndKVAllGather: 'KV all-gather between CP ranks is
+          exposed'; Llama 3 report §3.3.2].
+        - a2a: all-to-alls of Q, K, V before and of the output after the attention, and of their gradients in the
+          backward, exposed [TE AttnFuncWithCPAndQKVOA2A; DeepSpeed-Ulysses, Jacobs et al. 2023].
+        A fully recomputed layer runs its forward communication again."""
+        m, c, w, tp = self.model, self.c, self.w, self.c.tp
+        local = c.mbs * (w.seq_len / c.cp) * 2 / tp  # bytes per unit of width of this rank's tokens (bf16)
+        again = 1 if c.recompute == "full" else 0
+        if c.cp_comm == "p2p":
+            tier = net.neighbour_tier(tiers, tp)
+            ring = (c.cp - 1) * net.p2p(tier.bw, tier.network, local * 2 * m.kv_dim)
+            fwd = overlapped(ring, max(0.0, ring - t_attn))
+            return (1 + again) * fwd + overlapped(2 * ring, max(0.0, 2 * ring - t_attn_bwd))
+        lv = net.group_levels(tiers, c.cp, tp)
+        if c.cp_comm == "allgather":
+            gather = net.all_gather(lv, c.cp * local * 2 * m.kv_dim)
+            return (1 + again) * gather + 2 * gather
+        qkv = net.all_to_all(lv, local * (m.q_dim + 2 * m.kv_dim))
+        out = net.all_to_all(lv, local * m.q_dim)
+        return (1 + again) * (qkv + out) + (qkv + out)
 
     def gemm_streaming(self, gpu: GPUSpec, lf: LayerFlops, moe_layer: bool, t_gemm: float) -> tuple[float, float]:
         """Time a layer's GEMMs wait on device memory beyond their compute, (forward, backward) per micro-batch.

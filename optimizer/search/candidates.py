@@ -23,7 +23,7 @@ from optimizer.costmodel.memory import LOGIT_BYTES, activation_bytes_per_layer, 
 from optimizer.costmodel.training import CostContext, LayerCost, PoolFacts, StageCost, stage_cost
 from optimizer.frameworks import Framework, expert_tp_values, framework, runs_expert_tp
 from optimizer.model_spec import ModelSpec
-from optimizer.parallel_config import RECOMPUTES, ParallelConfig
+from optimizer.parallel_config import RECOMPUTES, CpComm, ParallelConfig
 from optimizer.recompute_modules import searched_modules
 from optimizer.search.space import (
     DEFAULT_MBS,
@@ -55,6 +55,8 @@ class LayerKey:
     """EP all-to-all overlapped with another micro-batch's compute."""
     rc_modules: tuple[str, ...] | None = None
     """With selective recompute: Megatron's recompute modules (None = its default, the attention core)."""
+    cpc: CpComm = "p2p"
+    """How context-parallel attention communicates (ParallelConfig.cp_comm)."""
 
 
 def layer_work(ctx: CostContext, pool: NodePool, n_dense: int, n_moe: int) -> float:
@@ -325,7 +327,7 @@ class TrainingSpace:
     def layer_keys(self) -> list[LayerKey]:
         keys = []
         for tp in self.tp_values():
-            for cp in self.cp_values():
+            for cp, cpc in [(c, k) for c in self.cp_values() for k in self._cp_comm_values(c, tp)]:
                 for ep in self.ep_values():
                     for mbs in self.mbs_values():
                         for sp_ in (False, True) if tp > 1 and self.fw.sequence_parallel else (False,):
@@ -335,8 +337,33 @@ class TrainingSpace:
                                 for rc, mods in self._recompute_values():
                                     for etp in self.etp_values(tp, ep):
                                         for epo in self._epo_values(ep, rc):
-                                            keys.append(LayerKey(tp, cp, ep, mbs, sp_, tpo, rc, etp, epo, mods))
+                                            keys.append(LayerKey(tp, cp, ep, mbs, sp_, tpo, rc, etp, epo, mods, cpc))
         return keys
+
+    def _cp_comm_values(self, cp: int, tp: int) -> tuple[CpComm, ...]:
+        """How CP may communicate at (cp, tp): the ring alone without CP; with CP, the kinds the framework runs
+        and the pin allows, a2a where cp divides a TP rank's query and KV heads (validation._check_cp_comm).
+        Declared-space restrictions (labelled), lifted by a cp_comm pin:
+        - allgather only when pinned: Megatron's default is the ring, and the all-gather kind serves masks the ring
+          cannot split (document masks, Llama 3 §3.3.2); priced exposed, it never beats the ring by more than the
+          overlap slowdown of the ring's hidden part.
+        - a2a only where it moves fewer bytes than the ring: per layer forward it sends (2q + 2kv)(cp - 1)/cp of a
+          rank's token widths against the ring's 2kv(cp - 1), so where q/kv < cp - 1 (multi-head attention at
+          cp >= 3; never under 8:1 grouped-query attention, whose KV heads cap cp at 8). Elsewhere the ring moves
+          less and hides it under the attention steps. Searching a2a everywhere it is valid made the solver 20-35%
+          slower (benchmarks/solver.py 3, 5a, 7) for the same plans."""
+        if cp == 1:
+            return ("p2p",)
+        m = self.model
+        q, kv = m.num_attention_heads // tp, max(1, (m.num_attention_heads if m.mla else m.kv_heads) // tp)
+        pinned = self.space.pinned_values("cp_comm")
+        return tuple(
+            v
+            for v in self.fw.cp_comms
+            if self.space.allows("cp_comm", v)
+            and (v != "a2a" or (q % cp == 0 and kv % cp == 0 and (pinned is not None or q < (cp - 1) * kv)))
+            and (v != "allgather" or (pinned is not None and v in pinned))
+        )
 
     def _tpo_values(self, sp_: bool) -> tuple[bool, ...]:
         """Dominance (labelled): with SP, overlapping TP communication never costs time or memory in the model
@@ -398,6 +425,7 @@ class TrainingSpace:
             probe = ParallelConfig(
                 tp=key.tp,
                 cp=key.cp,
+                cp_comm=key.cpc,
                 ep=key.ep,
                 etp=key.etp,
                 dp=key.ep,
@@ -699,6 +727,7 @@ class TrainingSpace:
             pp=pp,
             dp=dp,
             cp=k.cp,
+            cp_comm=k.cpc,
             ep=k.ep,
             etp=None if k.etp == k.tp else k.etp,
             vp=vp,

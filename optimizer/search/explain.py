@@ -30,6 +30,8 @@ def describe(c: object, serving: bool = False) -> str:
     for k in ("cp", "ep", "vp"):
         if g(k) > 1:
             parts.append(f"{k}={g(k)}")
+            if k == "cp" and getattr(c, "cp_comm", "p2p") != "p2p":
+                parts[-1] += f"({g('cp_comm')})"
     etp = getattr(c, "etp", None)
     if etp is not None and etp != g("tp"):
         parts.append(f"etp={etp}")

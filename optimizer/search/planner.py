@@ -39,7 +39,7 @@ from optimizer.search.space import SearchSpace
 from optimizer.search.stage_model import StageLayout, StageModel
 from optimizer.workload import InferenceWorkload, TrainingWorkload
 
-MAIN_KNOBS = ("tp", "pp", "dp", "cp", "ep", "vp", "schedule", "zero_stage", "recompute", "mbs")
+MAIN_KNOBS = ("tp", "pp", "dp", "cp", "cp_comm", "ep", "vp", "schedule", "zero_stage", "recompute", "mbs")
 MIN_TIME_LIMIT_S = 0.1
 # Kinds of open items on the search heap (the third field; ties on bound and GPUs prefer key batches).
 KEY_BATCH, STRUCTURE_UNTIGHTENED, STRUCTURE = 0, 1, 2

@@ -8,11 +8,20 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from optimizer.errors import DomainError
-from optimizer.parallel_config import RECOMPUTES, SCHEDULES
+from optimizer.parallel_config import CP_COMMS, RECOMPUTES, SCHEDULES
 from optimizer.recompute_modules import RECOMPUTE_MODULES, normalise
 
 INT_KNOBS = ("tp", "pp", "dp", "cp", "ep", "etp", "vp", "mbs", "zero")
-KNOBS = (*INT_KNOBS, "schedule", "sp", "recompute", "recompute_modules", "tp_comm_overlap", "ep_comm_overlap")
+KNOBS = (
+    *INT_KNOBS,
+    "schedule",
+    "sp",
+    "recompute",
+    "recompute_modules",
+    "tp_comm_overlap",
+    "ep_comm_overlap",
+    "cp_comm",
+)
 
 # Default search domains (the "declared search space"); pins narrow them.
 DEFAULT_MBS = (1, 2, 4, 8)
@@ -85,7 +94,7 @@ def _convert(knob: str, raw: str) -> Any:
                 "pin.recompute_modules", f"modules joined by '+' from {', '.join(RECOMPUTE_MODULES)} (got {raw!r})"
             )
         return normalise(mods)
-    allowed: tuple[str, ...] = SCHEDULES if knob == "schedule" else RECOMPUTES
+    allowed: tuple[str, ...] = SCHEDULES if knob == "schedule" else CP_COMMS if knob == "cp_comm" else RECOMPUTES
     if raw not in allowed:
         raise DomainError(f"pin.{knob}", f"must be one of {', '.join(allowed)} (got {raw!r})")
     return raw
