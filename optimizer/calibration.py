@@ -213,7 +213,6 @@ def _training_space(rec: Record, model: ModelSpec) -> tuple[TrainingWorkload, li
                                 pp=pp,
                                 dp=dp,
                                 cp=cp,
-                                cp_comm=p.get("cp_comm") or "p2p",
                                 ep=int(p.get("ep") or 1),
                                 etp=p.get("etp"),
                                 layers_per_stage=layers_per_stage,

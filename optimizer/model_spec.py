@@ -147,6 +147,18 @@ class ModelSpec(BaseModel):
             return self.num_attention_heads * self.mla.v_head_dim
         return self.kv_heads * self.head_size
 
+    def heads_per_tp_rank(self, tp: int) -> tuple[int, int]:
+        """(query heads, KV heads) one TP rank holds; MLA keeps a KV head per query head."""
+        kv = self.num_attention_heads if self.mla is not None else self.kv_heads
+        return self.num_attention_heads // tp, max(1, kv // tp)
+
+    def cp_splits_heads(self, tp: int, cp: int) -> bool:
+        """Whether all-to-all context parallelism can hand each of cp ranks whole heads: cp divides a TP rank's
+        query and KV heads [TE context_parallel.py AttnFuncWithCPAndQKVOA2A: 'requires num_heads % cp_size == 0
+        for Q, K, V']."""
+        q, kv = self.heads_per_tp_rank(tp)
+        return q % cp == 0 and kv % cp == 0
+
     def is_moe_layer(self, index: int) -> bool:
         """Whether layer `index` (0-based) has an MoE FFN."""
         moe = self.moe

@@ -59,20 +59,17 @@ def _check_tp(model: ModelSpec, c: ParallelConfig, training: bool) -> None:
 
 def _check_cp_comm(model: ModelSpec, c: ParallelConfig) -> None:
     """Context-parallel communication: a kind other than the ring needs cp > 1; the all-to-all gives each rank
-    whole heads, so cp divides the query and the KV heads of a TP rank [TE context_parallel.py
-    AttnFuncWithCPAndQKVOA2A: 'requires num_heads % cp_size == 0 for Q, K, V']."""
+    whole heads (ModelSpec.cp_splits_heads)."""
     if c.cp_comm == "p2p":
         return
     if c.cp == 1:
         raise DomainError("config.cp_comm", f"cp_comm={c.cp_comm} needs cp > 1")
-    if c.cp_comm == "a2a":
-        q, kv = model.num_attention_heads // c.tp, (model.num_attention_heads if model.mla else model.kv_heads)
-        kv = max(1, kv // c.tp)
-        if q % c.cp or kv % c.cp:
-            raise DomainError(
-                "config.cp_comm",
-                f"cp_comm=a2a needs cp={c.cp} to divide the heads of a TP rank ({q} query, {kv} KV at tp={c.tp})",
-            )
+    if c.cp_comm == "a2a" and not model.cp_splits_heads(c.tp, c.cp):
+        q, kv = model.heads_per_tp_rank(c.tp)
+        raise DomainError(
+            "config.cp_comm",
+            f"cp_comm=a2a needs cp={c.cp} to divide the heads of a TP rank ({q} query, {kv} KV at tp={c.tp})",
+        )
 
 
 def _check_pipeline(model: ModelSpec, c: ParallelConfig, fw: Framework | None) -> list[int]:

@@ -797,8 +797,7 @@ def _step_flops(model: ModelSpec, w: TrainingWorkload, c: ParallelConfig) -> tup
     logits = 2 * model.hidden_size * model.vocab_size
     if model.mtp_layers:  # each MTP module: a layer, its projection and its logits [MLM num_floating_point_operations]
         mtp = moe if model.mtp_layer_is_moe else dense
-        mtp_fwd = mtp.gemm + mtp.attn_per_ctx * s + 2 * 2 * model.hidden_size**2 + logits
-        layer_fwd += model.mtp_layers * (mtp_fwd - logits)
+        layer_fwd += model.mtp_layers * (mtp.gemm + mtp.attn_per_ctx * s + 2 * 2 * model.hidden_size**2)
         logits *= 1 + model.mtp_layers
     tokens = w.global_batch_size * s
     model_flops = 3 * tokens * (layer_fwd + logits)

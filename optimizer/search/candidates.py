@@ -342,7 +342,7 @@ class TrainingSpace:
 
     def _cp_comm_values(self, cp: int, tp: int) -> tuple[CpComm, ...]:
         """How CP may communicate at (cp, tp): the ring alone without CP; with CP, the kinds the framework runs
-        and the pin allows, a2a where cp divides a TP rank's query and KV heads (validation._check_cp_comm).
+        and the pin allows, a2a where cp divides a TP rank's query and KV heads (ModelSpec.cp_splits_heads).
         Declared-space restrictions (labelled), lifted by a cp_comm pin:
         - allgather only when pinned: Megatron's default is the ring, and the all-gather kind serves masks the ring
           cannot split (document masks, Llama 3 §3.3.2); priced exposed, it never beats the ring by more than the
@@ -354,14 +354,13 @@ class TrainingSpace:
           slower (benchmarks/solver.py 3, 5a, 7) for the same plans."""
         if cp == 1:
             return ("p2p",)
-        m = self.model
-        q, kv = m.num_attention_heads // tp, max(1, (m.num_attention_heads if m.mla else m.kv_heads) // tp)
+        q, kv = self.model.heads_per_tp_rank(tp)
         pinned = self.space.pinned_values("cp_comm")
         return tuple(
             v
             for v in self.fw.cp_comms
             if self.space.allows("cp_comm", v)
-            and (v != "a2a" or (q % cp == 0 and kv % cp == 0 and (pinned is not None or q < (cp - 1) * kv)))
+            and (v != "a2a" or (self.model.cp_splits_heads(tp, cp) and (pinned is not None or q < (cp - 1) * kv)))
             and (v != "allgather" or (pinned is not None and v in pinned))
         )
 
