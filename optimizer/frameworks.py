@@ -86,6 +86,9 @@ class Framework:
     """Under FP8 the output (logits) projection runs in FP8 too; otherwise it stays a BF16 GEMM."""
     mtp: bool
     """Trains multi-token prediction modules (ModelSpec.mtp_layers)."""
+    expert_gemm_streams: int | None
+    """How many local experts' GEMMs run at once: each expert is its own GEMM launch, this many in flight (TE's
+    multi-stream GroupedLinear: 4; a Python loop over experts: 1); None: one grouped kernel over all of them."""
     sources: tuple[tuple[str, str], ...]
     """(knob, citation) pairs."""
 
@@ -122,7 +125,15 @@ MEGATRON = Framework(
     bf16_optimizer_under_pp=False,
     fp8_output_layer=False,
     mtp=True,
+    expert_gemm_streams=4,
     sources=(
+        (
+            "expert_gemm",
+            "--moe-grouped-gemm: TEGroupedMLP -> TE GroupedLinear -> nvte_multi_tensor_gemm, which on Hopper runs one "
+            "cuBLAS GEMM per local expert round-robin over 4 compute streams (common/gemm/cublaslt_gemm.cu "
+            "multi_stream_cublas_gemm; util/multi_stream.cpp num_compute_streams = 4) unless "
+            "NVTE_USE_CUTLASS_GROUPED_GEMM=1, which the Megatron-Bridge recipes do not set",
+        ),
         (
             "schedule",
             "megatron/core/pipeline_parallel/schedules.py: forward_backward_pipelining_without_interleaving"
@@ -227,6 +238,7 @@ DEEPSPEED = Framework(
     bf16_optimizer_under_pp=True,
     fp8_output_layer=False,
     mtp=False,
+    expert_gemm_streams=1,
     sources=(
         ("schedule", "deepspeed/runtime/pipe/schedule.py TrainSchedule: synchronous 1F1B only"),
         (
@@ -246,6 +258,11 @@ DEEPSPEED = Framework(
         ("cp_comm", "no context parallelism in the modelled DeepSpeed stack"),
         ("ep", "deepspeed/moe ep_size"),
         ("mtp", "no multi-token prediction module in DeepSpeed or Megatron-DeepSpeed"),
+        (
+            "expert_gemm",
+            "deepspeed/moe/experts.py Experts.forward: a Python loop calls each local expert's MLP in turn on its "
+            "chunk",
+        ),
         (
             "fp8",
             "FP8 through Transformer Engine layers (Megatron-DeepSpeed --transformer-impl transformer_engine); "
@@ -306,6 +323,7 @@ TORCHTITAN = Framework(
     bf16_optimizer_under_pp=False,
     fp8_output_layer=True,
     mtp=False,
+    expert_gemm_streams=None,
     sources=(
         (
             "schedule",
@@ -327,6 +345,10 @@ TORCHTITAN = Framework(
             "hide under the steps; no all-to-all head split",
         ),
         ("mtp", "torchtitan's DeepSeek-V3 model trains without its multi-token prediction module"),
+        (
+            "expert_gemm",
+            "torchtitan/models/moe.py GroupedExperts (use_grouped_mm): one torch._grouped_mm over all local experts",
+        ),
         (
             "fp8",
             "model.converters float8: Float8LinearConverter swaps every nn.Linear not in filter_fqns (default empty) "

@@ -16,6 +16,7 @@ from optimizer.costmodel.constants import (
     GEMM_SIZE_CURVE,
     HBM_EFFICIENCY,
     OVERLAP_COMPUTE_SLOWDOWN,
+    ROOFLINE_SMOOTHING_P,
 )
 from optimizer.gpu_catalog import GPUSpec
 from optimizer.model_spec import ModelSpec
@@ -134,6 +135,34 @@ def gemm_efficiency(
     if fp8:
         eff *= FP8_MAMF_RATIO
     return eff * size_factor(flops_per_gemm) * wave_utilization(gpu, rows / groups, cols, groups)
+
+
+def expert_gemm_efficiency(
+    gpu: GPUSpec, fp8: bool, rows_per_expert: float, hidden: int, cols: float, local_experts: int, streams: int | None
+) -> float:
+    """Fraction of peak the routed experts' GEMMs reach when each local expert is its own GEMM of
+    `rows_per_expert` x `cols` over `hidden` (fc1; fc2 has the same FLOPs per row over the transposed shape), and
+    `streams` of them run at once (None: one grouped kernel over all local experts) [frameworks.expert_gemm_streams].
+    The size factor follows the work in flight: one expert's GEMM per stream, or the whole grouped kernel. Tile-wave
+    quantization is left out: for few-tile shapes cuBLAS and the grouped kernels split K to fill the SMs (DeepGEMM's
+    README: 64- and 128-row FP8 GEMMs reach 290-530 TFLOP/s on H100, where whole 128 x 256 tiles would cap them
+    near 100). What shrinks with the rows per expert is the arithmetic intensity: the weights each expert streams
+    (CostContext.gemm_streaming, roofline_time)."""
+    at_once = local_experts if streams is None else max(1, min(streams, local_experts))
+    eff = gpu.mamf_fraction * FRAMEWORK_FACTOR.get(gpu.family, FRAMEWORK_FACTOR_DEFAULT)
+    if fp8:
+        eff *= FP8_MAMF_RATIO
+    return eff * size_factor(2.0 * max(rows_per_expert, 1.0) * hidden * cols * at_once)
+
+
+def roofline_time(compute_s: float, memory_s: float) -> float:
+    """A GEMM's time from its compute time and its device-memory time: the p-norm of the two with
+    ROOFLINE_SMOOTHING_P (2), not their maximum. Near the ridge point neither hides the other fully: DeepGEMM's
+    published H100 FP8 tables (README, grouped masked layout, N=4096 K=7168) fall from 1,288 TFLOP/s at 4,096
+    rows per expert to 1,040 at 512 and 932 at 256 (0.81, 0.72); a maximum of the two predicts 0.96 and 0.94 there,
+    the p = 2 norm 0.90 and 0.78 (fc2's shape N=7168 K=2048: measured 0.84, 0.75; p = 2 0.77, 0.65)."""
+    p = ROOFLINE_SMOOTHING_P
+    return float((compute_s**p + memory_s**p) ** (1.0 / p))
 
 
 def wave_utilization(gpu: GPUSpec, rows: float, cols: float, groups: float = 1.0) -> float:

@@ -58,6 +58,11 @@ GEMM_SIZE_CURVE: tuple[tuple[float, float], ...] = (
     (128e9, 1.0),
 )
 
+# A GEMM near its ridge point is slower than the larger of its compute and memory times: combine them as a p-norm
+# (compute.roofline_time) with p = 2, which reproduces the fall of DeepGEMM's published H100 FP8 grouped-GEMM rates
+# from 4,096 to 256 rows per expert (README performance tables) that a plain maximum misses.
+ROOFLINE_SMOOTHING_P = 2.0
+
 # HBM-bound kernels (norms, activations, softmax, optimizer) reach 90% of peak memory bandwidth [CAL, >=100 MB].
 HBM_EFFICIENCY = 0.90
 

@@ -9,12 +9,14 @@ from optimizer.costmodel import network as net
 from optimizer.costmodel.compute import (
     LayerFlops,
     elementwise_bytes_per_token,
+    expert_gemm_efficiency,
     flash_length_factor,
     gemm_efficiency,
     hbm_time,
     layer_flops,
     overlapped,
     peak_flops,
+    roofline_time,
 )
 from optimizer.costmodel.constants import (
     ADAM_BYTES_PER_PARAM,
@@ -240,9 +242,9 @@ class CostContext:
         m, c, w = self.model, self.c, self.w
         tp, tokens = c.tp, self.tokens
         rows, cols = tokens, lf.largest_gemm_cols / tp
-        eff = gemm_efficiency(gpu, tokens * lf.largest_gemm_per_token / tp, self.fp8, rows, cols, lf.gemm_groups)
         eff16 = gemm_efficiency(gpu, tokens * lf.largest_gemm_per_token / tp, False, rows, cols, lf.gemm_groups)
-        t_gemm = tokens * lf.gemm / tp / (peak_flops(gpu, self.fp8) * eff)
+        t_rest, t_routed = self.gemm_times(gpu, moe_layer)
+        t_gemm = t_rest + t_routed
         attn_flops = tokens * lf.attn_per_ctx * w.seq_len * self.causal / tp
         t_attn = attn_flops / (peak_flops(gpu, False) * eff16)
         t_attn_bwd = 2.0 * t_attn  # explicit softmax: the two score GEMMs backward, as dense GEMMs
@@ -259,7 +261,7 @@ class CostContext:
             softmax = tokens * m.num_attention_heads * w.seq_len / tp * (9 if m.dropout else 4)
         t_ew = hbm_time(gpu, ew)
         t_soft = hbm_time(gpu, softmax)
-        stream_fwd, stream_bwd = self.gemm_streaming(gpu, lf, moe_layer, t_gemm)
+        stream_fwd, stream_bwd = self.gemm_streaming(gpu, moe_layer, t_gemm - t_routed, t_routed)
         fwd = t_gemm + stream_fwd + t_attn + t_ew + t_soft
         # Backward: 2x the GEMM FLOPs (dgrad + wgrad) [costmodel B]; flash attention's backward recomputes the
         # scores, 2.5x its forward [FlashAttention-2 paper §3.1.2 FLOP count]; memory-bound kernels ~2x.
@@ -347,12 +349,44 @@ class CostContext:
         out = net.all_to_all(lv, local * m.q_dim)
         return (1 + again) * (qkv + out) + (qkv + out)
 
-    def gemm_streaming(self, gpu: GPUSpec, lf: LayerFlops, moe_layer: bool, t_gemm: float) -> tuple[float, float]:
-        """Time a layer's GEMMs wait on device memory beyond their compute, (forward, backward) per micro-batch.
+    def gemm_times(self, gpu: GPUSpec, moe_layer: bool) -> tuple[float, float]:
+        """Compute time of one layer's forward GEMMs per micro-batch: (all but the routed experts, the routed
+        experts). A dense layer's GEMMs at the efficiency of its largest one; an MoE layer's routed experts at
+        expert_efficiency, the rest (attention projections, shared experts, router) sized by its h x h GEMMs."""
+        lf = self.moe if moe_layer else self.dense
+        tp, tokens, peak = self.c.tp, self.tokens, peak_flops(gpu, self.fp8)
+        if not (moe_layer and lf.routed):
+            cols = lf.largest_gemm_cols / tp
+            eff = gemm_efficiency(gpu, tokens * lf.largest_gemm_per_token / tp, self.fp8, tokens, cols, lf.gemm_groups)
+            return tokens * lf.gemm / tp / (peak * eff), 0.0
+        h = self.model.hidden_size
+        eff = gemm_efficiency(gpu, tokens * 2 * h * h / tp, self.fp8, tokens, h / tp)
+        t_routed = tokens * lf.routed / tp / (peak * self.expert_efficiency(gpu))
+        return tokens * (lf.gemm - lf.routed) / tp / (peak * eff), t_routed
 
-        A GEMM runs at the slower of its FLOPs and the bytes it streams (roofline [Williams et al. 2009]; NVIDIA
-        DL Performance Guide, 'Matrix Multiplication Background': a GEMM whose arithmetic intensity is below the
-        GPU's FLOP/byte ratio is memory-bound). Bytes per micro-batch: the weights read forward and again by the
+    def expert_efficiency(self, gpu: GPUSpec) -> float:
+        """GEMM efficiency of this configuration's routed experts on one GPU: num_experts / ep local experts, each
+        a GEMM over the rows routed to it (balanced: tokens x top_k x ep x etp / (tp x num_experts) per micro-batch,
+        the EP group's token copies over the experts), fc1 width (mats - 1) x expert_ffn / etp; as many at once as
+        the framework runs (compute.expert_gemm_efficiency)."""
+        m, c = self.model, self.c
+        moe = m.moe
+        assert moe is not None
+        etp = c.expert_tp
+        rows = self.tokens * moe.top_k * c.ep * etp / (c.tp * moe.num_experts)
+        mats = 3 if m.activation == "swiglu" else 2
+        cols = (mats - 1) * moe.expert_ffn_hidden_size / etp
+        local = max(1, moe.num_experts // c.ep)
+        return expert_gemm_efficiency(gpu, self.fp8, rows, m.hidden_size, cols, local, self.fw.expert_gemm_streams)
+
+    def gemm_streaming(self, gpu: GPUSpec, moe_layer: bool, t_rest: float, t_routed: float) -> tuple[float, float]:
+        """Time a layer's GEMMs wait on device memory beyond their compute, (forward, backward) per micro-batch;
+        `t_rest` and `t_routed` are the compute times of the layer's other GEMMs and of its routed experts.
+
+        A GEMM is bound by its FLOPs and the bytes it streams (roofline [Williams et al. 2009]; NVIDIA DL
+        Performance Guide, 'Matrix Multiplication Background': a GEMM whose arithmetic intensity is below the
+        GPU's FLOP/byte ratio is memory-bound), the two combined as compute.roofline_time. Bytes per micro-batch:
+        the weights read forward and again by the
         data-gradient GEMM (1 B each under FP8, Transformer Engine's FP8 weight copies), the weight-gradient
         GEMM reading and writing the main gradient it accumulates into (Megatron gradient_accumulation_fusion:
         wgrad_gemm_accum_fp32 into the fp32 main_grad, or bf16 [tensor_parallel/layers.py; TE GroupedLinear
@@ -364,11 +398,9 @@ class CostContext:
         wb = 1.0 if self.fp8 else 2.0
         gb = float(self.grad_bytes)
         dense_params = m.moe_layer_params - m.moe_expert_params_per_layer if moe_layer else m.dense_layer_params
-        t_routed = t_gemm * lf.routed / lf.gemm if lf.gemm else 0.0
-        t_rest = t_gemm - t_routed
         w_dense = dense_params / c.tp
-        fwd = max(0.0, hbm_time(gpu, w_dense * wb) - t_rest)
-        bwd = max(0.0, hbm_time(gpu, w_dense * (wb + 2 * gb)) - 2 * t_rest)
+        fwd = roofline_time(t_rest, hbm_time(gpu, w_dense * wb)) - t_rest
+        bwd = roofline_time(2 * t_rest, hbm_time(gpu, w_dense * (wb + 2 * gb))) - 2 * t_rest
         moe = m.moe if moe_layer else None
         if moe is not None:
             etp = c.expert_tp
@@ -378,8 +410,10 @@ class CostContext:
             f = moe.expert_ffn_hidden_size / etp
             act_in = 1.0 if self.fp8 else 2.0
             row_bytes = m.hidden_size * act_in + (mats - 1) * f * 2 + f * act_in + m.hidden_size * 2
-            fwd += max(0.0, hbm_time(gpu, w_exp * wb + rows * row_bytes) - t_routed)
-            bwd += max(0.0, hbm_time(gpu, w_exp * (wb + 2 * gb) + 2 * rows * row_bytes) - 2 * t_routed)
+            fwd += roofline_time(t_routed, hbm_time(gpu, w_exp * wb + rows * row_bytes)) - t_routed
+            bwd += (
+                roofline_time(2 * t_routed, hbm_time(gpu, w_exp * (wb + 2 * gb) + 2 * rows * row_bytes)) - 2 * t_routed
+            )
         return fwd, bwd
 
     def _module_recompute(self, gpu: GPUSpec, lf: LayerFlops, moe_layer: bool, t_gemm: float, t_core: float) -> float:
