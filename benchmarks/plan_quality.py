@@ -18,6 +18,7 @@ from optimizer.errors import DomainError
 from optimizer.estimate import estimate
 from optimizer.model_loading import resolve_model
 from optimizer.parallel_config import ParallelConfig
+from optimizer.pipeline_layout import layout_chunks
 from optimizer.plan_quality import SCENARIOS, SERVING_SCENARIOS, Scenario, best_published_mfu, published_step_time
 from optimizer.search.explain import describe
 from optimizer.search.planner import plan
@@ -28,13 +29,23 @@ def _published(s: Scenario, w: TrainingWorkload) -> tuple[str, float | None]:
     """The published configuration's best predicted step time over the knobs its source leaves open."""
     if s.published is None:
         return "not published", None
-    model, cluster = resolve_model(s.model), resolve_cluster(s.cluster)
+    model, cluster = s.model_spec(), resolve_cluster(s.cluster)
     p = dict(s.published)
     best: float | None = None
     for vp in [int(p["vp"])] if "vp" in p else [1, 2, 3, 4, 5, 6, 8]:
         for rc in [str(p["recompute"])] if "recompute" in p else ["none", "selective", "full"]:
             for sp in (True, False):
-                cfg_fields = {k: v for k, v in p.items() if k not in ("vp", "recompute")}
+                cfg_fields: dict[str, object] = {
+                    k: v for k, v in p.items() if k not in ("vp", "recompute", "recompute_modules")
+                }
+                if "recompute_modules" in p:
+                    cfg_fields["recompute_modules"] = tuple(str(p["recompute_modules"]).split(","))
+                layout = p.get("pipeline_layout")
+                per_stage = (
+                    [sum(chunks) for chunks in layout_chunks(str(layout), int(p["pp"]))]
+                    if layout
+                    else _even(model.num_layers, int(p.get("pp", 1)), vp)
+                )
                 try:
                     cfg = ParallelConfig.model_validate(
                         {
@@ -45,7 +56,7 @@ def _published(s: Scenario, w: TrainingWorkload) -> tuple[str, float | None]:
                             "sequence_parallel": sp and int(p.get("tp", 1)) > 1,
                             "tp_comm_overlap": sp and int(p.get("tp", 1)) > 1,
                             "zero_stage": 1,
-                            "layers_per_stage": _even(model.num_layers, int(p.get("pp", 1)), vp),
+                            "layers_per_stage": per_stage,
                         }
                     )
                     e = estimate(model, cluster, w, cfg)
@@ -86,7 +97,7 @@ def main() -> None:
         t.add_column(col)
     findings = []
     for s in SCENARIOS:
-        model, cluster = resolve_model(s.model), resolve_cluster(s.cluster)
+        model, cluster = s.model_spec(), resolve_cluster(s.cluster)
         w = s.workload(args.framework)
         r = plan(model, cluster, w, time_limit_s=args.time_limit, top_k=1)
         if r.plan is None:
@@ -94,7 +105,7 @@ def main() -> None:
             continue
         e = r.plan.estimate
         family = "A100" if "a100" in s.cluster else "H100"
-        best, rec = best_published_mfu(family)
+        best, rec = best_published_mfu(family, s.precision)
         pub_text, pub_time = _published(s, s.workload())
         meas = published_step_time(s.published_record) if s.published_record else None
         ratio = e.step_time_s / pub_time if pub_time else None

@@ -9,6 +9,9 @@ from dataclasses import dataclass
 from typing import Literal
 
 from optimizer.calibration import Record, load_records
+from optimizer.gpu_catalog import resolve_gpu
+from optimizer.model_loading import resolve_model
+from optimizer.model_spec import ModelSpec
 from optimizer.workload import TrainingWorkload
 
 
@@ -21,17 +24,30 @@ class Scenario:
     cluster: str
     gbs: int
     seq_len: int
-    published: dict[str, int | str] | None
+    published: dict[str, int | str | bool] | None
     """The configuration its authors ran (None when only the scale is public)."""
     published_record: str | None
     """The record in optimizer/data/published_runs.json with its measured time, when there is one."""
     precision: Literal["bf16", "fp8"] = "bf16"
     """The GEMM precision of the published run."""
+    mtp_layers: int = 0
+    """Multi-token prediction modules the published run trained (on top of the preset)."""
+    grad_dtype: Literal["fp32", "bf16"] = "fp32"
+    """The dtype gradients were accumulated and reduced in (Megatron --grad-reduce-in-bf16)."""
+
+    def model_spec(self) -> ModelSpec:
+        """The preset model with the run's MTP modules."""
+        model = resolve_model(self.model)
+        return model.model_copy(update={"mtp_layers": self.mtp_layers}) if self.mtp_layers else model
 
     def workload(self, framework: str = "megatron") -> TrainingWorkload:
         """The scenario's training workload."""
         return TrainingWorkload(
-            global_batch_size=self.gbs, seq_len=self.seq_len, precision=self.precision, framework=framework
+            global_batch_size=self.gbs,
+            seq_len=self.seq_len,
+            precision=self.precision,
+            framework=framework,
+            grad_dtype=self.grad_dtype,
         )
 
 
@@ -109,6 +125,35 @@ SCENARIOS: tuple[Scenario, ...] = (
         "deepseek2024_v3_pretrain_2048_h800",
         "fp8",
     ),
+    # NVIDIA's FP8 recipe at this scale (Megatron-Bridge 25.09 performance summary, DeepSeekV3 on 1,024 DGX-H100:
+    # TP 2, PP 8, VP 4, EP 64, expert TP 1, layout Et|(tt|)*30mL, A2A overlap; record
+    # megatron_bridge2509_h100_deepseek_v3_fp8_1024gpu, 25.3 s per step; recompute of the MLA up-projections and
+    # the MLP, gradients reduced in BF16). Megatron's MoE guide asks for EP x TP
+    # inside the NVLink domain and PP across nodes (moe/README.md, guidelines 2-3); the recipe spreads EP over 8 nodes.
+    Scenario(
+        "DeepSeek-V3 FP8, 1,024 H100",
+        "deepseek-v3",
+        "dgx-h100:128",
+        8192,
+        4096,
+        {
+            "tp": 2,
+            "pp": 8,
+            "dp": 64,
+            "ep": 64,
+            "etp": 1,
+            "vp": 4,
+            "mbs": 1,
+            "pipeline_layout": "Et|(tt|)*30mL",
+            "ep_comm_overlap": True,
+            "recompute": "selective",
+            "recompute_modules": "mla_up_proj,mlp",
+        },
+        "megatron_bridge2509_h100_deepseek_v3_fp8_1024gpu",
+        "fp8",
+        mtp_layers=1,
+        grad_dtype="bf16",
+    ),
 )
 
 
@@ -167,14 +212,21 @@ SERVING_SCENARIOS: tuple[ServingScenario, ...] = (
 )
 
 
-def best_published_mfu(gpu_substring: str) -> tuple[float, str]:
-    """The highest MFU any record of this GPU family reports for 16-bit training: (mfu, record id)."""
+def best_published_mfu(gpu_substring: str, precision: str = "bf16") -> tuple[float, str]:
+    """The highest MFU (model FLOPs over the dense BF16 peak) any training record of this GPU family and GEMM
+    precision reports, or derives from its model TFLOP/s per GPU: (mfu, record id)."""
     best = (0.0, "")
     for rec in load_records():
+        if gpu_substring not in rec["cluster"]["gpu_type"] or _record_precision(rec) != precision:
+            continue
         mfu = _record_mfu(rec)
-        if mfu is not None and gpu_substring in rec["cluster"]["gpu_type"] and mfu > best[0]:
+        if mfu is not None and mfu > best[0]:
             best = (mfu, rec["id"])
     return best
+
+
+def _record_precision(rec: Record) -> str:
+    return "fp8" if str(rec.get("precision", "")).upper().startswith("FP8") else "bf16"
 
 
 def published_step_time(record_id: str) -> float | None:
@@ -190,4 +242,10 @@ def _record_mfu(rec: Record) -> float | None:
     if rec.get("kind") != "training_throughput":
         return None
     mfu = rec["measured"].get("mfu")
-    return float(mfu) if mfu else None
+    if mfu:
+        return float(mfu)
+    tflops = rec["measured"].get("tflops_per_gpu")
+    if tflops and "model TFLOP" in str(rec.get("flops_convention", "")):
+        gpu = resolve_gpu(rec["cluster"]["gpu_type"])
+        return float(tflops) / gpu.bf16_tflops
+    return None

@@ -115,7 +115,7 @@ def test_auto_plans_for_each_framework_and_names_the_winner() -> None:
 
 
 def _scenario_pick(s: Scenario) -> tuple[ParallelConfig, float, int]:
-    model, cluster = resolve_model(s.model), resolve_cluster(s.cluster)
+    model, cluster = s.model_spec(), resolve_cluster(s.cluster)
     r = plan(model, cluster, s.workload(), time_limit_s=60, top_k=1)
     assert r.status == "OPTIMAL" and r.plan is not None
     domain = cluster.fabric_of(cluster.pools[0]).domain_size or cluster.pools[0].gpus_per_node
@@ -129,7 +129,7 @@ def test_canonical_pick_keeps_tp_in_nvlink_and_mfu_under_published(scenario: Sce
     cfg, mfu, domain = _scenario_pick(scenario)
     assert cfg.tp <= domain, f"tp={cfg.tp} leaves the {domain}-GPU NVLink domain"
     family = "A100" if "a100" in scenario.cluster else "H100"
-    best, record = best_published_mfu(family)
+    best, record = best_published_mfu(family, scenario.precision)
     assert record
     assert mfu <= best + 0.03, f"predicted MFU {mfu:.1%} > {best:.1%} ({record}) + 3 points"
 
