@@ -66,6 +66,14 @@ GradDtypeOpt = Annotated[
         "(--grad-reduce-in-bf16 / FSDP reduce_dtype)."
     ),
 ]
+FusedLossOpt = Annotated[
+    bool | None,
+    typer.Option(
+        "--fused-loss/--unfused-loss",
+        help="Training: the loss is a fused cross entropy (no fp32 logits beside their gradient) or the unfused "
+        "fp32 one; unset: the framework's default (torchtitan eager: unfused).",
+    ),
+]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON object.")]
 CalibrationOpt = Annotated[
     Path | None,
@@ -112,6 +120,7 @@ def estimate(
     ] = None,
     precision: PrecisionOpt = "bf16",
     grad_dtype: GradDtypeOpt = "fp32",
+    fused_loss: FusedLossOpt = None,
     layers_per_stage: Annotated[str | None, typer.Option(help="Uneven split, e.g. 19,21,21,19.")] = None,
     layout: Annotated[
         str | None,
@@ -147,7 +156,20 @@ def estimate(
     try:
         spec = resolve_model(model)
         clus = resolve_cluster(cluster).with_calibration(load_calibration(calibration) if calibration else None)
-        work = _workload(mode, gbs, seq_len, batch, prompt_len, output_len, precision, objective, framework, grad_dtype)
+        work = _workload(
+            mode,
+            gbs,
+            seq_len,
+            batch,
+            prompt_len,
+            output_len,
+            precision,
+            objective,
+            framework,
+            grad_dtype,
+            None,
+            fused_loss,
+        )
         if layout is not None and vp == 1:  # the layout's stages over pp ranks give the virtual stages
             vp = layout_vp(layout, pp)
         sched = schedule or ("interleaved-1f1b" if vp > 1 else "1f1b")
@@ -252,6 +274,7 @@ def plan(
     objective: ObjectiveOpt = None,
     precision: PrecisionOpt = "bf16",
     grad_dtype: GradDtypeOpt = "fp32",
+    fused_loss: FusedLossOpt = None,
     framework: FrameworkOpt = "megatron",
     engine: EngineOpt = None,
     rate: RateOpt = None,
@@ -297,7 +320,18 @@ def plan(
             "output_len_cv": output_len_cv,
         }
         work = _workload(
-            mode, gbs, seq_len, batch, prompt_len, output_len, precision, objective, framework, grad_dtype, serving
+            mode,
+            gbs,
+            seq_len,
+            batch,
+            prompt_len,
+            output_len,
+            precision,
+            objective,
+            framework,
+            grad_dtype,
+            serving,
+            fused_loss,
         )
         space_fields: dict[str, object] = {"pins": parse_pins(pin or []), "max_gpus": max_gpus}
         if pools:
@@ -365,6 +399,7 @@ def _workload(
     framework: str = "megatron",
     grad_dtype: str = "fp32",
     serving: dict[str, object] | None = None,
+    fused_loss: bool | None = None,
 ) -> TrainingWorkload | InferenceWorkload:
     if mode == "training":
         if gbs is None or seq_len is None:
@@ -376,6 +411,7 @@ def _workload(
             objective=objective or "step_time",
             framework=framework,
             grad_dtype=grad_dtype,
+            fused_loss=fused_loss,
         )
     if mode == "inference":
         if prompt_len is None or output_len is None:

@@ -158,6 +158,7 @@ def _training_space(rec: Record, model: ModelSpec) -> tuple[TrainingWorkload, li
         grad_dtype=p.get("grad_dtype") or ("bf16" if era_2021 else "fp32"),
         flash_attention=not era_2021,
         framework=fw,
+        fused_loss=rec.get("fused_loss"),
     )
     if era_2021:
         notes.append("2021-22 Megatron: explicit softmax (no flash attention), 16-bit gradients, no DP overlap")

@@ -16,6 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
+from optimizer.costmodel.memory import LOGIT_BYTES, UNFUSED_LOGIT_BYTES
 from optimizer.errors import DomainError, UnknownNameError
 from optimizer.model_spec import ModelSpec
 from optimizer.parallel_config import CpComm, ParallelConfig, Recompute, Schedule
@@ -86,6 +87,11 @@ class Framework:
     """Under FP8 the output (logits) projection runs in FP8 too; otherwise it stays a BF16 GEMM."""
     mtp: bool
     """Trains multi-token prediction modules (ModelSpec.mtp_layers)."""
+    selective_recompute: Literal["modules", "every_other_matmul"]
+    """What recompute=selective keeps: "modules" drops what its recompute modules discard (Megatron's list);
+    "every_other_matmul" is torchtitan's per-op policy (optimizer/costmodel/op_sac.py)."""
+    logit_bytes: float
+    """Bytes per logit (token x vocabulary entry on one GPU) the loss holds at its peak."""
     expert_gemm_streams: int | None
     """How many local experts' GEMMs run at once: each expert is its own GEMM launch, this many in flight (TE's
     multi-stream GroupedLinear: 4; a Python loop over experts: 1); None: one grouped kernel over all of them."""
@@ -125,6 +131,8 @@ MEGATRON = Framework(
     bf16_optimizer_under_pp=False,
     fp8_output_layer=False,
     mtp=True,
+    selective_recompute="modules",
+    logit_bytes=LOGIT_BYTES,
     expert_gemm_streams=4,
     sources=(
         (
@@ -238,6 +246,8 @@ DEEPSPEED = Framework(
     bf16_optimizer_under_pp=True,
     fp8_output_layer=False,
     mtp=False,
+    selective_recompute="modules",
+    logit_bytes=LOGIT_BYTES,
     expert_gemm_streams=1,
     sources=(
         ("schedule", "deepspeed/runtime/pipe/schedule.py TrainSchedule: synchronous 1F1B only"),
@@ -323,6 +333,8 @@ TORCHTITAN = Framework(
     bf16_optimizer_under_pp=False,
     fp8_output_layer=True,
     mtp=False,
+    selective_recompute="every_other_matmul",
+    logit_bytes=UNFUSED_LOGIT_BYTES,
     expert_gemm_streams=None,
     sources=(
         (
@@ -372,6 +384,12 @@ TORCHTITAN = Framework(
         (
             "recompute_modules",
             "activation_checkpoint.selective_ac_option is per layer or per op, not Megatron's module list",
+        ),
+        ("logits", "components/loss.py cross_entropy_loss: F.cross_entropy on pred.float(), unfused"),
+        (
+            "selective_recompute",
+            "torchtitan/distributed/activation_checkpoint.py SelectiveAC: per block, save every other mm / linear "
+            "output, attention, reduce-scatter and all-to-all results; recompute the rest (costmodel/op_sac.py)",
         ),
         ("overlap_grad_reduce", "FSDP2 reduce-scatter on its own stream"),
         ("zero3", "fully_shard per transformer block, the next block's all-gather prefetched"),

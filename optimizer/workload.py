@@ -33,6 +33,12 @@ class TrainingWorkload(BaseModel):
         description="Training framework the plan will run on (optimizer/frameworks.py): megatron, deepspeed, "
         "torchtitan, or auto (plan for each, keep the best).",
     )
+    fused_loss: bool | None = Field(
+        default=None,
+        description="The loss is a fused cross entropy that never holds fp32 logits beside their gradient "
+        "(Megatron's vocab-parallel loss, flash-attn's, torchtitan with compile.components including loss); "
+        "false: the unfused fp32 loss; unset: the framework's default.",
+    )
     objective: Literal["step_time", "cost"] = Field(
         default="step_time",
         description="step_time: seconds per step; cost: price per step (GPUs used x their pool's price_per_gpu_hour"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from optimizer.costmodel.constants import CUDA_CONTEXT_BYTES, FRAGMENTATION_FRACTION
+from optimizer.costmodel.op_sac import saved_bytes_per_token
 from optimizer.model_spec import ModelSpec
 from optimizer.parallel_config import ParallelConfig
 from optimizer.pipeline_layout import rank_chunks
@@ -55,7 +56,13 @@ def state_bytes_per_param(zero_stage: int, shards: int, grad_bytes: int, fp8: bo
 
 
 def activation_bytes_per_layer(
-    model: ModelSpec, c: ParallelConfig, seq: int, moe_layer: bool, flash: bool, fp8: bool = False
+    model: ModelSpec,
+    c: ParallelConfig,
+    seq: int,
+    moe_layer: bool,
+    flash: bool,
+    fp8: bool = False,
+    selective: str = "modules",
 ) -> float:
     """Activation bytes one layer stores per micro-batch on one GPU [K22 §4 Table 2, generalised to GQA/SwiGLU/MoE].
 
@@ -72,12 +79,17 @@ def activation_bytes_per_layer(
     output, whose bf16 tensor is then freed: linear.py 'Discard row-wise data'); the projection's FP8 input is
     kept next to the attention output that flash attention saves in bf16 for its own backward (+1sbq); the fc1
     output (the activation function's input) stays bf16 [TE d0067d0 transformer_engine/pytorch/module].
+
+    `selective` is the framework's meaning of recompute=selective (Framework.selective_recompute): "modules" as
+    above, "every_other_matmul" torchtitan's per-op policy (costmodel/op_sac.py).
     """
     b, s, h, t = c.mbs, seq / c.cp, model.hidden_size, c.tp
     sbh = s * b * h
     sp_div = t if c.sequence_parallel else 1
     if c.recompute == "full":
         return 2 * sbh / sp_div
+    if c.recompute == "selective" and selective == "every_other_matmul":
+        return s * b * saved_bytes_per_token(model, t, c.sequence_parallel, moe_layer)
     mods = c.modules  # selective recompute modules [optimizer/recompute_modules.py]
     moe = model.moe if moe_layer else None
     gemm_in = 1 if fp8 else 2  # bytes per element of a saved GEMM input
@@ -140,8 +152,13 @@ def inflight_microbatches(c: ParallelConfig, stage: int, m: int, layers: int | N
 
 
 # The last stage's logits per token and vocabulary entry: fp32 logits and the loss-backward buffer (4 + 2 bytes)
-# [MLM; LA get_loss_bwd_memory].
+# [MLM; LA get_loss_bwd_memory]. Megatron's fused vocab-parallel cross entropy (and Megatron-DeepSpeed's copy).
 LOGIT_BYTES = 4 + 2
+# torchtitan's loss is the unfused torch cross entropy on an fp32 upcast (components/loss.py cross_entropy_loss:
+# F.cross_entropy(pred.float(), ...)): the bf16 logits (2) beside their fp32 copy (4) and log_softmax's fp32
+# output (4) in forward; in backward the saved output, its gradient and the input gradient, all fp32 (12), the
+# bf16 logits freed before (trainer.py `del pred`). The larger of the two peaks.
+UNFUSED_LOGIT_BYTES = 4 + 4 + 4
 
 
 def reserve_bytes(capacity_bytes: float, extra: float = 0.0, slack: float = FRAGMENTATION_FRACTION) -> float:

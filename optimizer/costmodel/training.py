@@ -26,12 +26,14 @@ from optimizer.costmodel.constants import (
 )
 from optimizer.costmodel.memory import (
     LOGIT_BYTES,
+    UNFUSED_LOGIT_BYTES,
     activation_bytes_per_layer,
     inflight_microbatches,
     reserve_bytes,
     stage_params,
     state_bytes_per_param,
 )
+from optimizer.costmodel.op_sac import recomputed_flops_per_token
 from optimizer.costmodel.result import Estimate, MemoryBreakdown, StageEstimate, StepBreakdown
 from optimizer.frameworks import framework
 from optimizer.gpu_catalog import GPUSpec
@@ -139,6 +141,10 @@ class CostContext:
         self.bf16_optimizer = (
             self.fw.bf16_optimizer_under_pp and c.pp > 1 and c.zero_stage == 0 and w.precision == "bf16"
         )
+        # Bytes per logit at the loss's peak: the framework's own loss unless the workload says which it runs.
+        self.logit_bytes = self.fw.logit_bytes
+        if w.fused_loss is not None:
+            self.logit_bytes = LOGIT_BYTES if w.fused_loss else UNFUSED_LOGIT_BYTES
         facts = pools if pools is not None else PoolFacts()
         self._tiers, self._gpus, self._reserve = facts.tiers, facts.gpus, facts.reserve
         self._layer_cache: dict[tuple[str, bool], LayerCost] = {}
@@ -186,7 +192,13 @@ class CostContext:
         hit = self._act.get(moe_layer)
         if hit is None:
             hit = self._act[moe_layer] = activation_bytes_per_layer(
-                self.model, self.c, self.w.seq_len, moe_layer, self.w.flash_attention, self.fp8
+                self.model,
+                self.c,
+                self.w.seq_len,
+                moe_layer,
+                self.w.flash_attention,
+                self.fp8,
+                self.fw.selective_recompute,
             )
         return hit
 
@@ -268,7 +280,15 @@ class CostContext:
         bwd = 2 * t_gemm + stream_bwd + t_attn_bwd + 2 * (t_ew + t_soft)
         moe = m.moe if moe_layer else None
         full = c.recompute == "full"
-        rc = fwd if full else self._module_recompute(gpu, lf, moe_layer, t_gemm, t_attn + t_soft)
+        op_sac = c.recompute == "selective" and self.fw.selective_recompute == "every_other_matmul"
+        if full:
+            rc = fwd
+        elif op_sac:  # torchtitan: the unsaved mms, the routed experts and every pointwise op [costmodel/op_sac.py]
+            dense_flops = lf.gemm - lf.routed
+            rc = t_ew + (t_routed if moe_layer else 0.0)
+            rc += recomputed_flops_per_token(m, moe_layer) * (t_rest / dense_flops if dense_flops else 0.0)
+        else:
+            rc = self._module_recompute(gpu, lf, moe_layer, t_gemm, t_attn + t_soft)
 
         tiers = self.tiers(pool)
         # TP: 2 all-reduces forward, 2 backward, 2 more with full recompute, each of b*s*h activations [S19 §3];
@@ -281,9 +301,12 @@ class CostContext:
             # An MoE layer whose experts are not tensor-parallel (etp = 1) has no TP collective around its MLP:
             # the sequence-parallel shards are dispatched by the all-to-all instead [MLM moe token_dispatcher.py].
             per_layer = 1 if moe is not None and c.expert_tp == 1 else 2
-            n_fwd, n_bwd = per_layer, per_layer + (per_layer if c.recompute == "full" else 0)
+            n_fwd = per_layer
+            n_bwd = float(per_layer + (per_layer if c.recompute == "full" else 0))
             # A checkpointed MLP (dense, or an MoE layer with tensor-parallel experts) gathers its input again.
-            if ("mlp" in c.modules and moe is None) or ("moe" in c.modules and per_layer == 2 and moe is not None):
+            if op_sac:  # all-gathers are not in torchtitan's save set: the recompute gathers each input again
+                n_bwd += per_layer / 2
+            elif ("mlp" in c.modules and moe is None) or ("moe" in c.modules and per_layer == 2 and moe is not None):
                 n_bwd += 1
             # Overlap hides TP traffic under the GEMMs, one chunk of tp left exposed (derived from [NB]), only when the
             # group sits in one NVLink domain: Transformer Engine's userbuffers (Megatron --tp-comm-overlap) and
@@ -666,7 +689,7 @@ def _stage_cost(
         acts += sbh * (3 if model.dropout else 2) / (tp if c.sequence_parallel else 1)
     transient = 0.0
     if last:  # fp32 logits + the loss-backward buffer
-        transient = tokens * model.vocab_size / tp * LOGIT_BYTES
+        transient = tokens * model.vocab_size / tp * ctx.logit_bytes
     if c.recompute == "full":
         transient = max(transient, ctx.recompute_peak(moe_layers > 0))
     if c.zero_stage == 3:  # unsharded bf16 weights in use and prefetched [LA analysis.py training(); frameworks]

@@ -19,7 +19,7 @@ import numpy as np
 from optimizer.cluster_spec import ClusterSpec, NodePool
 from optimizer.costmodel import network as net
 from optimizer.costmodel.constants import OVERLAP_COMPUTE_SLOWDOWN
-from optimizer.costmodel.memory import LOGIT_BYTES, activation_bytes_per_layer, reserve_bytes, state_bytes_per_param
+from optimizer.costmodel.memory import activation_bytes_per_layer, reserve_bytes, state_bytes_per_param
 from optimizer.costmodel.training import CostContext, LayerCost, PoolFacts, StageCost, stage_cost
 from optimizer.frameworks import Framework, expert_tp_values, framework, runs_expert_tp
 from optimizer.model_spec import ModelSpec
@@ -503,9 +503,15 @@ class TrainingSpace:
         if not dps:
             return None
         fp8 = w.precision == "fp8"
-        act_dense = activation_bytes_per_layer(model, ctx.c, w.seq_len, False, w.flash_attention, fp8)
+        act_dense = activation_bytes_per_layer(
+            model, ctx.c, w.seq_len, False, w.flash_attention, fp8, ctx.fw.selective_recompute
+        )
         act_moe = (
-            activation_bytes_per_layer(model, ctx.c, w.seq_len, True, w.flash_attention, fp8) if self.n_moe else 0.0
+            activation_bytes_per_layer(
+                model, ctx.c, w.seq_len, True, w.flash_attention, fp8, ctx.fw.selective_recompute
+            )
+            if self.n_moe
+            else 0.0
         )
         # Parameters one model-parallel rank group holds in all (split by TP; experts by TP x EP).
         shared_moe = model.moe_layer_params - model.moe_expert_params_per_layer
@@ -531,7 +537,7 @@ class TrainingSpace:
                 if n
             ],
             activations=self.n_dense * act_dense + self.n_moe * act_moe,
-            logits_bytes=key.mbs * w.seq_len / key.cp * model.vocab_size / key.tp * LOGIT_BYTES,
+            logits_bytes=key.mbs * w.seq_len / key.cp * model.vocab_size / key.tp * ctx.logit_bytes,
             states=self._state_memory(key, "all", dense_params + emb_params, expert_params, dps),
             # One layer's states per GPU of its stage, by layer type (dense; MoE: shared part + experts).
             layer_types=[

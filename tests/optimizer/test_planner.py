@@ -297,7 +297,9 @@ def test_infeasible_suggests_the_largest_batch_that_fits() -> None:
     # smaller batch is the fix; the suggestion is the largest halving that fits, and it really does fit.
     m, c = tiny_model(layers=4), small_cluster(3.0)
     space = SearchSpace(pins=parse_pins(["pp=2", "schedule=gpipe", "dp=1", "mbs=1", "tp=1", "cp=1"]))
-    w = TrainingWorkload(global_batch_size=512, seq_len=4096, framework="torchtitan")  # GPipe: not in Megatron
+    # GPipe: not in Megatron. The cluster is sized for a fused loss; torchtitan's unfused fp32 logits alone
+    # would not fit at any batch.
+    w = TrainingWorkload(global_batch_size=512, seq_len=4096, framework="torchtitan", fused_loss=True)
     r = plan(m, c, w, space, time_limit_s=30)
     assert r.status == "INFEASIBLE" and r.explanation is not None and r.explanation.infeasible is not None
     changes = [s.change for s in r.explanation.infeasible.suggestions]
