@@ -99,7 +99,11 @@ def main() -> None:
     for s in SCENARIOS:
         model, cluster = s.model_spec(), resolve_cluster(s.cluster)
         w = s.workload(args.framework)
-        r = plan(model, cluster, w, time_limit_s=args.time_limit, top_k=1)
+        try:
+            r = plan(model, cluster, w, time_limit_s=args.time_limit, top_k=1)
+        except DomainError as exc:  # e.g. a model feature the framework does not train
+            t.add_row(s.name, f"{exc.field}: {exc.rule}", "-", "-", "-", "-", "-", "-", "-", "-")
+            continue
         if r.plan is None:
             t.add_row(s.name, r.status, "-", "-", "-", "-", "-", "-", "-", "-")
             continue

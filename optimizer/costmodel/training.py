@@ -313,8 +313,11 @@ class CostContext:
             # torchtitan's async TP use node-local symmetric memory [optimizer/frameworks.py]. A group that spans
             # PCIe or the NICs pays every collective in full on the tiers it crosses.
             if c.tp_comm_overlap and tp_in_nvlink_domain(lv):
-                tp_fwd = overlapped(n_fwd * one, max(n_fwd * one / tp, n_fwd * one - t_gemm))
-                tp_bwd = overlapped(n_bwd * one, max(n_bwd * one / tp, n_bwd * one - 2 * t_gemm))
+                share = self.fw.tp_overlap_share  # what the framework's overlap hides of what could hide
+                f_all, b_all = n_fwd * one, n_bwd * one
+                f_min, b_min = max(f_all / tp, f_all - t_gemm), max(b_all / tp, b_all - 2 * t_gemm)
+                tp_fwd = overlapped(f_all, f_all - share * (f_all - f_min))
+                tp_bwd = overlapped(b_all, b_all - share * (b_all - b_min))
             else:
                 tp_fwd, tp_bwd = n_fwd * one, n_bwd * one
             tp_exposed = tp_fwd + tp_bwd
