@@ -74,6 +74,14 @@ FusedLossOpt = Annotated[
         "fp32 one; unset: the framework's default (torchtitan eager: unfused).",
     ),
 ]
+Fp8ParamsOpt = Annotated[
+    bool,
+    typer.Option(
+        "--fp8-param-gather",
+        help="Training with --precision fp8 on Megatron: FP8 primary weights (no bf16 copy, FP8 all-gather), as "
+        "Megatron-Bridge's FP8 recipes run.",
+    ),
+]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON object.")]
 CalibrationOpt = Annotated[
     Path | None,
@@ -121,6 +129,7 @@ def estimate(
     precision: PrecisionOpt = "bf16",
     grad_dtype: GradDtypeOpt = "fp32",
     fused_loss: FusedLossOpt = None,
+    fp8_param_gather: Fp8ParamsOpt = False,
     layers_per_stage: Annotated[str | None, typer.Option(help="Uneven split, e.g. 19,21,21,19.")] = None,
     layout: Annotated[
         str | None,
@@ -169,6 +178,7 @@ def estimate(
             grad_dtype,
             None,
             fused_loss,
+            fp8_param_gather,
         )
         if layout is not None and vp == 1:  # the layout's stages over pp ranks give the virtual stages
             vp = layout_vp(layout, pp)
@@ -275,6 +285,7 @@ def plan(
     precision: PrecisionOpt = "bf16",
     grad_dtype: GradDtypeOpt = "fp32",
     fused_loss: FusedLossOpt = None,
+    fp8_param_gather: Fp8ParamsOpt = False,
     framework: FrameworkOpt = "megatron",
     engine: EngineOpt = None,
     rate: RateOpt = None,
@@ -332,6 +343,7 @@ def plan(
             grad_dtype,
             serving,
             fused_loss,
+            fp8_param_gather,
         )
         space_fields: dict[str, object] = {"pins": parse_pins(pin or []), "max_gpus": max_gpus}
         if pools:
@@ -400,6 +412,7 @@ def _workload(
     grad_dtype: str = "fp32",
     serving: dict[str, object] | None = None,
     fused_loss: bool | None = None,
+    fp8_param_gather: bool = False,
 ) -> TrainingWorkload | InferenceWorkload:
     if mode == "training":
         if gbs is None or seq_len is None:
@@ -412,6 +425,7 @@ def _workload(
             framework=framework,
             grad_dtype=grad_dtype,
             fused_loss=fused_loss,
+            fp8_param_gather=fp8_param_gather or None,
         )
     if mode == "inference":
         if prompt_len is None or output_len is None:

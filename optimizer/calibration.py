@@ -159,6 +159,7 @@ def _training_space(rec: Record, model: ModelSpec) -> tuple[TrainingWorkload, li
         flash_attention=not era_2021,
         framework=fw,
         fused_loss=rec.get("fused_loss"),
+        fp8_param_gather=bool(p.get("fp8_param_gather", False)),
     )
     if era_2021:
         notes.append("2021-22 Megatron: explicit softmax (no flash attention), 16-bit gradients, no DP overlap")

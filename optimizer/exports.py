@@ -11,7 +11,7 @@ from typing import Literal
 from pydantic import BaseModel, Field
 
 from optimizer.errors import DomainError, UnknownNameError
-from optimizer.frameworks import check_model, unsupported_knob
+from optimizer.frameworks import check_model, check_workload, unsupported_knob
 from optimizer.frameworks import framework as framework_spec
 from optimizer.model_spec import ModelSpec
 from optimizer.parallel_config import ParallelConfig
@@ -53,6 +53,7 @@ def export(
     if isinstance(workload, TrainingWorkload) and tool in TRAINING_TOOLS:
         planned_for = framework or (workload.framework if workload.framework != "auto" else None)
         check_model(framework_spec(tool), model, "export")
+        check_workload(framework_spec(tool), workload.fp8_param_gather, "export")
         bad = unsupported_knob(framework_spec(tool), c)
         if bad is not None:
             knob, text = bad
@@ -216,6 +217,8 @@ def _megatron(model: ModelSpec, w: TrainingWorkload, c: ParallelConfig, layers: 
             pairs.append(("--recompute-modules", " ".join(c.recompute_modules)))
     if w.precision == "fp8":
         pairs += [("--bf16", None), ("--fp8-format", "hybrid")]
+        if w.fp8_param_gather:
+            pairs.append(("--fp8-param-gather", None))
     else:
         pairs.append(("--bf16", None) if w.precision == "bf16" else ("--fp16", None))
     if c.schedule in ("zb-h1", "gpipe"):

@@ -98,6 +98,8 @@ class Framework:
     selective_recompute: Literal["modules", "every_other_matmul"]
     """What recompute=selective keeps: "modules" drops what its recompute modules discard (Megatron's list);
     "every_other_matmul" is torchtitan's per-op policy (optimizer/costmodel/op_sac.py)."""
+    fp8_param_gather: bool
+    """Keeps FP8 primary weights and all-gathers them in FP8 (TrainingWorkload.fp8_param_gather)."""
     tp_overlap_share: float
     """Share of the TP traffic that could hide under the GEMMs which the framework's TP-comm overlap does hide."""
     logit_bytes: float
@@ -142,10 +144,16 @@ MEGATRON = Framework(
     fp8_output_layer=False,
     mtp=True,
     selective_recompute="modules",
+    fp8_param_gather=True,
     tp_overlap_share=1.0,
     logit_bytes=LOGIT_BYTES,
     expert_gemm_streams=4,
     sources=(
+        (
+            "fp8_param_gather",
+            "--fp8-param-gather (TE quantized_model_init): FP8 primary weights, all-gathered in FP8; "
+            "Megatron-Bridge's FP8 mixed-precision configs set it (training/mixed_precision.py)",
+        ),
         (
             "expert_gemm",
             "--moe-grouped-gemm: TEGroupedMLP -> TE GroupedLinear -> nvte_multi_tensor_gemm, which on Hopper runs one "
@@ -260,6 +268,7 @@ DEEPSPEED = Framework(
     fp8_output_layer=False,
     mtp=False,
     selective_recompute="modules",
+    fp8_param_gather=False,
     tp_overlap_share=1.0,
     logit_bytes=LOGIT_BYTES,
     expert_gemm_streams=1,
@@ -282,6 +291,7 @@ DEEPSPEED = Framework(
         ("cp_comm", "no context parallelism in the modelled DeepSpeed stack"),
         ("ep", "deepspeed/moe ep_size"),
         ("mtp", "no multi-token prediction module in DeepSpeed or Megatron-DeepSpeed"),
+        ("fp8_param_gather", "no FP8 primary weights in DeepSpeed's ZeRO or Megatron-DeepSpeed"),
         (
             "expert_gemm",
             "deepspeed/moe/experts.py Experts.forward: a Python loop calls each local expert's MLP in turn on its "
@@ -348,6 +358,7 @@ TORCHTITAN = Framework(
     fp8_output_layer=True,
     mtp=False,
     selective_recompute="every_other_matmul",
+    fp8_param_gather=False,
     tp_overlap_share=TORCHTITAN_ASYNC_TP_SHARE,
     logit_bytes=UNFUSED_LOGIT_BYTES,
     expert_gemm_streams=None,
@@ -372,6 +383,11 @@ TORCHTITAN = Framework(
             "hide under the steps; no all-to-all head split",
         ),
         ("mtp", "torchtitan's DeepSeek-V3 model trains without its multi-token prediction module"),
+        (
+            "fp8_param_gather",
+            "quantize.linear.float8.enable_fsdp_float8_all_gather casts the gathered weights to FP8, but the "
+            "sharded parameters stay high precision: not Megatron's FP8 primary weights",
+        ),
         (
             "expert_gemm",
             "torchtitan/models/moe.py GroupedExperts (use_grouped_mm): one torch._grouped_mm over all local experts",
@@ -492,6 +508,15 @@ def check_model(fw: Framework, model: ModelSpec, field: str = "model") -> None:
         raise DomainError(
             f"{field}.mtp_layers",
             f"mtp_layers={model.mtp_layers} is not available in {fw.name} ({fw.source('mtp')})",
+        )
+
+
+def check_workload(fw: Framework, fp8_param_gather: bool, field: str = "workload") -> None:
+    """Raise a DomainError naming the workload's knob when `fw` cannot run it."""
+    if fp8_param_gather and not fw.fp8_param_gather:
+        raise DomainError(
+            f"{field}.fp8_param_gather",
+            f"fp8_param_gather is not available in {fw.name} ({fw.source('fp8_param_gather')})",
         )
 
 

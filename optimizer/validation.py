@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from optimizer.cluster_spec import ClusterSpec, NodePool
 from optimizer.errors import DomainError, UnknownNameError
-from optimizer.frameworks import FRAMEWORKS, Framework, check_config, check_model, framework
+from optimizer.frameworks import FRAMEWORKS, Framework, check_config, check_model, check_workload, framework
 from optimizer.model_spec import ModelSpec
 from optimizer.parallel_config import ParallelConfig
 from optimizer.pipeline_layout import parse_layout
@@ -241,6 +241,15 @@ def assign_pools(cluster: ClusterSpec, c: ParallelConfig) -> list[NodePool]:
     return pools
 
 
+def check_fp8_param_gather(workload: TrainingWorkload, config: ParallelConfig) -> None:
+    """FP8 primary weights are gathered by the distributed optimizer or FSDP [MLM arguments.py: '--fp8-param-gather
+    only supported with distributed optimizer, torch fsdp2, megatron fsdp']."""
+    if workload.fp8_param_gather and config.zero_stage == 0:
+        raise DomainError(
+            "config.zero_stage", "fp8_param_gather needs the distributed optimizer or FSDP (zero_stage >= 1)"
+        )
+
+
 def validate(
     model: ModelSpec,
     cluster: ClusterSpec,
@@ -272,6 +281,8 @@ def validate(
         m = _check_training(model, workload, config)
         check_config(fw, config)
         check_model(fw, model)
+        check_workload(fw, workload.fp8_param_gather)
+        check_fp8_param_gather(workload, config)
     else:
         if config.cp > 1:
             raise DomainError("config.cp", "context parallelism is modelled for training only")

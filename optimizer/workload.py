@@ -6,6 +6,7 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from optimizer.errors import DomainError
 from optimizer.frameworks import FrameworkChoice
 from optimizer.serving_engines import EngineName
 
@@ -33,6 +34,11 @@ class TrainingWorkload(BaseModel):
         description="Training framework the plan will run on (optimizer/frameworks.py): megatron, deepspeed, "
         "torchtitan, or auto (plan for each, keep the best).",
     )
+    fp8_param_gather: bool = Field(
+        default=False,
+        description="FP8 primary weights (Megatron --fp8-param-gather, set by Megatron-Bridge's FP8 recipes): no "
+        "bf16 copy of the weights, parameters all-gathered in FP8. Needs precision fp8.",
+    )
     fused_loss: bool | None = Field(
         default=None,
         description="The loss is a fused cross entropy that never holds fp32 logits beside their gradient "
@@ -44,6 +50,14 @@ class TrainingWorkload(BaseModel):
         description="step_time: seconds per step; cost: price per step (GPUs used x their pool's price_per_gpu_hour"
         " x step time), which may leave GPUs idle or pick cheaper pools.",
     )
+
+    @model_validator(mode="after")
+    def _fp8_params(self) -> TrainingWorkload:
+        if self.fp8_param_gather and self.precision != "fp8":
+            raise DomainError(
+                "workload.fp8_param_gather", f"FP8 primary weights need precision fp8 (got {self.precision})"
+            )
+        return self
 
     @property
     def tokens_per_step(self) -> int:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 from itertools import pairwise
@@ -220,6 +221,7 @@ def _flash_speed(curve: tuple[float, ...], length: float) -> float:
     return curve[-1]
 
 
+@functools.lru_cache(maxsize=4096)
 def flash_length_factor(family: str, seq_len: float, cp: int = 1, comm: str = "p2p") -> float:
     """The fused attention kernel's speed for this sequence length relative to the causal reference length that
     FLASH_ATTENTION_EFFICIENCY describes.

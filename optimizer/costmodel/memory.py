@@ -36,14 +36,21 @@ def stage_params(
     return dense / c.tp, expert / (c.expert_tp * c.ep), emb / c.tp
 
 
-def state_bytes_per_param(zero_stage: int, shards: int, grad_bytes: int, fp8: bool) -> tuple[float, float, float]:
+def state_bytes_per_param(
+    zero_stage: int, shards: int, grad_bytes: int, fp8: bool, fp8_params: bool = False
+) -> tuple[float, float, float]:
     """(weights, gradients, optimizer) bytes per parameter after ZeRO sharding over `shards` ranks.
 
     bf16 weights 2 B, main grads 4 B (fp32, Megatron) or 2 B, fp32 master + Adam m + v 12 B [Z20 §3.1; MLM
     dist_optimizer.md: 18 B/param plain, 6 + 12/d with the distributed optimizer]. FP8 training keeps an extra
-    1-byte FP8 copy of each weight [TE fp8_primer].
+    1-byte FP8 copy of each weight [TE fp8_primer]. With FP8 primary weights (`fp8_params`, Megatron
+    --fp8-param-gather) there is no bf16 copy: the FP8 weight and the transposed FP8 copy TE keeps for the
+    backward's data-gradient GEMM, 1 + 1 B (TE Float8Tensor rowwise and columnwise data; MXFP8 the same bytes
+    plus a scale per 32) [MLM README 'FP8 Primary Weights'; TE quantized_model_init].
     """
     w = 2.0 + (1.0 if fp8 else 0.0)
+    if fp8_params:
+        w = 2.0
     g = float(grad_bytes)
     o = 12.0
     if zero_stage >= 1:

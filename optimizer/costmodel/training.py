@@ -637,15 +637,17 @@ def _stage_cost(
     # DeepSpeed's BF16_Optimizer keeps its states as ZeRO-1 does, with bf16 grads + the full fp32 accumulation
     # buffer (2 + 4 B) [frameworks: bf16_optimizer].
     state_zero, state_grad = (1, 2 + 4) if ctx.bf16_optimizer else (c.zero_stage, ctx.grad_bytes)
-    wb, gb, ob = state_bytes_per_param(state_zero, dpc, state_grad, ctx.fp8)
-    ewb, egb, eob = state_bytes_per_param(state_zero, edp, state_grad, ctx.fp8)
+    fp8_params = ctx.w.fp8_param_gather
+    wb, gb, ob = state_bytes_per_param(state_zero, dpc, state_grad, ctx.fp8, fp8_params)
+    ewb, egb, eob = state_bytes_per_param(state_zero, edp, state_grad, ctx.fp8, fp8_params)
     dp_t = zero_t = 0.0
     dense_total = dense_p + emb_p
     if dpc > 1 or edp > 1:
         lv_d = net.group_levels(tiers, dpc, tp)
         lv_e = net.group_levels(tiers, edp, c.expert_tp * c.ep)
         g_d, g_e = dense_total * ctx.grad_bytes, expert_p * ctx.grad_bytes
-        p_d, p_e = dense_total * 2, expert_p * 2
+        # Parameters all-gather in bf16, or as FP8 with FP8 primary weights [MLM --fp8-param-gather]
+        p_d, p_e = dense_total * (1 if fp8_params else 2), expert_p * (1 if fp8_params else 2)
 
         def coll(kind: str) -> float:
             f = net.all_reduce if kind == "ar" else net.all_gather

@@ -601,6 +601,11 @@ class TrainingSpace:
             bound: np.ndarray = np.where((ks <= filled[None, :]) & (harmonic > 0), L / harmonic, np.inf)
         return bound
 
+    def _zero_stages(self, stages: tuple[int, ...]) -> tuple[int, ...]:
+        """The framework's ZeRO stages the workload admits: FP8 primary weights need the distributed optimizer or
+        FSDP (validation.check_fp8_param_gather)."""
+        return tuple(z for z in stages if z > 0) if self.w.fp8_param_gather else stages
+
     def _vp_values(self) -> list[int]:
         """Virtual stages searched: the pinned values or the defaults, those the space and framework allow."""
         vps = self.space.pinned_values("vp") or DEFAULT_VP
@@ -613,7 +618,7 @@ class TrainingSpace:
         (pp = 1), then pp >= 2."""
         if 1 in pps and vp == 1:
             # symmetry (labelled): with one stage every schedule is the same computation; 1f1b stands for all
-            yield False, np.array([1], dtype=np.int64), ["1f1b"], self.fw.zero_stages
+            yield False, np.array([1], dtype=np.int64), ["1f1b"], self._zero_stages(self.fw.zero_stages)
         if key.epo and vp == 1:  # Megatron: EP overlap with pp > 1 needs virtual stages
             return
         pv = np.array([p for p in pps if p >= 2 and self._admits(p, vp)], dtype=np.int64)
@@ -623,7 +628,7 @@ class TrainingSpace:
             scheds = ["interleaved-1f1b"] if self._sched_ok("interleaved-1f1b") else []
         else:
             scheds = [x for x in ("1f1b", "zb-h1", "gpipe") if self._sched_ok(x)]
-        yield True, pv, scheds, self.fw.zero_stages_with_pp
+        yield True, pv, scheds, self._zero_stages(self.fw.zero_stages_with_pp)
 
     def _stage_time_bounds(self, t: KeyTerms, pv: np.ndarray, vp: int, multi: bool) -> tuple[np.ndarray, np.ndarray]:
         """(slowest stage, sum of the stages) lower bounds per (pp in pv, dp). The slowest stage is at least the
@@ -676,7 +681,7 @@ class TrainingSpace:
             grad_bytes = 4 if self.w.grad_dtype == "fp32" else 2
 
             def per_param(zero: int, shards: int) -> float:
-                return sum(state_bytes_per_param(zero, shards, grad_bytes, fp8))
+                return sum(state_bytes_per_param(zero, shards, grad_bytes, fp8, self.w.fp8_param_gather))
 
             hit = {
                 zero: np.array(

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from optimizer.cluster_spec import ClusterSpec
 from optimizer.errors import DomainError
 from optimizer.estimate import estimate
-from optimizer.frameworks import FRAMEWORKS, allows, check_model
+from optimizer.frameworks import FRAMEWORKS, allows, check_model, check_workload
 from optimizer.model_spec import ModelSpec
 from optimizer.objectives import objective_name
 from optimizer.parallel_config import ParallelConfig
@@ -507,6 +507,7 @@ def check_pins(ts: TrainingSpace) -> None:
     """Pins that contradict each other, the model or the framework: an error naming both."""
     sp = ts.space
     check_model(ts.fw, ts.model)
+    check_workload(ts.fw, ts.w.fp8_param_gather)
     for knob, knob_pin in sp.pins.items():
         pinned = knob_pin.values or ()
         if pinned and not any(allows(ts.fw, knob, v) for v in pinned):

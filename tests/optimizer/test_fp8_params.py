@@ -1,0 +1,63 @@
+"""FP8 primary weights (Megatron --fp8-param-gather, set by every Megatron-Bridge FP8 recipe): no bf16 weight copy,
+parameters all-gathered in FP8; refused where the framework has no such mode, needs the distributed optimizer."""
+
+from __future__ import annotations
+
+import pytest
+
+from optimizer.cluster_loading import resolve_cluster
+from optimizer.errors import DomainError
+from optimizer.estimate import estimate
+from optimizer.exports import export
+from optimizer.model_loading import resolve_model
+from optimizer.parallel_config import ParallelConfig
+from optimizer.search.planner import plan
+from optimizer.workload import TrainingWorkload
+from optimizer.workload_loading import build_training
+
+
+def _w(**kw: object) -> TrainingWorkload:
+    return build_training(**{"global_batch_size": 64, "seq_len": 8192, "precision": "fp8", **kw})
+
+
+CFG = ParallelConfig(tp=4, pp=4, dp=4, vp=5, mbs=1, schedule="interleaved-1f1b", sequence_parallel=True, zero_stage=1)
+
+
+def test_fp8_primary_weights_hold_two_bytes_and_gather_one() -> None:
+    """TE keeps the FP8 weight and its transposed FP8 copy (2 B) instead of bf16 + FP8 (3 B); the distributed
+    optimizer's parameter all-gather moves 1 B per parameter instead of 2."""
+    model, cluster = resolve_model("llama-3-70b"), resolve_cluster("dgx-h100:8")
+    plain = estimate(model, cluster, _w(), CFG)
+    fp8p = estimate(model, cluster, _w(fp8_param_gather=True), CFG)
+    a, b = plain.stages[1].memory_gb, fp8p.stages[1].memory_gb
+    assert b.weights == pytest.approx(a.weights * 2 / 3)
+    assert b.gradients == pytest.approx(a.gradients) and b.optimizer == pytest.approx(a.optimizer)
+    assert fp8p.breakdown.dp_comm < plain.breakdown.dp_comm
+
+
+@pytest.mark.parametrize(
+    ("fields", "config", "field", "words"),
+    [
+        ({"precision": "bf16", "fp8_param_gather": True}, CFG, "workload.fp8_param_gather", "need precision fp8"),
+        ({"fp8_param_gather": True, "framework": "torchtitan"}, CFG, "workload.fp8_param_gather", "torchtitan"),
+        ({"fp8_param_gather": True}, CFG.model_copy(update={"zero_stage": 0}), "config.zero_stage", "distributed"),
+    ],
+)
+def test_fp8_param_gather_rules(fields: dict[str, object], config: ParallelConfig, field: str, words: str) -> None:
+    model, cluster = resolve_model("llama-3-70b"), resolve_cluster("dgx-h100:8")
+    with pytest.raises(DomainError) as exc:  # the workload itself, or the estimate
+        estimate(model, cluster, _w(**fields), config)
+    assert exc.value.field == field and words in exc.value.rule
+
+
+def test_planner_and_export_keep_fp8_primary_weights() -> None:
+    """The search runs only the distributed optimizer or FSDP with FP8 primary weights, and the Megatron export
+    carries the flag; exporting the plan to torchtitan names the knob."""
+    model, cluster = resolve_model("llama-3-8b"), resolve_cluster("dgx-h100:1")
+    w = TrainingWorkload(global_batch_size=64, seq_len=4096, precision="fp8", fp8_param_gather=True)
+    r = plan(model, cluster, w, time_limit_s=30, top_k=1)
+    assert r.plan is not None and r.plan.config.zero_stage >= 1
+    assert "--fp8-param-gather" in export("megatron", model, w, r.plan.config).content
+    with pytest.raises(DomainError) as exc:
+        export("torchtitan", model, w, r.plan.config)
+    assert exc.value.field == "export.fp8_param_gather"
