@@ -141,6 +141,15 @@ def estimate(
     ep_comm_overlap: Annotated[
         bool, typer.Option("--ep-comm-overlap", help="Overlap the EP all-to-all across micro-batches (Megatron).")
     ] = False,
+    offload_layers: Annotated[
+        int,
+        typer.Option(
+            "--offload-layers",
+            min=0,
+            help="Training: layers whose activations go to host memory (Megatron --cpu-offloading-num-layers; "
+            "pp 1, no recompute).",
+        ),
+    ] = 0,
     redundant_experts: Annotated[
         int,
         typer.Option(
@@ -203,6 +212,7 @@ def estimate(
             tp_comm_overlap=tp_comm_overlap,
             ep_comm_overlap=ep_comm_overlap,
             redundant_experts=redundant_experts,
+            offload_layers=offload_layers,
             overlap_grad_reduce=not no_grad_overlap,
         )
         result = run_estimate(spec, clus, work, config)

@@ -215,6 +215,8 @@ def _megatron(model: ModelSpec, w: TrainingWorkload, c: ParallelConfig, layers: 
         pairs.append(("--recompute-granularity", "selective"))
         if c.recompute_modules is not None:  # TransformerConfig.recompute_modules, nargs '+'
             pairs.append(("--recompute-modules", " ".join(c.recompute_modules)))
+    if c.offload_layers:  # > 0 turns cpu_offloading on (arguments.py; cpu_offloading itself has no flag)
+        pairs.append(("--cpu-offloading-num-layers", c.offload_layers))
     if w.precision == "fp8":
         pairs += [("--bf16", None), ("--fp8-format", "hybrid")]
         if w.fp8_param_gather:

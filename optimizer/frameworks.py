@@ -98,6 +98,8 @@ class Framework:
     selective_recompute: Literal["modules", "every_other_matmul"]
     """What recompute=selective keeps: "modules" drops what its recompute modules discard (Megatron's list);
     "every_other_matmul" is torchtitan's per-op policy (optimizer/costmodel/op_sac.py)."""
+    activation_offload: bool
+    """Offloads the activations of whole layers to host memory (ParallelConfig.offload_layers)."""
     fp8_param_gather: bool
     """Keeps FP8 primary weights and all-gathers them in FP8 (TrainingWorkload.fp8_param_gather)."""
     tp_overlap_share: float
@@ -144,11 +146,18 @@ MEGATRON = Framework(
     fp8_output_layer=False,
     mtp=True,
     selective_recompute="modules",
+    activation_offload=True,
     fp8_param_gather=True,
     tp_overlap_share=1.0,
     logit_bytes=LOGIT_BYTES,
     expert_gemm_streams=4,
     sources=(
+        (
+            "offload_layers",
+            "--cpu-offloading-num-layers N, which turns cpu_offloading on (arguments.py; TE "
+            "get_cpu_offload_context): the first N layers' activations to host memory; pp = 1, no recompute, "
+            "N < layers (transformer_config.py __post_init__)",
+        ),
         (
             "fp8_param_gather",
             "--fp8-param-gather (TE quantized_model_init): FP8 primary weights, all-gathered in FP8; "
@@ -268,6 +277,7 @@ DEEPSPEED = Framework(
     fp8_output_layer=False,
     mtp=False,
     selective_recompute="modules",
+    activation_offload=False,
     fp8_param_gather=False,
     tp_overlap_share=1.0,
     logit_bytes=LOGIT_BYTES,
@@ -292,6 +302,11 @@ DEEPSPEED = Framework(
         ("ep", "deepspeed/moe ep_size"),
         ("mtp", "no multi-token prediction module in DeepSpeed or Megatron-DeepSpeed"),
         ("fp8_param_gather", "no FP8 primary weights in DeepSpeed's ZeRO or Megatron-DeepSpeed"),
+        (
+            "offload_layers",
+            "activation_checkpointing.cpu_checkpointing moves the checkpoints of full recompute, not a layer's "
+            "activations",
+        ),
         (
             "expert_gemm",
             "deepspeed/moe/experts.py Experts.forward: a Python loop calls each local expert's MLP in turn on its "
@@ -358,6 +373,7 @@ TORCHTITAN = Framework(
     fp8_output_layer=True,
     mtp=False,
     selective_recompute="every_other_matmul",
+    activation_offload=False,
     fp8_param_gather=False,
     tp_overlap_share=TORCHTITAN_ASYNC_TP_SHARE,
     logit_bytes=UNFUSED_LOGIT_BYTES,
@@ -383,6 +399,7 @@ TORCHTITAN = Framework(
             "hide under the steps; no all-to-all head split",
         ),
         ("mtp", "torchtitan's DeepSeek-V3 model trains without its multi-token prediction module"),
+        ("offload_layers", "no activation offloading to host memory in torchtitan's trainer"),
         (
             "fp8_param_gather",
             "quantize.linear.float8.enable_fsdp_float8_all_gather casts the gathered weights to FP8, but the "
@@ -461,6 +478,7 @@ def unsupported_knob(fw: Framework, c: ParallelConfig) -> tuple[str, str] | None
         (c.ep_comm_overlap and not fw.ep_comm_overlap, "ep_comm_overlap", "ep_comm_overlap=true"),
         (c.sequence_parallel and not fw.sequence_parallel, "sp", "sp=true"),
         (c.recompute not in fw.recomputes, "recompute", f"recompute={c.recompute}"),
+        (c.offload_layers > 0 and not fw.activation_offload, "offload_layers", f"offload_layers={c.offload_layers}"),
         (
             c.recompute_modules is not None and not fw.recompute_modules,
             "recompute_modules",
@@ -535,6 +553,8 @@ def allows(fw: Framework, knob: str, value: object) -> bool:
     flags = {"cp": fw.context_parallel, "ep": fw.expert_parallel, "vp": fw.virtual_stages}
     if knob in flags:
         return flags[knob] or value == 1
+    if knob == "offload_layers":
+        return fw.activation_offload or value == 0
     if knob == "tp_comm_overlap":
         return fw.tp_comm_overlap or value is False
     if knob == "ep_comm_overlap":

@@ -40,6 +40,12 @@ class GPUSpec(BaseModel):
     )
     scaleup_domain: int = Field(default=1, ge=1, le=100_000, description="GPUs in one scale-up domain.")
     pcie_gen: int = Field(default=4, ge=3, le=7, description="PCIe generation of the host link.")
+    host_gbytes_per_s: float | None = Field(
+        default=None,
+        gt=0,
+        le=10_000,
+        description="GPU <-> host memory bandwidth per direction, GB/s, when it is not the PCIe link (NVLink-C2C).",
+    )
     sm_count: int = Field(
         default=108,
         ge=1,
@@ -208,6 +214,8 @@ BUILTIN_GPUS: dict[str, GPUSpec] = {
             scaleup_gbytes_per_s=900,
             scaleup_domain=72,
             pcie_gen=5,
+            # NVLink-C2C to the Grace CPU: 900 GB/s bidirectional per link [TE docs cpu_offloading.rst]
+            host_gbytes_per_s=450,
             mamf_fraction=0.73,
             source="ST; NV GB200 NVL72",
         ),

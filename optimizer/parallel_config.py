@@ -70,6 +70,14 @@ class ParallelConfig(BaseModel):
         description="Overlap the EP all-to-all with another micro-batch's compute (Megatron "
         "--overlap-moe-expert-parallel-comm; needs ep > 1, no full recompute, vp > 1 when pp > 1).",
     )
+    offload_layers: int = Field(
+        default=0,
+        ge=0,
+        le=100_000,
+        description="Training: transformer layers whose activations go to host memory during the forward and come "
+        "back for the backward (Megatron --cpu-offloading --cpu-offloading-num-layers, Transformer Engine's CPU "
+        "offload); needs pp = 1 and no recompute.",
+    )
     redundant_experts: int = Field(
         default=0,
         ge=0,

@@ -241,6 +241,27 @@ def assign_pools(cluster: ClusterSpec, c: ParallelConfig) -> list[NodePool]:
     return pools
 
 
+def check_offload(model: ModelSpec, config: ParallelConfig, training: bool) -> None:
+    """Activation offloading as Megatron admits it [MLM transformer_config.py __post_init__: 'Currently there is no
+    support for Pipeline parallelism with CPU offloading', 'CPU offloading does not work when activation
+    recomputation is enabled', 'CPU offloading can be done only for layers less than num_layers']."""
+    k = config.offload_layers
+    if not k:
+        return
+    if not training:
+        raise DomainError("config.offload_layers", "activation offloading is a training knob")
+    if config.pp > 1:
+        raise DomainError("config.offload_layers", f"activation offloading needs pp = 1 (got pp={config.pp})")
+    if config.recompute != "none":
+        raise DomainError(
+            "config.offload_layers", f"activation offloading cannot run with recompute={config.recompute}"
+        )
+    if k >= model.num_layers:
+        raise DomainError(
+            "config.offload_layers", f"offload_layers={k} must be below the model's {model.num_layers} layers"
+        )
+
+
 def check_fp8_param_gather(workload: TrainingWorkload, config: ParallelConfig) -> None:
     """FP8 primary weights are gathered by the distributed optimizer or FSDP [MLM arguments.py: '--fp8-param-gather
     only supported with distributed optimizer, torch fsdp2, megatron fsdp']."""
@@ -262,6 +283,7 @@ def validate(
     training = isinstance(workload, TrainingWorkload)
     _check_tp(model, config, training)
     _check_recompute_modules(model, config)
+    check_offload(model, config, training)
     fw: Framework | None = None
     if training:
         assert isinstance(workload, TrainingWorkload)

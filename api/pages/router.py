@@ -219,6 +219,7 @@ CONFIG_ROWS = [
     ("sequence parallel", "sequence_parallel"),
     ("ZeRO stage", "zero_stage"),
     ("recompute", "recompute"),
+    ("layers with activations offloaded to host", "offload_layers"),
     ("layers per stage", "layers_per_stage"),
     ("pools per stage", "stage_pools"),
 ]

@@ -44,6 +44,7 @@ class StepBreakdown(BaseModel):
     cp_comm: float = 0.0
     ep_comm: float = 0.0
     pp_comm: float = 0.0
+    offload: float = 0.0
     bubble: float = 0.0
     dp_comm: float = 0.0
     zero_gather: float = 0.0

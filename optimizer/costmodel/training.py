@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from optimizer.cluster_spec import ClusterSpec, NodePool
+from optimizer.cluster_spec import PCIE_GBYTES_PER_S, ClusterSpec, NodePool
 from optimizer.costmodel import network as net
 from optimizer.costmodel.compute import (
     LayerFlops,
@@ -23,6 +23,7 @@ from optimizer.costmodel.constants import (
     FLASH_ATTENTION_EFFICIENCY,
     FLASH_ATTENTION_EFFICIENCY_DEFAULT,
     OVERLAP_COMPUTE_SLOWDOWN,
+    PCIE_EFFICIENCY,
 )
 from optimizer.costmodel.memory import (
     LOGIT_BYTES,
@@ -173,6 +174,7 @@ class CostContext:
             c.overlap_grad_reduce,
             c.recompute,
             c.recompute_modules,
+            c.offload_layers,
             c.pp > 1,
             self.m,
         )
@@ -477,6 +479,14 @@ class CostContext:
         return rc
 
 
+def host_gbytes_per_s(gpu: GPUSpec) -> float:
+    """GPU <-> host memory bandwidth per direction: the GPU's own host link (NVLink-C2C), else its PCIe
+    generation at the copy efficiency measured for PCIe [cluster_spec PCIE_GBYTES_PER_S; constants]."""
+    if gpu.host_gbytes_per_s:
+        return gpu.host_gbytes_per_s
+    return PCIE_GBYTES_PER_S[gpu.pcie_gen] * PCIE_EFFICIENCY
+
+
 def tp_in_nvlink_domain(levels: tuple[net.Level, ...]) -> bool:
     """Whether a TP group's levels are one NVLink domain (no PCIe, no NIC between its members)."""
     return len(levels) == 1 and levels[0].name == "nvlink"
@@ -572,6 +582,7 @@ def _stage_cost(
         "cp_comm": 0.0,
         "ep_comm": 0.0,
         "pp_comm": 0.0,
+        "offload": 0.0,
     }
     fwd = bwd = wgrad = tp_fwd = 0.0
     for count, is_moe in ((dense_layers, False), (moe_layers, True)):
@@ -689,6 +700,18 @@ def _stage_cost(
     act_layer_d = ctx.activation_per_layer(False)
     act_layer_m = ctx.activation_per_layer(True) if moe_layers else 0.0
     acts = dense_layers * act_layer_d + moe_layers * act_layer_m
+    if c.offload_layers and layers:
+        # The first offload_layers layers' activations go to host memory while the forward runs on and come back
+        # under the backward; at most layers - offload_layers layers' sets stay on the GPU [TE cpu_offloading.rst
+        # 'Default Offloading Scheduling'; Megatron --cpu-offloading-num-layers]. The copies use the copy engines;
+        # what the pass's compute cannot cover is exposed.
+        moved = acts * c.offload_layers / layers
+        acts -= moved
+        copy = moved / (host_gbytes_per_s(gpu) * 1e9)
+        off_f, off_b = max(0.0, copy - fwd), max(0.0, copy - bwd)
+        parts["offload"] += off_f + off_b
+        fwd += off_f
+        bwd += off_b
     sbh = tokens * model.hidden_size
     if first:  # embedding output (+ dropout mask) per micro-batch in flight [MLM theoretical_memory_usage.py]
         acts += sbh * (3 if model.dropout else 2) / (tp if c.sequence_parallel else 1)
@@ -775,6 +798,7 @@ def estimate_training(
     bd.zero_gather = stages[crit].zero
     bd.optimizer = stages[crit].opt
     accounted = bd.forward + bd.backward + bd.recompute + bd.tp_comm + bd.cp_comm + bd.ep_comm + bd.pp_comm
+    accounted += bd.offload
     bd.bubble = max(0.0, step - accounted - bd.dp_comm - bd.zero_gather - bd.optimizer)
 
     tokens = w.global_batch_size * w.seq_len

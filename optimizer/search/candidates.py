@@ -57,6 +57,8 @@ class LayerKey:
     """With selective recompute: Megatron's recompute modules (None = its default, the attention core)."""
     cpc: CpComm = "p2p"
     """How context-parallel attention communicates (ParallelConfig.cp_comm)."""
+    off: int = 0
+    """Layers whose activations are offloaded to host memory (ParallelConfig.offload_layers)."""
 
 
 def layer_work(ctx: CostContext, pool: NodePool, n_dense: int, n_moe: int) -> float:
@@ -337,7 +339,10 @@ class TrainingSpace:
                                 for rc, mods in self._recompute_values():
                                     for etp in self.etp_values(tp, ep):
                                         for epo in self._epo_values(ep, rc):
-                                            keys.append(LayerKey(tp, cp, ep, mbs, sp_, tpo, rc, etp, epo, mods, cpc))
+                                            for off in self._offload_values(rc):
+                                                keys.append(
+                                                    LayerKey(tp, cp, ep, mbs, sp_, tpo, rc, etp, epo, mods, cpc, off)
+                                                )
         return keys
 
     def _cp_comm_values(self, cp: int, tp: int) -> tuple[CpComm, ...]:
@@ -372,6 +377,16 @@ class TrainingSpace:
             return (False,) if self.space.allows("tp_comm_overlap", False) else ()
         pinned = self.space.pinned_values("tp_comm_overlap")
         return tuple(pinned) if pinned is not None else (True,)
+
+    def _offload_values(self, rc: str) -> tuple[int, ...]:
+        """Declared-space restriction (labelled): activation offloading is searched only when pinned (each value
+        is one more set of keys, and it runs only at pp = 1 without recompute), where the framework runs it and
+        below the model's layer count."""
+        pinned = self.space.pinned_values("offload_layers")
+        if pinned is None:
+            return (0,)
+        ok = rc == "none" and self.fw.activation_offload
+        return tuple(int(k) for k in pinned if not k or (ok and int(k) < self.model.num_layers))
 
     def _epo_values(self, ep: int, rc: str) -> tuple[bool, ...]:
         """Declared-space restriction (labelled): EP all-to-all overlap is searched only when pinned (it trades
@@ -434,6 +449,7 @@ class TrainingSpace:
                 ep_comm_overlap=key.epo,
                 recompute=key.recompute,
                 recompute_modules=key.rc_modules,
+                offload_layers=key.off,
             )
             ctx = CostContext(self.model, self.cluster, self.w, probe, 1, self.dense_memo, self.pool_facts)
             hit = (ctx, {p.name: layer_work(ctx, p, self.n_dense, self.n_moe) for p in self.pools})
@@ -513,6 +529,9 @@ class TrainingSpace:
             if self.n_moe
             else 0.0
         )
+        # Offloaded layers' activations live in host memory: per layer on average (costmodel/training.py)
+        kept = 1 - key.off / model.num_layers
+        act_dense, act_moe = act_dense * kept, act_moe * kept
         # Parameters one model-parallel rank group holds in all (split by TP; experts by TP x EP).
         shared_moe = model.moe_layer_params - model.moe_expert_params_per_layer
         dense_params = (self.n_dense * model.dense_layer_params + self.n_moe * shared_moe) / key.tp
@@ -620,6 +639,8 @@ class TrainingSpace:
             # symmetry (labelled): with one stage every schedule is the same computation; 1f1b stands for all
             yield False, np.array([1], dtype=np.int64), ["1f1b"], self._zero_stages(self.fw.zero_stages)
         if key.epo and vp == 1:  # Megatron: EP overlap with pp > 1 needs virtual stages
+            return
+        if key.off:  # activation offloading runs at pp = 1 only (validation.check_offload)
             return
         pv = np.array([p for p in pps if p >= 2 and self._admits(p, vp)], dtype=np.int64)
         if not len(pv):
@@ -749,6 +770,7 @@ class TrainingSpace:
             zero_stage=zero,
             recompute=k.recompute,
             recompute_modules=k.rc_modules,
+            offload_layers=k.off,
         )
         m = self.w.global_batch_size // (dp * k.mbs)
         return Candidate(float(batch.lbs[index]), int(batch.gpus[index]), cfg, m)

@@ -11,7 +11,7 @@ from optimizer.errors import DomainError
 from optimizer.parallel_config import CP_COMMS, RECOMPUTES, SCHEDULES
 from optimizer.recompute_modules import RECOMPUTE_MODULES, normalise
 
-INT_KNOBS = ("tp", "pp", "dp", "cp", "ep", "etp", "vp", "mbs", "zero")
+INT_KNOBS = ("tp", "pp", "dp", "cp", "ep", "etp", "vp", "mbs", "zero", "offload_layers")
 KNOBS = (
     *INT_KNOBS,
     "schedule",
@@ -75,8 +75,9 @@ _BOOL = {"true": True, "1": True, "yes": True, "on": True, "false": False, "0": 
 
 def _convert(knob: str, raw: str) -> Any:
     if knob in INT_KNOBS:
-        if not (raw.isascii() and raw.isdigit()) or len(raw) > 9 or int(raw) < (0 if knob == "zero" else 1):
-            rule = "a non-negative integer" if knob == "zero" else "a positive integer"
+        zero_ok = knob in ("zero", "offload_layers")
+        if not (raw.isascii() and raw.isdigit()) or len(raw) > 9 or int(raw) < (0 if zero_ok else 1):
+            rule = "a non-negative integer" if zero_ok else "a positive integer"
             shown = raw if len(raw) <= 20 else f"{raw[:20]}... ({len(raw)} characters)"
             raise DomainError(f"pin.{knob}", f"must be {rule} below 10^9 (got {shown!r})")
         if knob == "zero" and int(raw) > 3:
