@@ -175,6 +175,14 @@ def wave_utilization(gpu: GPUSpec, rows: float, cols: float, groups: float = 1.0
     return tiles / (waves * gpu.sm_count)
 
 
+# GEMM_SIZE_CURVE's segments as (upper x, log x0, 1 / (log x1 - log x0), y0, y1 - y0): size_factor runs for every
+# layer of every candidate the search prices.
+_SIZE_SEGMENTS = tuple(
+    (x1, math.log(x0), 1.0 / (math.log(x1) - math.log(x0)), y0, y1 - y0)
+    for (x0, y0), (x1, y1) in pairwise(GEMM_SIZE_CURVE)
+)
+
+
 def size_factor(flops: float) -> float:
     """Log-linear interpolation of GEMM_SIZE_CURVE."""
     curve = GEMM_SIZE_CURVE
@@ -183,10 +191,9 @@ def size_factor(flops: float) -> float:
     if flops <= curve[0][0]:
         return curve[0][1]
     lf = math.log(flops)
-    for (x0, y0), (x1, y1) in pairwise(curve):
+    for x1, l0, inv, y0, dy in _SIZE_SEGMENTS:
         if flops <= x1:
-            t = (lf - math.log(x0)) / (math.log(x1) - math.log(x0))
-            return y0 + t * (y1 - y0)
+            return y0 + (lf - l0) * inv * dy
     return curve[-1][1]
 
 

@@ -242,6 +242,7 @@ class TrainingSpace:
         self.n_moe = model.num_moe_layers
         self.n_dense = model.num_layers - self.n_moe
         self._probes: dict[LayerKey, tuple[CostContext, dict[str, float]]] = {}
+        self._sync_memo: dict[tuple[tuple[net.Level, ...], float, float], float] = {}  # _tail_bound collectives
         self.dense_memo: dict[tuple[object, ...], LayerCost] = {}
         self.pool_facts = PoolFacts()  # the cluster's per-pool GPU, tiers and reserve, shared by every context
         self._stage_caches: dict[tuple[object, ...], dict[tuple[bool, bool, int, int, str, str | None], StageCost]] = {}
@@ -584,11 +585,16 @@ class TrainingSpace:
         ctx, _ = self._probe(key)
         g = min(2.0, float(ctx.grad_bytes))  # DeepSpeed's bf16 optimizer all-reduces 2-byte gradients
 
+        memo = self._sync_memo
+
         def sync(levels: tuple[net.Level, ...], params: float) -> float:
-            return min(
-                net.all_reduce(levels, params * g),
-                net.all_gather(levels, params * g) + net.all_gather(levels, params * 2),
-            )
+            hit = memo.get((levels, params, g))
+            if hit is None:
+                hit = memo[(levels, params, g)] = min(
+                    net.all_reduce(levels, params * g),
+                    net.all_gather(levels, params * g) + net.all_gather(levels, params * 2),
+                )
+            return hit
 
         out = np.zeros(len(dps))
         for j, d in enumerate(dps):
