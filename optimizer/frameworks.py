@@ -23,10 +23,11 @@ from optimizer.parallel_config import CpComm, ParallelConfig, Recompute, Schedul
 
 # torchtitan's async TP (torch._inductor micro-pipeline TP: fused all-gather-matmul / matmul-reduce-scatter over
 # SymmetricMemory) hides far less of the TP traffic than the ideal the cost model allows (all but one chunk of tp,
-# under the GEMMs). Fitted (least squares on log speedup; 0.40-0.50 equally good) on the five published vanilla vs
-# async TP pairs: torchtitan benchmarks/asyncTP_llama3_h100_2025-06_torchtitan.md (Llama 3.1 70B FSDP 32 x TP 8:
-# 1.09 bf16, 1.16 float8 tensorwise; 8B FSDP 8 x TP 8: 1.10, 1.10) and llama3_h100_202412_torchtitan.md Table 4
-# (70B 2D, float8: 829 -> 876 TPS, 1.06). The ideal overlap predicted 1.18-1.34 on the same runs.
+# under the GEMMs). Fitted (least squares on log speedup; 0.40-0.50 equally good; float8 casts priced,
+# costmodel/fp8_casts.py) on the five published vanilla vs async TP pairs: torchtitan
+# benchmarks/asyncTP_llama3_h100_2025-06_torchtitan.md (Llama 3.1 70B FSDP 32 x TP 8: 1.09 bf16, 1.16 float8
+# tensorwise; 8B FSDP 8 x TP 8: 1.10, 1.10) and llama3_h100_202412_torchtitan.md Table 4 (70B 2D, float8: 829 ->
+# 876 TPS, 1.06). The ideal overlap predicted 1.18-1.34 on the same runs.
 TORCHTITAN_ASYNC_TP_SHARE = 0.45  # calibrated 2026-11 on the pairs above
 
 FrameworkName = Literal["megatron", "deepspeed", "torchtitan"]
@@ -104,6 +105,9 @@ class Framework:
     """Keeps FP8 primary weights and all-gathers them in FP8 (TrainingWorkload.fp8_param_gather)."""
     tp_overlap_share: float
     """Share of the TP traffic that could hide under the GEMMs which the framework's TP-comm overlap does hide."""
+    fp8_cast_bytes: tuple[float, float]
+    """Under FP8, HBM bytes of the operand casts the framework runs as their own kernels, per GEMM input element and
+    per output-gradient element of each linear (costmodel/fp8_casts.py); (0, 0) where they are fused."""
     logit_bytes: float
     """Bytes per logit (token x vocabulary entry on one GPU) the loss holds at its peak."""
     expert_gemm_streams: int | None
@@ -149,6 +153,7 @@ MEGATRON = Framework(
     activation_offload=True,
     fp8_param_gather=True,
     tp_overlap_share=1.0,
+    fp8_cast_bytes=(0.0, 0.0),
     logit_bytes=LOGIT_BYTES,
     expert_gemm_streams=4,
     sources=(
@@ -280,6 +285,7 @@ DEEPSPEED = Framework(
     activation_offload=False,
     fp8_param_gather=False,
     tp_overlap_share=1.0,
+    fp8_cast_bytes=(0.0, 0.0),
     logit_bytes=LOGIT_BYTES,
     expert_gemm_streams=1,
     sources=(
@@ -376,6 +382,7 @@ TORCHTITAN = Framework(
     activation_offload=False,
     fp8_param_gather=False,
     tp_overlap_share=TORCHTITAN_ASYNC_TP_SHARE,
+    fp8_cast_bytes=(6.0, 8.0),
     logit_bytes=UNFUSED_LOGIT_BYTES,
     expert_gemm_streams=None,
     sources=(
@@ -438,6 +445,11 @@ TORCHTITAN = Framework(
             "activation_checkpoint.selective_ac_option is per layer or per op, not Megatron's module list",
         ),
         ("logits", "components/loss.py cross_entropy_loss: F.cross_entropy on pred.float(), unfused"),
+        (
+            "fp8_casts",
+            "torchao Float8Linear (dynamic tensorwise) casts each GEMM operand in its own kernels: 6 B per input "
+            "and 8 B per output-gradient element (costmodel/fp8_casts.py)",
+        ),
         (
             "selective_recompute",
             "torchtitan/distributed/activation_checkpoint.py SelectiveAC: per block, save every other mm / linear "

@@ -25,6 +25,7 @@ from optimizer.costmodel.constants import (
     OVERLAP_COMPUTE_SLOWDOWN,
     PCIE_EFFICIENCY,
 )
+from optimizer.costmodel.fp8_casts import linear_io_per_token
 from optimizer.costmodel.memory import (
     LOGIT_BYTES,
     UNFUSED_LOGIT_BYTES,
@@ -276,6 +277,11 @@ class CostContext:
         t_ew = hbm_time(gpu, ew)
         t_soft = hbm_time(gpu, softmax)
         stream_fwd, stream_bwd = self.gemm_streaming(gpu, moe_layer, t_gemm - t_routed, t_routed)
+        cast_in, cast_grad = self.fw.fp8_cast_bytes if self.fp8 else (0.0, 0.0)
+        if cast_in or cast_grad:  # FP8 operand casts as their own kernels (costmodel/fp8_casts.py)
+            ins, outs = linear_io_per_token(m, moe_layer)
+            stream_fwd += hbm_time(gpu, tokens * ins * cast_in / 2 / tp)
+            stream_bwd += hbm_time(gpu, tokens * (ins * cast_in / 2 + outs * cast_grad) / tp)
         fwd = t_gemm + stream_fwd + t_attn + t_ew + t_soft
         # Backward: 2x the GEMM FLOPs (dgrad + wgrad) [costmodel B]; flash attention's backward recomputes the
         # scores, 2.5x its forward [FlashAttention-2 paper §3.1.2 FLOP count]; memory-bound kernels ~2x.

@@ -151,7 +151,9 @@ def test_fused_loss_overrides_the_framework_default() -> None:
 def test_async_tp_speedup_as_published(
     label: str, model_name: str, nodes: int, gbs: int, precision: str, vanilla_tps: float, async_tps: float
 ) -> None:
-    """torchtitan's async TP gains 6-16% on these runs; the ideal overlap predicted 18-34%."""
+    """torchtitan's async TP gains 6-16% on these runs; the ideal overlap predicted 18-34%. The same 70B float8
+    configuration measured 1.06 (Dec 2024) and 1.16 (Jun 2025): one model value sits at best 0.05 from each, so
+    the tolerance is 0.07."""
     m = resolve_model(model_name)
     w = TrainingWorkload(global_batch_size=gbs, seq_len=8192, precision=precision, framework="torchtitan")
     rc = "full" if model_name == "llama-3-70b" else "selective"
@@ -160,4 +162,52 @@ def test_async_tp_speedup_as_published(
     vanilla = estimate(m, cluster, w, ParallelConfig(**base)).step_time_s
     overlap = estimate(m, cluster, w, ParallelConfig(**base, tp_comm_overlap=True)).step_time_s
     predicted, measured = vanilla / overlap, async_tps / vanilla_tps
-    assert abs(predicted - measured) <= 0.06, f"{label}: predicted {predicted:.3f}, measured {measured:.3f}"
+    assert abs(predicted - measured) <= 0.07, f"{label}: predicted {predicted:.3f}, measured {measured:.3f}"
+
+
+@pytest.mark.parametrize(
+    ("label", "model_name", "nodes", "gbs", "base", "bf16_tps", "fp8_tps"),
+    [
+        # llama3_h100_202412_torchtitan.md Tables 1 and 3: FSDP + torch.compile, then + Float8; local batch 2
+        ("8B FSDP 8", "llama-3-8b", 1, 16, {"dp": 8, "recompute": "selective", "mbs": 2}, 6667.0, 8532.0),
+        ("8B FSDP 128", "llama-3-8b", 16, 256, {"dp": 128, "recompute": "selective", "mbs": 2}, 6514.0, 8380.0),
+        # asyncTP_llama3_h100_2025-06_torchtitan.md, vanilla TP rows: bfloat16 vs float8 tensorwise
+        (
+            "70B FSDP 32 x TP 8",
+            "llama-3-70b",
+            32,
+            512,
+            {"tp": 8, "dp": 32, "recompute": "full", "mbs": 16},
+            597.3,
+            809.8,
+        ),
+        (
+            "8B FSDP 8 x TP 8",
+            "llama-3-8b",
+            8,
+            96,
+            {"tp": 8, "dp": 8, "recompute": "selective", "mbs": 12},
+            4378.0,
+            5078.1,
+        ),
+    ],
+)
+def test_float8_speedup_as_published(
+    label: str, model_name: str, nodes: int, gbs: int, base: dict[str, object], bf16_tps: float, fp8_tps: float
+) -> None:
+    """torchao's float8 gains 16-36% on these runs; without pricing its operand casts the model predicted 29-48%
+    (the casts weigh more against the GEMMs of the smaller model)."""
+    m = resolve_model(model_name)
+    cluster = _grand_teton(nodes)
+    cfg = ParallelConfig(zero_stage=3, sequence_parallel=base.get("tp", 1) != 1, **base)  # type: ignore[arg-type]
+    t = {
+        prec: estimate(
+            m,
+            cluster,
+            TrainingWorkload(global_batch_size=gbs, seq_len=8192, precision=prec, framework="torchtitan"),
+            cfg,
+        ).step_time_s
+        for prec in ("bf16", "fp8")
+    }
+    predicted, measured = t["bf16"] / t["fp8"], fp8_tps / bf16_tps
+    assert abs(predicted - measured) <= 0.07, f"{label}: predicted {predicted:.3f}, measured {measured:.3f}"
