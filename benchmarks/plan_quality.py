@@ -36,7 +36,7 @@ def _published(s: Scenario, w: TrainingWorkload) -> tuple[str, float | None]:
         for rc in [str(p["recompute"])] if "recompute" in p else ["none", "selective", "full"]:
             for sp in (True, False):
                 cfg_fields: dict[str, object] = {
-                    k: v for k, v in p.items() if k not in ("vp", "recompute", "recompute_modules")
+                    k: v for k, v in p.items() if k not in ("vp", "recompute", "recompute_modules", "layers_per_stage")
                 }
                 if "recompute_modules" in p:
                     cfg_fields["recompute_modules"] = tuple(str(p["recompute_modules"]).split(","))
@@ -44,6 +44,8 @@ def _published(s: Scenario, w: TrainingWorkload) -> tuple[str, float | None]:
                 per_stage = (
                     [sum(chunks) for chunks in layout_chunks(str(layout), int(p["pp"]))]
                     if layout
+                    else [int(x) for x in str(p["layers_per_stage"]).split(",")]
+                    if "layers_per_stage" in p
                     else _even(model.num_layers, int(p.get("pp", 1)), vp)
                 )
                 try:

@@ -23,6 +23,8 @@ PUBLISHED = {
     "mixtral-8x7b": 46.7,
     "deepseek-v3": 671.0,
     "nemotron-4-340b": 341.0,
+    "qwen3-30b-a3b": 30.5,  # Qwen3 model cards: 30.5B total, 3.3B activated
+    "qwen3-235b-a22b": 235.0,  # 235B total, 22B activated
 }
 
 
@@ -40,6 +42,8 @@ def test_moe_active_parameters() -> None:
     assert load_model_preset("mixtral-8x7b").num_active_parameters / 1e9 == pytest.approx(12.9, rel=0.01)
     assert load_model_preset("deepseek-v3").num_active_parameters / 1e9 == pytest.approx(37.0, rel=0.02)
     assert load_model_preset("deepseek-v3").num_moe_layers == 58
+    assert load_model_preset("qwen3-30b-a3b").num_active_parameters / 1e9 == pytest.approx(3.3, rel=0.02)
+    assert load_model_preset("qwen3-235b-a22b").num_active_parameters / 1e9 == pytest.approx(22.0, rel=0.02)
 
 
 HF_CONFIGS = {
