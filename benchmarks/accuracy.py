@@ -40,7 +40,7 @@ def report() -> tuple[Table, str]:
     )
     median, worst = summary(cases)
     assumptions = sorted({a for c in cases for a in c.assumptions})
-    memory = [c for c in cases if c.metric.startswith("peak_allocated_gb")]
+    memory = [c for c in cases if c.metric.startswith(("peak_allocated_gb", "peak_reserved_gb"))]
     moe = [c for c in cases if c.group.endswith("_moe")]
     lines = [
         f"records scored: {len(cases)}; median |error| {median:.1%} (target <= 10%); max |error| {worst:.1%} "

@@ -16,6 +16,7 @@ from typing import Any
 from optimizer.calibration_fit import FitPoint
 from optimizer.cluster_loading import build_cluster
 from optimizer.cluster_spec import ClusterSpec
+from optimizer.costmodel.constants import CUDA_CONTEXT_BYTES
 from optimizer.costmodel.result import Estimate
 from optimizer.costmodel.training import CostContext
 from optimizer.errors import DomainError
@@ -92,9 +93,12 @@ def _cluster(rec: Record) -> ClusterSpec:
     # that states its NICs (nics_per_node, nic_gbits) overrides both.
     nics = int(rec["cluster"].get("nics_per_node") or 8)
     gbits = float(rec["cluster"].get("nic_gbits") or (200 if a100 else 400))
+    # A GPU outside the catalog comes with the record, as its source describes it.
+    spec = rec["cluster"].get("gpu_spec")
     return build_cluster(
         {
             "name": rec["id"],
+            "gpu_types": [spec] if spec else [],
             "pools": [
                 {
                     "name": "p",
@@ -323,6 +327,19 @@ def _peak_memory(rec: Record, model: ModelSpec, cluster: ClusterSpec) -> Calibra
         raise DomainError("calibration", f"{rec['id']}: a memory record must pin every knob")
     cfg = configs[0]
     est = estimate(model, cluster, w, cfg)
+    if "max_reserved_gib" in rec["measured"]:
+        # The allocator's reserved peak (max over GPUs): the predicted allocated peak plus the allocator slack the
+        # planner keeps, i.e. the predicted total without the CUDA context (outside the allocator).
+        peak = max(est.stages, key=lambda s: s.memory_gb.total).memory_gb
+        return CalibrationCase(
+            rec["id"],
+            rec["group"],
+            "peak_reserved_gb (max over GPUs)",
+            float(rec["measured"]["max_reserved_gib"]) * 2**30 / 1e9,
+            peak.total - CUDA_CONTEXT_BYTES / 1e9,
+            _describe(cfg),
+            notes,
+        )
     mem = est.stages[-1].memory_gb
     return CalibrationCase(
         rec["id"],
