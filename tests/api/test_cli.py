@@ -169,6 +169,8 @@ def test_uneven_layers_per_stage() -> None:
         (["--cluster", "dgx-h900"], "known: dgx-a100"),
         (["--model", "/nonexistent/config.json"], "does not exist"),
         (["--layers-per-stage", "a,b"], "config.layers_per_stage"),
+        (["--offload-layers", "80"], "config.offload_layers: offload_layers=80 must be below"),
+        (["--recompute", "full", "--offload-layers", "8"], "cannot run with recompute=full"),
     ],
 )
 def test_bad_input_exits_2_with_one_line(args: list[str], needle: str) -> None:
