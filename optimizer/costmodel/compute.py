@@ -14,6 +14,7 @@ from optimizer.costmodel.constants import (
     FP8_MAMF_RATIO,
     FRAMEWORK_FACTOR,
     FRAMEWORK_FACTOR_DEFAULT,
+    GEMM_DEPTH_HALF,
     GEMM_SIZE_CURVE,
     HBM_EFFICIENCY,
     OVERLAP_COMPUTE_SLOWDOWN,
@@ -138,8 +139,20 @@ def gemm_efficiency(
     return eff * size_factor(flops_per_gemm) * wave_utilization(gpu, rows / groups, cols, groups)
 
 
+def depth_factor(k: float) -> float:
+    """Share of its deep-K rate a GEMM of reduction depth `k` reaches (GEMM_DEPTH_HALF)."""
+    return k / (k + GEMM_DEPTH_HALF)
+
+
 def expert_gemm_efficiency(
-    gpu: GPUSpec, fp8: bool, rows_per_expert: float, hidden: int, cols: float, local_experts: int, streams: int | None
+    gpu: GPUSpec,
+    fp8: bool,
+    rows_per_expert: float,
+    hidden: int,
+    cols: float,
+    local_experts: int,
+    streams: int | None,
+    depth: float | None = None,
 ) -> float:
     """Fraction of peak the routed experts' GEMMs reach when each local expert is its own GEMM of
     `rows_per_expert` x `cols` over `hidden` (fc1; fc2 has the same FLOPs per row over the transposed shape), and
@@ -148,12 +161,19 @@ def expert_gemm_efficiency(
     quantization is left out: for few-tile shapes cuBLAS and the grouped kernels split K to fill the SMs (DeepGEMM's
     README: 64- and 128-row FP8 GEMMs reach 290-530 TFLOP/s on H100, where whole 128 x 256 tiles would cap them
     near 100). What shrinks with the rows per expert is the arithmetic intensity: the weights each expert streams
-    (CostContext.gemm_streaming, roofline_time)."""
+    (CostContext.gemm_streaming, roofline_time). `depth` is fc2's reduction depth (the expert FFN width on this
+    GPU); fc2 runs at depth_factor(depth) / depth_factor(hidden) of fc1's rate, the routed FLOPs split between
+    them as fc1's cols to depth (an expert split over TP, etp > 1, shortens it)."""
     at_once = local_experts if streams is None else max(1, min(streams, local_experts))
     eff = gpu.mamf_fraction * FRAMEWORK_FACTOR.get(gpu.family, FRAMEWORK_FACTOR_DEFAULT)
     if fp8:
         eff *= FP8_MAMF_RATIO
-    return eff * size_factor(2.0 * max(rows_per_expert, 1.0) * hidden * cols * at_once)
+    eff *= size_factor(2.0 * max(rows_per_expert, 1.0) * hidden * cols * at_once)
+    if not depth:
+        return eff
+    rel = min(1.0, depth_factor(depth) / depth_factor(hidden))
+    fc2_share = depth / (cols + depth)
+    return eff / ((1.0 - fc2_share) + fc2_share / rel)
 
 
 def roofline_time(compute_s: float, memory_s: float) -> float:

@@ -58,6 +58,12 @@ GEMM_SIZE_CURVE: tuple[tuple[float, float], ...] = (
     (128e9, 1.0),
 )
 
+# A GEMM's rate falls with its reduction depth K (fewer MMA steps per output tile to amortise its prologue and
+# epilogue): DeepGEMM's H100 FP8 normal GEMMs at 4,096 rows reach 590, 990, 1,025, 1,304 and 1,358 TFLOP/s at
+# K = 512, 1,536, 2,048, 7,168 and 16,384 (README performance table; CUTLASS 3.6 within 10% of each), which
+# r = r_max K / (K + 718) fits within 3% (compute.depth_factor). Applied to the routed experts' fc2 against fc1.
+GEMM_DEPTH_HALF = 718.0
+
 # A GEMM near its ridge point is slower than the larger of its compute and memory times: combine them as a p-norm
 # (compute.roofline_time) with p = 2, which reproduces the fall of DeepGEMM's published H100 FP8 grouped-GEMM rates
 # from 4,096 to 256 rows per expert (README performance tables) that a plain maximum misses.

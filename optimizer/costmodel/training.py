@@ -411,7 +411,10 @@ class CostContext:
         mats = 3 if m.activation == "swiglu" else 2
         cols = (mats - 1) * moe.expert_ffn_hidden_size / etp
         local = max(1, moe.num_experts // c.ep)
-        return expert_gemm_efficiency(gpu, self.fp8, rows, m.hidden_size, cols, local, self.fw.expert_gemm_streams)
+        depth = moe.expert_ffn_hidden_size / etp  # fc2's reduction depth
+        return expert_gemm_efficiency(
+            gpu, self.fp8, rows, m.hidden_size, cols, local, self.fw.expert_gemm_streams, depth
+        )
 
     def gemm_streaming(self, gpu: GPUSpec, moe_layer: bool, t_rest: float, t_routed: float) -> tuple[float, float]:
         """Time a layer's GEMMs wait on device memory beyond their compute, (forward, backward) per micro-batch;
