@@ -171,7 +171,9 @@ def test_experts_split_into_slivers_wait_on_their_weights() -> None:
     # The layer's GEMM compute time per pass, split into the routed experts and the rest
     rest8, routed8 = tp_only.gemm_times(gpu, True)
     f8, b8 = tp_only.gemm_streaming(gpu, True, rest8, routed8)
-    assert b8 > 2 * (rest8 + routed8)  # the backward waits on the expert weights and gradients, not the FLOPs
+    # The backward waits on the expert weights and gradients more than on the FLOPs: its memory time exceeds its
+    # compute time, i.e. under the 2-norm roofline the extra exceeds (sqrt 2 - 1) x the compute.
+    assert b8 > (2**0.5 - 1) * 2 * (rest8 + routed8)
     assert f8 > 0
     rest64, routed64 = wide_ep.gemm_times(gpu, True)
     f64, b64 = wide_ep.gemm_streaming(gpu, True, rest64, routed64)
