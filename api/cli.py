@@ -185,9 +185,8 @@ def estimate(
             objective,
             framework,
             grad_dtype,
-            None,
-            fused_loss,
-            fp8_param_gather,
+            fused_loss=fused_loss,
+            fp8_param_gather=fp8_param_gather,
         )
         if layout is not None and vp == 1:  # the layout's stages over pp ranks give the virtual stages
             vp = layout_vp(layout, pp)
@@ -351,9 +350,9 @@ def plan(
             objective,
             framework,
             grad_dtype,
-            serving,
-            fused_loss,
-            fp8_param_gather,
+            serving=serving,
+            fused_loss=fused_loss,
+            fp8_param_gather=fp8_param_gather,
         )
         space_fields: dict[str, object] = {"pins": parse_pins(pin or []), "max_gpus": max_gpus}
         if pools:
@@ -420,6 +419,7 @@ def _workload(
     objective: str | None,
     framework: str = "megatron",
     grad_dtype: str = "fp32",
+    *,
     serving: dict[str, object] | None = None,
     fused_loss: bool | None = None,
     fp8_param_gather: bool = False,

@@ -40,14 +40,7 @@ def _published(s: Scenario, w: TrainingWorkload) -> tuple[str, float | None]:
                 }
                 if "recompute_modules" in p:
                     cfg_fields["recompute_modules"] = tuple(str(p["recompute_modules"]).split(","))
-                layout = p.get("pipeline_layout")
-                per_stage = (
-                    [sum(chunks) for chunks in layout_chunks(str(layout), int(p["pp"]))]
-                    if layout
-                    else [int(x) for x in str(p["layers_per_stage"]).split(",")]
-                    if "layers_per_stage" in p
-                    else _even(model.num_layers, int(p.get("pp", 1)), vp)
-                )
+                per_stage = _published_layers(p, model.num_layers, vp)
                 try:
                     cfg = ParallelConfig.model_validate(
                         {
@@ -68,6 +61,15 @@ def _published(s: Scenario, w: TrainingWorkload) -> tuple[str, float | None]:
                     best = e.step_time_s
     text = " ".join(f"{k}{v}" for k, v in s.published.items())
     return text, best
+
+
+def _published_layers(p: dict[str, int | str | bool], layers: int, vp: int) -> list[int] | None:
+    """Layers per stage of a published configuration: its layout's, its own list, or as even as vp allows."""
+    if p.get("pipeline_layout"):
+        return [sum(chunks) for chunks in layout_chunks(str(p["pipeline_layout"]), int(p["pp"]))]
+    if "layers_per_stage" in p:
+        return [int(x) for x in str(p["layers_per_stage"]).split(",")]
+    return _even(layers, int(p.get("pp", 1)), vp)
 
 
 def _even(layers: int, pp: int, vp: int) -> list[int] | None:

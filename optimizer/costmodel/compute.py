@@ -152,7 +152,7 @@ def expert_gemm_efficiency(
     cols: float,
     local_experts: int,
     streams: int | None,
-    depth: float | None = None,
+    depth: float,
 ) -> float:
     """Fraction of peak the routed experts' GEMMs reach when each local expert is its own GEMM of
     `rows_per_expert` x `cols` over `hidden` (fc1; fc2 has the same FLOPs per row over the transposed shape), and
@@ -169,8 +169,6 @@ def expert_gemm_efficiency(
     if fp8:
         eff *= FP8_MAMF_RATIO
     eff *= size_factor(2.0 * max(rows_per_expert, 1.0) * hidden * cols * at_once)
-    if not depth:
-        return eff
     rel = min(1.0, depth_factor(depth) / depth_factor(hidden))
     fc2_share = depth / (cols + depth)
     return eff / ((1.0 - fc2_share) + fc2_share / rel)

@@ -19,8 +19,9 @@ def linear_io_per_token(model: ModelSpec, moe_layer: bool) -> tuple[float, float
     """(GEMM input elements, GEMM output elements) per token of one layer's linears before any TP split: the
     attention projections, the dense FFN or the router and shared experts (op_sac.block_matmuls), and an MoE
     layer's routed experts for its top_k token copies."""
-    ins = sum(mm.flops_per_token / (2 * mm.width) for mm in block_matmuls(model, moe_layer))
-    outs = float(sum(mm.width for mm in block_matmuls(model, moe_layer)))
+    matmuls = block_matmuls(model, moe_layer)
+    ins = sum(mm.flops_per_token / (2 * mm.width) for mm in matmuls)
+    outs = float(sum(mm.width for mm in matmuls))
     if moe_layer and model.moe is not None:
         moe, h = model.moe, model.hidden_size
         gated = model.activation == "swiglu"

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 
+from optimizer.calibration import load_records
 from optimizer.cluster_loading import build_cluster
 from optimizer.cluster_spec import ClusterSpec
 from optimizer.costmodel.memory import activation_bytes_per_layer
@@ -16,22 +17,9 @@ from optimizer.model_loading import resolve_model
 from optimizer.parallel_config import ParallelConfig
 from optimizer.workload import TrainingWorkload
 
-# Meta's Grand Teton H100 (the benchmark's hardware section): 96 GB HBM2e at 2.4 TB/s, NVLink inside the host,
-# 400 Gb/s RDMA per GPU. Only memory is asserted on it: its 500 W power limit leaves the compute peak unknown.
-GRAND_TETON_H100 = {
-    "name": "H100-GT-96GB",
-    "family": "hopper",
-    "bf16_tflops": 989,
-    "fp8_tflops": 1979,
-    "memory_gib": 96,
-    "memory_tbps": 2.4,
-    "scaleup_gbytes_per_s": 450,
-    "scaleup_domain": 8,
-    "pcie_gen": 5,
-    "sm_count": 132,
-    "mamf_fraction": 0.80,  # as the catalog's H100 SXM
-    "source": "torchtitan benchmarks/llama3_h100_202412_torchtitan.md (Grand Teton, 500 W)",
-}
+# Meta's Grand Teton H100 as the data set's torchtitan records describe it (96 GB HBM2e at 2.4 TB/s, 500 W). Only
+# memory and same-hardware ratios are asserted on it: the power limit leaves the compute peak unknown.
+GRAND_TETON_H100 = next(r["cluster"]["gpu_spec"] for r in load_records() if r["group"] == "torchtitan2412_h100_memory")
 
 
 def _grand_teton(nodes: int) -> ClusterSpec:
