@@ -32,7 +32,7 @@ MEANING: dict[str, str] = {
     "compute": "GEMM and attention throughput (x the sourced efficiency)",
     "intra_node": "NVLink / PCIe bus bandwidth (x the sourced efficiency)",
     "network": "NIC bus bandwidth between nodes (x the sourced efficiency)",
-    "memory_reserve": "device memory kept free for allocator slack, fraction of capacity",
+    "memory_reserve": "device memory kept free for allocator slack, fraction of capacity (training: <= 8 GiB)",
 }
 
 

@@ -219,6 +219,40 @@ BUILTIN_GPUS: dict[str, GPUSpec] = {
             mamf_fraction=0.73,
             source="ST; NV GB200 NVL72",
         ),
+        # Blackwell Ultra, dense peaks per GPU [Verda, "NVIDIA GB300 NVL72: GPU Architecture & Performance",
+        # per-GPU specifications; G. Lockwood, B300 notes]: B300 (HGX, 1100 W) 2250 / 4500 TF BF16 / FP8 (as B200),
+        # 270 GB HBM3e at 7.7 TB/s, PCIe Gen6; GB300 (NVL72, 1400 W) 2500 / 5000, 279 GB at 8 TB/s, 72-GPU
+        # NVLink5 domain at 900 GB/s per direction, NVLink-C2C to Grace. 160 SMs per package. No MAMF figure
+        # published: B200's 0.78 and GB200's 0.73 are assumed.
+        _gpu(
+            name="B300-270GB",
+            sm_count=160,
+            family="blackwell",
+            bf16_tflops=2250,
+            fp8_tflops=4500,
+            memory_gib=270,
+            memory_tbps=7.7,
+            scaleup_gbytes_per_s=900,
+            scaleup_domain=8,
+            pcie_gen=6,
+            mamf_fraction=0.78,
+            source="Verda GB300 NVL72 per-GPU table; Lockwood B300; MAMF of B200 assumed",
+        ),
+        _gpu(
+            name="GB300-279GB",
+            sm_count=160,
+            family="blackwell",
+            bf16_tflops=2500,
+            fp8_tflops=5000,
+            memory_gib=279,
+            memory_tbps=8.0,
+            scaleup_gbytes_per_s=900,
+            scaleup_domain=72,
+            pcie_gen=6,
+            host_gbytes_per_s=450,  # NVLink-C2C to Grace, as GB200 [TE docs cpu_offloading.rst]
+            mamf_fraction=0.73,
+            source="Verda GB300 NVL72 per-GPU table; Lockwood B300; MAMF of GB200 assumed",
+        ),
         # L40S: 362 / 733, 48 GB GDDR6 at 0.864 TB/s, no NVLink, PCIe4 [ST; NV L40S]. No MAMF in [ST]:
         # the A100 PCIe fraction 0.81 is assumed.
         _gpu(
@@ -298,6 +332,8 @@ ALIASES: dict[str, str] = {
     "H200": "H200-SXM-141GB",
     "B200": "B200-180GB",
     "GB200": "GB200-186GB",
+    "B300": "B300-270GB",
+    "GB300": "GB300-279GB",
     "L40S": "L40S-48GB",
     "RTX-6000-Ada": "RTX-6000-Ada-48GB",
     "MI250X": "MI250X-GCD-64GB",

@@ -91,6 +91,15 @@ CUDA_CONTEXT_BYTES = 1.0 * 2**30
 # Allocator fragmentation and temporary buffers: keep 10% of device memory free, as vLLM's default
 # gpu_memory_utilization=0.9 does [VL optimization docs; Z20 §3.2 ZeRO-R].
 FRAGMENTATION_FRACTION = 0.10
+# A training run's allocator slack stops at 8 GiB (10% of an 80 GB GPU, so H100 / A100-80GB plans are unchanged).
+# Training jobs run the caching allocator with expandable segments (Megatron-Bridge perf recipes and torchtitan's
+# run_train.sh set PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True), whose slack follows the model's tensor sizes,
+# not the device's capacity. Bounds: torchtitan's reserved peaks on 96 GB H100 lie ~9 GB above the predicted
+# allocated peak (the torchtitan2412_h100_memory records); Megatron-Bridge's GB200 recipes Llama 3.1 405B FP8
+# tp4 pp16 vp4 and Llama 3 70B FSDP 64 with 40 layers offloaded run with at most 12.8 and 9.9 GB between the
+# predicted allocated peak and 186 GiB (performance-summary 26.04-26.06); 10% of 186 GiB (20 GB) rejected both.
+# A fitted fraction (cluster calibration from the user's own reserved and allocated peaks) is used as fitted.
+TRAINING_SLACK_CAP_BYTES = 8.0 * 2**30
 # CUDA graphs captured by serving engines hold 1-3 GiB per GPU [VL startup log]: 1.5 GiB for inference.
 CUDA_GRAPHS_BYTES = 1.5 * 2**30
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from optimizer.costmodel.constants import CUDA_CONTEXT_BYTES, FRAGMENTATION_FRACTION
+from optimizer.costmodel.constants import CUDA_CONTEXT_BYTES, FRAGMENTATION_FRACTION, TRAINING_SLACK_CAP_BYTES
 from optimizer.costmodel.op_sac import saved_bytes_per_token
 from optimizer.model_spec import ModelSpec
 from optimizer.parallel_config import ParallelConfig
@@ -171,3 +171,11 @@ UNFUSED_LOGIT_BYTES = 4 + 4 + 4
 def reserve_bytes(capacity_bytes: float, extra: float = 0.0, slack: float = FRAGMENTATION_FRACTION) -> float:
     """CUDA context + communicator buffers + allocator slack [A7]; `slack` is a pool's calibrated fraction."""
     return CUDA_CONTEXT_BYTES + slack * capacity_bytes + extra
+
+
+def training_reserve_bytes(capacity_bytes: float, slack: float = FRAGMENTATION_FRACTION) -> float:
+    """reserve_bytes of a training run: the default slack stops at TRAINING_SLACK_CAP_BYTES (expandable segments);
+    a pool's fitted fraction applies as fitted."""
+    if slack == FRAGMENTATION_FRACTION:
+        return CUDA_CONTEXT_BYTES + min(slack * capacity_bytes, TRAINING_SLACK_CAP_BYTES)
+    return reserve_bytes(capacity_bytes, slack=slack)

@@ -31,9 +31,9 @@ from optimizer.costmodel.memory import (
     UNFUSED_LOGIT_BYTES,
     activation_bytes_per_layer,
     inflight_microbatches,
-    reserve_bytes,
     stage_params,
     state_bytes_per_param,
+    training_reserve_bytes,
 )
 from optimizer.costmodel.op_sac import recomputed_flops_per_token
 from optimizer.costmodel.result import Estimate, MemoryBreakdown, StageEstimate, StepBreakdown
@@ -216,12 +216,12 @@ class CostContext:
         return g
 
     def reserve(self, pool: NodePool) -> float:
-        """memory.reserve_bytes of the pool's GPU with its calibrated slack (cached: every stage asks)."""
+        """memory.training_reserve_bytes of the pool's GPU with its calibrated slack (cached: every stage asks)."""
         r = self._reserve.get(pool.name)
         if r is None:
             capacity = self.cluster.gpu_of(pool).memory_bytes
-            r = self._reserve[pool.name] = reserve_bytes(
-                capacity, slack=self.cluster.calibration_of(pool).memory_reserve
+            r = self._reserve[pool.name] = training_reserve_bytes(
+                capacity, self.cluster.calibration_of(pool).memory_reserve
             )
         return r
 

@@ -19,7 +19,7 @@ import numpy as np
 from optimizer.cluster_spec import ClusterSpec, NodePool
 from optimizer.costmodel import network as net
 from optimizer.costmodel.constants import OVERLAP_COMPUTE_SLOWDOWN
-from optimizer.costmodel.memory import activation_bytes_per_layer, reserve_bytes, state_bytes_per_param
+from optimizer.costmodel.memory import activation_bytes_per_layer, state_bytes_per_param, training_reserve_bytes
 from optimizer.costmodel.training import CostContext, LayerCost, PoolFacts, StageCost, stage_cost
 from optimizer.frameworks import Framework, expert_tp_values, framework, runs_expert_tp
 from optimizer.model_spec import ModelSpec
@@ -236,7 +236,7 @@ class TrainingSpace:
         self.largest_pool = max((p.healthy_gpus for p in self.pools), default=0)
         self.usable = {
             p.name: cluster.gpu_of(p).memory_bytes
-            - reserve_bytes(cluster.gpu_of(p).memory_bytes, slack=cluster.calibration_of(p).memory_reserve)
+            - training_reserve_bytes(cluster.gpu_of(p).memory_bytes, cluster.calibration_of(p).memory_reserve)
             for p in self.pools
         }
         self.n_moe = model.num_moe_layers

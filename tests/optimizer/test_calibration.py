@@ -89,7 +89,7 @@ GROUP_MEDIANS = {
     "smith2022_mtnlg_megatron_deepspeed": 0.18,
     # torchtitan's own benchmark (Dec 2024, Grand Teton H100 96 GB): max_memory_reserved of Llama 3.1 8B under FSDP
     # and CP against the predicted allocated peak plus the allocator slack; -0.6% to -1.3%.
-    "torchtitan2412_h100_memory": 0.02,
+    "torchtitan2412_h100_memory": 0.03,  # 2.6% since the training slack stops at 8 GiB (constants.py)
     # Batch-1 prefill of 128 and 2,048 tokens. Serving now prices each kernel class on its own roofline and the
     # elementwise kernels after the GEMMs (costmodel/inference.py): the 2,048-token rows moved from -3% / +1% to
     # +5% / +5%; the H100 128-token row is -19.6% (too fast), the A100 one +10.9%.
@@ -132,10 +132,12 @@ def test_peak_memory_matches_megatrons_ci(cases: list[CalibrationCase]) -> None:
 
 def test_reserved_memory_matches_torchtitans_benchmark(cases: list[CalibrationCase]) -> None:
     """torchtitan logs torch.cuda.max_memory_reserved: the predicted allocated peak plus the allocator slack must
-    land on it (per-op selective checkpointing, the unfused fp32 loss, FSDP2, CP; Llama 3.1 8B on 96 GB H100)."""
+    land on it (per-op selective checkpointing, the unfused fp32 loss, FSDP2, CP; Llama 3.1 8B on 96 GB H100).
+    The slack stops at 8 GiB (constants.TRAINING_SLACK_CAP_BYTES: Megatron-Bridge's GB200 recipes leave at most
+    9.9 GB), so these runs sit 2.5-3.7% low; all of them low, none by more than 4%."""
     reserved = [c for c in cases if c.metric.startswith("peak_reserved_gb")]
     assert len(reserved) == 4
-    assert max(abs(c.error) for c in reserved) <= 0.03
+    assert all(-0.04 <= c.error <= 0.0 for c in reserved)
 
 
 def test_published_runs_fit_with_their_published_knobs() -> None:

@@ -94,8 +94,9 @@ def test_torchtitan_loss_holds_fp32_logits() -> None:
 def test_published_torchtitan_memory(
     label: str, nodes: int, seq: int, local_batch: int, cp: int, recompute: str, precision: str, reserved_gib: float
 ) -> None:
-    """Each run fits; the reserved peak it logged lies between the predicted allocated peak and the predicted
-    total, which adds the CUDA context and the allocator slack the planner keeps free (10% of the device)."""
+    """Each run fits; the reserved peak it logged lies above the predicted allocated peak and within 3% of the
+    predicted total, which adds the CUDA context and the allocator slack the planner keeps free (10% of the device,
+    at most 8 GiB: Megatron-Bridge's GB200 recipes leave at most 9.9 GB, constants.TRAINING_SLACK_CAP_BYTES)."""
     m = resolve_model("llama-3-8b")
     gpus = nodes * 8
     dp = gpus // cp
@@ -104,7 +105,8 @@ def test_published_torchtitan_memory(
     e = estimate(m, _grand_teton(nodes), w, cfg)
     assert e.feasible, f"{label}: {e.reason}"
     reserved_gb = reserved_gib * 2**30 / 1e9
-    assert e.peak_allocated_gb <= reserved_gb <= e.peak_memory_gb, label
+    assert e.peak_allocated_gb <= reserved_gb, label
+    assert reserved_gb == pytest.approx(e.peak_memory_gb, rel=0.03), label
 
 
 def test_fused_loss_overrides_the_framework_default() -> None:
