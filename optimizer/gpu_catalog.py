@@ -222,8 +222,12 @@ BUILTIN_GPUS: dict[str, GPUSpec] = {
         # Blackwell Ultra, dense peaks per GPU [Verda, "NVIDIA GB300 NVL72: GPU Architecture & Performance",
         # per-GPU specifications; G. Lockwood, B300 notes]: B300 (HGX, 1100 W) 2250 / 4500 TF BF16 / FP8 (as B200),
         # 270 GB HBM3e at 7.7 TB/s, PCIe Gen6; GB300 (NVL72, 1400 W) 2500 / 5000, 279 GB at 8 TB/s, 72-GPU
-        # NVLink5 domain at 900 GB/s per direction, NVLink-C2C to Grace. 160 SMs per package. No MAMF figure
-        # published: B200's 0.78 and GB200's 0.73 are assumed.
+        # NVLink5 domain at 900 GB/s per direction, NVLink-C2C to Grace. 160 SMs per package. No MAMF figure is
+        # published; the same peaks run faster at the higher power limits (1400 W vs GB200's 1200 W, 1100 W vs
+        # B200's 1000 W). Derived from Megatron-Bridge runs that differ only in the GPU (same container, same knobs;
+        # performance-summary-archive.md): GB300 / GB200 Llama 3 70B FP8 FSDP 64 (26.04) 5243 / 4143 = 1.27, Llama 3
+        # 70B FP8 8 GPUs tp1 pp2 vp20 (26.06) 7481 / 6206 = 1.21 -> 0.73 x 1.24 = 0.90; B300 / B200 DeepSeek-V3
+        # MXFP8 tp1 pp16 ep8 (26.02.01, 26.04) 1.11 -> 0.78 x 1.11 = 0.87.
         _gpu(
             name="B300-270GB",
             sm_count=160,
@@ -235,8 +239,8 @@ BUILTIN_GPUS: dict[str, GPUSpec] = {
             scaleup_gbytes_per_s=900,
             scaleup_domain=8,
             pcie_gen=6,
-            mamf_fraction=0.78,
-            source="Verda GB300 NVL72 per-GPU table; Lockwood B300; MAMF of B200 assumed",
+            mamf_fraction=0.87,
+            source="Verda GB300 NVL72 per-GPU table; Lockwood B300; MAMF from Megatron-Bridge B300/B200 pairs",
         ),
         _gpu(
             name="GB300-279GB",
@@ -250,8 +254,8 @@ BUILTIN_GPUS: dict[str, GPUSpec] = {
             scaleup_domain=72,
             pcie_gen=6,
             host_gbytes_per_s=450,  # NVLink-C2C to Grace, as GB200 [TE docs cpu_offloading.rst]
-            mamf_fraction=0.73,
-            source="Verda GB300 NVL72 per-GPU table; Lockwood B300; MAMF of GB200 assumed",
+            mamf_fraction=0.90,
+            source="Verda GB300 NVL72 per-GPU table; Lockwood B300; MAMF from Megatron-Bridge GB300/GB200 pairs",
         ),
         # L40S: 362 / 733, 48 GB GDDR6 at 0.864 TB/s, no NVLink, PCIe4 [ST; NV L40S]. No MAMF in [ST]:
         # the A100 PCIe fraction 0.81 is assumed.
