@@ -16,7 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from optimizer.errors import UnknownNameError
 
-Family = Literal["ampere", "hopper", "blackwell", "ada", "cdna2", "cdna3", "other"]
+Family = Literal["ampere", "hopper", "blackwell", "ada", "cdna2", "cdna3", "cdna4", "other"]
 
 
 class GPUSpec(BaseModel):
@@ -172,6 +172,36 @@ BUILTIN_GPUS: dict[str, GPUSpec] = {
             mamf_fraction=0.80,
             source="NV H800; DS3",
         ),
+        # H20: the export Hopper, 148 / 296 TF dense BF16 / FP8, 96 GB HBM3 at 4.0 TB/s, NVLink 900 GB/s
+        # bidirectional = 450/dir [NV H20 product brief as reported by SemiAnalysis, 2023-11]; MAMF as H100.
+        _gpu(
+            name="H20-96GB",
+            sm_count=78,
+            family="hopper",
+            bf16_tflops=148,
+            fp8_tflops=296,
+            memory_gib=96,
+            memory_tbps=4.0,
+            scaleup_gbytes_per_s=450,
+            scaleup_domain=8,
+            pcie_gen=5,
+            mamf_fraction=0.80,
+            source="NV H20 brief (SemiAnalysis); MAMF of H100 assumed",
+        ),
+        # A800: A100 80GB SXM with NVLink cut to 400 GB/s bidirectional = 200/dir [NV A800 datasheet].
+        _gpu(
+            name="A800-SXM-80GB",
+            sm_count=108,
+            family="ampere",
+            bf16_tflops=312,
+            memory_gib=80,
+            memory_tbps=2.039,
+            scaleup_gbytes_per_s=200,
+            scaleup_domain=8,
+            pcie_gen=4,
+            mamf_fraction=0.87,
+            source="NV A800; MAMF of A100 SXM",
+        ),
         # H200: 141 GB HBM3e at 4.8 TB/s, same compute and NVLink as H100 [ST]; BF16 MAMF assumed = H100.
         _gpu(
             name="H200-SXM-141GB",
@@ -319,6 +349,39 @@ BUILTIN_GPUS: dict[str, GPUSpec] = {
             mamf_fraction=0.55,
             source="ST; AMD MI300X",
         ),
+        # MI325X: MI300X's CDNA 3 die (1307 / 2615 dense, 304 CUs) with 256 GB HBM3E at 6 TB/s, same Infinity Fabric
+        # [AMD MI325X product brief; aiwiki MI325X]; MAMF as MI300X (same compute die).
+        _gpu(
+            name="MI325X-256GB",
+            sm_count=304,
+            family="cdna3",
+            bf16_tflops=1307,
+            fp8_tflops=2615,
+            memory_gib=256,
+            memory_tbps=6.0,
+            scaleup_gbytes_per_s=448,
+            scaleup_domain=8,
+            pcie_gen=5,
+            mamf_fraction=0.55,
+            source="AMD MI325X; MAMF of MI300X assumed",
+        ),
+        # MI355X (CDNA 4, 1400 W): 2500 / 5000 dense BF16 / FP8, 256 CUs (8 XCDs x 32), 288 GB HBM3E at 8 TB/s,
+        # Infinity Fabric as MI300X [AMD CDNA 4 whitepaper; ISSCC 2026 via world-today-news: 32 CUs per XCD, FP8
+        # 5 PF; Boston MI355X]. No MAMF published: MI300X's 0.55 is assumed (the same ROCm GEMM stack).
+        _gpu(
+            name="MI355X-288GB",
+            sm_count=256,
+            family="cdna4",
+            bf16_tflops=2500,
+            fp8_tflops=5000,
+            memory_gib=288,
+            memory_tbps=8.0,
+            scaleup_gbytes_per_s=448,
+            scaleup_domain=8,
+            pcie_gen=5,
+            mamf_fraction=0.55,
+            source="AMD MI355X; MAMF of MI300X assumed",
+        ),
     )
 }
 
@@ -333,6 +396,9 @@ ALIASES: dict[str, str] = {
     "H100": "H100-SXM-80GB",
     "H100-80GB": "H100-SXM-80GB",
     "H800": "H800-SXM-80GB",
+    "H20": "H20-96GB",
+    "A800": "A800-SXM-80GB",
+    "A800-80GB": "A800-SXM-80GB",
     "H200": "H200-SXM-141GB",
     "B200": "B200-180GB",
     "GB200": "GB200-186GB",
@@ -342,6 +408,8 @@ ALIASES: dict[str, str] = {
     "RTX-6000-Ada": "RTX-6000-Ada-48GB",
     "MI250X": "MI250X-GCD-64GB",
     "MI300X": "MI300X-192GB",
+    "MI325X": "MI325X-256GB",
+    "MI355X": "MI355X-288GB",
 }
 
 
