@@ -112,8 +112,7 @@ def main() -> None:
             t.add_row(s.name, r.status, "-", "-", "-", "-", "-", "-", "-", "-")
             continue
         e = r.plan.estimate
-        family = "A100" if "a100" in s.cluster else "H100"
-        best, rec = best_published_mfu(family, s.precision)
+        best, rec = best_published_mfu(s.family, s.precision)
         pub_text, pub_time = _published(s, s.workload())
         meas = published_step_time(s.published_record) if s.published_record else None
         ratio = e.step_time_s / pub_time if pub_time else None

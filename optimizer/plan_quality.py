@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from optimizer.calibration import Record, load_records
+from optimizer.cluster_loading import resolve_cluster
 from optimizer.gpu_catalog import resolve_gpu
 from optimizer.model_loading import resolve_model
 from optimizer.model_spec import ModelSpec
@@ -36,6 +37,14 @@ class Scenario:
     """The dtype gradients were accumulated and reduced in (Megatron --grad-reduce-in-bf16)."""
     fp8_param_gather: bool = False
     """FP8 primary weights (Megatron --fp8-param-gather), as Megatron-Bridge's FP8 recipes run."""
+
+    @property
+    def family(self) -> str:
+        """The GPU family whose published MFU bounds the pick: the catalog name's first part (H800 is H100 silicon
+        with less NVLink, so H100's records bound it)."""
+        pool = resolve_cluster(self.cluster).pools[0]
+        name = pool.gpu.split("-")[0].upper()
+        return {"H800": "H100"}.get(name, name)
 
     def model_spec(self) -> ModelSpec:
         """The preset model with the run's MTP modules."""
@@ -180,6 +189,49 @@ SCENARIOS: tuple[Scenario, ...] = (
             "layers_per_stage": "11,12,12,12,12,12,12,11",
         },
         "megatron_bridge_h100_qwen3_235b_a22b_fp8_256gpu",
+        "fp8",
+        grad_dtype="bf16",
+        fp8_param_gather=True,
+    ),
+    # NVIDIA's FP8 recipes on NVL72 racks (Megatron-Bridge perf_recipes/llama/gb200/llama31.py and
+    # gb300/llama31.py, 26.06 container): GB200 TP 4, PP 16, VP 4; GB300 TP 4, PP 8, VP 4; mbs 1, no recompute,
+    # embedding and loss counted in the pipeline split; records megatron_bridge2606_{gb200,gb300}_llama31_405b_fp8.
+    Scenario(
+        "Llama-3.1-405B FP8, 256 GB200",
+        "llama-3.1-405b",
+        "gb200-nvl72:64",
+        1536,
+        8192,
+        {
+            "tp": 4,
+            "pp": 16,
+            "dp": 4,
+            "vp": 4,
+            "mbs": 1,
+            "recompute": "none",
+            "layers_per_stage": "7" + ",8" * 14 + ",7",
+        },
+        "megatron_bridge2606_gb200_llama31_405b_fp8_256gpu",
+        "fp8",
+        grad_dtype="bf16",
+        fp8_param_gather=True,
+    ),
+    Scenario(
+        "Llama-3.1-405B FP8, 256 GB300",
+        "llama-3.1-405b",
+        "gb300-nvl72:64",
+        1536,
+        8192,
+        {
+            "tp": 4,
+            "pp": 8,
+            "dp": 8,
+            "vp": 4,
+            "mbs": 1,
+            "recompute": "none",
+            "layers_per_stage": "15" + ",16" * 6 + ",15",
+        },
+        "megatron_bridge2606_gb300_llama31_405b_fp8_256gpu",
         "fp8",
         grad_dtype="bf16",
         fp8_param_gather=True,

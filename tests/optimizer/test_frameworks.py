@@ -130,8 +130,7 @@ def test_canonical_pick_keeps_tp_in_nvlink_and_mfu_under_published(scenario: Sce
     published MFU of the GPU family by more than 3 points."""
     cfg, mfu, domain = _scenario_pick(scenario)
     assert cfg.tp <= domain, f"tp={cfg.tp} leaves the {domain}-GPU NVLink domain"
-    family = "A100" if "a100" in scenario.cluster else "H100"
-    best, record = best_published_mfu(family, scenario.precision)
+    best, record = best_published_mfu(scenario.family, scenario.precision)
     assert record
     assert mfu <= best + 0.03, f"predicted MFU {mfu:.1%} > {best:.1%} ({record}) + 3 points"
 
