@@ -93,8 +93,10 @@ def _cluster(rec: Record) -> ClusterSpec:
     # that states its NICs (nics_per_node, nic_gbits) overrides both.
     nics = int(rec["cluster"].get("nics_per_node") or 8)
     gbits = float(rec["cluster"].get("nic_gbits") or (200 if a100 else 400))
-    # A GPU outside the catalog comes with the record, as its source describes it.
+    # A GPU outside the catalog comes with the record, as its source describes it; a record may state the NVLink
+    # domain its job used (16 of an NVL72 rack's 18 trays: 64).
     spec = rec["cluster"].get("gpu_spec")
+    domain = rec["cluster"].get("nvlink_domain")
     return build_cluster(
         {
             "name": rec["id"],
@@ -105,6 +107,7 @@ def _cluster(rec: Record) -> ClusterSpec:
                     "gpu": _gpu_name(rec),
                     "nodes": max(1, -(-gpus // gpn)),
                     "gpus_per_node": gpn,
+                    **({"intra_node": {"kind": "nvlink", "domain_size": int(domain)}} if domain else {}),
                     "inter_node": {"nics_per_node": nics, "gbits_per_s": gbits},
                 }
             ],

@@ -16,7 +16,7 @@ def cases() -> list[CalibrationCase]:
 
 def test_data_set_is_complete() -> None:
     records = load_records()
-    assert len(records) == 124
+    assert len(records) == 126
     assert all(r["source"].get("title") or r["source"].get("url") for r in records)
 
 
@@ -40,6 +40,7 @@ def test_every_group_is_scored(cases: list[CalibrationCase]) -> None:
         "megatron_bridge_h100_fp8",
         "megatron_bridge_h100_fp8_moe",
         "megatron_bridge_blackwell",
+        "megatron_bridge_blackwell_moe",
     } <= groups
     assert len(cases) >= 97
 
@@ -93,7 +94,10 @@ GROUP_MEDIANS = {
     "torchtitan2412_h100_memory": 0.03,
     # Megatron-Bridge 26.06, Llama 3.1 405B FP8 / MXFP8 on 256 GB200 and 256 GB300 with the recipes' knobs: -0.6% to
     # +11.7% (GB300's matmul rate is derived from other GB300 / GB200 pairs, gpu_catalog.py).
-    "megatron_bridge_blackwell": 0.05,  # 2.6% since the training slack stops at 8 GiB (constants.py)
+    "megatron_bridge_blackwell": 0.05,
+    # Megatron-Bridge 26.06, DeepSeek-V3 MXFP8 on 256 GB200 (EP 64 per rack) and 256 GB300 (EP 32), the recipes'
+    # knobs (HybridEP priced as the all-to-all, A2A overlap, layout Et*4|(t*4|)*14tmL): -3.5% and -0.2%.
+    "megatron_bridge_blackwell_moe": 0.03,  # 2.6% since the training slack stops at 8 GiB (constants.py)
     # Batch-1 prefill of 128 and 2,048 tokens. Serving now prices each kernel class on its own roofline and the
     # elementwise kernels after the GEMMs (costmodel/inference.py): the 2,048-token rows moved from -3% / +1% to
     # +5% / +5%; the H100 128-token row is -19.6% (too fast), the A100 one +10.9%.
