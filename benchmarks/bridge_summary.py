@@ -1,0 +1,194 @@
+"""The cost model on every Megatron-Bridge performance-summary row it can price (benchmarks/data/
+megatron_bridge_summary.csv: 160 pre-training rows, containers 25.09 to 26.08, DGX-H100 / B200 / GB200 / B300 /
+GB300). Nothing here is fitted: the rows check the model across GPUs and software versions beyond the calibration
+set. Prints every row and the median and p90 |error| per GPU family, for the newest containers and for all.
+
+Each row is priced with its published knobs (TP, PP, CP, VP, EP, micro-batch, global batch, FSDP) and Megatron-Bridge's
+perf defaults for the rest: distributed optimizer, bf16 gradients, FP8 primary weights under FP8, sequence parallel
+and TP-comm overlap when tp > 1, expert TP 1, embedding and loss counted in the pipeline split when the layers do not
+divide. Not published per row and so searched: recompute (none, selective, full; the fastest that fits). Not applied:
+A2A overlap, HybridEP / DeepEP dispatch, CUDA graphs and activation offloading, which the newest MoE and GB200
+recipes use (the calibration records carry them where the recipe is read). NVL72 racks are taken as 64-GPU NVLink
+domains (16 trays per rack, as the recipes place 256-GPU jobs).
+
+Run: .venv/bin/python benchmarks/bridge_summary.py [--all-rows]
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import statistics
+from dataclasses import dataclass
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+
+from optimizer.cluster_loading import build_cluster
+from optimizer.cluster_spec import ClusterSpec
+from optimizer.errors import DomainError
+from optimizer.estimate import estimate
+from optimizer.model_loading import resolve_model
+from optimizer.parallel_config import ParallelConfig
+from optimizer.stage_layers import LayerRules
+from optimizer.workload import TrainingWorkload
+
+DATA = Path(__file__).parent / "data" / "megatron_bridge_summary.csv"
+NEWEST = ("26.06", "26.08")
+
+# System -> (GPU, GPUs per node (tray), NICs per node, Gb/s per NIC, NVLink domain) [DGX user guides; NVL72: one NIC
+# per GPU, ConnectX-7 400 Gb/s on GB200, ConnectX-8 800 Gb/s on Blackwell Ultra].
+SYSTEMS: dict[str, tuple[str, int, int, int, int]] = {
+    "DGX-H100": ("H100-SXM-80GB", 8, 8, 400, 8),
+    "DGX-B200": ("B200-180GB", 8, 8, 400, 8),
+    "DGX-B300": ("B300-270GB", 8, 8, 800, 8),
+    "DGX-GB200": ("GB200-186GB", 4, 4, 400, 64),
+    "DGX-GB300": ("GB300-279GB", 4, 4, 800, 64),
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Row:
+    """One published row and what the model predicts for it."""
+
+    container: str
+    system: str
+    label: str
+    measured_s: float
+    predicted_s: float | None
+    note: str
+
+    @property
+    def error(self) -> float | None:
+        return None if self.predicted_s is None else self.predicted_s / self.measured_s - 1
+
+
+def _cluster(system: str, gpus: int) -> ClusterSpec:
+    gpu, per_node, nics, gbits, domain = SYSTEMS[system]
+    return build_cluster(
+        {
+            "name": system,
+            "pools": [
+                {
+                    "name": "p",
+                    "gpu": gpu,
+                    "nodes": max(1, gpus // per_node),
+                    "gpus_per_node": per_node,
+                    "intra_node": {"kind": "nvlink", "domain_size": min(domain, gpus)},
+                    "inter_node": {"nics_per_node": nics, "gbits_per_s": gbits},
+                }
+            ],
+        }
+    )
+
+
+def price(rec: dict[str, str]) -> Row:
+    """The fastest configuration with the row's published knobs that fits (recompute searched)."""
+    gpus, tp, pp, cp, vp, ep = (int(rec[k]) for k in ("gpus", "tp", "pp", "cp", "vp", "ep"))
+    gbs, mbs, seq = int(rec["gbs"]), int(rec["mbs"]), int(rec["seq_len"])
+    fp8 = "FP8" in rec["precision"].upper()
+    model = resolve_model(rec["preset"])
+    if int(rec["mtp_layers"]):
+        model = model.model_copy(update={"mtp_layers": int(rec["mtp_layers"])})
+    measured = gbs * seq / (float(rec["tokens_per_s_per_gpu"]) * gpus)
+    label = f"{rec['model']} {gpus} {rec['precision']} tp{tp} pp{pp} cp{cp} vp{vp} ep{ep} mbs{mbs}" + (
+        " fsdp" if int(rec["fsdp"]) else ""
+    )
+    w = TrainingWorkload(
+        global_batch_size=gbs,
+        seq_len=seq,
+        precision="fp8" if fp8 else "bf16",
+        grad_dtype="bf16",
+        fp8_param_gather=fp8,
+    )
+    try:
+        cluster = _cluster(rec["system"], gpus)
+    except DomainError as exc:  # a GPU the catalog lacks
+        return Row(rec["container"], rec["system"], label, measured, None, f"{exc.field}: {exc.rule}"[:80])
+    split = None
+    if model.num_layers % pp or (model.num_layers // pp) % vp or model.mtp_layers:
+        split = LayerRules.of(model, pp, vp, True).default_split()
+    best: float | None = None
+    reason = ""
+    for recompute in ("none", "selective", "full"):
+        try:
+            cfg = ParallelConfig(
+                tp=tp,
+                pp=pp,
+                dp=gpus // (tp * pp * cp),
+                cp=cp,
+                ep=ep,
+                etp=1 if ep > 1 else None,
+                vp=vp,
+                mbs=mbs,
+                schedule="interleaved-1f1b" if vp > 1 else "1f1b",
+                sequence_parallel=tp > 1,
+                tp_comm_overlap=tp > 1,
+                recompute=recompute,
+                zero_stage=3 if int(rec["fsdp"]) else 1,
+                layers_per_stage=split,
+            )
+            e = estimate(model, cluster, w, cfg)
+        except (DomainError, ValueError) as exc:
+            reason = reason or str(exc)
+            continue
+        if e.feasible and (best is None or e.step_time_s < best):
+            best = e.step_time_s
+        reason = reason or (e.reason or "")
+    return Row(rec["container"], rec["system"], label, measured, best, "" if best else reason[:80])
+
+
+def _rows() -> list[dict[str, str]]:
+    lines = [line for line in DATA.read_text().splitlines() if not line.startswith("#")]
+    return list(csv.DictReader(lines))
+
+
+def _summary(rows: list[Row], title: str) -> Table:
+    t = Table(title=title)
+    for col in ("GPU", "rows", "priced", "median |error|", "p90 |error|", "not priced"):
+        t.add_column(col)
+    for system in [*SYSTEMS, "all"]:
+        sel = [r for r in rows if system in ("all", r.system)]
+        errs = sorted(abs(r.error) for r in sel if r.error is not None)
+        if not sel:
+            continue
+        p90 = errs[min(len(errs) - 1, int(0.9 * len(errs)))] if errs else None
+        t.add_row(
+            system,
+            str(len(sel)),
+            str(len(errs)),
+            f"{statistics.median(errs):.1%}" if errs else "-",
+            f"{p90:.1%}" if p90 is not None else "-",
+            str(len(sel) - len(errs)),
+        )
+    return t
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--all-rows", action="store_true", help="print every row, not only the summaries")
+    args = ap.parse_args()
+    rows = [price(rec) for rec in _rows()]
+    console = Console(width=160)
+    if args.all_rows:
+        t = Table(title="Megatron-Bridge performance-summary rows")
+        for col in ("container", "system", "row", "measured s", "predicted s", "error"):
+            t.add_column(col)
+        for r in rows:
+            t.add_row(
+                r.container,
+                r.system,
+                r.label,
+                f"{r.measured_s:.2f}",
+                f"{r.predicted_s:.2f}" if r.predicted_s else r.note,
+                f"{r.error:+.1%}" if r.error is not None else "infeasible",
+            )
+        console.print(t)
+    newest = [r for r in rows if r.container.startswith(NEWEST)]
+    console.print(_summary(newest, f"Newest containers ({', '.join(NEWEST)}): |error| per GPU family"))
+    console.print(_summary(rows, "All containers (25.09-26.08): |error| per GPU family"))
+
+
+if __name__ == "__main__":
+    main()
