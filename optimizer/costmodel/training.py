@@ -515,8 +515,10 @@ def zero3_exposed(
 ) -> float:
     """Exposed ZeRO-3 / FSDP communication of one micro-batch on one stage, seconds.
 
-    Per layer and pass the framework issues `zero3_collectives_per_layer` all-gathers of the layer's bf16 weights
-    (and as many reduce-scatters of its gradients in backward), each paying its ring latency over all dp ranks
+    Per layer and pass the framework issues `zero3_collectives_per_layer` all-gathers of the layer's bf16 weights,
+    FP8 under FP8 primary weights (Megatron-FSDP with --fp8-param-gather all-gathers the FP8 parameters [MLM
+    README 'FP8 Primary Weights'], as the distributed optimizer's gather below does), and as many
+    reduce-scatters of its gradients in backward, each paying its ring latency over all dp ranks
     [NC tuning.cc]. The next layer's gathers are prefetched under the current layer's compute, so a layer costs
     max(compute, comm); the first gather of the forward and the last reduce-scatter of the backward have nothing
     to hide under [DeepSpeed partitioned_param_coordinator.py; FSDP2 implicit prefetch]. Of the overlappable part
@@ -527,7 +529,8 @@ def zero3_exposed(
     k = ctx.fw.zero3_collectives_per_layer
     if not ctx.fw.zero3_node_aggregation:  # each rank's whole volume over its own NIC (see Framework)
         lv_d, lv_e = _flat(lv_d), _flat(lv_e)
-    d_piece, e_piece = dense_params * 2 / (n * k), expert_params * 2 / (n * k)
+    wbytes = 1.0 if ctx.w.fp8_param_gather else 2.0
+    d_piece, e_piece = dense_params * wbytes / (n * k), expert_params * wbytes / (n * k)
     grad_bytes = ctx.grad_bytes / 2
 
     def per_layer(f: str) -> float:
