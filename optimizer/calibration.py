@@ -236,6 +236,7 @@ def _training_space(rec: Record, model: ModelSpec) -> tuple[TrainingWorkload, li
                                 overlap_grad_reduce=not era_2021,
                                 tp_comm_overlap=(not era_2021) and s and fw != "deepspeed" and tpo is not False,
                                 ep_comm_overlap=bool(p.get("ep_comm_overlap")),
+                                offload_layers=int(p.get("offload_layers") or 0),
                             )
                         )
     return w, configs, notes

@@ -16,7 +16,7 @@ def cases() -> list[CalibrationCase]:
 
 def test_data_set_is_complete() -> None:
     records = load_records()
-    assert len(records) == 128
+    assert len(records) == 129
     assert all(r["source"].get("title") or r["source"].get("url") for r in records)
 
 
@@ -93,8 +93,9 @@ GROUP_MEDIANS = {
     # and CP against the predicted allocated peak plus the allocator slack; -0.6% to -1.3%.
     "torchtitan2412_h100_memory": 0.03,
     # Megatron-Bridge 26.06, Llama 3.1 405B FP8 / MXFP8 on 256 GB200 and 256 GB300 with the recipes' knobs: -0.6% to
-    # +11.7% (GB300's matmul rate is derived from other GB300 / GB200 pairs, gpu_catalog.py).
-    "megatron_bridge_blackwell": 0.05,
+    # +11.7% (GB300's matmul rate is derived from other GB300 / GB200 pairs, gpu_catalog.py); 26.04 Llama 3 70B FP8
+    # Megatron-FSDP 64 with 40 offloaded layers on GB200: -5.7%.
+    "megatron_bridge_blackwell": 0.06,
     # Megatron-Bridge 26.06 on 256 GB200 (EP 64 / 32 per rack) and 256 GB300, the recipes' knobs (HybridEP priced as
     # the all-to-all, A2A overlap): DeepSeek-V3 MXFP8 -3.5% / -0.2%, Qwen3-235B-A22B MXFP8 -8.3% / -2.4%.
     "megatron_bridge_blackwell_moe": 0.04,  # 2.6% since the training slack stops at 8 GiB (constants.py)
