@@ -25,7 +25,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from optimizer.cluster_loading import build_cluster
+from optimizer.cluster_loading import resolve_cluster
 from optimizer.cluster_spec import ClusterSpec
 from optimizer.errors import DomainError
 from optimizer.estimate import estimate
@@ -37,14 +37,14 @@ from optimizer.workload import TrainingWorkload
 DATA = Path(__file__).parent / "data" / "megatron_bridge_summary.csv"
 NEWEST = ("26.06", "26.08")
 
-# System -> (GPU, GPUs per node (tray), NICs per node, Gb/s per NIC, NVLink domain) [DGX user guides; NVL72: one NIC
-# per GPU, ConnectX-7 400 Gb/s on GB200, ConnectX-8 800 Gb/s on Blackwell Ultra].
-SYSTEMS: dict[str, tuple[str, int, int, int, int]] = {
-    "DGX-H100": ("H100-SXM-80GB", 8, 8, 400, 8),
-    "DGX-B200": ("B200-180GB", 8, 8, 400, 8),
-    "DGX-B300": ("B300-270GB", 8, 8, 800, 8),
-    "DGX-GB200": ("GB200-186GB", 4, 4, 400, 64),
-    "DGX-GB300": ("GB300-279GB", 4, 4, 800, 64),
+# System -> (cluster preset, GPUs per node): the presets carry the GPU, NVLink and NICs (optimizer/presets/clusters;
+# NVL72 racks as 16 trays of 4 GPUs, one NIC per GPU).
+SYSTEMS: dict[str, tuple[str, int]] = {
+    "DGX-H100": ("dgx-h100", 8),
+    "DGX-B200": ("dgx-b200", 8),
+    "DGX-B300": ("dgx-b300", 8),
+    "DGX-GB200": ("gb200-nvl72", 4),
+    "DGX-GB300": ("gb300-nvl72", 4),
 }
 
 
@@ -65,22 +65,8 @@ class Row:
 
 
 def _cluster(system: str, gpus: int) -> ClusterSpec:
-    gpu, per_node, nics, gbits, domain = SYSTEMS[system]
-    return build_cluster(
-        {
-            "name": system,
-            "pools": [
-                {
-                    "name": "p",
-                    "gpu": gpu,
-                    "nodes": max(1, gpus // per_node),
-                    "gpus_per_node": per_node,
-                    "intra_node": {"kind": "nvlink", "domain_size": min(domain, gpus)},
-                    "inter_node": {"nics_per_node": nics, "gbits_per_s": gbits},
-                }
-            ],
-        }
-    )
+    preset, per_node = SYSTEMS[system]
+    return resolve_cluster(f"{preset}:{max(1, gpus // per_node)}")
 
 
 def price(rec: dict[str, str]) -> Row:

@@ -66,12 +66,6 @@ def test_planner_and_export_keep_fp8_primary_weights() -> None:
 def test_fsdp_gathers_fp8_primary_weights_in_fp8() -> None:
     """Megatron-FSDP with --fp8-param-gather all-gathers the FP8 parameters: half the bytes of the bf16 gathers, so
     a gather-bound FSDP step exposes less (the distributed optimizer's gather already did)."""
-    from optimizer.cluster_loading import resolve_cluster
-    from optimizer.estimate import estimate
-    from optimizer.model_loading import resolve_model
-    from optimizer.parallel_config import ParallelConfig
-    from optimizer.workload import TrainingWorkload
-
     model, cluster = resolve_model("llama-3-70b"), resolve_cluster("dgx-h100:4")
     cfg = ParallelConfig(dp=32, zero_stage=3, mbs=1, recompute="full")
     bf16 = TrainingWorkload(global_batch_size=32, seq_len=2048, precision="fp8", grad_dtype="bf16")
