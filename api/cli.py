@@ -82,6 +82,14 @@ Fp8ParamsOpt = Annotated[
         "Megatron-Bridge's FP8 recipes run.",
     ),
 ]
+AttentionKernelOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--attention-kernel",
+        help="Training: fused-attention kernel generation, fa3 (FlashAttention-3 / cuDNN on Hopper and newer) or "
+        "fa2 (FlashAttention-2 class: flash-attn 2.x, stacks before mid-2024); unset: the framework's default.",
+    ),
+]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON object.")]
 CalibrationOpt = Annotated[
     Path | None,
@@ -130,6 +138,7 @@ def estimate(
     grad_dtype: GradDtypeOpt = "fp32",
     fused_loss: FusedLossOpt = None,
     fp8_param_gather: Fp8ParamsOpt = False,
+    attention_kernel: AttentionKernelOpt = None,
     layers_per_stage: Annotated[str | None, typer.Option(help="Uneven split, e.g. 19,21,21,19.")] = None,
     layout: Annotated[
         str | None,
@@ -187,6 +196,7 @@ def estimate(
             grad_dtype,
             fused_loss=fused_loss,
             fp8_param_gather=fp8_param_gather,
+            attention_kernel=attention_kernel,
         )
         if layout is not None and vp == 1:  # the layout's stages over pp ranks give the virtual stages
             vp = layout_vp(layout, pp)
@@ -295,6 +305,7 @@ def plan(
     grad_dtype: GradDtypeOpt = "fp32",
     fused_loss: FusedLossOpt = None,
     fp8_param_gather: Fp8ParamsOpt = False,
+    attention_kernel: AttentionKernelOpt = None,
     framework: FrameworkOpt = "megatron",
     engine: EngineOpt = None,
     rate: RateOpt = None,
@@ -353,6 +364,7 @@ def plan(
             serving=serving,
             fused_loss=fused_loss,
             fp8_param_gather=fp8_param_gather,
+            attention_kernel=attention_kernel,
         )
         space_fields: dict[str, object] = {"pins": parse_pins(pin or []), "max_gpus": max_gpus}
         if pools:
@@ -423,6 +435,7 @@ def _workload(
     serving: dict[str, object] | None = None,
     fused_loss: bool | None = None,
     fp8_param_gather: bool = False,
+    attention_kernel: str | None = None,
 ) -> TrainingWorkload | InferenceWorkload:
     if mode == "training":
         if gbs is None or seq_len is None:
@@ -436,6 +449,7 @@ def _workload(
             grad_dtype=grad_dtype,
             fused_loss=fused_loss,
             fp8_param_gather=fp8_param_gather or None,
+            attention_kernel=attention_kernel,
         )
     if mode == "inference":
         if prompt_len is None or output_len is None:

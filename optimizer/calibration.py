@@ -166,6 +166,7 @@ def _training_space(rec: Record, model: ModelSpec) -> tuple[TrainingWorkload, li
         flash_attention=not era_2021,
         framework=fw,
         fused_loss=rec.get("fused_loss"),
+        attention_kernel=rec.get("attention_kernel"),
         fp8_param_gather=bool(p.get("fp8_param_gather", False)),
     )
     if era_2021:

@@ -33,6 +33,10 @@ TORCHTITAN_ASYNC_TP_SHARE = 0.45  # calibrated 2026-11 on the pairs above
 FrameworkName = Literal["megatron", "deepspeed", "torchtitan"]
 FRAMEWORKS: tuple[FrameworkName, ...] = ("megatron", "deepspeed", "torchtitan")
 FrameworkChoice = Literal["megatron", "deepspeed", "torchtitan", "auto"]
+AttentionKernel = Literal["fa3", "fa2"]
+"""Fused-attention kernel generation: fa3 = FlashAttention-3 class (FlashAttention-3, cuDNN fused attention on
+Hopper and newer), fa2 = FlashAttention-2 class (the flash-attn 2.x package, PyTorch SDPA's flash backend, and the
+stacks before FlashAttention-3 of July 2024). Efficiencies in costmodel/constants.py FLASH_ATTENTION_EFFICIENCY."""
 """A workload's framework: one of FRAMEWORKS, or `auto` (the planner plans for each and keeps the best)."""
 
 
@@ -113,6 +117,8 @@ class Framework:
     expert_gemm_streams: int | None
     """How many local experts' GEMMs run at once: each expert is its own GEMM launch, this many in flight (TE's
     multi-stream GroupedLinear: 4; a Python loop over experts: 1); None: one grouped kernel over all of them."""
+    attention_kernel: AttentionKernel
+    """The fused-attention kernel it runs by default (TrainingWorkload.attention_kernel overrides)."""
     sources: tuple[tuple[str, str], ...]
     """(knob, citation) pairs."""
 
@@ -156,7 +162,13 @@ MEGATRON = Framework(
     fp8_cast_bytes=(0.0, 0.0),
     logit_bytes=LOGIT_BYTES,
     expert_gemm_streams=4,
+    attention_kernel="fa3",
     sources=(
+        (
+            "attention_kernel",
+            "TE DotProductAttention prefers FusedAttention (cuDNN) over flash-attn on Hopper and newer "
+            "(transformer_engine/pytorch/attention/dot_product_attention/utils.py get_attention_backend, d0067d0)",
+        ),
         (
             "offload_layers",
             "--cpu-offloading-num-layers N, which turns cpu_offloading on (arguments.py; TE "
@@ -288,7 +300,12 @@ DEEPSPEED = Framework(
     fp8_cast_bytes=(0.0, 0.0),
     logit_bytes=LOGIT_BYTES,
     expert_gemm_streams=1,
+    attention_kernel="fa2",
     sources=(
+        (
+            "attention_kernel",
+            "Megatron-DeepSpeed's --use-flash-attn-v2 (flash-attn 2.x flash_attn_func), as its example scripts set",
+        ),
         ("schedule", "deepspeed/runtime/pipe/schedule.py TrainSchedule: synchronous 1F1B only"),
         (
             "bf16_optimizer",
@@ -385,7 +402,14 @@ TORCHTITAN = Framework(
     fp8_cast_bytes=(6.0, 8.0),
     logit_bytes=UNFUSED_LOGIT_BYTES,
     expert_gemm_streams=None,
+    attention_kernel="fa3",
     sources=(
+        (
+            "attention_kernel",
+            "ScaledDotProductAttention runs SDPA with cuDNN attention first, then flash "
+            "(torchtitan/models/common/attention.py sdpa_backends; since 5cfe514, 2025-03-20; before it PyTorch's "
+            "default order put the FlashAttention-2 backend first)",
+        ),
         (
             "schedule",
             "parallelism.pipeline_parallel_schedule: GPipe, 1F1B, Interleaved1F1B (torch.distributed."

@@ -7,7 +7,7 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from optimizer.errors import DomainError
-from optimizer.frameworks import FrameworkChoice
+from optimizer.frameworks import AttentionKernel, FrameworkChoice
 from optimizer.serving_engines import EngineName
 
 Precision = Literal["bf16", "fp16", "fp8"]
@@ -28,6 +28,12 @@ class TrainingWorkload(BaseModel):
     )
     flash_attention: bool = Field(
         default=True, description="Fused attention (no s^2 activations); false = 2021-era explicit softmax."
+    )
+    attention_kernel: AttentionKernel | None = Field(
+        default=None,
+        description="Fused-attention kernel generation: fa3 (FlashAttention-3 / cuDNN fused attention on Hopper and "
+        "newer), fa2 (FlashAttention-2: flash-attn 2.x, PyTorch SDPA's flash backend, stacks before mid-2024); "
+        "unset: the framework's default (optimizer/frameworks.py). Ampere runs fa2 either way.",
     )
     framework: FrameworkChoice = Field(
         default="megatron",

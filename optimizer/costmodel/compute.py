@@ -8,6 +8,8 @@ from dataclasses import dataclass
 from itertools import pairwise
 
 from optimizer.costmodel.constants import (
+    FLASH_ATTENTION_EFFICIENCY,
+    FLASH_ATTENTION_FALLBACK_FAMILY,
     FLASH_ATTENTION_LENGTH_CURVE,
     FLASH_ATTENTION_LENGTHS,
     FLASH_ATTENTION_REFERENCE_LENGTH,
@@ -247,7 +249,20 @@ def _flash_speed(curve: tuple[float, ...], length: float) -> float:
 
 
 @functools.lru_cache(maxsize=4096)
-def flash_length_factor(family: str, seq_len: float, cp: int = 1, comm: str = "p2p") -> float:
+def attention_generation(kernel: str, family: str) -> str:
+    """The fused-attention kernel generation a GPU runs when `kernel` is asked for: FlashAttention-3 class kernels
+    need Hopper or newer (wgmma / TMA), so Ampere runs fa2 [constants FLASH_ATTENTION_EFFICIENCY]."""
+    return "fa2" if family == "ampere" else kernel
+
+
+def flash_efficiency(kernel: str, family: str) -> tuple[float, float]:
+    """(forward, backward) share of dense BF16 peak the fused attention core reaches at the reference length."""
+    gen = attention_generation(kernel, family)
+    table = FLASH_ATTENTION_EFFICIENCY[gen]
+    return table.get(family, table[FLASH_ATTENTION_FALLBACK_FAMILY])
+
+
+def flash_length_factor(generation: str, seq_len: float, cp: int = 1, comm: str = "p2p") -> float:
     """The fused attention kernel's speed for this sequence length relative to the causal reference length that
     FLASH_ATTENTION_EFFICIENCY describes.
 
@@ -257,7 +272,7 @@ def flash_length_factor(family: str, seq_len: float, cp: int = 1, comm: str = "p
     work: the first is causal over the rank's s/cp tokens, the other cp - 1 run unmasked over half-blocks of s/2cp
     [TE context_parallel.py AttnFuncWithCPAndKVP2P; Megatron --cp-comm-type p2p]. The all-gather kind computes the
     same blocks for its two query chunks once K and V are gathered [TE AttnFuncWithCPAndKVAllGather]."""
-    rows = FLASH_ATTENTION_LENGTH_CURVE.get(family, FLASH_ATTENTION_LENGTH_CURVE["hopper"])
+    rows = FLASH_ATTENTION_LENGTH_CURVE[generation]
     ref = _flash_speed(rows[True], FLASH_ATTENTION_REFERENCE_LENGTH)
     if cp <= 1 or comm == "a2a":
         return _flash_speed(rows[True], seq_len) / ref

@@ -103,23 +103,33 @@ TRAINING_SLACK_CAP_BYTES = 8.0 * 2**30
 # CUDA graphs captured by serving engines hold 1-3 GiB per GPU [VL startup log]: 1.5 GiB for inference.
 CUDA_GRAPHS_BYTES = 1.5 * 2**30
 
-# Fused (flash) attention core, share of dense BF16 peak in a training step, (forward, backward):
-# Hopper: FlashAttention-3 / cuDNN fused attention at head dim 128 reach 600-740 TFLOP/s forward and about 450-550
-# backward of 989 [Shah et al. 2024, FlashAttention-3, Fig. 5-7] -> (0.60, 0.46), taking the low ends for causal
-# masks; Ampere: FlashAttention-2 reaches 50-73% forward and about 60% backward of 312 [Dao 2023, FA-2 §4.1]
-# -> (0.60, 0.55). Other families take the Hopper pair.
-FLASH_ATTENTION_EFFICIENCY: dict[str, tuple[float, float]] = {"hopper": (0.60, 0.46), "ampere": (0.60, 0.55)}
-FLASH_ATTENTION_EFFICIENCY_DEFAULT = (0.60, 0.46)
+# Fused (flash) attention core, share of dense BF16 peak in a training step, (forward, backward), per kernel
+# generation (TrainingWorkload.attention_kernel) and GPU family:
+# - fa3, Hopper: FlashAttention-3 / cuDNN fused attention at head dim 128 reach 600-740 TFLOP/s forward and about
+#   450-550 backward of 989 [Shah et al. 2024, FlashAttention-3, Fig. 5-7] -> (0.60, 0.46), taking the low ends for
+#   causal masks. Blackwell and other families take the Hopper pair (no training-step figures of their own).
+# - fa2, Hopper: FlashAttention-2 reaches "only 35% utilization" of H100 [Shah et al. 2024, abstract; Fig. 5: 333
+#   TFLOP/s causal at 8k] and about 280 backward [ibid. Fig. 7] -> (0.34, 0.28). NeMo 24.03's long-sequence table
+#   (Llama 2 7B FP8 on 4-1,024 H100 at 4k-1M tokens, CP 1-32; records nemo2403_h100_long_sequence) fits this pair
+#   within -3..+8% at every length; the fa3 pair leaves it 12-37% fast.
+# - fa2, Ampere: FlashAttention-2 reaches 50-73% forward and about 60% backward of 312 [Dao 2023, FA-2 §4.1]
+#   -> (0.60, 0.55). FlashAttention-3 needs Hopper's wgmma / TMA, so Ampere runs fa2 whatever is asked.
+FLASH_ATTENTION_EFFICIENCY: dict[str, dict[str, tuple[float, float]]] = {
+    "fa3": {"hopper": (0.60, 0.46)},
+    "fa2": {"hopper": (0.34, 0.28), "ampere": (0.60, 0.55)},
+}
+# The family whose pair stands in for families without their own entry.
+FLASH_ATTENTION_FALLBACK_FAMILY = "hopper"
 # Those shares hold for causal sequences of FLASH_ATTENTION_REFERENCE_LENGTH tokens. Shorter sequences run slower
 # (fewer tiles per head, and under a causal mask more of them partly masked); blocks without a mask run faster.
-# Forward TFLOP/s on H100 SXM5 at head dim 128 for sequence lengths 512 ... 16k [Shah et al. 2024,
-# FlashAttention-3, Fig. 5: FlashAttention-3 with and without causal mask; FlashAttention-2 measured in the same
-# figure stands for Ampere's kernel, whose own paper shows the same rise with length (Dao 2023, Fig. 4)]. The
-# backward is taken to follow the forward's shape (the paper's backward figure has no causal panel).
+# Forward TFLOP/s on H100 SXM5 at head dim 128 for sequence lengths 512 ... 16k, per kernel generation [Shah et al.
+# 2024, FlashAttention-3, Fig. 5: FlashAttention-3 and FlashAttention-2 with and without causal mask; FA-2's own
+# paper shows the same rise with length on A100 (Dao 2023, Fig. 4)]. The backward is taken to follow the
+# forward's shape (the paper's backward figure has no causal panel).
 FLASH_ATTENTION_LENGTHS: tuple[int, ...] = (512, 1024, 2048, 4096, 8192, 16384)
 FLASH_ATTENTION_LENGTH_CURVE: dict[str, dict[bool, tuple[float, ...]]] = {
-    "hopper": {True: (292, 423, 521, 579, 602, 616), False: (497, 565, 625, 638, 646, 648)},  # FlashAttention-3
-    "ampere": {True: (191, 260, 298, 319, 333, 335), False: (309, 350, 362, 368, 370, 370)},  # FlashAttention-2
+    "fa3": {True: (292, 423, 521, 579, 602, 616), False: (497, 565, 625, 638, 646, 648)},
+    "fa2": {True: (191, 260, 298, 319, 333, 335), False: (309, 350, 362, 368, 370, 370)},
 }
 FLASH_ATTENTION_REFERENCE_LENGTH = 8192
 

@@ -8,8 +8,10 @@ from optimizer.cluster_spec import PCIE_GBYTES_PER_S, ClusterSpec, NodePool
 from optimizer.costmodel import network as net
 from optimizer.costmodel.compute import (
     LayerFlops,
+    attention_generation,
     elementwise_bytes_per_token,
     expert_gemm_efficiency,
+    flash_efficiency,
     flash_length_factor,
     gemm_efficiency,
     hbm_time,
@@ -20,8 +22,6 @@ from optimizer.costmodel.compute import (
 )
 from optimizer.costmodel.constants import (
     ADAM_BYTES_PER_PARAM,
-    FLASH_ATTENTION_EFFICIENCY,
-    FLASH_ATTENTION_EFFICIENCY_DEFAULT,
     OVERLAP_COMPUTE_SLOWDOWN,
     PCIE_EFFICIENCY,
 )
@@ -144,6 +144,7 @@ class CostContext:
             self.fw.bf16_optimizer_under_pp and c.pp > 1 and c.zero_stage == 0 and w.precision == "bf16"
         )
         # Bytes per logit at the loss's peak: the framework's own loss unless the workload says which it runs.
+        self.attention_kernel = w.attention_kernel or self.fw.attention_kernel
         self.logit_bytes = self.fw.logit_bytes
         if w.fused_loss is not None:
             self.logit_bytes = LOGIT_BYTES if w.fused_loss else UNFUSED_LOGIT_BYTES
@@ -264,8 +265,9 @@ class CostContext:
         t_attn = attn_flops / (peak_flops(gpu, False) * eff16)
         t_attn_bwd = 2.0 * t_attn  # explicit softmax: the two score GEMMs backward, as dense GEMMs
         if w.flash_attention:  # the fused kernel's own efficiency; backward recomputes the scores: 2.5x the FLOPs
-            fa_fwd, fa_bwd = FLASH_ATTENTION_EFFICIENCY.get(gpu.family, FLASH_ATTENTION_EFFICIENCY_DEFAULT)
-            length = flash_length_factor(gpu.family, w.seq_len, c.cp, c.cp_comm)
+            fa_fwd, fa_bwd = flash_efficiency(self.attention_kernel, gpu.family)
+            gen = attention_generation(self.attention_kernel, gpu.family)
+            length = flash_length_factor(gen, w.seq_len, c.cp, c.cp_comm)
             fa_fwd, fa_bwd = fa_fwd * length, fa_bwd * length
             t_attn = attn_flops / (peak_flops(gpu, False) * fa_fwd)
             t_attn_bwd = 2.5 * attn_flops / (peak_flops(gpu, False) * fa_bwd)

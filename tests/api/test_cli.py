@@ -171,6 +171,7 @@ def test_uneven_layers_per_stage() -> None:
         (["--layers-per-stage", "a,b"], "config.layers_per_stage"),
         (["--offload-layers", "80"], "config.offload_layers: offload_layers=80 must be below"),
         (["--recompute", "full", "--offload-layers", "8"], "cannot run with recompute=full"),
+        (["--attention-kernel", "fa4"], "workload.attention_kernel: Input should be 'fa3' or 'fa2'"),
     ],
 )
 def test_bad_input_exits_2_with_one_line(args: list[str], needle: str) -> None:

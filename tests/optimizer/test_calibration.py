@@ -16,7 +16,7 @@ def cases() -> list[CalibrationCase]:
 
 def test_data_set_is_complete() -> None:
     records = load_records()
-    assert len(records) == 129
+    assert len(records) == 146
     assert all(r["source"].get("title") or r["source"].get("url") for r in records)
 
 
@@ -41,6 +41,8 @@ def test_every_group_is_scored(cases: list[CalibrationCase]) -> None:
         "megatron_bridge_h100_fp8_moe",
         "megatron_bridge_blackwell",
         "megatron_bridge_blackwell_moe",
+        "nemo2403_h100_long_sequence",
+        "nemo2504_b200_long_sequence",
     } <= groups
     assert len(cases) >= 97
 
@@ -90,7 +92,8 @@ GROUP_MEDIANS = {
     "narayanan2021_table2_zero3": 0.025,
     "smith2022_mtnlg_megatron_deepspeed": 0.18,
     # torchtitan's own benchmark (Dec 2024, Grand Teton H100 96 GB): max_memory_reserved of Llama 3.1 8B under FSDP
-    # and CP against the predicted allocated peak plus the allocator slack; -0.6% to -1.3%.
+    # and CP against the predicted allocated peak plus the allocator slack; -2.5% to -3.7% since the slack stops at
+    # 8 GiB.
     "torchtitan2412_h100_memory": 0.03,
     # Megatron-Bridge 26.06, Llama 3.1 405B FP8 / MXFP8 on 256 GB200 and 256 GB300 with the recipes' knobs: -0.6% to
     # +11.7% (GB300's matmul rate is derived from other GB300 / GB200 pairs, gpu_catalog.py); 26.04 Llama 3 70B FP8
@@ -103,6 +106,14 @@ GROUP_MEDIANS = {
     # elementwise kernels after the GEMMs (costmodel/inference.py): the 2,048-token rows moved from -3% / +1% to
     # +5% / +5%; the H100 128-token row is -19.6% (too fast), the A100 one +10.9%.
     "trtllm_v0.5_low_latency": 0.085,
+    # NeMo 24.03 long-sequence table, Llama 2 7B FP8 on 4-1,024 H100 at 4K-1M tokens (CP 1-32), attention at
+    # FlashAttention-2 class rates (the stack predates FlashAttention-3): -3.2% to +5.4%, median 1.6%.
+    "nemo2403_h100_long_sequence": 0.03,
+    # NeMo 25.04 long-sequence table, Llama 3 8B FP8 on B200 at 8K-1M tokens (CP 1-16): -10% to -20%, median 18.7%,
+    # above the issue's 8%. An early Blackwell stack: the 8K row without CP is already 11% fast (GEMMs and
+    # everything else), the rest is the attention core, for which no Blackwell efficiency is published (the model
+    # takes Hopper's FA3-class shares; Megatron-Bridge's newer B200 / GB200 containers fit them). Open.
+    "nemo2504_b200_long_sequence": 0.20,
 }
 
 
