@@ -16,7 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from optimizer.errors import UnknownNameError
 
-Family = Literal["ampere", "hopper", "blackwell", "ada", "cdna2", "cdna3", "cdna4", "other"]
+Family = Literal["ampere", "hopper", "blackwell", "blackwell-ultra", "ada", "cdna2", "cdna3", "cdna4", "other"]
 
 
 class GPUSpec(BaseModel):
@@ -257,11 +257,14 @@ BUILTIN_GPUS: dict[str, GPUSpec] = {
         # B200's 1000 W). Derived from Megatron-Bridge runs that differ only in the GPU (same container, same knobs;
         # performance-summary-archive.md): GB300 / GB200 Llama 3 70B FP8 FSDP 64 (26.04) 5243 / 4143 = 1.27, Llama 3
         # 70B FP8 8 GPUs tp1 pp2 vp20 (26.06) 7481 / 6206 = 1.21 -> 0.73 x 1.24 = 0.90; B300 / B200 DeepSeek-V3
-        # MXFP8 tp1 pp16 ep8 (26.02.01, 26.04) 1.11 -> 0.78 x 1.11 = 0.87.
+        # MXFP8 tp1 pp16 ep8 (26.02.01, 26.04) 1.11 -> 0.78 x 1.11 = 0.87. Family blackwell-ultra: twice Blackwell's
+        # special-function (exp) throughput, so attention's softmax no longer stalls the tensor cores [NVIDIA
+        # technical blog, "Making Softmax More Efficient with NVIDIA Blackwell Ultra"; constants
+        # FLASH_ATTENTION_EFFICIENCY].
         _gpu(
             name="B300-270GB",
             sm_count=160,
-            family="blackwell",
+            family="blackwell-ultra",
             bf16_tflops=2250,
             fp8_tflops=4500,
             memory_gib=270,
@@ -275,7 +278,7 @@ BUILTIN_GPUS: dict[str, GPUSpec] = {
         _gpu(
             name="GB300-279GB",
             sm_count=160,
-            family="blackwell",
+            family="blackwell-ultra",
             bf16_tflops=2500,
             fp8_tflops=5000,
             memory_gib=279,

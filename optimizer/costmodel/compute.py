@@ -28,7 +28,11 @@ from optimizer.model_spec import ModelSpec
 # Output tile (rows, cols) of the tensor-core GEMM kernels: 128x128 through Ampere [NVIDIA DL Performance Guide,
 # "Matrix Multiplication Background"]; Hopper's warp-group MMA kernels favour 128x256 tiles [CUTLASS 3.x
 # hopper_warp_specialized_gemm default TileShape; H100 whitepaper "Thread Block Clusters"].
-GEMM_TILES: dict[str, tuple[int, int]] = {"hopper": (128, 256), "blackwell": (128, 256)}
+GEMM_TILES: dict[str, tuple[int, int]] = {
+    "hopper": (128, 256),
+    "blackwell": (128, 256),
+    "blackwell-ultra": (128, 256),
+}
 GEMM_TILE_DEFAULT = (128, 128)
 
 
@@ -248,7 +252,6 @@ def _flash_speed(curve: tuple[float, ...], length: float) -> float:
     return curve[-1]
 
 
-@functools.lru_cache(maxsize=4096)
 def attention_generation(kernel: str, family: str) -> str:
     """The fused-attention kernel generation a GPU runs when `kernel` is asked for: FlashAttention-3 class kernels
     need Hopper or newer (wgmma / TMA), so Ampere runs fa2 [constants FLASH_ATTENTION_EFFICIENCY]."""
@@ -262,6 +265,7 @@ def flash_efficiency(kernel: str, family: str) -> tuple[float, float]:
     return table.get(family, table[FLASH_ATTENTION_FALLBACK_FAMILY])
 
 
+@functools.lru_cache(maxsize=4096)
 def flash_length_factor(generation: str, seq_len: float, cp: int = 1, comm: str = "p2p") -> float:
     """The fused attention kernel's speed for this sequence length relative to the causal reference length that
     FLASH_ATTENTION_EFFICIENCY describes.

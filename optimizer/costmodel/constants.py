@@ -107,7 +107,14 @@ CUDA_GRAPHS_BYTES = 1.5 * 2**30
 # generation (TrainingWorkload.attention_kernel) and GPU family:
 # - fa3, Hopper: FlashAttention-3 / cuDNN fused attention at head dim 128 reach 600-740 TFLOP/s forward and about
 #   450-550 backward of 989 [Shah et al. 2024, FlashAttention-3, Fig. 5-7] -> (0.60, 0.46), taking the low ends for
-#   causal masks. Blackwell and other families take the Hopper pair (no training-step figures of their own).
+#   causal masks. Blackwell Ultra (B300, GB300) and the other families take the Hopper pair.
+# - fa3, Blackwell (B200, GB200): twice Hopper's tensor-core rate per SM with the same special-function (exp) rate,
+#   so the softmax between the two attention GEMMs stalls the tensor cores [NVIDIA technical blog, "Making Softmax
+#   More Efficient with NVIDIA Blackwell Ultra": Blackwell Ultra doubles the SFU throughput for this reason]. No
+#   kernel figure is published; 0.8 x the Hopper pair -> (0.48, 0.37) fits NeMo 25.04's long-sequence table (Llama
+#   3 8B FP8 on B200, 8K-1M tokens: median 2.4%, max 6.1%; the Hopper pair left it 10-20% fast) and best fits
+#   Megatron-Bridge's dense Blackwell rows (benchmarks/bridge_summary.py: non-FSDP median 2.8% at 0.8, 3.2% at
+#   1.0, 4.0% at 0.7). The GB300 records fit the Hopper pair (Blackwell Ultra above).
 # - fa2, Hopper: FlashAttention-2 reaches "only 35% utilization" of H100 [Shah et al. 2024, abstract; Fig. 5: 333
 #   TFLOP/s causal at 8k] and about 280 backward [ibid. Fig. 7] -> (0.34, 0.28). NeMo 24.03's long-sequence table
 #   (Llama 2 7B FP8 on 4-1,024 H100 at 4k-1M tokens, CP 1-32; records nemo2403_h100_long_sequence) fits this pair
@@ -115,7 +122,7 @@ CUDA_GRAPHS_BYTES = 1.5 * 2**30
 # - fa2, Ampere: FlashAttention-2 reaches 50-73% forward and about 60% backward of 312 [Dao 2023, FA-2 §4.1]
 #   -> (0.60, 0.55). FlashAttention-3 needs Hopper's wgmma / TMA, so Ampere runs fa2 whatever is asked.
 FLASH_ATTENTION_EFFICIENCY: dict[str, dict[str, tuple[float, float]]] = {
-    "fa3": {"hopper": (0.60, 0.46)},
+    "fa3": {"hopper": (0.60, 0.46), "blackwell": (0.48, 0.37)},
     "fa2": {"hopper": (0.34, 0.28), "ampere": (0.60, 0.55)},
 }
 # The family whose pair stands in for families without their own entry.

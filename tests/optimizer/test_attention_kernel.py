@@ -21,10 +21,19 @@ def test_ampere_runs_fa2_whatever_is_asked() -> None:
     assert flash_efficiency("fa3", "ampere") == flash_efficiency("fa2", "ampere")
 
 
-def test_fa2_is_slower_than_fa3_on_hopper_and_blackwell_takes_hoppers_pair() -> None:
+def test_blackwell_ultra_gpus_are_their_own_family() -> None:
+    from optimizer.gpu_catalog import resolve_gpu
+
+    assert resolve_gpu("GB300").family == resolve_gpu("B300").family == "blackwell-ultra"
+    assert resolve_gpu("GB200").family == resolve_gpu("B200").family == "blackwell"
+
+
+def test_fa2_is_slower_than_fa3_and_blackwell_ultra_undoes_blackwells_softmax_stall() -> None:
     fa3, fa2 = flash_efficiency("fa3", "hopper"), flash_efficiency("fa2", "hopper")
     assert fa2[0] < 0.6 * fa3[0] and fa2[1] < 0.65 * fa3[1]
-    assert flash_efficiency("fa3", "blackwell") == fa3
+    blackwell = flash_efficiency("fa3", "blackwell")
+    assert blackwell[0] < fa3[0] and blackwell[1] < fa3[1]  # the exp rate did not double with the tensor cores
+    assert flash_efficiency("fa3", "blackwell-ultra") == fa3  # twice the SFU throughput
 
 
 def test_framework_defaults() -> None:
@@ -48,6 +57,15 @@ def test_the_workload_kernel_overrides_the_framework_and_matters_at_long_context
     default, fa3, fa2 = step(None), step("fa3"), step("fa2")
     assert default == fa3
     assert fa2 > 1.4 * fa3  # at 512K tokens the attention core is ~85% of the FLOPs
+
+
+def test_nemo_2504_b200_long_sequence_rows_fit_blackwells_attention() -> None:
+    """Llama 3 8B FP8 on B200 from 8K to 1M tokens: every row within 7% with Blackwell's attention shares."""
+    records = [r for r in load_records() if r["group"] == "nemo2504_b200_long_sequence"]
+    assert len(records) == 8
+    for rec in records:
+        case = predict(rec)
+        assert case is not None and abs(case.error) <= 0.07, (rec["id"], case and case.error)
 
 
 def test_nemo_2403_long_sequence_rows_fit_fa2_and_not_fa3() -> None:

@@ -97,11 +97,12 @@ GROUP_MEDIANS = {
     "torchtitan2412_h100_memory": 0.03,
     # Megatron-Bridge 26.06, Llama 3.1 405B FP8 / MXFP8 on 256 GB200 and 256 GB300 with the recipes' knobs: -0.6% to
     # +11.7% (GB300's matmul rate is derived from other GB300 / GB200 pairs, gpu_catalog.py); 26.04 Llama 3 70B FP8
-    # Megatron-FSDP 64 with 40 offloaded layers on GB200: -5.7%.
+    # Megatron-FSDP 64 with 40 offloaded layers on GB200: -5.7%. GB200's attention at Blackwell's shares: GB200 405B
+    # +8.9% / +1.3%, 70B FSDP -2.6%; GB300 (Blackwell Ultra, Hopper's shares) unchanged.
     "megatron_bridge_blackwell": 0.06,
     # Megatron-Bridge 26.06 on 256 GB200 (EP 64 / 32 per rack) and 256 GB300, the recipes' knobs (HybridEP priced as
     # the all-to-all, A2A overlap): DeepSeek-V3 MXFP8 -3.5% / -0.2%, Qwen3-235B-A22B MXFP8 -8.3% / -2.4%.
-    "megatron_bridge_blackwell_moe": 0.04,  # 2.6% since the training slack stops at 8 GiB (constants.py)
+    "megatron_bridge_blackwell_moe": 0.03,  # 1.3%: GB200 DeepSeek-V3 -0.1%, Qwen3-235B -5.1% (Blackwell attention)
     # Batch-1 prefill of 128 and 2,048 tokens. Serving now prices each kernel class on its own roofline and the
     # elementwise kernels after the GEMMs (costmodel/inference.py): the 2,048-token rows moved from -3% / +1% to
     # +5% / +5%; the H100 128-token row is -19.6% (too fast), the A100 one +10.9%.
@@ -109,11 +110,10 @@ GROUP_MEDIANS = {
     # NeMo 24.03 long-sequence table, Llama 2 7B FP8 on 4-1,024 H100 at 4K-1M tokens (CP 1-32), attention at
     # FlashAttention-2 class rates (the stack predates FlashAttention-3): -3.2% to +5.4%, median 1.6%.
     "nemo2403_h100_long_sequence": 0.03,
-    # NeMo 25.04 long-sequence table, Llama 3 8B FP8 on B200 at 8K-1M tokens (CP 1-16): -10% to -20%, median 18.7%,
-    # above the issue's 8%. An early Blackwell stack: the 8K row without CP is already 11% fast (GEMMs and
-    # everything else), the rest is the attention core, for which no Blackwell efficiency is published (the model
-    # takes Hopper's FA3-class shares; Megatron-Bridge's newer B200 / GB200 containers fit them). Open.
-    "nemo2504_b200_long_sequence": 0.20,
+    # NeMo 25.04 long-sequence table, Llama 3 8B FP8 on B200 at 8K-1M tokens (CP 1-16): -6.2% to -0.6%, median 2.6%,
+    # with Blackwell's own FA3-class attention shares (0.8 x Hopper's: the softmax's exp rate did not double with
+    # the tensor cores; constants.FLASH_ATTENTION_EFFICIENCY). With Hopper's shares: -10% to -20%.
+    "nemo2504_b200_long_sequence": 0.04,
 }
 
 
