@@ -6,9 +6,10 @@ set. Prints every row and the median and p90 |error| per GPU family, for the new
 Each row is priced with its published knobs (TP, PP, CP, VP, EP, micro-batch, global batch, FSDP) and Megatron-Bridge's
 perf defaults for the rest: distributed optimizer, bf16 gradients, FP8 primary weights under FP8, sequence parallel
 and TP-comm overlap when tp > 1, expert TP 1, embedding and loss counted in the pipeline split when the layers do not
-divide. Not published per row and so searched: recompute (none, selective, full; the fastest that fits). Not applied:
-A2A overlap, HybridEP / DeepEP dispatch, CUDA graphs and activation offloading, which the newest MoE and GB200
-recipes use (the calibration records carry them where the recipe is read). NVL72 racks are taken as 64-GPU NVLink
+divide. Not published per row and so searched: recompute (none, selective, full; the fastest that fits). The 26.06+
+MXFP8 MoE recipes overlap the EP all-to-all (A2A_OVERLAP_FROM); the Megatron-FSDP recipes on NVL72 racks offload
+activations (OFFLOAD_LAYERS). Not applied: HybridEP / DeepEP dispatch, CUDA graphs and the MoE recipes' paged stash
+(the calibration records carry what the recipe sets where it is read). NVL72 racks are taken as 64-GPU NVLink
 domains (16 trays per rack, as the recipes place 256-GPU jobs).
 
 Run: .venv/bin/python benchmarks/bridge_summary.py [--all-rows]
@@ -36,6 +37,20 @@ from optimizer.workload import TrainingWorkload
 
 DATA = Path(__file__).parent / "data" / "megatron_bridge_summary.csv"
 NEWEST = ("26.06", "26.08")
+# From 26.06 the MXFP8 MoE recipes run full-iteration CUDA graphs with the EP all-to-all overlapped
+# (comm_overlap.overlap_moe_expert_parallel_comm = True in _enable_deepseek_full_iteration_mxfp8 and
+# _enable_hybridep_full_iteration_mxfp8, src/megatron/bridge/perf_recipes/{deepseek,qwen}/common.py at 067f987;
+# Qwen3 GB200 / GB300 since #4211, 2026-06-10). Megatron runs the overlap with pp 1 or an interleaved schedule.
+A2A_OVERLAP_FROM = "26.06"
+# Megatron-FSDP rows that offload activations of this many layers (Megatron --cpu-offloading-num-layers), the same
+# from 25.09 to 26.04: Llama 3 70B FP8 on GB200 40, on GB300 20 (scripts/performance/configs/llama3/
+# llama3_70b_llm_pretrain.yaml at fbca5764f, workload_base_configs.py at 06a9d1d94, llama3_workload_base_configs.py
+# at 39d02fe7f); Llama 3.1 405B FP8 tp2 FSDP on GB200 95 (configs/llama31/llama31_405b_llm_pretrain.yaml, fbca5764f).
+OFFLOAD_LAYERS: dict[tuple[str, str], int] = {
+    ("DGX-GB200", "llama-3-70b"): 40,
+    ("DGX-GB300", "llama-3-70b"): 20,
+    ("DGX-GB200", "llama-3.1-405b"): 95,
+}
 
 # System -> (cluster preset, GPUs per node): the presets carry the GPU, NVLink and NICs (optimizer/presets/clusters;
 # NVL72 racks as 16 trays of 4 GPUs, one NIC per GPU).
@@ -92,36 +107,47 @@ def price(rec: dict[str, str]) -> Row:
         cluster = _cluster(rec["system"], gpus)
     except DomainError as exc:  # a GPU the catalog lacks
         return Row(rec["container"], rec["system"], label, measured, None, f"{exc.field}: {exc.rule}"[:80])
+    a2a_overlap = (
+        ep > 1 and rec["precision"] == "MXFP8" and rec["container"] >= A2A_OVERLAP_FROM and (pp == 1 or vp > 1)
+    )
+    offload = OFFLOAD_LAYERS.get((rec["system"], rec["preset"]), 0) if int(rec["fsdp"]) else 0
     split = None
     if model.num_layers % pp or (model.num_layers // pp) % vp or model.mtp_layers:
         split = LayerRules.of(model, pp, vp, True).default_split()
     best: float | None = None
     reason = ""
-    for recompute in ("none", "selective", "full"):
-        try:
-            cfg = ParallelConfig(
-                tp=tp,
-                pp=pp,
-                dp=gpus // (tp * pp * cp),
-                cp=cp,
-                ep=ep,
-                etp=1 if ep > 1 else None,
-                vp=vp,
-                mbs=mbs,
-                schedule="interleaved-1f1b" if vp > 1 else "1f1b",
-                sequence_parallel=tp > 1,
-                tp_comm_overlap=tp > 1,
-                recompute=recompute,
-                zero_stage=3 if int(rec["fsdp"]) else 1,
-                layers_per_stage=split,
-            )
-            e = estimate(model, cluster, w, cfg)
-        except (DomainError, ValueError) as exc:
-            reason = reason or str(exc)
-            continue
-        if e.feasible and (best is None or e.step_time_s < best):
-            best = e.step_time_s
-        reason = reason or (e.reason or "")
+    # The recipe's A2A overlap first; where nothing fits with it (its paged expert-activation stash, which spills to
+    # host memory, is not modelled, and Megatron's overlap refuses full recompute), the row is priced without it.
+    for overlap in (True, False) if a2a_overlap else (False,):
+        for recompute in ("none", "selective", "full"):
+            try:
+                cfg = ParallelConfig(
+                    tp=tp,
+                    pp=pp,
+                    dp=gpus // (tp * pp * cp),
+                    cp=cp,
+                    ep=ep,
+                    ep_comm_overlap=overlap,
+                    etp=1 if ep > 1 else None,
+                    vp=vp,
+                    mbs=mbs,
+                    schedule="interleaved-1f1b" if vp > 1 else "1f1b",
+                    sequence_parallel=tp > 1,
+                    tp_comm_overlap=tp > 1,
+                    recompute=recompute,
+                    zero_stage=3 if int(rec["fsdp"]) else 1,
+                    layers_per_stage=split,
+                    offload_layers=offload,
+                )
+                e = estimate(model, cluster, w, cfg)
+            except (DomainError, ValueError) as exc:
+                reason = reason or str(exc)
+                continue
+            if e.feasible and (best is None or e.step_time_s < best):
+                best = e.step_time_s
+            reason = reason or (e.reason or "")
+        if best is not None:
+            break
     return Row(rec["container"], rec["system"], label, measured, best, "" if best else reason[:80])
 
 

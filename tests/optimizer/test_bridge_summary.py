@@ -20,4 +20,16 @@ def test_newest_rows_median_error() -> None:
     rows = [price(rec) for rec in _rows() if rec["container"].startswith(NEWEST)]
     errors = [abs(r.error) for r in rows if r.error is not None]
     assert len(errors) == 27
-    assert statistics.median(errors) <= 0.15
+    assert statistics.median(errors) <= 0.08  # 6.1% with the recipes' A2A overlap and offloaded layers
+
+
+def test_dense_and_moe_rows_against_issue_13s_external_targets() -> None:
+    """Issue 13 measures pinned runs the project does not ship: dense median <= 8% and p90 <= 25%, MoE median
+    <= 15%. Dense rows today: median 2.9%, p90 11.6%; MoE rows 12.9% (their p90, 46%, is the older containers'
+    slower MoE layers: open)."""
+    rows = [(rec, price(rec)) for rec in _rows()]
+    dense = sorted(abs(r.error) for rec, r in rows if int(rec["ep"]) == 1 and r.error is not None)
+    moe = sorted(abs(r.error) for rec, r in rows if int(rec["ep"]) > 1 and r.error is not None)
+    assert len(dense) == 62 and len(moe) == 98
+    assert statistics.median(dense) <= 0.05 and dense[int(0.9 * len(dense))] <= 0.15
+    assert statistics.median(moe) <= 0.15
