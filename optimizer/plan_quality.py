@@ -37,6 +37,8 @@ class Scenario:
     """The dtype gradients were accumulated and reduced in (Megatron --grad-reduce-in-bf16)."""
     fp8_param_gather: bool = False
     """FP8 primary weights (Megatron --fp8-param-gather), as Megatron-Bridge's FP8 recipes run."""
+    attention_kernel: Literal["fa3", "fa2"] | None = None
+    """The fused-attention kernel generation of the published run's stack (None: the framework's default)."""
 
     @property
     def family(self) -> str:
@@ -60,6 +62,7 @@ class Scenario:
             framework=framework,
             grad_dtype=self.grad_dtype,
             fp8_param_gather=self.fp8_param_gather and framework in ("megatron", "auto"),
+            attention_kernel=self.attention_kernel,
         )
 
 
@@ -235,6 +238,20 @@ SCENARIOS: tuple[Scenario, ...] = (
         "fp8",
         grad_dtype="bf16",
         fp8_param_gather=True,
+    ),
+    # NeMo's long-sequence table: Llama 2 7B FP8, one 1M-token sequence per replica, 1,024 H100, TP 8 x CP 32 x DP 4
+    # (NeMo 24.03, FlashAttention-2 class attention; record nemo2403_h100_long_sequence_llama2_7b_1024k_cp32).
+    Scenario(
+        "Llama-2-7B FP8, 1M tokens, 1,024 H100",
+        "llama-2-7b",
+        "dgx-h100:128",
+        4,
+        1048576,
+        {"tp": 8, "pp": 1, "dp": 4, "cp": 32, "mbs": 1},
+        "nemo2403_h100_long_sequence_llama2_7b_1024k_cp32",
+        "fp8",
+        grad_dtype="bf16",
+        attention_kernel="fa2",
     ),
 )
 
