@@ -10,6 +10,7 @@ All TFLOP/s are dense (no sparsity). Bandwidths are unidirectional GB/s (1e9 byt
 
 from __future__ import annotations
 
+import re
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -171,6 +172,40 @@ BUILTIN_GPUS: dict[str, GPUSpec] = {
             pcie_gen=5,
             mamf_fraction=0.80,
             source="NV H800; DS3",
+        ),
+        # GH200 Grace Hopper superchip: the H100 GPU (132 SMs, 989 / 1979 dense BF16 / FP8) with 96 GB HBM3 at 4.0 TB/s
+        # or 144 GB HBM3e at 4.9 TB/s, NVLink4 450 GB/s per direction, NVLink-C2C to Grace at 450 GB/s per direction
+        # [NV GH200 Grace Hopper Superchip datasheet]; nodes of 4 (Alps, Jupiter; HPE Cray EX254n) share NVLink.
+        # MAMF not published: H100 SXM's 0.80 assumed (same die).
+        _gpu(
+            name="GH200-96GB",
+            sm_count=132,
+            family="hopper",
+            bf16_tflops=989,
+            fp8_tflops=1979,
+            memory_gib=96,
+            memory_tbps=4.0,
+            scaleup_gbytes_per_s=450,
+            scaleup_domain=4,
+            pcie_gen=5,
+            host_gbytes_per_s=450,
+            mamf_fraction=0.80,
+            source="NV GH200 datasheet; MAMF assumed = H100 SXM",
+        ),
+        _gpu(
+            name="GH200-144GB",
+            sm_count=132,
+            family="hopper",
+            bf16_tflops=989,
+            fp8_tflops=1979,
+            memory_gib=144,
+            memory_tbps=4.9,
+            scaleup_gbytes_per_s=450,
+            scaleup_domain=4,
+            pcie_gen=5,
+            host_gbytes_per_s=450,
+            mamf_fraction=0.80,
+            source="NV GH200 datasheet; MAMF assumed = H100 SXM",
         ),
         # H20: the export Hopper, 148 / 296 TF dense BF16 / FP8, 96 GB HBM3 at 4.0 TB/s, NVLink 900 GB/s
         # bidirectional = 450/dir [NV H20 product brief as reported by SemiAnalysis, 2023-11]; MAMF as H100.
@@ -403,6 +438,9 @@ ALIASES: dict[str, str] = {
     "A800": "A800-SXM-80GB",
     "A800-80GB": "A800-SXM-80GB",
     "H200": "H200-SXM-141GB",
+    "H100-PCIe": "H100-PCIe-80GB",
+    "GH200": "GH200-96GB",
+    "GH200-480GB": "GH200-96GB",
     "B200": "B200-180GB",
     "GB200": "GB200-186GB",
     "B300": "B300-270GB",
@@ -416,8 +454,24 @@ ALIASES: dict[str, str] = {
 }
 
 
+def canonical_gpu_name(name: str) -> str:
+    """A GPU name as papers, nvidia-smi and rocm-smi spell it, reduced to the catalog's spelling: no vendor prefix,
+    hyphens for spaces, SXM2/4/5 as SXM, no memory-type suffix ("NVIDIA H100 80GB HBM3" -> "h100-80gb",
+    "NVIDIA A100-SXM4-80GB" -> "a100-sxm-80gb", "AMD Instinct MI300X" -> "mi300x")."""
+    s = name.strip().lower()
+    for prefix in ("nvidia ", "amd instinct ", "amd ", "instinct ", "tesla "):
+        if s.startswith(prefix):
+            s = s[len(prefix) :]
+    s = re.sub(r"[\s_/]+", "-", s)
+    s = re.sub(r"(\d+)-gb\b", r"\1gb", s)
+    s = re.sub(r"-?(hbm3e|hbm3|hbm2e|hbm2)$", "", s)
+    s = re.sub(r"sxm[2-5]", "sxm", s)
+    return re.sub(r"-+", "-", s).strip("-")
+
+
 def resolve_gpu(name: str, custom: dict[str, GPUSpec] | None = None, field: str = "gpu") -> GPUSpec:
-    """Look up a GPU by name (case-insensitive, aliases allowed); user-defined types take precedence."""
+    """Look up a GPU by name (case-insensitive, aliases and the spellings canonical_gpu_name reduces allowed);
+    user-defined types take precedence."""
     pool = dict(BUILTIN_GPUS)
     if custom:
         pool.update(custom)
@@ -428,6 +482,13 @@ def resolve_gpu(name: str, custom: dict[str, GPUSpec] | None = None, field: str 
     if key in lowered:
         return lowered[key]
     alias = {k.lower(): v for k, v in ALIASES.items()}.get(key)
+    if alias is not None:
+        return pool[alias]
+    canonical = canonical_gpu_name(name)
+    by_canonical = {canonical_gpu_name(k): v for k, v in pool.items()}
+    if canonical in by_canonical:
+        return by_canonical[canonical]
+    alias = {canonical_gpu_name(k): v for k, v in ALIASES.items()}.get(canonical)
     if alias is not None:
         return pool[alias]
     raise UnknownNameError(field, name, pool)

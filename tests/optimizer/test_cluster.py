@@ -83,6 +83,29 @@ def test_alias_and_case() -> None:
     assert resolve_gpu("a100").name == "A100-SXM-80GB"
 
 
+@pytest.mark.parametrize(
+    ("spelling", "name"),
+    [
+        ("NVIDIA H100 80GB HBM3", "H100-SXM-80GB"),  # nvidia-smi
+        ("NVIDIA A100-SXM4-40GB", "A100-SXM-40GB"),
+        ("A100 80GB", "A100-SXM-80GB"),
+        ("H100 SXM5 80GB", "H100-SXM-80GB"),
+        ("H100 PCIe", "H100-PCIe-80GB"),
+        ("AMD Instinct MI300X", "MI300X-192GB"),  # rocm-smi
+        ("NVIDIA GH200 144GB HBM3e", "GH200-144GB"),
+        ("GH200", "GH200-96GB"),
+    ],
+)
+def test_spellings_from_papers_and_smi_tools(spelling: str, name: str) -> None:
+    assert resolve_gpu(spelling).name == name
+
+
+def test_an_unknown_gpu_still_lists_the_known_ones() -> None:
+    with pytest.raises(UnknownNameError) as exc:
+        resolve_gpu("NVIDIA V100-SXM2-32GB")
+    assert "H100-SXM-80GB" in str(exc.value)
+
+
 def test_preset_node_count() -> None:
     assert load_cluster_preset("dgx-h100:16").healthy_gpus == 128
     with pytest.raises(DomainError):
