@@ -177,11 +177,48 @@ def _summary(rows: list[Row], title: str) -> Table:
     return t
 
 
+# Two rows whose measured times differ by less than this are a tie, not a pair to order.
+PAIR_TIE = 0.03
+
+
+def ordered_pairs(priced: list[tuple[dict[str, str], Row]]) -> tuple[int, int]:
+    """(pairs ordered as measured, pairs) among rows of one container, model, GPU count, batch and sequence length
+    (other GPUs, precisions or layouts): issue 12's comparison pairs, the faster one measured must be predicted
+    faster. Ties (measured within PAIR_TIE) are left out."""
+    groups: dict[tuple[str, ...], list[Row]] = {}
+    for rec, r in priced:
+        if r.predicted_s is not None:
+            key = (rec["container"], rec["model"], rec["gpus"], rec["gbs"], rec["seq_len"])
+            groups.setdefault(key, []).append(r)
+    ok = total = 0
+    for members in groups.values():
+        for i, a in enumerate(members):
+            for b in members[i + 1 :]:
+                if abs(a.measured_s / b.measured_s - 1) < PAIR_TIE:
+                    continue
+                assert a.predicted_s is not None and b.predicted_s is not None
+                total += 1
+                ok += (a.measured_s < b.measured_s) == (a.predicted_s < b.predicted_s)
+    return ok, total
+
+
+def _split(priced: list[tuple[dict[str, str], Row]]) -> str:
+    """Median and p90 |error| of the dense and the MoE rows."""
+    parts = []
+    for name, moe in (("dense", False), ("MoE", True)):
+        errs = sorted(abs(r.error) for rec, r in priced if (int(rec["ep"]) > 1) == moe and r.error is not None)
+        parts.append(
+            f"{name} {len(errs)} rows: median {statistics.median(errs):.1%}, p90 {errs[int(0.9 * len(errs))]:.1%}"
+        )
+    return "; ".join(parts)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--all-rows", action="store_true", help="print every row, not only the summaries")
     args = ap.parse_args()
-    rows = [price(rec) for rec in _rows()]
+    priced = [(rec, price(rec)) for rec in _rows()]
+    rows = [r for _, r in priced]
     console = Console(width=160)
     if args.all_rows:
         t = Table(title="Megatron-Bridge performance-summary rows")
@@ -200,6 +237,12 @@ def main() -> None:
     newest = [r for r in rows if r.container.startswith(NEWEST)]
     console.print(_summary(newest, f"Newest containers ({', '.join(NEWEST)}): |error| per GPU family"))
     console.print(_summary(rows, "All containers (25.09-26.08): |error| per GPU family"))
+    console.print(_split(priced))
+    ok, total = ordered_pairs(priced)
+    console.print(
+        f"same-setup pairs (container, model, GPUs, batch) ordered as measured: {ok} of {total} ({ok / total:.1%}); "
+        f"ties within {PAIR_TIE:.0%} left out"
+    )
 
 
 if __name__ == "__main__":
