@@ -156,6 +156,11 @@ def _rows() -> list[dict[str, str]]:
     return list(csv.DictReader(lines))
 
 
+def _p90(errs: list[float]) -> float:
+    """The 90th percentile of sorted |errors| (the value below which 90% of them lie)."""
+    return errs[min(len(errs) - 1, int(0.9 * len(errs)))]
+
+
 def _summary(rows: list[Row], title: str) -> Table:
     t = Table(title=title)
     for col in ("GPU", "rows", "priced", "median |error|", "p90 |error|", "not priced"):
@@ -165,7 +170,7 @@ def _summary(rows: list[Row], title: str) -> Table:
         errs = sorted(abs(r.error) for r in sel if r.error is not None)
         if not sel:
             continue
-        p90 = errs[min(len(errs) - 1, int(0.9 * len(errs)))] if errs else None
+        p90 = _p90(errs) if errs else None
         t.add_row(
             system,
             str(len(sel)),
@@ -207,9 +212,7 @@ def _split(priced: list[tuple[dict[str, str], Row]]) -> str:
     parts = []
     for name, moe in (("dense", False), ("MoE", True)):
         errs = sorted(abs(r.error) for rec, r in priced if (int(rec["ep"]) > 1) == moe and r.error is not None)
-        parts.append(
-            f"{name} {len(errs)} rows: median {statistics.median(errs):.1%}, p90 {errs[int(0.9 * len(errs))]:.1%}"
-        )
+        parts.append(f"{name} {len(errs)} rows: median {statistics.median(errs):.1%}, p90 {_p90(errs):.1%}")
     return "; ".join(parts)
 
 
