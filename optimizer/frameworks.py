@@ -33,11 +33,11 @@ TORCHTITAN_ASYNC_TP_SHARE = 0.45  # calibrated 2026-11 on the pairs above
 FrameworkName = Literal["megatron", "deepspeed", "torchtitan"]
 FRAMEWORKS: tuple[FrameworkName, ...] = ("megatron", "deepspeed", "torchtitan")
 FrameworkChoice = Literal["megatron", "deepspeed", "torchtitan", "auto"]
+"""A workload's framework: one of FRAMEWORKS, or `auto` (the planner plans for each and keeps the best)."""
 AttentionKernel = Literal["fa3", "fa2"]
 """Fused-attention kernel generation: fa3 = FlashAttention-3 class (FlashAttention-3, cuDNN fused attention on
 Hopper and newer), fa2 = FlashAttention-2 class (the flash-attn 2.x package, PyTorch SDPA's flash backend, and the
 stacks before FlashAttention-3 of July 2024). Efficiencies in costmodel/constants.py FLASH_ATTENTION_EFFICIENCY."""
-"""A workload's framework: one of FRAMEWORKS, or `auto` (the planner plans for each and keeps the best)."""
 
 
 @dataclass(frozen=True, slots=True)

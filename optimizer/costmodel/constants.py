@@ -118,7 +118,7 @@ CUDA_GRAPHS_BYTES = 1.5 * 2**30
 # - fa2, Hopper: FlashAttention-2 reaches "only 35% utilization" of H100 [Shah et al. 2024, abstract; Fig. 5: 333
 #   TFLOP/s causal at 8k] and about 280 backward [ibid. Fig. 7] -> (0.34, 0.28). NeMo 24.03's long-sequence table
 #   (Llama 2 7B FP8 on 4-1,024 H100 at 4k-1M tokens, CP 1-32; records nemo2403_h100_long_sequence) fits this pair
-#   within -3..+8% at every length; the fa3 pair leaves it 12-37% fast.
+#   within -3..+6% at every length; the fa3 pair leaves it 12-37% fast.
 # - fa2, Ampere: FlashAttention-2 reaches 50-73% forward and about 60% backward of 312 [Dao 2023, FA-2 §4.1]
 #   -> (0.60, 0.55). FlashAttention-3 needs Hopper's wgmma / TMA, so Ampere runs fa2 whatever is asked.
 FLASH_ATTENTION_EFFICIENCY: dict[str, dict[str, tuple[float, float]]] = {
