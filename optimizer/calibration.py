@@ -25,7 +25,7 @@ from optimizer.model_spec import MLASpec, ModelSpec, MoESpec
 from optimizer.parallel_config import ParallelConfig
 from optimizer.pipeline_layout import layout_chunks
 from optimizer.stage_layers import LayerRules
-from optimizer.workload import InferenceWorkload, TrainingWorkload
+from optimizer.workload import InferenceWorkload, Precision, TrainingWorkload
 
 Record = dict[str, Any]
 
@@ -153,15 +153,26 @@ def framework_of(rec: Record) -> str:
     return str(rec.get("framework") or "megatron")
 
 
+def _precision(rec: Record) -> Precision:
+    """The GEMM precision a record ran: FP8, FP16 (the V100 runs: Volta has no BF16) or BF16 (every other 16-bit
+    mixed-precision run)."""
+    stated = str(rec.get("precision") or "")
+    if stated == "FP8":
+        return "fp8"
+    return "fp16" if "fp16" in stated.lower() else "bf16"
+
+
 def _training_space(rec: Record, model: ModelSpec) -> tuple[TrainingWorkload, list[ParallelConfig], list[str]]:
     p, b = rec["parallel"], rec["batch"]
-    era_2021 = rec["group"].startswith(("narayanan2021", "korthikanti2022", "smith2022", "bigscience2022"))
+    era_2021 = rec["group"].startswith(
+        ("megatron2019", "narayanan2021", "korthikanti2022", "smith2022", "bigscience2022")
+    )
     fw = framework_of(rec)
     notes: list[str] = []
     w = TrainingWorkload(
         global_batch_size=b["global_batch_size"],
         seq_len=rec["model"]["seq_len"],
-        precision="fp8" if rec.get("precision") == "FP8" else "bf16",
+        precision=_precision(rec),
         grad_dtype=p.get("grad_dtype") or ("bf16" if era_2021 else "fp32"),
         flash_attention=not era_2021,
         framework=fw,
@@ -170,7 +181,7 @@ def _training_space(rec: Record, model: ModelSpec) -> tuple[TrainingWorkload, li
         fp8_param_gather=bool(p.get("fp8_param_gather", False)),
     )
     if era_2021:
-        notes.append("2021-22 Megatron: explicit softmax (no flash attention), 16-bit gradients, no DP overlap")
+        notes.append("2019-22 Megatron: explicit softmax (no flash attention), 16-bit gradients, no DP overlap")
     tp, pp, dp = p["tp"], p["pp"], p["dp"]
     mbs_opts = [b["micro_batch_size"]] if b["micro_batch_size"] else [1, 2, 4, 8]
     if not b["micro_batch_size"]:

@@ -223,6 +223,13 @@ def _megatron(model: ModelSpec, w: TrainingWorkload, c: ParallelConfig, layers: 
             pairs.append(("--fp8-param-gather", None))
     else:
         pairs.append(("--bf16", None) if w.precision == "bf16" else ("--fp16", None))
+    # The attention kernel the plan priced, as Megatron's --attention-backend (AttnBackend: flash, fused, unfused,
+    # local, auto; megatron/core/transformer/enums.py, d98e8a6): FA3 class = TE FusedAttention (cuDNN), FA2 class =
+    # TE FlashAttention (flash-attn), no flash attention = unfused. Unpinned, TE's own choice (auto) is what was
+    # priced (frameworks.MEGATRON attention_kernel).
+    backend = "unfused" if not w.flash_attention else {"fa3": "fused", "fa2": "flash"}.get(w.attention_kernel or "")
+    if backend:
+        pairs.append(("--attention-backend", backend))
     if c.schedule in ("zb-h1", "gpipe"):
         notes.append(f"Megatron-LM has no {c.schedule} schedule flag; it runs 1F1B (interleaved when vp > 1)")
     text, names = _flags(pairs)

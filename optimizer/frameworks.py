@@ -18,6 +18,7 @@ from typing import Literal
 
 from optimizer.costmodel.memory import LOGIT_BYTES, UNFUSED_LOGIT_BYTES
 from optimizer.errors import DomainError, UnknownNameError
+from optimizer.gpu_catalog import GPUSpec, has_transformer_engine
 from optimizer.model_spec import ModelSpec
 from optimizer.parallel_config import CpComm, ParallelConfig, Recompute, Schedule
 
@@ -598,3 +599,9 @@ def allows(fw: Framework, knob: str, value: object) -> bool:
     if knob == "sp":
         return fw.sequence_parallel or value is False
     return True
+
+
+def runs_tp_comm_overlap(fw: Framework, gpu: GPUSpec) -> bool:
+    """Whether the framework overlaps TP communication on this GPU: Megatron's overlap is Transformer Engine's
+    (--tp-comm-overlap, userbuffers), which Volta and Turing cannot run (gpu_catalog.has_transformer_engine)."""
+    return fw.tp_comm_overlap and (fw.name != "megatron" or has_transformer_engine(gpu))

@@ -17,7 +17,9 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from optimizer.errors import UnknownNameError
 
-Family = Literal["ampere", "hopper", "blackwell", "blackwell-ultra", "ada", "cdna2", "cdna3", "cdna4", "other"]
+Family = Literal[
+    "volta", "turing", "ampere", "hopper", "blackwell", "blackwell-ultra", "ada", "cdna2", "cdna3", "cdna4", "other"
+]
 
 
 class GPUSpec(BaseModel):
@@ -73,6 +75,34 @@ def _gpu(**kw: object) -> GPUSpec:
 BUILTIN_GPUS: dict[str, GPUSpec] = {
     g.name: g
     for g in (
+        # V100 (Volta, compute capability 7.0): FP16 tensor cores only, 125 TF SXM2 / 112 TF PCIe / 130 TF V100S,
+        # HBM2 at 0.9 TB/s (V100S 1.134), NVLink2 300 GB/s total = 150 GB/s/dir per GPU on SXM2; no NVLink on PCIe
+        # [NV V100 datasheet]; 80 SMs [NV Volta architecture whitepaper]. DGX-1 links 8 in a hybrid cube mesh, DGX-2
+        # (SXM3, its nvidia-smi name) 16 over NVSwitch at the same per-GPU rate: the cluster preset sets the domain.
+        # No MAMF in [ST]: cuBLAS FP16 GEMM at M = N = K = 8192 reached ~101 of 112 TF on a V100 PCIe, 0.90
+        # [NVIDIA developer forums, "Understanding IPC and issue slot utilization when using Tensor Cores", 2019].
+        *(
+            _gpu(
+                name=name,
+                sm_count=80,
+                family="volta",
+                bf16_tflops=tflops,
+                memory_gib=gib,
+                memory_tbps=tbps,
+                scaleup_gbytes_per_s=link,
+                scaleup_domain=8 if link else 1,
+                pcie_gen=3,
+                mamf_fraction=0.90,
+                source="NV V100 datasheet; MAMF from NVIDIA developer forums (V100 PCIe cuBLAS FP16)",
+            )
+            for name, tflops, gib, tbps, link in (
+                ("V100-SXM2-16GB", 125, 16, 0.9, 150),
+                ("V100-SXM2-32GB", 125, 32, 0.9, 150),
+                ("V100-PCIe-16GB", 112, 16, 0.9, 0),
+                ("V100-PCIe-32GB", 112, 32, 0.9, 0),
+                ("V100S-PCIe-32GB", 130, 32, 1.134, 0),
+            )
+        ),
         # A100: 312 TF dense BF16 [NV A100 datasheet; ST]; HBM 1.555 / 2.039 TB/s [ST]; NVLink3 300 GB/s/dir [ST];
         # MAMF 271/312 = 0.87 SXM, 253/312 = 0.81 PCIe [ST MAMF table].
         _gpu(
@@ -341,6 +371,35 @@ BUILTIN_GPUS: dict[str, GPUSpec] = {
             mamf_fraction=0.81,
             source="ST; NV L40S; MAMF assumed = A100 PCIe",
         ),
+        # Inference-tier PCIe cards, no NVLink (A40's two-card bridge aside), dense tensor rates = the datasheets'
+        # figures without sparsity; no MAMF in [ST]: the A100 PCIe fraction 0.81 is assumed, as for L40S.
+        # A10: 125 TF BF16, 24 GB GDDR6 at 600 GB/s, 72 SMs (GA102) [NV A10 datasheet].
+        # A40: 149.7 TF BF16, 48 GB GDDR6 at 696 GB/s, 84 SMs, NVLink bridge 112.5 GB/s bidirectional between two
+        # cards [NV A40 datasheet].
+        # L4: 121 / 242 TF BF16 / FP8, 24 GB GDDR6 at 300 GB/s, 58 SMs (AD104) [NV L4 datasheet].
+        # T4 (Turing): 65 TF FP16, no BF16, 16 GB GDDR6 at 320 GB/s, 40 SMs [NV T4 datasheet].
+        *(
+            _gpu(
+                name=name,
+                sm_count=sms,
+                family=family,
+                bf16_tflops=tflops,
+                fp8_tflops=fp8,
+                memory_gib=gib,
+                memory_tbps=tbps,
+                scaleup_gbytes_per_s=link,
+                scaleup_domain=2 if link else 1,
+                pcie_gen=3 if family == "turing" else 4,
+                mamf_fraction=0.81,
+                source=f"NV {name.split('-')[0]} datasheet; MAMF assumed = A100 PCIe",
+            )
+            for name, sms, family, tflops, fp8, gib, tbps, link in (
+                ("A10-24GB", 72, "ampere", 125.0, None, 24, 0.6, 0.0),
+                ("A40-48GB", 84, "ampere", 149.7, None, 48, 0.696, 56.25),
+                ("L4-24GB", 58, "ada", 121.0, 242.0, 24, 0.3, 0.0),
+                ("T4-16GB", 40, "turing", 65.0, None, 16, 0.32, 0.0),
+            )
+        ),
         # RTX 6000 Ada: ~364 / ~728 (datasheet's 1457 FP8 with sparsity halved), 48 GB at 0.96 TB/s [ST].
         _gpu(
             name="RTX-6000-Ada-48GB",
@@ -425,6 +484,11 @@ BUILTIN_GPUS: dict[str, GPUSpec] = {
 
 # Other spellings found in papers, nvidia-smi and the calibration data.
 ALIASES: dict[str, str] = {
+    "V100": "V100-SXM2-32GB",
+    "V100-32GB": "V100-SXM2-32GB",
+    "V100-16GB": "V100-SXM2-16GB",
+    "V100-SXM3-32GB": "V100-SXM2-32GB",
+    "V100S": "V100S-PCIe-32GB",
     "A100-SXM4-40GB": "A100-SXM-40GB",
     "A100-SXM4-80GB": "A100-SXM-80GB",
     "A100-40GB": "A100-SXM-40GB",
@@ -446,6 +510,10 @@ ALIASES: dict[str, str] = {
     "B300": "B300-270GB",
     "GB300": "GB300-279GB",
     "L40S": "L40S-48GB",
+    "A10": "A10-24GB",
+    "A40": "A40-48GB",
+    "L4": "L4-24GB",
+    "T4": "T4-16GB",
     "RTX-6000-Ada": "RTX-6000-Ada-48GB",
     "MI250X": "MI250X-GCD-64GB",
     "MI300X": "MI300X-192GB",
@@ -492,3 +560,30 @@ def resolve_gpu(name: str, custom: dict[str, GPUSpec] | None = None, field: str 
     if alias is not None:
         return pool[alias]
     raise UnknownNameError(field, name, pool)
+
+
+# Volta (compute capability 7.0) has FP16 tensor cores and none for BF16, which Ampere (8.0) added [NVIDIA A100
+# Tensor Core GPU Architecture whitepaper, "BF16"]. It also has no FlashAttention kernel: flash-attn runs on Turing,
+# Ampere and newer and stops on V100 with "GPU with CUDA capability 7 0 is not supported" [Dao-AILab/flash-attention
+# issues #148 and #524]; Megatron-LM and DeepSpeed run the unfused (scale-mask-softmax) attention there.
+# Turing (T4, 7.5) has no BF16 either, and FlashAttention-2 "currently supports Ampere, Ada, or Hopper GPUs"
+# [flash-attention README]; only the retired FlashAttention 1.x ran on Turing.
+FP16_ONLY_FAMILIES: frozenset[str] = frozenset({"volta", "turing"})
+NO_FLASH_ATTENTION_FAMILIES: frozenset[str] = frozenset({"volta", "turing"})
+
+
+def has_bf16(gpu: GPUSpec) -> bool:
+    """Whether the GPU has BF16 tensor cores (Volta computes in FP16 only)."""
+    return gpu.family not in FP16_ONLY_FAMILIES
+
+
+def has_flash_attention(gpu: GPUSpec) -> bool:
+    """Whether a fused flash-attention kernel runs on the GPU."""
+    return gpu.family not in NO_FLASH_ATTENTION_FAMILIES
+
+
+def has_transformer_engine(gpu: GPUSpec) -> bool:
+    """Whether Transformer Engine runs on the GPU: Ampere and newer ("Hardware: Blackwell, Hopper, Grace
+    Hopper/Blackwell, Ada, Ampere", TE README.rst at d0067d0; AMD's ROCm port covers CDNA). On Volta and Turing,
+    Megatron runs its local layers, without TE's userbuffers TP-comm overlap or fused attention."""
+    return gpu.family not in FP16_ONLY_FAMILIES

@@ -7,7 +7,16 @@ from dataclasses import dataclass
 
 from optimizer.cluster_spec import ClusterSpec, NodePool
 from optimizer.errors import DomainError, UnknownNameError
-from optimizer.frameworks import FRAMEWORKS, Framework, check_config, check_model, check_workload, framework
+from optimizer.frameworks import (
+    FRAMEWORKS,
+    Framework,
+    check_config,
+    check_model,
+    check_workload,
+    framework,
+    runs_tp_comm_overlap,
+)
+from optimizer.gpu_catalog import GPUSpec, has_bf16
 from optimizer.model_spec import ModelSpec
 from optimizer.parallel_config import ParallelConfig
 from optimizer.pipeline_layout import parse_layout
@@ -312,9 +321,25 @@ def validate(
             raise DomainError("config.zero_stage", "ZeRO applies to training only")
         m = 1
     pools = assign_pools(cluster, config)
-    if workload.precision == "fp8":
-        for pool in {p.name: p for p in pools}.values():
-            gpu = cluster.gpu_of(pool)
-            if gpu.fp8_tflops is None:
-                raise DomainError("workload.precision", f"fp8 is not supported by {gpu.name} (pool {pool.name})")
+    for pool in {p.name: p for p in pools}.values():
+        gpu = cluster.gpu_of(pool)
+        unsupported = precision_rule(gpu, workload.precision)
+        if unsupported:
+            raise DomainError("workload.precision", f"{unsupported} (pool {pool.name})")
+        if training and fw is not None and config.tp_comm_overlap and not runs_tp_comm_overlap(fw, gpu):
+            raise DomainError(
+                "config.tp_comm_overlap",
+                f"{fw.name}'s TP-comm overlap runs on Transformer Engine's userbuffers, which need Ampere or newer "
+                f"({gpu.name} is {gpu.family}, pool {pool.name})",
+            )
     return Layout(stage_pools=tuple(pools), stage_layers=tuple(layers), microbatches=m)
+
+
+def precision_rule(gpu: GPUSpec, precision: str) -> str | None:
+    """Why the GPU cannot compute in `precision`, or None when it can: FP8 needs FP8 tensor cores (Ada, Hopper and
+    newer; CDNA 3), BF16 needs BF16 ones (not Volta, gpu_catalog.FP16_ONLY_FAMILIES)."""
+    if precision == "fp8" and gpu.fp8_tflops is None:
+        return f"fp8 is not supported by {gpu.name}"
+    if precision == "bf16" and not has_bf16(gpu):
+        return f"bf16 is not supported by {gpu.name} ({gpu.family} has FP16 tensor cores only): use fp16"
+    return None

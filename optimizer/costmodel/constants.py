@@ -43,7 +43,10 @@ OVERLAP_COMPUTE_SLOWDOWN = 0.19
 # Hopper refitted 2026-11 once overlapped collectives slow the compute under them (OVERLAP_COMPUTE_SLOWDOWN): 0.73
 # (0.70 before that term). On the 33 dense H100 training records (Megatron-Core table, MosaicML FSDP, NeMo 24.12,
 # Megatron-Bridge, NeMo AutoModel): signed median +0.3%, |error| median 3.7%.
-FRAMEWORK_FACTOR: dict[str, float] = {"ampere": 0.80, "hopper": 0.73}
+# Volta takes Ampere's factor rather than a fit of its own: the same pre-Hopper tensor-core kernels (mma.sync,
+# cuBLAS/CUTLASS; no wgmma) under the same Megatron code; the two V100 records (Megatron-LM v1.0 on a DGX-2H,
+# megatron2019_v100_model_parallel) check it.
+FRAMEWORK_FACTOR: dict[str, float] = {"volta": 0.80, "ampere": 0.80, "hopper": 0.73}
 FRAMEWORK_FACTOR_DEFAULT = 0.72
 
 # FP8 matmul reaches a smaller share of its peak than BF16: H100 FP8 MAMF 1403/1979 = 0.71 vs BF16 0.80 [ST].

@@ -22,6 +22,8 @@ from optimizer.costmodel.compute import (
 )
 from optimizer.costmodel.constants import (
     ADAM_BYTES_PER_PARAM,
+    FRAMEWORK_FACTOR,
+    FRAMEWORK_FACTOR_DEFAULT,
     OVERLAP_COMPUTE_SLOWDOWN,
     PCIE_EFFICIENCY,
 )
@@ -38,7 +40,7 @@ from optimizer.costmodel.memory import (
 from optimizer.costmodel.op_sac import recomputed_flops_per_token
 from optimizer.costmodel.result import Estimate, MemoryBreakdown, StageEstimate, StepBreakdown
 from optimizer.frameworks import framework
-from optimizer.gpu_catalog import GPUSpec
+from optimizer.gpu_catalog import GPUSpec, has_flash_attention
 from optimizer.model_spec import ModelSpec
 from optimizer.parallel_config import ParallelConfig
 from optimizer.recompute_modules import MOE_ONLY_MODULES
@@ -128,6 +130,9 @@ class CostContext:
     ) -> None:
         """`dense_memo`: dense-layer costs shared by contexts of one model, cluster and workload (a search's
         many probes), keyed by the knobs a dense layer's cost depends on (dense_layer_key)."""
+        if w.flash_attention and not all(has_flash_attention(cluster.gpu_of(p)) for p in cluster.pools):
+            # No flash-attention kernel on the GPU (Volta): the step runs the unfused softmax [gpu_catalog].
+            w = w.model_copy(update={"flash_attention": False})
         self.model, self.cluster, self.w, self.c, self.m = model, cluster, w, c, m
         self._dense_memo = dense_memo
         self.stage_cache: dict[tuple[bool, bool, int, int, str, str | None], StageCost] = {}
@@ -816,7 +821,7 @@ def estimate_training(
     bd.bubble = max(0.0, step - accounted - bd.dp_comm - bd.zero_gather - bd.optimizer)
 
     tokens = w.global_batch_size * w.seq_len
-    model_flops, hw_flops = _step_flops(model, w, c)
+    model_flops, hw_flops = _step_flops(model, ctx.w, c)
     peak_sum = sum(cluster.gpu_of(p).bf16_tflops * 1e12 * c.gpus_per_stage for p in layout.stage_pools)
     stage_out = []
     for i, s in enumerate(stages):
@@ -921,10 +926,17 @@ def _step_flops(model: ModelSpec, w: TrainingWorkload, c: ParallelConfig) -> tup
 
 def _notes(cluster: ClusterSpec, layout: Layout) -> list[str]:
     notes = ["MFU counts model FLOPs as Megatron-Core does (full s^2 attention, no recompute), against BF16 peak."]
-    fams = {cluster.gpu_of(p).family for p in layout.stage_pools}
-    if fams - {"ampere", "hopper"}:
+    gpus = {cluster.gpu_of(p).name: cluster.gpu_of(p) for p in layout.stage_pools}.values()
+    fams = {g.family for g in gpus}
+    for g in gpus:
+        if not has_flash_attention(g):
+            notes.append(
+                f"{g.name} has no FlashAttention kernel (flash-attn does not run on {g.family}): attention is "
+                "priced as the unfused scale-mask-softmax path Megatron-LM and DeepSpeed run there."
+            )
+    if fams - set(FRAMEWORK_FACTOR):
         notes.append(
-            f"GPU families {sorted(fams - {'ampere', 'hopper'})} use the Hopper framework efficiency "
-            "(no published runs to calibrate them)."
+            f"GPU families {sorted(fams - set(FRAMEWORK_FACTOR))} use the default framework efficiency "
+            f"({FRAMEWORK_FACTOR_DEFAULT}; no factor fitted to their own runs)."
         )
     return notes

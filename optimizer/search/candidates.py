@@ -21,7 +21,7 @@ from optimizer.costmodel import network as net
 from optimizer.costmodel.constants import OVERLAP_COMPUTE_SLOWDOWN
 from optimizer.costmodel.memory import activation_bytes_per_layer, state_bytes_per_param, training_reserve_bytes
 from optimizer.costmodel.training import CostContext, LayerCost, PoolFacts, StageCost, stage_cost
-from optimizer.frameworks import Framework, expert_tp_values, framework, runs_expert_tp
+from optimizer.frameworks import Framework, expert_tp_values, framework, runs_expert_tp, runs_tp_comm_overlap
 from optimizer.model_spec import ModelSpec
 from optimizer.parallel_config import RECOMPUTES, CpComm, ParallelConfig
 from optimizer.recompute_modules import searched_modules
@@ -230,6 +230,8 @@ class TrainingSpace:
         self.fw: Framework = framework("megatron" if w.framework == "auto" else w.framework)
         names = space.pools or tuple(p.name for p in cluster.pools)
         self.pools: list[NodePool] = [cluster.pool(n) for n in names if cluster.pool(n).healthy_gpus > 0]
+        # The framework's TP-comm overlap runs on every allowed pool's GPU (Megatron's needs Transformer Engine).
+        self.tp_overlap_runs = all(runs_tp_comm_overlap(self.fw, cluster.gpu_of(p)) for p in self.pools)
         self.budget = sum(p.healthy_gpus for p in self.pools)
         if space.max_gpus is not None:
             self.budget = min(self.budget, space.max_gpus)
@@ -374,7 +376,7 @@ class TrainingSpace:
         """Dominance (labelled): with SP, overlapping TP communication never costs time or memory in the model
         (exposed = max(comm / tp, comm - gemm) <= comm), so the non-overlapped variant is searched only when
         pinned."""
-        if not sp_ or not self.fw.tp_comm_overlap:
+        if not sp_ or not self.tp_overlap_runs:
             return (False,) if self.space.allows("tp_comm_overlap", False) else ()
         pinned = self.space.pinned_values("tp_comm_overlap")
         return tuple(pinned) if pinned is not None else (True,)

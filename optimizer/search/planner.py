@@ -37,6 +37,7 @@ from optimizer.search.result import (
 from optimizer.search.sla_planner import plan_sla
 from optimizer.search.space import SearchSpace
 from optimizer.search.stage_model import StageLayout, StageModel
+from optimizer.validation import precision_rule
 from optimizer.workload import InferenceWorkload, TrainingWorkload
 
 MAIN_KNOBS = ("tp", "pp", "dp", "cp", "cp_comm", "ep", "vp", "schedule", "zero_stage", "recompute", "mbs")
@@ -173,6 +174,10 @@ def preflight(
         cluster.pool(name)
     if space.pools and not any(cluster.pool(n).healthy_gpus for n in space.pools):
         raise DomainError("pools", f"the allowed pools ({', '.join(space.pools)}) have no healthy GPU")
+    allowed = [p for p in cluster.pools if p.healthy_gpus and (not space.pools or p.name in space.pools)]
+    rules = [precision_rule(cluster.gpu_of(p), workload.precision) for p in allowed]
+    if allowed and all(rules):
+        raise DomainError("workload.precision", f"{rules[0]} (pool {allowed[0].name})")
     if isinstance(workload, InferenceWorkload):
         check_serving_pins(model, cluster, workload, space)
     if isinstance(workload, TrainingWorkload):

@@ -166,12 +166,13 @@ def test_uneven_layers_per_stage() -> None:
         (["--gbs", "-5"], "workload.global_batch_size"),
         (["--recompute", "some"], "config.recompute"),
         (["--model", "llama-9"], "known: bloom-176b"),
-        (["--cluster", "dgx-h900"], "known: dgx-a100"),
+        (["--cluster", "dgx-h900"], "known: dgx-1v, dgx-2, dgx-a100"),
         (["--model", "/nonexistent/config.json"], "does not exist"),
         (["--layers-per-stage", "a,b"], "config.layers_per_stage"),
         (["--offload-layers", "80"], "config.offload_layers: offload_layers=80 must be below"),
         (["--recompute", "full", "--offload-layers", "8"], "cannot run with recompute=full"),
         (["--attention-kernel", "fa4"], "workload.attention_kernel: Input should be 'fa3' or 'fa2'"),
+        (["--cluster", "dgx-1v:2"], "workload.precision: bf16 is not supported by V100-SXM2-32GB"),
     ],
 )
 def test_bad_input_exits_2_with_one_line(args: list[str], needle: str) -> None:

@@ -102,7 +102,7 @@ def test_spellings_from_papers_and_smi_tools(spelling: str, name: str) -> None:
 
 def test_an_unknown_gpu_still_lists_the_known_ones() -> None:
     with pytest.raises(UnknownNameError) as exc:
-        resolve_gpu("NVIDIA V100-SXM2-32GB")
+        resolve_gpu("NVIDIA P100-SXM2-16GB")
     assert "H100-SXM-80GB" in str(exc.value)
 
 

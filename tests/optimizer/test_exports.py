@@ -135,3 +135,23 @@ def test_megatron_export_builds_the_planned_architecture() -> None:
 
     qwen = export("megatron", QWEN3_235B, TrainingWorkload(global_batch_size=8192, seq_len=4096), RECIPE).content
     assert "--kv-channels 128" in qwen and "--num-query-groups 4" in qwen
+
+
+@pytest.mark.parametrize(
+    ("kernel", "flash", "flag"),
+    [
+        ("fa3", True, "--attention-backend fused"),
+        ("fa2", True, "--attention-backend flash"),
+        (None, False, "--attention-backend unfused"),
+    ],
+)
+def test_megatron_export_names_the_priced_attention_backend(kernel: str | None, flash: bool, flag: str) -> None:
+    w = TrainingWorkload(global_batch_size=2048, seq_len=8192, attention_kernel=kernel, flash_attention=flash)  # type: ignore[arg-type]
+    assert flag in export("megatron", load_model_preset("llama-3.1-405b"), w, TRAIN_CONFIGS[0]).content
+
+
+def test_megatron_export_leaves_the_backend_to_te_when_the_kernel_is_not_pinned() -> None:
+    assert (
+        "--attention-backend"
+        not in export("megatron", load_model_preset("llama-3.1-405b"), W, TRAIN_CONFIGS[0]).content
+    )
