@@ -90,6 +90,14 @@ AttentionKernelOpt = Annotated[
         "fa2 (FlashAttention-2 class: flash-attn 2.x, stacks before mid-2024); unset: the framework's default.",
     ),
 ]
+CudaGraphsOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--cuda-graphs",
+        help="Training: CUDA graphs the stack captures, none, layers (attention, MoE router and preprocess; "
+        "dropless experts stay eager) or full_iteration (Megatron --cuda-graph-impl full_iteration); unset: none.",
+    ),
+]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON object.")]
 CalibrationOpt = Annotated[
     Path | None,
@@ -139,6 +147,7 @@ def estimate(
     fused_loss: FusedLossOpt = None,
     fp8_param_gather: Fp8ParamsOpt = False,
     attention_kernel: AttentionKernelOpt = None,
+    cuda_graphs: CudaGraphsOpt = None,
     layers_per_stage: Annotated[str | None, typer.Option(help="Uneven split, e.g. 19,21,21,19.")] = None,
     layout: Annotated[
         str | None,
@@ -150,6 +159,14 @@ def estimate(
     ep_comm_overlap: Annotated[
         bool, typer.Option("--ep-comm-overlap", help="Overlap the EP all-to-all across micro-batches (Megatron).")
     ] = False,
+    ep_dispatch: Annotated[
+        str,
+        typer.Option(
+            "--ep-dispatch",
+            help="MoE token dispatch: alltoall, or deepep (one copy per destination node over the network, "
+            "forwarded over NVLink: DeepEP / HybridEP, Megatron --moe-token-dispatcher-type flex).",
+        ),
+    ] = "alltoall",
     offload_layers: Annotated[
         int,
         typer.Option(
@@ -197,6 +214,7 @@ def estimate(
             fused_loss=fused_loss,
             fp8_param_gather=fp8_param_gather,
             attention_kernel=attention_kernel,
+            cuda_graphs=cuda_graphs,
         )
         if layout is not None and vp == 1:  # the layout's stages over pp ranks give the virtual stages
             vp = layout_vp(layout, pp)
@@ -220,6 +238,7 @@ def estimate(
             stage_pools=stage_pools.split(",") if stage_pools else None,
             tp_comm_overlap=tp_comm_overlap,
             ep_comm_overlap=ep_comm_overlap,
+            ep_dispatch=ep_dispatch,
             redundant_experts=redundant_experts,
             offload_layers=offload_layers,
             overlap_grad_reduce=not no_grad_overlap,
@@ -306,6 +325,7 @@ def plan(
     fused_loss: FusedLossOpt = None,
     fp8_param_gather: Fp8ParamsOpt = False,
     attention_kernel: AttentionKernelOpt = None,
+    cuda_graphs: CudaGraphsOpt = None,
     framework: FrameworkOpt = "megatron",
     engine: EngineOpt = None,
     rate: RateOpt = None,
@@ -365,6 +385,7 @@ def plan(
             fused_loss=fused_loss,
             fp8_param_gather=fp8_param_gather,
             attention_kernel=attention_kernel,
+            cuda_graphs=cuda_graphs,
         )
         space_fields: dict[str, object] = {"pins": parse_pins(pin or []), "max_gpus": max_gpus}
         if pools:
@@ -436,6 +457,7 @@ def _workload(
     fused_loss: bool | None = None,
     fp8_param_gather: bool = False,
     attention_kernel: str | None = None,
+    cuda_graphs: str | None = None,
 ) -> TrainingWorkload | InferenceWorkload:
     if mode == "training":
         if gbs is None or seq_len is None:
@@ -450,6 +472,7 @@ def _workload(
             fused_loss=fused_loss,
             fp8_param_gather=fp8_param_gather or None,
             attention_kernel=attention_kernel,
+            cuda_graphs=cuda_graphs,
         )
     if mode == "inference":
         if prompt_len is None or output_len is None:

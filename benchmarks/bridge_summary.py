@@ -7,9 +7,10 @@ Each row is priced with its published knobs (TP, PP, CP, VP, EP, micro-batch, gl
 perf defaults for the rest: distributed optimizer, bf16 gradients, FP8 primary weights under FP8, sequence parallel
 and TP-comm overlap when tp > 1, expert TP 1, embedding and loss counted in the pipeline split when the layers do not
 divide. Not published per row and so searched: recompute (none, selective, full; the fastest that fits). The 26.06+
-MXFP8 MoE recipes overlap the EP all-to-all (A2A_OVERLAP_FROM); the Megatron-FSDP recipes on NVL72 racks offload
-activations (OFFLOAD_LAYERS). Not applied: HybridEP / DeepEP dispatch, CUDA graphs and the MoE recipes' paged stash
-(the calibration records carry what the recipe sets where it is read). NVL72 racks are taken as 64-GPU NVLink
+MXFP8 MoE recipes overlap the EP all-to-all and run full-iteration CUDA graphs (A2A_OVERLAP_FROM), the others
+per-layer graphs at most, leaving the MoE experts eager; MoE rows dispatch hierarchically (HybridEP / DeepEP) except
+where the recipe keeps the all-to-all (ALLTOALL_DISPATCH); the Megatron-FSDP recipes on NVL72 racks offload
+activations (OFFLOAD_LAYERS). Not applied: the MoE recipes' paged stash. NVL72 racks are taken as 64-GPU NVLink
 domains (16 trays per rack, as the recipes place 256-GPU jobs).
 
 Run: .venv/bin/python benchmarks/bridge_summary.py [--all-rows]
@@ -42,6 +43,15 @@ NEWEST = ("26.06", "26.08")
 # _enable_hybridep_full_iteration_mxfp8, src/megatron/bridge/perf_recipes/{deepseek,qwen}/common.py at 067f987;
 # Qwen3 GB200 / GB300 since #4211, 2026-06-10). Megatron runs the overlap with pp 1 or an interleaved schedule.
 A2A_OVERLAP_FROM = "26.06"
+# The MoE recipes dispatch with Megatron's flex dispatcher (HybridEP; DeepEP for DeepSeek-V3 on H100 in 25.09:
+# scripts/performance/run_script.py enable_deepep for h100 at fa0315ae2) except Qwen3-235B on H100, which keeps
+# the all-to-all (moe_token_dispatcher_type 'alltoall', perf_recipes/qwen/h100/qwen3_moe.py at 067f987;
+# qwen3_workload_base_configs.py at 5f3b336f9). It matters only where EP leaves the NVLink domain.
+ALLTOALL_DISPATCH = {("DGX-H100", "qwen3-235b-a22b")}
+# Older recipes that overlap the EP all-to-all too, from this container on: Qwen3-235B on H100 (moe_a2a_overlap=True
+# in QWEN3_235B_A22B_PRETRAIN_CONFIG_H100_*_V1, scripts/performance/configs/qwen/qwen3_workload_base_configs.py at
+# c4cc63bac, 2026-02-13, and 5f3b336f9).
+A2A_OVERLAP_RECIPES: dict[tuple[str, str], str] = {("DGX-H100", "qwen3-235b-a22b"): "26.02"}
 # Megatron-FSDP rows that offload activations of this many layers (Megatron --cpu-offloading-num-layers), the same
 # from 25.09 to 26.04: Llama 3 70B FP8 on GB200 40, on GB300 20 (scripts/performance/configs/llama3/
 # llama3_70b_llm_pretrain.yaml at fbca5764f, workload_base_configs.py at 06a9d1d94, llama3_workload_base_configs.py
@@ -107,9 +117,12 @@ def price(rec: dict[str, str]) -> Row:
         cluster = _cluster(rec["system"], gpus)
     except DomainError as exc:  # a GPU the catalog lacks
         return Row(rec["container"], rec["system"], label, measured, None, f"{exc.field}: {exc.rule}"[:80])
-    a2a_overlap = (
-        ep > 1 and rec["precision"] == "MXFP8" and rec["container"] >= A2A_OVERLAP_FROM and (pp == 1 or vp > 1)
-    )
+    full_iteration = ep > 1 and rec["precision"] == "MXFP8" and rec["container"] >= A2A_OVERLAP_FROM
+    overlap_from = A2A_OVERLAP_RECIPES.get((rec["system"], rec["preset"]))
+    recipe_overlap = full_iteration or (overlap_from is not None and rec["container"] >= overlap_from)
+    a2a_overlap = ep > 1 and recipe_overlap and (pp == 1 or vp > 1)
+    w = w.model_copy(update={"cuda_graphs": "full_iteration" if full_iteration else "layers"})
+    dispatch = "alltoall" if ep == 1 or (rec["system"], rec["preset"]) in ALLTOALL_DISPATCH else "deepep"
     offload = OFFLOAD_LAYERS.get((rec["system"], rec["preset"]), 0) if int(rec["fsdp"]) else 0
     split = None
     if model.num_layers % pp or (model.num_layers // pp) % vp or model.mtp_layers:
@@ -128,6 +141,7 @@ def price(rec: dict[str, str]) -> Row:
                     cp=cp,
                     ep=ep,
                     ep_comm_overlap=overlap,
+                    ep_dispatch=dispatch,
                     etp=1 if ep > 1 else None,
                     vp=vp,
                     mbs=mbs,

@@ -173,6 +173,11 @@ def _megatron(model: ModelSpec, w: TrainingWorkload, c: ParallelConfig, layers: 
             pairs.append(("--moe-shared-expert-intermediate-size", model.moe.shared_ffn))
         if model.moe.first_k_dense or model.moe.layer_freq > 1:
             pairs.append(("--moe-layer-freq", f'"{moe_layer_pattern(model)}"'))
+        if model.moe.num_groups is not None and model.moe.group_topk is not None:  # group-limited routing
+            pairs += [
+                ("--moe-router-num-groups", model.moe.num_groups),
+                ("--moe-router-group-topk", model.moe.group_topk),
+            ]
     if model.mtp_layers:
         pairs.append(("--mtp-num-layers", model.mtp_layers))
     pairs += [
@@ -200,6 +205,27 @@ def _megatron(model: ModelSpec, w: TrainingWorkload, c: ParallelConfig, layers: 
         pairs.append(("--tp-comm-overlap", None))
     if c.ep_comm_overlap:
         pairs.append(("--overlap-moe-expert-parallel-comm", None))
+    # The dispatcher the plan priced; Megatron's own default is the allgather dispatcher (transformer_config.py).
+    if model.moe is not None and c.ep > 1:
+        if c.ep_dispatch == "deepep":
+            pairs += [("--moe-token-dispatcher-type", "flex"), ("--moe-flex-dispatcher-backend", "deepep")]
+            notes.append(
+                "On multi-node NVLink (GB200 / GB300 NVL72) use --moe-flex-dispatcher-backend hybridep: only "
+                "HybridEP supports MNNVL (transformer_config.py moe_flex_dispatcher_backend)"
+            )
+        else:
+            pairs.append(("--moe-token-dispatcher-type", "alltoall"))
+    if w.cuda_graphs == "full_iteration":
+        pairs.append(("--cuda-graph-impl", "full_iteration"))
+        if model.moe is not None:
+            notes.append(
+                "Full-iteration CUDA graphs of a dropless MoE need static expert shapes: "
+                "--moe-expert-capacity-factor with --moe-pad-expert-input-to-capacity (moe/README.md)"
+            )
+    elif w.cuda_graphs == "layers":
+        pairs.append(("--cuda-graph-impl", "transformer_engine"))
+        if model.moe is not None:  # dropless MoE layers cannot be captured (moe/README.md, CUDA Graph)
+            pairs.append(("--cuda-graph-modules", "attn moe_router moe_preprocess"))
     if c.zero_stage == 1:
         pairs += [("--use-distributed-optimizer", None), ("--overlap-param-gather", None)]
     elif c.zero_stage >= 2:

@@ -20,7 +20,7 @@ from optimizer.costmodel.memory import LOGIT_BYTES, UNFUSED_LOGIT_BYTES
 from optimizer.errors import DomainError, UnknownNameError
 from optimizer.gpu_catalog import GPUSpec, has_transformer_engine
 from optimizer.model_spec import ModelSpec
-from optimizer.parallel_config import CpComm, ParallelConfig, Recompute, Schedule
+from optimizer.parallel_config import CpComm, EpDispatch, ParallelConfig, Recompute, Schedule
 
 # torchtitan's async TP (torch._inductor micro-pipeline TP: fused all-gather-matmul / matmul-reduce-scatter over
 # SymmetricMemory) hides far less of the TP traffic than the ideal the cost model allows (all but one chunk of tp,
@@ -72,6 +72,8 @@ class Framework:
     """TP collectives overlapped with the GEMMs that produce or consume them (inside one NVLink domain only)."""
     ep_comm_overlap: bool
     """EP all-to-all of one micro-batch overlapped with another micro-batch's compute (combined 1F1B)."""
+    ep_dispatches: tuple[EpDispatch, ...]
+    """How it can move MoE tokens to their experts (ParallelConfig.ep_dispatch; costmodel/ep_dispatch.py)."""
     sequence_parallel: bool
     recomputes: tuple[Recompute, ...]
     recompute_modules: bool
@@ -143,6 +145,7 @@ MEGATRON = Framework(
     virtual_stage_layout=True,
     tp_comm_overlap=True,
     ep_comm_overlap=True,
+    ep_dispatches=("alltoall", "deepep"),
     sequence_parallel=True,
     recomputes=("none", "selective", "full"),
     recompute_modules=True,
@@ -245,6 +248,12 @@ MEGATRON = Framework(
             "dispatcher, no full recompute, vp when pp > 1: transformer_config.py; one more warm-up micro-batch: "
             "schedules.py get_pp_rank_microbatches)",
         ),
+        (
+            "ep_dispatch",
+            "--moe-token-dispatcher-type alltoall | flex with --moe-flex-dispatcher-backend deepep | hybridep "
+            "(TransformerConfig.moe_token_dispatcher_type / moe_flex_dispatcher_backend, transformer_config.py, "
+            "Megatron-LM d98e8a6); node-limited routing --moe-router-num-groups / --moe-router-group-topk",
+        ),
         ("recompute", "--recompute-granularity selective|full"),
         (
             "recompute_modules",
@@ -276,6 +285,7 @@ DEEPSPEED = Framework(
     virtual_stage_layout=False,
     tp_comm_overlap=False,
     ep_comm_overlap=False,
+    ep_dispatches=("alltoall",),
     sequence_parallel=True,
     recomputes=("none", "selective", "full"),
     recompute_modules=False,
@@ -343,6 +353,7 @@ DEEPSPEED = Framework(
         ),
         ("etp", "experts are not tensor-parallel apart from tp (ep_size splits the data-parallel group)"),
         ("ep_comm_overlap", "no overlap of one micro-batch's all-to-all with another's compute (deepspeed/moe)"),
+        ("ep_dispatch", "deepspeed/moe/sharded_moe.py: _AllToAll over the EP group, one copy per routed token"),
         ("vp", "PipelineModule partition_method (uneven stages); no interleaved schedule"),
         ("tp_comm_overlap", "no TP/GEMM overlap in DeepSpeed or Megatron-DeepSpeed"),
         ("sp", "Megatron-DeepSpeed --sequence-parallel"),
@@ -383,6 +394,7 @@ TORCHTITAN = Framework(
     virtual_stage_layout=True,
     tp_comm_overlap=True,
     ep_comm_overlap=False,
+    ep_dispatches=("alltoall",),
     sequence_parallel=True,
     recomputes=("none", "selective", "full"),
     recompute_modules=False,
@@ -454,6 +466,12 @@ TORCHTITAN = Framework(
         ),
         ("ep_comm_overlap", "no overlap of one micro-batch's all-to-all with another's compute in the schedules"),
         (
+            "ep_dispatch",
+            "all-to-all over the EP group; its DeepEP path is an override (torchtitan/overrides/"
+            "moe_token_dispatcher.deepep_override) and graph_trainer experiments (moe_comm_backend), not a job-config "
+            "key, so not offered (b5bcd76)",
+        ),
+        (
             "vp",
             "Interleaved1F1B with pipeline_parallel_layers_per_stage, first/last_stage_less_layers, or any module list "
             "per model part (parallelism.module_fqns_per_model_part; torchtitan/distributed/pipeline_parallel.py)",
@@ -513,6 +531,7 @@ def unsupported_knob(fw: Framework, c: ParallelConfig) -> tuple[str, str] | None
         (c.etp is not None and not runs_expert_tp(fw, c.tp, c.ep, c.etp), "etp", f"etp={c.etp}"),
         (c.tp_comm_overlap and not fw.tp_comm_overlap, "tp_comm_overlap", "tp_comm_overlap=true"),
         (c.ep_comm_overlap and not fw.ep_comm_overlap, "ep_comm_overlap", "ep_comm_overlap=true"),
+        (c.ep_dispatch not in fw.ep_dispatches, "ep_dispatch", f"ep_dispatch={c.ep_dispatch}"),
         (c.sequence_parallel and not fw.sequence_parallel, "sp", "sp=true"),
         (c.recompute not in fw.recomputes, "recompute", f"recompute={c.recompute}"),
         (c.offload_layers > 0 and not fw.activation_offload, "offload_layers", f"offload_layers={c.offload_layers}"),
@@ -596,6 +615,8 @@ def allows(fw: Framework, knob: str, value: object) -> bool:
         return fw.tp_comm_overlap or value is False
     if knob == "ep_comm_overlap":
         return fw.ep_comm_overlap or value is False
+    if knob == "ep_dispatch":
+        return value in fw.ep_dispatches
     if knob == "sp":
         return fw.sequence_parallel or value is False
     return True

@@ -94,6 +94,9 @@ def _deepseek(cfg: Config) -> Config:
         "num_shared_experts": _opt(cfg, "n_shared_experts", 0),
         "first_k_dense": _opt(cfg, "first_k_dense_replace", 0),
         "layer_freq": _opt(cfg, "moe_layer_freq", 1),
+        # Group-limited routing (DeepSeek-V3: n_group 8, topk_group 4; a group per node of the EP group).
+        "num_groups": _opt(cfg, "n_group", None),
+        "group_topk": _opt(cfg, "topk_group", None),
     }
     spec["mla"] = {
         "q_lora_rank": cfg.get("q_lora_rank"),
@@ -217,6 +220,7 @@ _INT_KEYS = frozenset(
         "moe_intermediate_size",
         "moe_layer_freq",
         "n_embd",
+        "n_group",
         "n_embed",
         "n_head",
         "n_inner",
@@ -233,6 +237,7 @@ _INT_KEYS = frozenset(
         "num_local_experts",
         "q_lora_rank",
         "qk_nope_head_dim",
+        "topk_group",
         "qk_rope_head_dim",
         "shared_expert_intermediate_size",
         "v_head_dim",

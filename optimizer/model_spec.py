@@ -40,11 +40,35 @@ class MoESpec(BaseModel):
     )
     first_k_dense: int = Field(default=0, ge=0, description="Leading layers that keep a dense FFN (DeepSeek).")
     layer_freq: int = Field(default=1, ge=1, description="Every layer_freq-th layer after the dense ones is MoE.")
+    num_groups: int | None = Field(
+        default=None,
+        ge=1,
+        le=MAX_EXPERTS,
+        description="Group-limited routing: the experts form this many equal groups (HF n_group; Megatron "
+        "--moe-router-num-groups). None: every token may pick any expert.",
+    )
+    group_topk: int | None = Field(
+        default=None,
+        ge=1,
+        le=MAX_EXPERTS,
+        description="Groups each token picks its experts from (HF topk_group; Megatron --moe-router-group-topk).",
+    )
 
     @model_validator(mode="after")
     def _check(self) -> MoESpec:
         if self.top_k > self.num_experts:
             raise DomainError("moe.top_k", f"top_k={self.top_k} exceeds num_experts={self.num_experts}")
+        if (self.num_groups is None) != (self.group_topk is None):
+            raise DomainError("moe.num_groups", "group-limited routing needs both num_groups and group_topk")
+        if self.num_groups is not None and self.group_topk is not None:
+            if self.num_experts % self.num_groups:
+                raise DomainError(
+                    "moe.num_groups", f"num_groups={self.num_groups} must divide num_experts={self.num_experts}"
+                )
+            if self.group_topk > self.num_groups:
+                raise DomainError(
+                    "moe.group_topk", f"group_topk={self.group_topk} exceeds num_groups={self.num_groups}"
+                )
         return self
 
     @property

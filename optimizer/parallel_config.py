@@ -11,9 +11,11 @@ from optimizer.recompute_modules import DEFAULT_MODULES, RecomputeModule, normal
 Schedule = Literal["gpipe", "1f1b", "interleaved-1f1b", "zb-h1"]
 Recompute = Literal["none", "selective", "full"]
 CpComm = Literal["p2p", "allgather", "a2a"]
+EpDispatch = Literal["alltoall", "deepep"]
 SCHEDULES: tuple[Schedule, ...] = ("gpipe", "1f1b", "interleaved-1f1b", "zb-h1")
 RECOMPUTES: tuple[Recompute, ...] = ("none", "selective", "full")
 CP_COMMS: tuple[CpComm, ...] = ("p2p", "allgather", "a2a")
+EP_DISPATCHES: tuple[EpDispatch, ...] = ("alltoall", "deepep")
 
 
 class ParallelConfig(BaseModel):
@@ -69,6 +71,12 @@ class ParallelConfig(BaseModel):
         default=False,
         description="Overlap the EP all-to-all with another micro-batch's compute (Megatron "
         "--overlap-moe-expert-parallel-comm; needs ep > 1, no full recompute, vp > 1 when pp > 1).",
+    )
+    ep_dispatch: EpDispatch = Field(
+        default="alltoall",
+        description="How MoE tokens reach their experts: 'alltoall' sends each routed copy to its expert's GPU; "
+        "'deepep' sends one copy per destination node over the network and forwards it over NVLink inside the node "
+        "(DeepEP / HybridEP: Megatron --moe-token-dispatcher-type flex; torchtitan's DeepEP token dispatcher).",
     )
     offload_layers: int = Field(
         default=0,

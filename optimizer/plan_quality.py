@@ -128,20 +128,21 @@ SCENARIOS: tuple[Scenario, ...] = (
         {"tp": 4, "pp": 4, "dp": 2, "cp": 2, "vp": 5, "mbs": 1},
         None,
     ),
-    # DeepSeek ran tp 1, pp 16, ep 64 with DualPipe and node-limited dispatch, which the model does not price;
-    # the pick must still keep TP in the NVLink domain and an MFU a run has reached (theirs: 19.9 s per step).
+    # DeepSeek ran tp 1, pp 16, ep 64 with DualPipe and node-limited per-node dispatch (priced: ep_dispatch deepep
+    # and the model's 8 groups / 4 per token); DualPipe is not; the pick must still keep TP in the NVLink domain
+    # and an MFU a run has reached (theirs: 19.9 s per step).
     Scenario(
         "DeepSeek-V3 FP8, 2,048 H800",
         "deepseek-v3",
         "hgx-h800:256",
         15360,
         4096,
-        {"tp": 1, "pp": 16, "dp": 128, "ep": 64, "mbs": 1},
+        {"tp": 1, "pp": 16, "dp": 128, "ep": 64, "mbs": 1, "ep_dispatch": "deepep"},
         "deepseek2024_v3_pretrain_2048_h800",
         "fp8",
     ),
     # NVIDIA's FP8 recipe at this scale (Megatron-Bridge 25.09 performance summary, DeepSeekV3 on 1,024 DGX-H100:
-    # TP 2, PP 8, VP 4, EP 64, expert TP 1, layout Et|(tt|)*30mL, A2A overlap; record
+    # TP 2, PP 8, VP 4, EP 64, expert TP 1, layout Et|(tt|)*30mL, A2A overlap, DeepEP dispatch; record
     # megatron_bridge2509_h100_deepseek_v3_fp8_1024gpu, 25.3 s per step; recompute of the MLA up-projections and
     # the MLP, gradients reduced in BF16). Megatron's MoE guide asks for EP x TP
     # inside the NVLink domain and PP across nodes (moe/README.md, guidelines 2-3); the recipe spreads EP over 8 nodes.
@@ -161,6 +162,7 @@ SCENARIOS: tuple[Scenario, ...] = (
             "mbs": 1,
             "pipeline_layout": "Et|(tt|)*30mL",
             "ep_comm_overlap": True,
+            "ep_dispatch": "deepep",
             "recompute": "selective",
             "recompute_modules": "mla_up_proj,mlp",
         },

@@ -154,6 +154,8 @@ def _check_redundant_experts(model: ModelSpec, c: ParallelConfig, training: bool
 def _check_moe(model: ModelSpec, c: ParallelConfig) -> None:
     if c.etp is not None and model.moe is None and c.etp != c.tp:
         raise DomainError("config.etp", f"etp={c.etp} needs a mixture-of-experts model ({model.name} is dense)")
+    if c.ep_dispatch != "alltoall" and c.ep == 1:
+        raise DomainError("config.ep_dispatch", f"ep_dispatch={c.ep_dispatch} dispatches over EP ranks: needs ep > 1")
     if c.ep == 1 and c.expert_tp == c.tp:
         return
     if model.moe is None:

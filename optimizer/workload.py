@@ -11,6 +11,7 @@ from optimizer.frameworks import AttentionKernel, FrameworkChoice
 from optimizer.serving_engines import EngineName
 
 Precision = Literal["bf16", "fp16", "fp8"]
+CudaGraphs = Literal["none", "layers", "full_iteration"]
 
 
 class TrainingWorkload(BaseModel):
@@ -34,6 +35,13 @@ class TrainingWorkload(BaseModel):
         description="Fused-attention kernel generation: fa3 (FlashAttention-3 / cuDNN fused attention on Hopper and "
         "newer), fa2 (FlashAttention-2: flash-attn 2.x, PyTorch SDPA's flash backend, stacks before mid-2024); "
         "unset: the framework's default (optimizer/frameworks.py). Ampere runs fa2 either way.",
+    )
+    cuda_graphs: CudaGraphs | None = Field(
+        default=None,
+        description="CUDA graphs the stack captures: none; layers (per-layer graphs of the static parts: attention, "
+        "MoE router and preprocess; Megatron --cuda-graph-impl transformer_engine | local), under which dropless MoE "
+        "experts still run eagerly; full_iteration (Megatron --cuda-graph-impl full_iteration with padded expert "
+        "capacity): no host launches at all. Unset: none. Priced for MoE layers only (costmodel MOE_EAGER_HOST_S).",
     )
     framework: FrameworkChoice = Field(
         default="megatron",

@@ -84,6 +84,18 @@ ADAM_BYTES_PER_PARAM = 34.0
 # [NVIDIA "Getting started with CUDA Graphs" blog: launch overheads of a few microseconds per kernel].
 KERNELS_PER_LAYER = 12
 KERNEL_LAUNCH_S = 4e-6
+# Host time to issue one eager MoE layer's kernels after its dispatcher's device-to-host sync, forward + backward
+# (a third forward), per micro-batch. Megatron's dispatchers synchronise host and device inside every MoE layer
+# (alltoall: cuda_sync_point for the all-to-all's split sizes; flex / DeepEP: the received-token counts;
+# moe/token_dispatcher.py, Megatron-LM d98e8a6), after which the GPU runs only what the host issues: router
+# remainder, permutes, the grouped GEMMs with their FP8 quantisations, activation, combine (Megatron MoE README,
+# "CPU Overhead Bottleneck: gaps between GPU kernels where CPU cannot launch kernels fast enough"; dropless MoE
+# layers cannot be captured in per-layer CUDA graphs, only full-iteration graphs with padded capacity remove it).
+# Exposed where the GPU's routed-expert work is shorter (costmodel/training.py). Calibrated 2026-11 on the H100 MoE
+# records (megatron_bridge_h100_fp8_moe: Qwen3-30B-A3B on 16 GPUs measured 29.7 s, 16.6 s without the term), about
+# 240 kernel launches at ~20 us each; Megatron-Bridge's older-container Blackwell rows (benchmarks/bridge_summary.py)
+# show the same 3-5 ms per MoE layer and micro-batch on B200 / GB200 / B300 / GB300 whatever the micro-batch size.
+MOE_EAGER_HOST_S = 0.005  # calibrated 2026-11
 # FP8 GEMMs need their input cast to FP8 first: one extra kernel per GEMM input (QKV, out proj, up, down)
 # [TE fp8_primer: activations are quantized before each FP8 GEMM].
 FP8_CAST_KERNELS_PER_LAYER = 4

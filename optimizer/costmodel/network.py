@@ -141,9 +141,10 @@ reduce_scatter = all_gather
 
 
 @lru_cache(maxsize=4096)
-def all_to_all(levels: tuple[Level, ...], nbytes: float) -> float:
+def all_to_all(levels: tuple[Level, ...], nbytes: float, network_scale: float = 1.0) -> float:
     """All-to-all where each rank sends nbytes in all: the share that leaves each level crosses its links at once
-    [NT: busbw factor (n-1)/n]; the slowest level bounds the time."""
+    [NT: busbw factor (n-1)/n]; the slowest level bounds the time. `network_scale` scales what crosses the network
+    levels (hierarchical MoE dispatch sends a token once per node: costmodel/ep_dispatch.py)."""
     if not levels:
         return 0.0
     best = INF
@@ -157,7 +158,8 @@ def all_to_all(levels: tuple[Level, ...], nbytes: float) -> float:
             inner *= lv.members
             leaving = (inner - inner // lv.members) / size  # peers in this level but outside the level below
             hop = net_hop if lv.network else intra_hop
-            worst = max(worst, base + hop + nbytes * leaving / (lv.bw * share))
+            sent = nbytes * leaving * (network_scale if lv.network else 1.0)
+            worst = max(worst, base + hop + sent / (lv.bw * share))
         best = min(best, worst)
     return best
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from math import prod
 
 from optimizer.cluster_spec import PCIE_GBYTES_PER_S, ClusterSpec, NodePool
 from optimizer.costmodel import network as net
@@ -24,9 +25,11 @@ from optimizer.costmodel.constants import (
     ADAM_BYTES_PER_PARAM,
     FRAMEWORK_FACTOR,
     FRAMEWORK_FACTOR_DEFAULT,
+    MOE_EAGER_HOST_S,
     OVERLAP_COMPUTE_SLOWDOWN,
     PCIE_EFFICIENCY,
 )
+from optimizer.costmodel.ep_dispatch import deepep_network_share
 from optimizer.costmodel.fp8_casts import linear_io_per_token
 from optimizer.costmodel.memory import (
     LOGIT_BYTES,
@@ -62,6 +65,8 @@ class LayerCost:
     cp: float
     ep: float
     tp_fwd: float
+    launch: float = 0.0  # exposed host launch time of an eager MoE layer, fwd + bwd
+    launch_fwd: float = 0.0
 
 
 @dataclass(slots=True)
@@ -150,6 +155,7 @@ class CostContext:
         )
         # Bytes per logit at the loss's peak: the framework's own loss unless the workload says which it runs.
         self.attention_kernel = w.attention_kernel or self.fw.attention_kernel
+        self.eager_moe = (w.cuda_graphs or "none") != "full_iteration"
         self.logit_bytes = self.fw.logit_bytes
         if w.fused_loss is not None:
             self.logit_bytes = LOGIT_BYTES if w.fused_loss else UNFUSED_LOGIT_BYTES
@@ -177,6 +183,7 @@ class CostContext:
             c.sequence_parallel,
             c.tp_comm_overlap,
             c.ep_comm_overlap,
+            c.ep_dispatch,
             c.zero_stage,
             c.overlap_grad_reduce,
             c.recompute,
@@ -342,25 +349,41 @@ class CostContext:
         if c.cp > 1:
             cp_exposed = self._cp_comm(tiers, t_attn, t_attn_bwd)
         # EP: dispatch + combine all-to-all forward and again backward, top_k copies of each token [costmodel C6].
-        ep_exposed = 0.0
+        ep_raw = 0.0
         if c.ep > 1 and moe_layer and m.moe is not None:
             # The expert grid is ordered etp - ep - expert-dp, so an EP group's ranks lie etp apart
             # [MLM parallel_state.py: expert RankGenerator(tp=etp, ep, dp, cp=1, order 'tp-cp-ep-dp-pp')].
             lv = net.group_levels(tiers, c.ep, c.expert_tp)
             per_rank = m.moe.top_k * tokens / (tp if c.sequence_parallel else 1) * m.hidden_size * 2
+            # Hierarchical dispatch (DeepEP / HybridEP) sends a token once per destination node over the network
+            # and forwards it over NVLink there [costmodel/ep_dispatch.py].
+            scale = 1.0
+            if c.ep_dispatch == "deepep":
+                scale = deepep_network_share(m.moe, prod(x.members for x in lv if x.network))
             # A recomputed MoE layer (full recompute, or the moe module) dispatches and combines its tokens again
             # before its backward: the checkpointed forward includes the token dispatcher [MLM transformer_layer.py
             # full recompute checkpoints the whole layer; moe_layer.py moe_layer_recompute].
             again = c.recompute == "full" or "moe" in c.modules
-            ep_exposed = (6 if again else 4) * net.all_to_all(lv, per_rank)
-            if c.ep_comm_overlap:
-                # Combined 1F1B merges the forward of one micro-batch with the backward of the previous: the
-                # forward's dispatch + combine run under the backward's compute and the backward's under the
-                # forward's ['Overlaps All-to-All with computation by merging FWD-BWD passes of adjacent
-                # microbatches', MLM moe/README.md]; what exceeds that compute stays exposed.
-                half = ep_exposed / 2
-                ep_exposed = overlapped(half, max(0.0, half - bwd)) + overlapped(half, max(0.0, half - fwd))
-        return LayerCost(fwd, bwd, t_gemm, rc, tp_exposed, cp_exposed, ep_exposed, tp_fwd)
+            ep_raw = (6 if again else 4) * net.all_to_all(lv, per_rank, scale)
+        # An eager MoE layer: after the dispatcher's device-to-host sync the GPU runs only what the host has issued
+        # since, so the host's issue time for the rest of the layer is exposed where the routed experts' GEMMs
+        # are shorter [constants.MOE_EAGER_HOST_S]. Full-iteration CUDA graphs replay it without the host.
+        launch_f = launch_b = 0.0
+        if moe is not None and self.eager_moe:
+            launch_f = max(0.0, MOE_EAGER_HOST_S / 3 - t_routed)
+            launch_b = max(0.0, 2 * MOE_EAGER_HOST_S / 3 - 2 * t_routed)
+        ep_exposed = ep_raw
+        if ep_raw and c.ep_comm_overlap:
+            # Combined 1F1B merges the forward of one micro-batch with the backward of the previous: the forward's
+            # dispatch + combine run under the backward's compute and the backward's under the forward's ['Overlaps
+            # All-to-All with computation by merging FWD-BWD passes of adjacent microbatches', MLM moe/README.md];
+            # what exceeds that compute stays exposed. The host-launch gaps of an eager layer count too: the copy
+            # engines and NICs run while the SMs wait for the host.
+            half = ep_raw / 2
+            window_b, window_f = bwd + launch_b, fwd + launch_f
+            ep_exposed = overlapped(half, max(0.0, half - window_b)) + overlapped(half, max(0.0, half - window_f))
+        launch = launch_f + launch_b
+        return LayerCost(fwd, bwd, t_gemm, rc, tp_exposed, cp_exposed, ep_exposed, tp_fwd, launch, launch_f)
 
     def _cp_comm(self, tiers: tuple[net.Tier, ...], t_attn: float, t_attn_bwd: float) -> float:
         """Context-parallel communication of one layer per micro-batch, forward and backward, by kind
@@ -602,6 +625,7 @@ def _stage_cost(
         "ep_comm": 0.0,
         "pp_comm": 0.0,
         "offload": 0.0,
+        "launch": 0.0,
     }
     fwd = bwd = wgrad = tp_fwd = 0.0
     for count, is_moe in ((dense_layers, False), (moe_layers, True)):
@@ -614,8 +638,10 @@ def _stage_cost(
         parts["tp_comm"] += count * lc.tp
         parts["cp_comm"] += count * lc.cp
         parts["ep_comm"] += count * lc.ep
-        fwd += count * (lc.fwd + lc.tp_fwd + lc.ep / 2 + lc.cp / 3)
-        bwd += count * (lc.bwd + lc.recompute + lc.tp - lc.tp_fwd + lc.ep / 2 + lc.cp * 2 / 3)
+        parts["launch"] += count * lc.launch
+        fwd += count * (lc.fwd + lc.tp_fwd + lc.ep / 2 + lc.cp / 3 + lc.launch_fwd)
+        launch_bwd = lc.launch - lc.launch_fwd
+        bwd += count * (lc.bwd + lc.recompute + lc.tp - lc.tp_fwd + lc.ep / 2 + lc.cp * 2 / 3 + launch_bwd)
         wgrad += count * lc.wgrad
         tp_fwd += count * lc.tp_fwd
     tokens, tp = ctx.tokens, c.tp
@@ -817,7 +843,7 @@ def estimate_training(
     bd.zero_gather = stages[crit].zero
     bd.optimizer = stages[crit].opt
     accounted = bd.forward + bd.backward + bd.recompute + bd.tp_comm + bd.cp_comm + bd.ep_comm + bd.pp_comm
-    accounted += bd.offload
+    accounted += bd.offload + bd.launch
     bd.bubble = max(0.0, step - accounted - bd.dp_comm - bd.zero_gather - bd.optimizer)
 
     tokens = w.global_batch_size * w.seq_len

@@ -23,7 +23,7 @@ from optimizer.costmodel.memory import activation_bytes_per_layer, state_bytes_p
 from optimizer.costmodel.training import CostContext, LayerCost, PoolFacts, StageCost, stage_cost
 from optimizer.frameworks import Framework, expert_tp_values, framework, runs_expert_tp, runs_tp_comm_overlap
 from optimizer.model_spec import ModelSpec
-from optimizer.parallel_config import RECOMPUTES, CpComm, ParallelConfig
+from optimizer.parallel_config import RECOMPUTES, CpComm, EpDispatch, ParallelConfig
 from optimizer.recompute_modules import searched_modules
 from optimizer.search.space import (
     DEFAULT_MBS,
@@ -59,6 +59,8 @@ class LayerKey:
     """How context-parallel attention communicates (ParallelConfig.cp_comm)."""
     off: int = 0
     """Layers whose activations are offloaded to host memory (ParallelConfig.offload_layers)."""
+    epd: EpDispatch = "alltoall"
+    """How MoE tokens reach their experts (ParallelConfig.ep_dispatch)."""
 
 
 def layer_work(ctx: CostContext, pool: NodePool, n_dense: int, n_moe: int) -> float:
@@ -69,7 +71,7 @@ def layer_work(ctx: CostContext, pool: NodePool, n_dense: int, n_moe: int) -> fl
     for count, is_moe in ((n_dense, False), (n_moe, True)):
         if count:
             lc = ctx.layer(pool, gpu, is_moe)
-            total += count * (lc.fwd + lc.bwd + lc.recompute + lc.tp + lc.cp + lc.ep)
+            total += count * (lc.fwd + lc.bwd + lc.recompute + lc.tp + lc.cp + lc.ep + lc.launch)
     return total
 
 
@@ -232,6 +234,8 @@ class TrainingSpace:
         self.pools: list[NodePool] = [cluster.pool(n) for n in names if cluster.pool(n).healthy_gpus > 0]
         # The framework's TP-comm overlap runs on every allowed pool's GPU (Megatron's needs Transformer Engine).
         self.tp_overlap_runs = all(runs_tp_comm_overlap(self.fw, cluster.gpu_of(p)) for p in self.pools)
+        # The smallest NVLink (or PCIe) domain among the allowed pools: an EP group larger than it crosses the network.
+        self.smallest_domain = min((cluster.fabric_of(p).domain_size or 1 for p in self.pools), default=1)
         self.budget = sum(p.healthy_gpus for p in self.pools)
         if space.max_gpus is not None:
             self.budget = min(self.budget, space.max_gpus)
@@ -343,9 +347,12 @@ class TrainingSpace:
                                     for etp in self.etp_values(tp, ep):
                                         for epo in self._epo_values(ep, rc):
                                             for off in self._offload_values(rc):
-                                                keys.append(
-                                                    LayerKey(tp, cp, ep, mbs, sp_, tpo, rc, etp, epo, mods, cpc, off)
-                                                )
+                                                for epd in self._epd_values(ep, etp):
+                                                    keys.append(
+                                                        LayerKey(
+                                                            tp, cp, ep, mbs, sp_, tpo, rc, etp, epo, mods, cpc, off, epd
+                                                        )
+                                                    )
         return keys
 
     def _cp_comm_values(self, cp: int, tp: int) -> tuple[CpComm, ...]:
@@ -401,6 +408,19 @@ class TrainingSpace:
         ok = ep > 1 and rc != "full" and self.fw.ep_comm_overlap
         return tuple(v for v in pinned if not v or ok)
 
+    def _epd_values(self, ep: int, etp: int) -> tuple[EpDispatch, ...]:
+        """How MoE tokens may reach their experts. Dominance (labelled): hierarchical dispatch (DeepEP / HybridEP)
+        never sends more over the network than the all-to-all and the same inside a node, at no memory cost in the
+        model, so where the framework runs it and the EP group (ep x etp consecutive ranks) leaves the NVLink domain
+        it is searched alone; inside one domain the two cost the same and the framework's default all-to-all is
+        kept. A pin searches what it names."""
+        pinned = self.space.pinned_values("ep_dispatch")
+        if pinned is not None:
+            return tuple(v for v in pinned if v == "alltoall" or (ep > 1 and v in self.fw.ep_dispatches))
+        if ep > 1 and "deepep" in self.fw.ep_dispatches and ep * etp > self.smallest_domain:
+            return ("deepep",)
+        return ("alltoall",)
+
     def _recompute_values(self) -> tuple[tuple[str, tuple[str, ...] | None], ...]:
         """(recompute, modules) pairs to search.
 
@@ -450,6 +470,7 @@ class TrainingSpace:
                 sequence_parallel=key.sp,
                 tp_comm_overlap=key.tpo,
                 ep_comm_overlap=key.epo,
+                ep_dispatch=key.epd,
                 recompute=key.recompute,
                 recompute_modules=key.rc_modules,
                 offload_layers=key.off,
@@ -775,6 +796,7 @@ class TrainingSpace:
             sequence_parallel=k.sp,
             tp_comm_overlap=k.tpo,
             ep_comm_overlap=k.epo,
+            ep_dispatch=k.epd,
             zero_stage=zero,
             recompute=k.recompute,
             recompute_modules=k.rc_modules,

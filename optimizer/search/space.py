@@ -8,7 +8,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from optimizer.errors import DomainError
-from optimizer.parallel_config import CP_COMMS, RECOMPUTES, SCHEDULES
+from optimizer.parallel_config import CP_COMMS, EP_DISPATCHES, RECOMPUTES, SCHEDULES
 from optimizer.recompute_modules import RECOMPUTE_MODULES, normalise
 
 INT_KNOBS = ("tp", "pp", "dp", "cp", "ep", "etp", "vp", "mbs", "zero", "offload_layers")
@@ -21,6 +21,7 @@ KNOBS = (
     "tp_comm_overlap",
     "ep_comm_overlap",
     "cp_comm",
+    "ep_dispatch",
 )
 
 # Default search domains (the "declared search space"); pins narrow them.
@@ -95,7 +96,8 @@ def _convert(knob: str, raw: str) -> Any:
                 "pin.recompute_modules", f"modules joined by '+' from {', '.join(RECOMPUTE_MODULES)} (got {raw!r})"
             )
         return normalise(mods)
-    allowed: tuple[str, ...] = SCHEDULES if knob == "schedule" else CP_COMMS if knob == "cp_comm" else RECOMPUTES
+    choices = {"schedule": SCHEDULES, "cp_comm": CP_COMMS, "ep_dispatch": EP_DISPATCHES}
+    allowed: tuple[str, ...] = choices.get(knob, RECOMPUTES)
     if raw not in allowed:
         raise DomainError(f"pin.{knob}", f"must be one of {', '.join(allowed)} (got {raw!r})")
     return raw

@@ -94,6 +94,8 @@ def test_job_input_errors_name_the_field(client: TestClient, api_db: Database) -
         ({**base, "top_k": 99}, "top_k", "less than or equal to 20"),
         ({**base, "workload": {**TRAINING, "fp8_param_gather": True}}, "fp8_param_gather", "need precision fp8"),
         ({**base, "workload": {**TRAINING, "attention_kernel": "fa4"}}, "attention_kernel", "'fa3' or 'fa2'"),
+        ({**base, "workload": {**TRAINING, "cuda_graphs": "all"}}, "cuda_graphs", "'layers' or 'full_iteration'"),
+        ({**base, "search": {"pins": ["ep_dispatch=nccl"]}}, "pin.ep_dispatch", "alltoall, deepep"),
         (
             {**base, "workload": {**TRAINING, "framework": "torchtitan"}, "search": {"pins": ["offload_layers=8"]}},
             "pin.offload_layers",

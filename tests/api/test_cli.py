@@ -173,6 +173,8 @@ def test_uneven_layers_per_stage() -> None:
         (["--recompute", "full", "--offload-layers", "8"], "cannot run with recompute=full"),
         (["--attention-kernel", "fa4"], "workload.attention_kernel: Input should be 'fa3' or 'fa2'"),
         (["--cluster", "dgx-1v:2"], "workload.precision: bf16 is not supported by V100-SXM2-32GB"),
+        (["--cuda-graphs", "all"], "workload.cuda_graphs: Input should be 'none', 'layers' or 'full_iteration'"),
+        (["--ep-dispatch", "deepep"], "config.ep_dispatch: ep_dispatch=deepep dispatches over EP ranks"),
     ],
 )
 def test_bad_input_exits_2_with_one_line(args: list[str], needle: str) -> None:

@@ -25,20 +25,21 @@ def test_newest_rows_median_error() -> None:
 
 def test_dense_and_moe_rows_against_issue_13s_external_targets() -> None:
     """Issue 13 measures pinned runs the project does not ship: dense median <= 8% and p90 <= 25%, MoE median
-    <= 15%. Dense rows today: median 2.9%, p90 11.6%; MoE rows 12.8% (their p90, 46%, is the older containers'
-    slower MoE layers: open)."""
+    <= 15%; issue 12 all runs p90 <= 25%. Today: dense median 2.9%, p90 11.6%; MoE median 10.7% (p90 28.4%, above
+    the target: open); all rows p90 22.8% with the recipes' dispatcher, CUDA graphs and A2A overlap priced."""
     rows = [(rec, price(rec)) for rec in _rows()]
     dense = sorted(abs(r.error) for rec, r in rows if int(rec["ep"]) == 1 and r.error is not None)
     moe = sorted(abs(r.error) for rec, r in rows if int(rec["ep"]) > 1 and r.error is not None)
     assert len(dense) == 62 and len(moe) == 98
     assert statistics.median(dense) <= 0.05 and _p90(dense) <= 0.15
-    assert statistics.median(moe) <= 0.15
+    assert statistics.median(moe) <= 0.12 and _p90(moe) <= 0.30
+    assert _p90(sorted(dense + moe)) <= 0.25
 
 
 def test_same_setup_pairs_are_ordered_as_measured() -> None:
     """Issue 12: at least 90% of same-setup comparison pairs ordered right on runs the project does not ship.
-    Today 167 of 183 (91.3%); the misses are GB300 FP8 vs MXFP8 405B rows, GB300 vs GB200 DeepSeek-V3 before the
+    Today 170 of 183 (92.9%); the misses are GB300 FP8 vs MXFP8 405B rows, GB300 vs GB200 DeepSeek-V3 before the
     recipes' A2A overlap, and the older containers' Qwen3 rows."""
     ok, total = ordered_pairs([(rec, price(rec)) for rec in _rows()])
     assert total >= 150
-    assert ok / total >= 0.90
+    assert ok / total >= 0.92
