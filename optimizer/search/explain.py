@@ -45,6 +45,8 @@ def describe(c: object, serving: bool = False) -> str:
         parts.append("tp-overlap")
     if getattr(c, "ep_comm_overlap", False):
         parts.append("ep-overlap")
+    if getattr(c, "ep_dispatch", "alltoall") != "alltoall":
+        parts.append(f"dispatch={g('ep_dispatch')}")
     if getattr(c, "offload_layers", 0):
         parts.append(f"offload={g('offload_layers')}")
     return " ".join(parts)
