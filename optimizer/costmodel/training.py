@@ -900,7 +900,7 @@ def estimate_training(
         stages=stage_out,
         breakdown=bd,
         peak_memory_gb=max(s.memory_gb.total for s in stage_out),
-        notes=_notes(cluster, layout),
+        notes=_notes(cluster, layout, bd.launch),
     )
 
 
@@ -950,8 +950,14 @@ def _step_flops(model: ModelSpec, w: TrainingWorkload, c: ParallelConfig) -> tup
     return model_flops, model_flops + extra
 
 
-def _notes(cluster: ClusterSpec, layout: Layout) -> list[str]:
+def _notes(cluster: ClusterSpec, layout: Layout, launch_s: float) -> list[str]:
     notes = ["MFU counts model FLOPs as Megatron-Core does (full s^2 attention, no recompute), against BF16 peak."]
+    if launch_s > 0:
+        notes.append(
+            f"MoE layers run eagerly: {launch_s:.2f} s of the step waits on the host's kernel launches after each "
+            "dispatcher sync; full-iteration CUDA graphs (cuda_graphs full_iteration, with padded expert capacity) "
+            "remove it."
+        )
     gpus = {cluster.gpu_of(p).name: cluster.gpu_of(p) for p in layout.stage_pools}.values()
     fams = {g.family for g in gpus}
     for g in gpus:

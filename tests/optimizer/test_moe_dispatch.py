@@ -84,6 +84,8 @@ def test_eager_moe_layers_pay_the_host_and_full_iteration_graphs_do_not() -> Non
     cfg = ParallelConfig(tp=1, dp=8, ep=8, mbs=1, zero_stage=1)
     eager, graphed = estimate(Q30, cluster, _w(), cfg), estimate(Q30, cluster, _w("full_iteration"), cfg)
     assert eager.breakdown.launch > 0 and graphed.breakdown.launch == 0
+    assert any("MoE layers run eagerly" in n for n in eager.notes)
+    assert not any("MoE layers run eagerly" in n for n in graphed.notes)
     assert eager.step_time_s > graphed.step_time_s + 0.9 * eager.breakdown.launch
     assert estimate(Q30, cluster, _w("layers"), cfg).breakdown.launch == eager.breakdown.launch  # experts eager
     # DeepSeek-V3's experts keep the GPU busier than the host needs: nothing exposed.
