@@ -24,6 +24,10 @@ from optimizer.recompute_modules import module_rule
 from optimizer.stage_layers import LayerRules
 from optimizer.workload import InferenceWorkload, TrainingWorkload
 
+# Serving engines pick their own EP backend (SGLang --moe-a2a-backend; vLLM its all-to-all backend setting): not
+# a plan knob.
+SERVING_EP_DISPATCH_RULE = "ep_dispatch is a training knob (serving engines choose their own EP backend)"
+
 
 @dataclass(frozen=True, slots=True)
 class Layout:
@@ -321,6 +325,8 @@ def validate(
             raise DomainError("config.cp", "context parallelism is modelled for training only")
         if config.zero_stage:
             raise DomainError("config.zero_stage", "ZeRO applies to training only")
+        if config.ep_dispatch != "alltoall":
+            raise DomainError("config.ep_dispatch", SERVING_EP_DISPATCH_RULE)
         m = 1
     pools = assign_pools(cluster, config)
     for pool in {p.name: p for p in pools}.values():

@@ -32,11 +32,14 @@ from optimizer.search.result import (
 )
 from optimizer.search.serving_model import ServingModel
 from optimizer.search.space import SearchSpace
+from optimizer.validation import SERVING_EP_DISPATCH_RULE
 from optimizer.workload import InferenceWorkload
 
 
 def check_serving_pins(model: ModelSpec, cluster: ClusterSpec, w: InferenceWorkload, space: SearchSpace) -> None:
     """Pins that leave no serving configuration at all: an error naming the pin and the rule."""
+    if not space.allows("ep_dispatch", "alltoall"):
+        raise DomainError("pin.ep_dispatch", SERVING_EP_DISPATCH_RULE)
     pools = serving_pools(cluster, space)
     if serving_candidates(model, cluster, w, space, pools):
         return

@@ -20,7 +20,7 @@ from optimizer.model_spec import MoESpec
 from optimizer.parallel_config import ParallelConfig
 from optimizer.search.planner import plan
 from optimizer.search.space import SearchSpace, parse_pins
-from optimizer.workload import TrainingWorkload
+from optimizer.workload import InferenceWorkload, TrainingWorkload
 
 Q30 = resolve_model("qwen3-30b-a3b")
 DSV3 = resolve_model("deepseek-v3")
@@ -106,6 +106,13 @@ def test_dispatch_rules() -> None:
         estimate(Q30, cluster, _w(framework="deepspeed"), cfg)
     assert err.value.field == "config.ep_dispatch" and "deepspeed" in err.value.rule
     assert parse_pins(["ep_dispatch=deepep"])["ep_dispatch"].values == ("deepep",)
+    serving = InferenceWorkload(prompt_len=1024, output_len=128, batch=8)
+    with pytest.raises(DomainError) as err:
+        plan(Q30, cluster, serving, SearchSpace(pins=parse_pins(["ep_dispatch=deepep"])), time_limit_s=5)
+    assert err.value.field == "pin.ep_dispatch"
+    with pytest.raises(DomainError) as err:
+        estimate(Q30, cluster, serving, ParallelConfig(tp=16, ep=16, etp=1, ep_dispatch="deepep"))
+    assert err.value.field == "config.ep_dispatch"
     with pytest.raises(DomainError) as err:
         parse_pins(["ep_dispatch=nccl"])
     assert err.value.field == "pin.ep_dispatch"
