@@ -6,7 +6,8 @@ set. Prints every row and the median and p90 |error| per GPU family, for the new
 Each row is priced with its published knobs (TP, PP, CP, VP, EP, micro-batch, global batch, FSDP) and Megatron-Bridge's
 perf defaults for the rest: distributed optimizer, bf16 gradients, FP8 primary weights under FP8, sequence parallel
 and TP-comm overlap when tp > 1, expert TP 1, embedding and loss counted in the pipeline split when the layers do not
-divide. Not published per row and so searched: recompute (none, selective, full; the fastest that fits). The 26.06+
+divide. Not published per row and so searched as the planner does: recompute (none; selective, with the attention
+core and, for MoE / MLA models, the output-discarding modules; full; the fastest that fits). The 26.06+
 MXFP8 MoE recipes overlap the EP all-to-all and run full-iteration CUDA graphs (A2A_OVERLAP_FROM), the others
 per-layer graphs at most, leaving the MoE experts eager; MoE rows dispatch hierarchically (HybridEP / DeepEP) except
 where the recipe keeps the all-to-all (ALLTOALL_DISPATCH); the Megatron-FSDP recipes on NVL72 racks offload
@@ -33,6 +34,7 @@ from optimizer.errors import DomainError
 from optimizer.estimate import estimate
 from optimizer.model_loading import resolve_model
 from optimizer.parallel_config import ParallelConfig
+from optimizer.recompute_modules import searched_modules
 from optimizer.stage_layers import LayerRules
 from optimizer.workload import TrainingWorkload
 
@@ -129,10 +131,16 @@ def price(rec: dict[str, str]) -> Row:
         split = LayerRules.of(model, pp, vp, True).default_split()
     best: float | None = None
     reason = ""
+    # The planner's recompute choices: none, selective (the attention core; and for MoE / MLA models the
+    # output-discarding module set it searches, recompute_modules.searched_modules), full.
+    mods = searched_modules(model)
+    recomputes: list[tuple[str, list[str] | None]] = [("none", None), ("selective", None)]
+    recomputes += [("selective", list(mods))] if mods else []
+    recomputes.append(("full", None))
     # The recipe's A2A overlap first; where nothing fits with it (its paged expert-activation stash, which spills to
     # host memory, is not modelled, and Megatron's overlap refuses full recompute), the row is priced without it.
     for overlap in (True, False) if a2a_overlap else (False,):
-        for recompute in ("none", "selective", "full"):
+        for recompute, modules in recomputes:
             try:
                 cfg = ParallelConfig(
                     tp=tp,
@@ -149,6 +157,7 @@ def price(rec: dict[str, str]) -> Row:
                     sequence_parallel=tp > 1,
                     tp_comm_overlap=tp > 1,
                     recompute=recompute,
+                    recompute_modules=modules,
                     zero_stage=3 if int(rec["fsdp"]) else 1,
                     layers_per_stage=split,
                     offload_layers=offload,
