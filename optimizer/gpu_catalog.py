@@ -207,35 +207,23 @@ BUILTIN_GPUS: dict[str, GPUSpec] = {
         # or 144 GB HBM3e at 4.9 TB/s, NVLink4 450 GB/s per direction, NVLink-C2C to Grace at 450 GB/s per direction
         # [NV GH200 Grace Hopper Superchip datasheet]; nodes of 4 (Alps, Jupiter; HPE Cray EX254n) share NVLink.
         # MAMF not published: H100 SXM's 0.80 assumed (same die).
-        _gpu(
-            name="GH200-96GB",
-            sm_count=132,
-            family="hopper",
-            bf16_tflops=989,
-            fp8_tflops=1979,
-            memory_gib=96,
-            memory_tbps=4.0,
-            scaleup_gbytes_per_s=450,
-            scaleup_domain=4,
-            pcie_gen=5,
-            host_gbytes_per_s=450,
-            mamf_fraction=0.80,
-            source="NV GH200 datasheet; MAMF assumed = H100 SXM",
-        ),
-        _gpu(
-            name="GH200-144GB",
-            sm_count=132,
-            family="hopper",
-            bf16_tflops=989,
-            fp8_tflops=1979,
-            memory_gib=144,
-            memory_tbps=4.9,
-            scaleup_gbytes_per_s=450,
-            scaleup_domain=4,
-            pcie_gen=5,
-            host_gbytes_per_s=450,
-            mamf_fraction=0.80,
-            source="NV GH200 datasheet; MAMF assumed = H100 SXM",
+        *(
+            _gpu(
+                name=name,
+                sm_count=132,
+                family="hopper",
+                bf16_tflops=989,
+                fp8_tflops=1979,
+                memory_gib=gib,
+                memory_tbps=tbps,
+                scaleup_gbytes_per_s=450,
+                scaleup_domain=4,
+                pcie_gen=5,
+                host_gbytes_per_s=450,
+                mamf_fraction=0.80,
+                source="NV GH200 datasheet; MAMF assumed = H100 SXM",
+            )
+            for name, gib, tbps in (("GH200-96GB", 96, 4.0), ("GH200-144GB", 144, 4.9))
         ),
         # H20: the export Hopper, 148 / 296 TF dense BF16 / FP8, 96 GB HBM3 at 4.0 TB/s, NVLink 900 GB/s
         # bidirectional = 450/dir [NV H20 product brief as reported by SemiAnalysis, 2023-11]; MAMF as H100.
