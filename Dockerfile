@@ -3,11 +3,13 @@ FROM python:3.11-slim
 WORKDIR /app
 COPY pyproject.toml README.md alembic.ini ./
 COPY optimizer ./optimizer
+COPY service ./service
 COPY store ./store
 COPY api ./api
 COPY workers ./workers
 COPY migrations ./migrations
 COPY benchmarks ./benchmarks
+COPY accuracy ./accuracy
 # editable: the migrations and alembic.ini stay beside the code (store.migrate finds them there)
 RUN pip install --no-cache-dir -e . && useradd --create-home meshplan
 USER meshplan

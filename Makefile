@@ -26,7 +26,7 @@ run: setup
 lint: setup
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
-	$(BIN)/mypy optimizer api store workers benchmarks
+	$(BIN)/mypy optimizer service store api workers accuracy benchmarks
 
 # The browser tests drive Debian's headless Chromium (a test tool's own browser download does not work here).
 browsers:
@@ -39,7 +39,7 @@ test: lint browsers
 
 bench: setup
 	$(BIN)/python benchmarks/estimate_speed.py
-	$(BIN)/python benchmarks/accuracy.py
+	$(BIN)/python benchmarks/model_accuracy.py
 	$(BIN)/python benchmarks/bridge_summary.py
 	$(BIN)/python benchmarks/solver.py
 	$(BIN)/python benchmarks/service.py

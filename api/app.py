@@ -120,7 +120,7 @@ def create_app(
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         if isinstance(dispatcher, InProcessDispatcher):  # embedded: pick up what a stopped process left
-            from store.services.jobs import recover_interrupted
+            from service.jobs import recover_interrupted
 
             dispatcher.start()
             try:

@@ -13,21 +13,21 @@ from rich.console import Console
 from rich.table import Table
 
 from api.cli_output import err, fail
-from optimizer.cluster_calibration import ClusterCalibration
-from optimizer.cluster_loading import cluster_document_from_topo, cluster_preset_names, resolve_cluster
+from optimizer.calibration.measurements import Measurement
+from optimizer.calibration.run_logs import parse_log
+from optimizer.costmodel.estimate import estimate as run_estimate
 from optimizer.costmodel.result import Estimate
 from optimizer.errors import DomainError
-from optimizer.estimate import estimate as run_estimate
-from optimizer.exports import Export
-from optimizer.gpu_catalog import BUILTIN_GPUS
-from optimizer.measurements import Measurement
-from optimizer.model_loading import load_model_preset, preset_names, resolve_model
-from optimizer.pipeline_layout import layout_vp
-from optimizer.run_logs import parse_log
-from optimizer.validation_errors import domain_error_from_validation
-from optimizer.workload import InferenceWorkload, TrainingWorkload
-from optimizer.workload_loading import build_config, build_inference, build_training, parse_int_list
-from optimizer.yaml_documents import read_document, yaml_mapping
+from optimizer.exports.launch import Export
+from optimizer.spec.calibration import ClusterCalibration
+from optimizer.spec.cluster_loading import cluster_document_from_topo, cluster_preset_names, resolve_cluster
+from optimizer.spec.gpu_catalog import BUILTIN_GPUS
+from optimizer.spec.model_loading import load_model_preset, preset_names, resolve_model
+from optimizer.spec.pipeline_layout import layout_vp
+from optimizer.spec.validation_errors import domain_error_from_validation
+from optimizer.spec.workload import InferenceWorkload, TrainingWorkload
+from optimizer.spec.workload_loading import build_config, build_inference, build_training, parse_int_list
+from optimizer.spec.yaml_documents import read_document, yaml_mapping
 
 app = typer.Typer(
     add_completion=False,
@@ -412,8 +412,8 @@ def plan(
         fail(domain_error_from_validation(exc, "space"))
     exports: list[Export] = []
     if export_to is not None and result.plan is not None:
-        from optimizer.exports import export as run_export
-        from optimizer.exports import export_fleet
+        from optimizer.exports.launch import export as run_export
+        from optimizer.exports.launch import export_fleet
 
         try:
             if result.fleet is not None and isinstance(work, InferenceWorkload):

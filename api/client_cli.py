@@ -16,7 +16,7 @@ from rich.table import Table
 
 from api.cli_output import fail
 from optimizer.errors import DomainError
-from optimizer.yaml_documents import read_document
+from optimizer.spec.yaml_documents import read_document
 
 UrlOpt = Annotated[
     str,

@@ -7,17 +7,17 @@ from collections.abc import Sequence
 from sqlalchemy.orm import Session
 
 from api import schemas as S
-from optimizer.cluster_calibration import ClusterCalibration
-from optimizer.cluster_spec import ClusterSpec
-from optimizer.inventory import InventoryDiff
 from optimizer.search.result import PlanResult
+from optimizer.spec.calibration import ClusterCalibration
+from optimizer.spec.cluster_spec import ClusterSpec
+from optimizer.spec.inventory import InventoryDiff
+from service.calibration import Comparison
+from service.jobs import SearchOptions
 from store.models import Calibration, Cluster, ClusterRevision, Job, Model, ModelVersion, Plan, Watch
 from store.repositories.clusters import ClusterRepository, revision_spec
 from store.repositories.models import ModelRepository
 from store.repositories.plans import PlanRepository
 from store.repositories.workloads import WorkloadRepository, workload_spec
-from store.services.calibration import Comparison
-from store.services.jobs import SearchOptions
 
 
 def revision_out(rev: ClusterRevision) -> S.RevisionOut:

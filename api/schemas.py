@@ -7,15 +7,15 @@ from typing import Any, Generic, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from optimizer.cluster_calibration import ClusterCalibration
+from optimizer.calibration.measurements import Measurement
 from optimizer.errors import DomainError
-from optimizer.gpu_catalog import GPUSpec
-from optimizer.inventory import InventoryDiff
-from optimizer.measurements import Measurement
-from optimizer.plan_diff import PlanDiff
+from optimizer.exports.plan_diff import PlanDiff
 from optimizer.search.result import PlanResult
-from optimizer.workload import Workload
-from store.services.jobs import JobRequest, SearchOptions
+from optimizer.spec.calibration import ClusterCalibration
+from optimizer.spec.gpu_catalog import GPUSpec
+from optimizer.spec.inventory import InventoryDiff
+from optimizer.spec.workload import Workload
+from service.jobs import JobRequest, SearchOptions
 
 T = TypeVar("T")
 NAME = Field(min_length=1, max_length=128, pattern=r"^[A-Za-z0-9._-]+$", description="Unique name.")

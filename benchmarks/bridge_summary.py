@@ -28,15 +28,15 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from optimizer.cluster_loading import resolve_cluster
-from optimizer.cluster_spec import ClusterSpec
+from optimizer.costmodel.estimate import estimate
 from optimizer.errors import DomainError
-from optimizer.estimate import estimate
-from optimizer.model_loading import resolve_model
-from optimizer.parallel_config import ParallelConfig
-from optimizer.recompute_modules import searched_modules
-from optimizer.stage_layers import LayerRules
-from optimizer.workload import TrainingWorkload
+from optimizer.spec.cluster_loading import resolve_cluster
+from optimizer.spec.cluster_spec import ClusterSpec
+from optimizer.spec.model_loading import resolve_model
+from optimizer.spec.parallel_config import ParallelConfig
+from optimizer.spec.recompute_modules import searched_modules
+from optimizer.spec.stage_layers import LayerRules
+from optimizer.spec.workload import TrainingWorkload
 
 DATA = Path(__file__).parent / "data" / "megatron_bridge_summary.csv"
 NEWEST = ("26.06", "26.08")
@@ -64,7 +64,7 @@ OFFLOAD_LAYERS: dict[tuple[str, str], int] = {
     ("DGX-GB200", "llama-3.1-405b"): 95,
 }
 
-# System -> (cluster preset, GPUs per node): the presets carry the GPU, NVLink and NICs (optimizer/presets/clusters;
+# System -> (cluster preset, GPUs per node): the presets carry the GPU, NVLink and NICs (spec/presets/clusters;
 # NVL72 racks as 16 trays of 4 GPUs, one NIC per GPU).
 SYSTEMS: dict[str, tuple[str, int]] = {
     "DGX-H100": ("dgx-h100", 8),

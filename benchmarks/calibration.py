@@ -13,13 +13,13 @@ import time
 from rich.console import Console
 from rich.table import Table
 
-from optimizer.calibration_check import per_source, random_configs, synthetic_points
-from optimizer.calibration_fit import FitPoint, fit_calibration
-from optimizer.cluster_calibration import ClusterCalibration, PoolCalibration
-from optimizer.cluster_loading import load_cluster_preset
-from optimizer.estimate import estimate
-from optimizer.model_loading import load_model_preset
-from optimizer.workload import TrainingWorkload
+from accuracy.synthetic_fit import per_source, random_configs, synthetic_points
+from optimizer.calibration.fit import FitPoint, fit_calibration
+from optimizer.costmodel.estimate import estimate
+from optimizer.spec.calibration import ClusterCalibration, PoolCalibration
+from optimizer.spec.cluster_loading import load_cluster_preset
+from optimizer.spec.model_loading import load_model_preset
+from optimizer.spec.workload import TrainingWorkload
 
 # (model, cluster, hidden constants): a compute-bound H100 cluster, an A100 cluster with a slow fabric, a PCIe
 # L40S cluster where the scale-up tier matters.

@@ -47,7 +47,7 @@ CHECKS = [
 
 
 def _seed(c: TestClient) -> None:
-    from optimizer.model_loading import load_model_preset
+    from optimizer.spec.model_loading import load_model_preset
 
     inv = {"pools": [{"name": "h100", "gpu": "H100-SXM-80GB", "nodes": 2, "gpus_per_node": 8}]}
     cluster = c.post("/v1/clusters", json={"name": "seed", "inventory": inv}).json()

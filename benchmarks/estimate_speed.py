@@ -11,11 +11,11 @@ import time
 from rich.console import Console
 from rich.table import Table
 
-from optimizer.cluster_loading import load_cluster_preset
-from optimizer.estimate import estimate
-from optimizer.model_loading import load_model_preset
-from optimizer.parallel_config import ParallelConfig
-from optimizer.workload import InferenceWorkload, TrainingWorkload
+from optimizer.costmodel.estimate import estimate
+from optimizer.spec.cluster_loading import load_cluster_preset
+from optimizer.spec.model_loading import load_model_preset
+from optimizer.spec.parallel_config import ParallelConfig
+from optimizer.spec.workload import InferenceWorkload, TrainingWorkload
 
 SCENARIOS: list[tuple[str, str, str, TrainingWorkload | InferenceWorkload, ParallelConfig]] = [
     (

@@ -37,7 +37,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from benchmarks.service_env import migrated_with_token, service_env  # noqa: E402
-from optimizer.model_loading import load_model_preset  # noqa: E402
+from optimizer.spec.model_loading import load_model_preset  # noqa: E402
 from store.db import Database  # noqa: E402
 from store.models import ApiToken, now  # noqa: E402
 from tests.databases import create_pg_database, drop_pg_database  # noqa: E402

@@ -13,16 +13,16 @@ import argparse
 from rich.console import Console
 from rich.table import Table
 
-from optimizer.cluster_loading import resolve_cluster
+from accuracy.plan_quality import SCENARIOS, SERVING_SCENARIOS, Scenario, best_published_mfu, published_step_time
+from optimizer.costmodel.estimate import estimate
 from optimizer.errors import DomainError
-from optimizer.estimate import estimate
-from optimizer.model_loading import resolve_model
-from optimizer.parallel_config import ParallelConfig
-from optimizer.pipeline_layout import layout_chunks
-from optimizer.plan_quality import SCENARIOS, SERVING_SCENARIOS, Scenario, best_published_mfu, published_step_time
 from optimizer.search.explain import describe
 from optimizer.search.planner import plan
-from optimizer.workload import InferenceWorkload, TrainingWorkload
+from optimizer.spec.cluster_loading import resolve_cluster
+from optimizer.spec.model_loading import resolve_model
+from optimizer.spec.parallel_config import ParallelConfig
+from optimizer.spec.pipeline_layout import layout_chunks
+from optimizer.spec.workload import InferenceWorkload, TrainingWorkload
 
 
 def _published(s: Scenario, w: TrainingWorkload) -> tuple[str, float | None]:

@@ -27,7 +27,7 @@ sys.path.insert(0, str(ROOT))
 
 from benchmarks.service_env import migrated_with_token, service_env  # noqa: E402
 from benchmarks.solver import HETERO  # noqa: E402
-from optimizer.model_loading import load_model_preset  # noqa: E402
+from optimizer.spec.model_loading import load_model_preset  # noqa: E402
 from tests.databases import create_pg_database, drop_pg_database  # noqa: E402
 
 MESHPLAN = str(Path(sys.executable).parent / "meshplan")

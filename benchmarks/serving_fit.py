@@ -1,6 +1,6 @@
 """The fit behind the two calibrated serving constants (optimizer/costmodel/constants.py): the share of HBM
 bandwidth paged decode attention reaches, and each engine's exposed host time per iteration, on a grid, scored on
-the serving rows of optimizer/data/serving_runs.json (TensorRT-LLM v0.6 static-batch rows left out: no scheduler).
+the serving rows of accuracy/data/serving_runs.json (TensorRT-LLM v0.6 static-batch rows left out: no scheduler).
 Prints median and max |error| per engine and grid point; the shipped values are marked.
 
 Run: .venv/bin/python benchmarks/serving_fit.py [--engine trtllm] (about 8 minutes for trtllm)
@@ -14,9 +14,9 @@ import statistics
 from rich.console import Console
 from rich.table import Table
 
+from accuracy.serving_runs import SKIPPED, load_serving_records, predict_serving
 from optimizer.costmodel import constants
 from optimizer.costmodel.constants import DECODE_ATTENTION_HBM_SHARE, ENGINE_ITERATION_OVERHEAD_S
-from optimizer.serving_calibration import SKIPPED, load_serving_records, predict_serving
 
 SHARES = (1.0, 0.8, 0.7, 0.6)
 HOST_S = (0.0, 0.002, 0.004, 0.006, 0.008, 0.010)

@@ -17,19 +17,19 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from optimizer.cluster_loading import load_cluster_yaml, resolve_cluster
-from optimizer.cluster_spec import ClusterSpec
-from optimizer.estimate import estimate
-from optimizer.model_loading import load_model_preset
-from optimizer.model_spec import ModelSpec
-from optimizer.parallel_config import ParallelConfig
+from optimizer.costmodel.estimate import estimate
 from optimizer.search.candidates import TrainingSpace
 from optimizer.search.explain import describe
 from optimizer.search.oracle import oracle_evaluations_lower_bound, oracle_plan
 from optimizer.search.planner import plan
 from optimizer.search.result import PlanResult
 from optimizer.search.space import SearchSpace
-from optimizer.workload import InferenceWorkload, TrainingWorkload
+from optimizer.spec.cluster_loading import load_cluster_yaml, resolve_cluster
+from optimizer.spec.cluster_spec import ClusterSpec
+from optimizer.spec.model_loading import load_model_preset
+from optimizer.spec.model_spec import ModelSpec
+from optimizer.spec.parallel_config import ParallelConfig
+from optimizer.spec.workload import InferenceWorkload, TrainingWorkload
 
 HETERO = """
 name: hetero-h100-a100-l40s

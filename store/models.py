@@ -263,7 +263,9 @@ class Measurement(Base):
     plan_id: Mapped[int] = mapped_column(ForeignKey("plans.id", ondelete="CASCADE"), index=True)
     cluster_id: Mapped[int] = mapped_column(ForeignKey("clusters.id", ondelete="CASCADE"), index=True)
     config: Mapped[dict[str, Any]] = mapped_column(doc="The ParallelConfig that ran.")
-    figures: Mapped[dict[str, Any]] = mapped_column(doc="The Measurement document (optimizer/measurements.py).")
+    figures: Mapped[dict[str, Any]] = mapped_column(
+        doc="The Measurement document (optimizer/calibration/measurements.py)."
+    )
     step_time_s: Mapped[float | None] = mapped_column(Float, doc="Measured seconds per step (training).")
     predicted_step_time_s: Mapped[float | None] = mapped_column(Float, doc="Uncalibrated prediction.")
     peak_allocated_gb: Mapped[float | None] = mapped_column(Float)

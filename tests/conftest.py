@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from optimizer.cluster_loading import load_cluster_preset
-from optimizer.cluster_spec import ClusterSpec
-from optimizer.model_loading import load_model_preset
-from optimizer.model_spec import ModelSpec
+from optimizer.spec.cluster_loading import load_cluster_preset
+from optimizer.spec.cluster_spec import ClusterSpec
+from optimizer.spec.model_loading import load_model_preset
+from optimizer.spec.model_spec import ModelSpec
 
 
 @pytest.fixture(scope="session")

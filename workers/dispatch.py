@@ -8,8 +8,8 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Protocol
 
+from service.jobs import run_job
 from store.db import Database
-from store.services.jobs import run_job
 from store.settings import Settings
 from workers import names
 

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
+from service.calibration import recalibrate_stale
+from service.jobs import run_job
+from service.replan import check_watches
 from store.db import database
 from store.repositories.jobs import JobRepository
-from store.services.calibration import recalibrate_stale
-from store.services.jobs import run_job
-from store.services.replan import check_watches
 from store.settings import settings
 from workers.dispatch import CeleryDispatcher, Dispatcher, make_dispatcher, send_committed
 

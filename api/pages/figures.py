@@ -6,11 +6,11 @@ from __future__ import annotations
 
 from html import escape
 
-from optimizer.cluster_spec import ClusterSpec
 from optimizer.costmodel.result import Estimate
-from optimizer.parallel_config import ParallelConfig
-from optimizer.timeline import Timeline
-from store.services.calibration import MeasuredPoint
+from optimizer.exports.timeline import Timeline
+from optimizer.spec.cluster_spec import ClusterSpec
+from optimizer.spec.parallel_config import ParallelConfig
+from service.calibration import MeasuredPoint
 
 # viridis at 10 stops: luminance rises monotonically, so greyscale keeps the order
 PALETTE = ["#440154", "#482878", "#3e4989", "#31688e", "#26828e", "#1f9e89", "#35b779", "#6ece58", "#b5de2b", "#fde725"]

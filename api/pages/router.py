@@ -25,13 +25,16 @@ from api.convert import (
 )
 from api.deps import MAX_ID, RowId, SessionDep, SettingsDep
 from api.pages.figures import breakdown_bar, device_mesh, memory_bars, pipeline_timeline, prediction_errors
-from optimizer.cluster_calibration import likely_terms
 from optimizer.errors import DomainError
-from optimizer.exports import TOOLS, Export, export
-from optimizer.inventory import InventoryDiff
-from optimizer.objectives import LABELS, format_objective
+from optimizer.exports.launch import Export, export
+from optimizer.exports.timeline import simulate
 from optimizer.search.explain import describe
-from optimizer.timeline import simulate
+from optimizer.spec.calibration import likely_terms
+from optimizer.spec.inventory import InventoryDiff
+from optimizer.spec.names import TOOLS
+from optimizer.spec.objectives import LABELS, format_objective
+from service.calibration import cluster_points, comparisons
+from service.plans import inventory_change, plan_change, plan_pair, planned, specs_of
 from store.repositories.clusters import ClusterRepository, revision_spec
 from store.repositories.jobs import JobRepository
 from store.repositories.measurements import CalibrationRepository
@@ -39,8 +42,6 @@ from store.repositories.models import ModelRepository
 from store.repositories.paging import PageRequest
 from store.repositories.plans import PlanFilter, PlanRepository
 from store.repositories.tokens import TokenRepository
-from store.services.calibration import cluster_points, comparisons
-from store.services.plans import inventory_change, plan_change, plan_pair, planned, specs_of
 
 router = APIRouter(include_in_schema=False)
 templates = Jinja2Templates(directory=str(Path(__file__).parent / "templates"))

@@ -19,13 +19,13 @@ from api.schemas import (
     RevisionDiffOut,
     RevisionOut,
 )
-from optimizer.cluster_loading import cluster_document_from_topo
 from optimizer.errors import DomainError
-from optimizer.inventory import diff_inventories
-from optimizer.yaml_documents import yaml_mapping
+from optimizer.spec.cluster_loading import cluster_document_from_topo
+from optimizer.spec.inventory import diff_inventories
+from optimizer.spec.yaml_documents import yaml_mapping
+from service.catalog import cluster_from_document, create_cluster, set_node_state
+from service.replan import check_watches
 from store.repositories.clusters import ClusterRepository, revision_spec
-from store.services.catalog import cluster_from_document, create_cluster, set_node_state
-from store.services.replan import check_watches
 
 router = APIRouter(prefix="/v1/clusters", tags=["clusters"], responses=STANDARD)
 

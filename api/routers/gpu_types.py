@@ -9,9 +9,9 @@ from fastapi import APIRouter, Body
 from api.deps import Reader, SessionDep, Writer
 from api.responses import STANDARD, WRITE
 from api.schemas import GpuTypeOut
-from optimizer.gpu_catalog import BUILTIN_GPUS, GPUSpec
+from optimizer.spec.gpu_catalog import BUILTIN_GPUS, GPUSpec
+from service.catalog import gpu_from_document
 from store.repositories.gpu_types import GpuTypeRepository
-from store.services.catalog import gpu_from_document
 
 router = APIRouter(prefix="/v1/gpu-types", tags=["gpu-types"], responses=STANDARD)
 

@@ -11,8 +11,8 @@ from api.deps import MAX_ID, DispatcherDep, Paging, Reader, RowId, SessionDep, S
 from api.responses import CONFLICT, NOT_FOUND, STANDARD, WRITE
 from api.schemas import JobCreate, JobOut, PageOut
 from optimizer.errors import DomainError
+from service.jobs import cancel, submit
 from store.repositories.jobs import JobRepository
-from store.services.jobs import cancel, submit
 from workers.dispatch import BrokerUnavailable
 
 router = APIRouter(prefix="/v1/jobs", tags=["jobs"], responses=STANDARD)

@@ -11,15 +11,15 @@ from api.convert import calibration_out, measurement_out
 from api.deps import Reader, RowId, SessionDep, Writer
 from api.responses import NOT_FOUND, STANDARD, WRITE
 from api.schemas import CalibrateOut, CalibrationOut, MeasurementOut
-from optimizer.measurements import Measurement
-from optimizer.run_logs import DEFAULT_WARMUP, LogFormatChoice, parse_log
+from optimizer.calibration.measurements import Measurement
+from optimizer.calibration.run_logs import DEFAULT_WARMUP, LogFormatChoice, parse_log
+from service.calibration import comparisons, recalibrate, record_measurement
+from service.plans import planned, specs_of
 from store.models import Measurement as MeasurementRow
 from store.models import Plan
 from store.repositories.clusters import ClusterRepository
 from store.repositories.measurements import CalibrationRepository, MeasurementRepository
 from store.repositories.plans import PlanRepository
-from store.services.calibration import comparisons, recalibrate, record_measurement
-from store.services.plans import planned, specs_of
 
 router = APIRouter(tags=["measurements"], responses=STANDARD)
 

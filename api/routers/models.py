@@ -10,11 +10,11 @@ from api.convert import model_out, version_out
 from api.deps import Paging, Reader, RowId, SessionDep, Writer
 from api.responses import NOT_FOUND, STANDARD, WRITE
 from api.schemas import ModelCreate, ModelOut, ModelVersionCreate, PageOut, VersionOut, VersionResult
-from optimizer.model_loading import model_from_hf_config
-from optimizer.model_spec import ModelSpec
-from optimizer.yaml_documents import yaml_mapping
+from optimizer.spec.model_loading import model_from_hf_config
+from optimizer.spec.model_spec import ModelSpec
+from optimizer.spec.yaml_documents import yaml_mapping
+from service.catalog import create_model, model_from_document
 from store.repositories.models import ModelRepository
-from store.services.catalog import create_model, model_from_document
 
 router = APIRouter(prefix="/v1/models", tags=["models"], responses=STANDARD)
 

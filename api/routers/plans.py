@@ -12,11 +12,12 @@ from api.deps import MAX_ID, Paging, Reader, RowId, SessionDep
 from api.responses import NOT_FOUND, STANDARD
 from api.schemas import PageOut, PlanDiffOut, PlanOut, PlanSummaryOut
 from optimizer.errors import DomainError
-from optimizer.exports import Export, export, export_fleet
+from optimizer.exports.launch import Export, export, export_fleet
 from optimizer.search.fleet_result import FleetPlan
-from optimizer.workload import InferenceWorkload
+from optimizer.spec.names import ToolName
+from optimizer.spec.workload import InferenceWorkload
+from service.plans import inventory_change, plan_change, plan_pair, planned, specs_of
 from store.repositories.plans import PlanFilter, PlanRepository
-from store.services.plans import inventory_change, plan_change, plan_pair, planned, specs_of
 
 router = APIRouter(prefix="/v1/plans", tags=["plans"], responses=STANDARD)
 Trigger = Literal["user", "nightly", "inventory_change"]
@@ -68,7 +69,7 @@ def diff(
 @router.get("/{plan_id}/export/{tool}", response_model=Export, responses=NOT_FOUND)
 def export_plan(
     plan_id: RowId,
-    tool: Literal["megatron", "deepspeed", "torchtitan", "vllm", "sglang", "trtllm"],
+    tool: ToolName,
     s: SessionDep,
     _: Reader,
 ) -> Export:

@@ -8,15 +8,15 @@ from api.convert import job_out, watch_out
 from api.deps import DispatcherDep, Paging, Reader, RowId, SessionDep, SettingsDep, Writer, send_after_commit
 from api.responses import NOT_FOUND, STANDARD, WRITE
 from api.schemas import PageOut, ReplanOut, WatchCreate, WatchOut
-from optimizer.objectives import objective_name
 from optimizer.search.planner import preflight
+from optimizer.spec.objectives import objective_name
+from service.replan import check_watch
 from store.models import Watch
 from store.repositories.clusters import ClusterRepository, revision_spec
 from store.repositories.jobs import JobRepository
 from store.repositories.models import ModelRepository, version_spec
 from store.repositories.watches import WatchRepository
 from store.repositories.workloads import WorkloadRepository
-from store.services.replan import check_watch
 from workers.dispatch import BrokerUnavailable
 
 router = APIRouter(prefix="/v1/watches", tags=["watches"], responses=STANDARD)

@@ -22,8 +22,8 @@ from optimizer.costmodel.constants import (
     OVERLAP_COMPUTE_SLOWDOWN,
     ROOFLINE_SMOOTHING_P,
 )
-from optimizer.gpu_catalog import GPUSpec
-from optimizer.model_spec import ModelSpec
+from optimizer.spec.gpu_catalog import GPUSpec
+from optimizer.spec.model_spec import ModelSpec
 
 # Output tile (rows, cols) of the tensor-core GEMM kernels: 128x128 through Ampere [NVIDIA DL Performance Guide,
 # "Matrix Multiplication Background"]; Hopper's warp-group MMA kernels favour 128x256 tiles [CUTLASS 3.x

@@ -1,8 +1,10 @@
 """Every efficiency constant of the cost model, with its source. A few per GPU family and interconnect; never one
 per calibration record. Values marked "calibrated" were fitted once to the published runs in
-optimizer/data/published_runs.json (benchmarks/accuracy.py prints the fit)."""
+accuracy/data/published_runs.json (benchmarks/model_accuracy.py prints the fit)."""
 
 from __future__ import annotations
+
+from optimizer.spec.calibration import FRAGMENTATION_FRACTION as FRAGMENTATION_FRACTION
 
 # ---- interconnect --------------------------------------------------------------------------------------------
 # Achievable bus bandwidth as a fraction of the per-direction line rate.
@@ -103,9 +105,7 @@ FP8_CAST_KERNELS_PER_LAYER = 4
 # ---- memory --------------------------------------------------------------------------------------------------
 # CUDA context (~0.3-0.7 GB with lazy loading) plus NCCL communicator buffers: 1 GiB [PT #107667, #28113].
 CUDA_CONTEXT_BYTES = 1.0 * 2**30
-# Allocator fragmentation and temporary buffers: keep 10% of device memory free, as vLLM's default
-# gpu_memory_utilization=0.9 does [VL optimization docs; Z20 §3.2 ZeRO-R].
-FRAGMENTATION_FRACTION = 0.10
+# Allocator fragmentation: FRAGMENTATION_FRACTION (defined beside the calibration that may move it).
 # A training run's allocator slack stops at 8 GiB (10% of an 80 GB GPU, so H100 / A100-80GB plans are unchanged).
 # Training jobs run the caching allocator with expandable segments (Megatron-Bridge perf recipes and torchtitan's
 # run_train.sh set PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True), whose slack follows the model's tensor sizes,
@@ -158,7 +158,7 @@ FLASH_ATTENTION_REFERENCE_LENGTH = 8192
 # ---- serving -------------------------------------------------------------------------------------------------
 # Paged decode attention reads KV blocks scattered over the cache (16-32 tokens per block) and reduces split-K
 # partials; it may reach a smaller share of HBM bandwidth than the streaming kernels of HBM_EFFICIENCY. Calibrated
-# on the serving rows of optimizer/data/serving_runs.json (benchmarks/serving_fit.py prints the grid fit). Refit
+# on the serving rows of accuracy/data/serving_runs.json (benchmarks/serving_fit.py prints the grid fit). Refit
 # 2026-11 once each kernel class got its own roofline (costmodel/inference.py): 1.0, i.e. the paged kernels stream
 # at HBM_EFFICIENCY like the others (0.70 had stood in for the attention that the per-layer roofline hid under
 # compute-bound GEMMs).

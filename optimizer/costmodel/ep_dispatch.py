@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from math import comb
 
-from optimizer.model_spec import MoESpec
+from optimizer.spec.model_spec import MoESpec
 
 
 def reached_probability(items: int, per_node: int, picks: int) -> float:

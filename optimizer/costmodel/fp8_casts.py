@@ -12,7 +12,7 @@ term there (Framework.fp8_cast_bytes)."""
 from __future__ import annotations
 
 from optimizer.costmodel.op_sac import block_matmuls
-from optimizer.model_spec import ModelSpec
+from optimizer.spec.model_spec import ModelSpec
 
 
 def linear_io_per_token(model: ModelSpec, moe_layer: bool) -> tuple[float, float]:

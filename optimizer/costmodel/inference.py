@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from optimizer.cluster_spec import ClusterSpec, NodePool
 from optimizer.costmodel import constants
 from optimizer.costmodel import network as net
 from optimizer.costmodel.compute import (
@@ -23,10 +22,11 @@ from optimizer.costmodel.constants import (
 )
 from optimizer.costmodel.memory import reserve_bytes, stage_params
 from optimizer.costmodel.result import Estimate, MemoryBreakdown, StageEstimate, StepBreakdown
-from optimizer.model_spec import ModelSpec
-from optimizer.parallel_config import ParallelConfig
-from optimizer.validation import Layout
-from optimizer.workload import BYTES, InferenceWorkload
+from optimizer.frameworks.validation import Layout
+from optimizer.spec.cluster_spec import ClusterSpec, NodePool
+from optimizer.spec.model_spec import ModelSpec
+from optimizer.spec.parallel_config import ParallelConfig
+from optimizer.spec.workload import BYTES, InferenceWorkload
 
 GB = 1e9
 

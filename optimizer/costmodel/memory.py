@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from optimizer.costmodel.constants import CUDA_CONTEXT_BYTES, FRAGMENTATION_FRACTION, TRAINING_SLACK_CAP_BYTES
 from optimizer.costmodel.op_sac import saved_bytes_per_token
-from optimizer.model_spec import ModelSpec
-from optimizer.parallel_config import ParallelConfig
-from optimizer.pipeline_layout import rank_chunks
-from optimizer.stage_layers import chunk_inflight_counts
+from optimizer.spec.model_spec import ModelSpec
+from optimizer.spec.parallel_config import ParallelConfig
+from optimizer.spec.pipeline_layout import rank_chunks
+from optimizer.spec.stage_layers import chunk_inflight_counts
 
 
 def stage_params(
@@ -77,7 +77,7 @@ def activation_bytes_per_layer(
     2sbh. Split by TP: Q, K, V 2sb(q+2kv), attention output 2sbq, MLP 4sbf (GeLU) or 6sbf (SwiGLU), and without
     flash attention the softmax 2as^2b (+3as^2b with dropout); flash keeps 4asb of softmax statistics.
     Selective recompute drops what its modules discard (core_attn: the s^2 terms [K22 §5]; the others as
-    optimizer/recompute_modules.py reads them from Megatron); full recompute keeps only the layer input 2sbh.
+    optimizer/spec/recompute_modules.py reads them from Megatron); full recompute keeps only the layer input 2sbh.
 
     FP8 (Transformer Engine, as Megatron-Core builds the layer: LayerNormLinear for QKV and fc1, Linear for the
     projection and fc2) saves each GEMM input for its weight gradient as one FP8 copy, 1 byte per element: the QKV
@@ -97,7 +97,7 @@ def activation_bytes_per_layer(
         return 2 * sbh / sp_div
     if c.recompute == "selective" and selective == "every_other_matmul":
         return s * b * saved_bytes_per_token(model, t, c.sequence_parallel, moe_layer)
-    mods = c.modules  # selective recompute modules [optimizer/recompute_modules.py]
+    mods = c.modules  # selective recompute modules [optimizer/spec/recompute_modules.py]
     moe = model.moe if moe_layer else None
     gemm_in = 1 if fp8 else 2  # bytes per element of a saved GEMM input
     # Replicated over TP unless SP: the two norm inputs (the residual stream), the norm outputs that feed the

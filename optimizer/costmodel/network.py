@@ -13,9 +13,9 @@ import math
 from dataclasses import dataclass
 from functools import lru_cache
 
-from optimizer.cluster_calibration import IDENTITY, PoolCalibration
-from optimizer.cluster_spec import PCIE_GBYTES_PER_S, ClusterSpec, IntraNodeFabric, NodePool
 from optimizer.costmodel.constants import NCCL_PROTOCOLS, NIC_EFFICIENCY, NVLINK_EFFICIENCY, PCIE_EFFICIENCY
+from optimizer.spec.calibration import IDENTITY, PoolCalibration
+from optimizer.spec.cluster_spec import PCIE_GBYTES_PER_S, ClusterSpec, IntraNodeFabric, NodePool
 
 INF = float("inf")
 

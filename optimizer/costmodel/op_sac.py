@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from optimizer.model_spec import ModelSpec
+from optimizer.spec.model_spec import ModelSpec
 
 
 @dataclass(frozen=True, slots=True)

@@ -21,16 +21,16 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from optimizer.cluster_spec import ClusterSpec
 from optimizer.costmodel import network as net
 from optimizer.costmodel.constants import CUDA_CONTEXT_BYTES, CUDA_GRAPHS_BYTES, ENGINE_ITERATION_OVERHEAD_S
 from optimizer.costmodel.inference import StepWork, kv_bytes_per_token_per_layer, stage_time
 from optimizer.costmodel.memory import stage_params
-from optimizer.model_spec import ModelSpec
-from optimizer.parallel_config import ParallelConfig
-from optimizer.serving_engines import EngineLimits, engine_limits
-from optimizer.validation import Layout
-from optimizer.workload import BYTES, InferenceWorkload
+from optimizer.costmodel.serving_engines import EngineLimits, engine_limits
+from optimizer.frameworks.validation import Layout
+from optimizer.spec.cluster_spec import ClusterSpec
+from optimizer.spec.model_spec import ModelSpec
+from optimizer.spec.parallel_config import ParallelConfig
+from optimizer.spec.workload import BYTES, InferenceWorkload
 
 _BISECT = 48
 _GRID = 24  # points of the first-fixed-point scan

@@ -5,7 +5,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from math import prod
 
-from optimizer.cluster_spec import PCIE_GBYTES_PER_S, ClusterSpec, NodePool
 from optimizer.costmodel import network as net
 from optimizer.costmodel.compute import (
     LayerFlops,
@@ -31,6 +30,7 @@ from optimizer.costmodel.constants import (
 )
 from optimizer.costmodel.ep_dispatch import deepep_network_share
 from optimizer.costmodel.fp8_casts import linear_io_per_token
+from optimizer.costmodel.framework_runtime import runtime
 from optimizer.costmodel.memory import (
     LOGIT_BYTES,
     UNFUSED_LOGIT_BYTES,
@@ -42,13 +42,15 @@ from optimizer.costmodel.memory import (
 )
 from optimizer.costmodel.op_sac import recomputed_flops_per_token
 from optimizer.costmodel.result import Estimate, MemoryBreakdown, StageEstimate, StepBreakdown
-from optimizer.frameworks import framework
-from optimizer.gpu_catalog import GPUSpec, has_flash_attention
-from optimizer.model_spec import ModelSpec
-from optimizer.parallel_config import ParallelConfig
-from optimizer.recompute_modules import MOE_ONLY_MODULES
-from optimizer.validation import Layout
-from optimizer.workload import TrainingWorkload
+from optimizer.frameworks.capabilities import framework
+from optimizer.frameworks.validation import Layout
+from optimizer.spec.cluster_spec import PCIE_GBYTES_PER_S, ClusterSpec, NodePool
+from optimizer.spec.gpu_catalog import GPUSpec, has_flash_attention
+from optimizer.spec.model_spec import ModelSpec
+from optimizer.spec.names import priced_framework
+from optimizer.spec.parallel_config import ParallelConfig
+from optimizer.spec.recompute_modules import MOE_ONLY_MODULES
+from optimizer.spec.workload import TrainingWorkload
 
 GB = 1e9
 
@@ -148,15 +150,16 @@ class CostContext:
         self.moe = layer_flops(model, True) if model.moe else self.dense
         self.causal = 0.5 if w.flash_attention else 1.0  # flash kernels skip masked blocks
         self.grad_bytes = 4 if w.grad_dtype == "fp32" else 2
-        self.fw = framework("megatron" if w.framework == "auto" else w.framework)
+        self.fw = framework(priced_framework(w.framework))
+        self.rt = runtime(self.fw.name)
         # DeepSpeed bf16 + ZeRO 0 under PP: BF16_Optimizer, its own ZeRO-1 [frameworks: bf16_optimizer]
         self.bf16_optimizer = (
-            self.fw.bf16_optimizer_under_pp and c.pp > 1 and c.zero_stage == 0 and w.precision == "bf16"
+            self.rt.bf16_optimizer_under_pp and c.pp > 1 and c.zero_stage == 0 and w.precision == "bf16"
         )
         # Bytes per logit at the loss's peak: the framework's own loss unless the workload says which it runs.
         self.attention_kernel = w.attention_kernel or self.fw.attention_kernel
         self.eager_moe = (w.cuda_graphs or "none") != "full_iteration"
-        self.logit_bytes = self.fw.logit_bytes
+        self.logit_bytes = self.rt.logit_bytes
         if w.fused_loss is not None:
             self.logit_bytes = LOGIT_BYTES if w.fused_loss else UNFUSED_LOGIT_BYTES
         facts = pools if pools is not None else PoolFacts()
@@ -214,7 +217,7 @@ class CostContext:
                 moe_layer,
                 self.w.flash_attention,
                 self.fp8,
-                self.fw.selective_recompute,
+                self.rt.selective_recompute,
             )
         return hit
 
@@ -291,7 +294,7 @@ class CostContext:
         t_ew = hbm_time(gpu, ew)
         t_soft = hbm_time(gpu, softmax)
         stream_fwd, stream_bwd = self.gemm_streaming(gpu, moe_layer, t_gemm - t_routed, t_routed)
-        cast_in, cast_grad = self.fw.fp8_cast_bytes if self.fp8 else (0.0, 0.0)
+        cast_in, cast_grad = self.rt.fp8_cast_bytes if self.fp8 else (0.0, 0.0)
         if cast_in or cast_grad:  # FP8 operand casts as their own kernels (costmodel/fp8_casts.py)
             ins, outs = linear_io_per_token(m, moe_layer)
             stream_fwd += hbm_time(gpu, tokens * ins * cast_in / 2 / tp)
@@ -302,7 +305,7 @@ class CostContext:
         bwd = 2 * t_gemm + stream_bwd + t_attn_bwd + 2 * (t_ew + t_soft)
         moe = m.moe if moe_layer else None
         full = c.recompute == "full"
-        op_sac = c.recompute == "selective" and self.fw.selective_recompute == "every_other_matmul"
+        op_sac = c.recompute == "selective" and self.rt.selective_recompute == "every_other_matmul"
         if full:
             rc = fwd
         elif op_sac:  # torchtitan: the unsaved mms, the routed experts and every pointwise op [costmodel/op_sac.py]
@@ -332,10 +335,10 @@ class CostContext:
                 n_bwd += 1
             # Overlap hides TP traffic under the GEMMs, one chunk of tp left exposed (derived from [NB]), only when the
             # group sits in one NVLink domain: Transformer Engine's userbuffers (Megatron --tp-comm-overlap) and
-            # torchtitan's async TP use node-local symmetric memory [optimizer/frameworks.py]. A group that spans
+            # torchtitan's async TP use node-local symmetric memory [frameworks/capabilities.py]. A group that spans
             # PCIe or the NICs pays every collective in full on the tiers it crosses.
             if c.tp_comm_overlap and tp_in_nvlink_domain(lv):
-                share = self.fw.tp_overlap_share  # what the framework's overlap hides of what could hide
+                share = self.rt.tp_overlap_share  # what the framework's overlap hides of what could hide
                 f_all, b_all = n_fwd * one, n_bwd * one
                 f_min, b_min = max(f_all / tp, f_all - t_gemm), max(b_all / tp, b_all - 2 * t_gemm)
                 tp_fwd = overlapped(f_all, f_all - share * (f_all - f_min))
@@ -443,7 +446,7 @@ class CostContext:
         local = max(1, moe.num_experts // c.ep)
         depth = moe.expert_ffn_hidden_size / etp  # fc2's reduction depth
         return expert_gemm_efficiency(
-            gpu, self.fp8, rows, m.hidden_size, cols, local, self.fw.expert_gemm_streams, depth
+            gpu, self.fp8, rows, m.hidden_size, cols, local, self.rt.expert_gemm_streams, depth
         )
 
     def gemm_streaming(self, gpu: GPUSpec, moe_layer: bool, t_rest: float, t_routed: float) -> tuple[float, float]:
@@ -485,7 +488,7 @@ class CostContext:
 
     def _module_recompute(self, gpu: GPUSpec, lf: LayerFlops, moe_layer: bool, t_gemm: float, t_core: float) -> float:
         """Forward work that selective recompute repeats before the backward, per micro-batch: the modules in
-        optimizer/recompute_modules.py (Megatron's --recompute-modules). GEMM parts at the layer's GEMM time per
+        optimizer/spec/recompute_modules.py (Megatron's --recompute-modules). GEMM parts at the layer's GEMM time per
         FLOP; norms and activation functions at HBM speed (costmodel/compute.py elementwise_bytes_per_token)."""
         m, c, mods = self.model, self.c, self.c.modules
         if not mods:
@@ -556,8 +559,8 @@ def zero3_exposed(
     recompute forward reuses the backward's gather.
     """
     n = max(1, layers)
-    k = ctx.fw.zero3_collectives_per_layer
-    if not ctx.fw.zero3_node_aggregation:  # each rank's whole volume over its own NIC (see Framework)
+    k = ctx.rt.zero3_collectives_per_layer
+    if not ctx.rt.zero3_node_aggregation:  # each rank's whole volume over its own NIC (see Framework)
         lv_d, lv_e = _flat(lv_d), _flat(lv_e)
     wbytes = 1.0 if ctx.w.fp8_param_gather else 2.0
     d_piece, e_piece = dense_params * wbytes / (n * k), expert_params * wbytes / (n * k)
@@ -571,7 +574,7 @@ def zero3_exposed(
         return k * t
 
     gather, reduce = per_layer("ag"), per_layer("rs")
-    eta = ctx.fw.zero3_overlap
+    eta = ctx.rt.zero3_overlap
 
     def exposed(comm: float, compute: float) -> float:
         # What the framework's schedule leaves unhidden, but never less than the compute the hidden part slows.
@@ -646,7 +649,7 @@ def _stage_cost(
         tp_fwd += count * lc.tp_fwd
     tokens, tp = ctx.tokens, c.tp
     if last:  # logits GEMM 2*b*s*h*V, backward 2x, and the fp32 softmax/cross-entropy pass (~12 B/logit)
-        fp8_logits = ctx.fp8 and ctx.fw.fp8_output_layer  # Megatron keeps the output layer in BF16 (frameworks.py)
+        fp8_logits = ctx.fp8 and ctx.rt.fp8_output_layer  # Megatron keeps the output layer in BF16 (frameworks.py)
         eff = gemm_efficiency(gpu, tokens * 2 * model.hidden_size * model.vocab_size / tp, fp8_logits)
         t_logit = tokens * 2 * model.hidden_size * model.vocab_size / tp / (peak_flops(gpu, fp8_logits) * eff)
         t_ce = hbm_time(gpu, tokens * model.vocab_size / tp * 12)
@@ -663,7 +666,7 @@ def _stage_cost(
     # with the scatter/gather optimisation each TP rank sends 1/tp of it [N21 §3.2, §4.1, §2.2.2].
     tiers = ctx.tiers(pool)
     if c.pp > 1:
-        msg = tokens * model.hidden_size * 2 / (tp if ctx.fw.pp_scatter_gather else 1)
+        msg = tokens * model.hidden_size * 2 / (tp if ctx.rt.pp_scatter_gather else 1)
         if next_pool is not None and next_pool.name != pool.name:
             nic = min(ctx.tiers(pool)[-1].bw, ctx.tiers(next_pool)[-1].bw)
             hop = net.p2p(nic, True, msg)
@@ -721,7 +724,7 @@ def _stage_cost(
         last_bwd = bwd
         if ctx.bf16_optimizer:  # bf16 all-reduce of the fp32 buffer after the flush + all-gather [frameworks]
             dp_t = net.all_reduce(lv_d, dense_total * 2) + gather()
-        elif c.pp > 1 and ctx.fw.grad_reduce_after_pipeline:  # reduced after the last micro-batch [frameworks]
+        elif c.pp > 1 and ctx.rt.grad_reduce_after_pipeline:  # reduced after the last micro-batch [frameworks]
             dp_t = coll("ar") if c.zero_stage == 0 else coll("rs") + gather()
         elif c.zero_stage == 0:
             full = coll("ar")
@@ -767,7 +770,7 @@ def _stage_cost(
         transient = max(transient, ctx.recompute_peak(moe_layers > 0))
     if c.zero_stage == 3:  # unsharded bf16 weights in use and prefetched [LA analysis.py training(); frameworks]
         per_layer = (dense_p + expert_p) / max(1, layers)  # stage_params are per TP/EP rank, not yet DP-sharded
-        transient += ctx.fw.zero3_live_layers * per_layer * 2
+        transient += ctx.rt.zero3_live_layers * per_layer * 2
     weights = dense_p * wb + expert_p * ewb
     grads = dense_p * gb + expert_p * egb
     optim = dense_p * ob + expert_p * eob

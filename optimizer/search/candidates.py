@@ -16,15 +16,17 @@ from typing import TypeVar
 
 import numpy as np
 
-from optimizer.cluster_spec import ClusterSpec, NodePool
 from optimizer.costmodel import network as net
 from optimizer.costmodel.constants import OVERLAP_COMPUTE_SLOWDOWN
 from optimizer.costmodel.memory import activation_bytes_per_layer, state_bytes_per_param, training_reserve_bytes
 from optimizer.costmodel.training import CostContext, LayerCost, PoolFacts, StageCost, stage_cost
-from optimizer.frameworks import Framework, expert_tp_values, framework, runs_expert_tp, runs_tp_comm_overlap
-from optimizer.model_spec import ModelSpec
-from optimizer.parallel_config import RECOMPUTES, CpComm, EpDispatch, ParallelConfig
-from optimizer.recompute_modules import searched_modules
+from optimizer.frameworks.capabilities import (
+    Framework,
+    expert_tp_values,
+    framework,
+    runs_expert_tp,
+    runs_tp_comm_overlap,
+)
 from optimizer.search.space import (
     DEFAULT_MBS,
     DEFAULT_VP,
@@ -32,8 +34,13 @@ from optimizer.search.space import (
     MIN_TOKENS_PER_CP_RANK,
     SearchSpace,
 )
-from optimizer.stage_layers import LayerRules
-from optimizer.workload import TrainingWorkload
+from optimizer.spec.cluster_spec import ClusterSpec, NodePool
+from optimizer.spec.model_spec import ModelSpec
+from optimizer.spec.names import priced_framework
+from optimizer.spec.parallel_config import RECOMPUTES, CpComm, EpDispatch, ParallelConfig
+from optimizer.spec.recompute_modules import searched_modules
+from optimizer.spec.stage_layers import LayerRules
+from optimizer.spec.workload import TrainingWorkload
 
 SCHED_CODES = ("1f1b", "interleaved-1f1b", "zb-h1", "gpipe")
 
@@ -228,8 +235,8 @@ class TrainingSpace:
 
     def __init__(self, model: ModelSpec, cluster: ClusterSpec, w: TrainingWorkload, space: SearchSpace) -> None:
         self.model, self.cluster, self.w, self.space = model, cluster, w, space
-        # The framework decides which knobs exist (optimizer/frameworks.py); `auto` is resolved by the planner.
-        self.fw: Framework = framework("megatron" if w.framework == "auto" else w.framework)
+        # The framework decides which knobs exist (frameworks/capabilities.py); `auto` is resolved by the planner.
+        self.fw: Framework = framework(priced_framework(w.framework))
         names = space.pools or tuple(p.name for p in cluster.pools)
         self.pools: list[NodePool] = [cluster.pool(n) for n in names if cluster.pool(n).healthy_gpus > 0]
         # The framework's TP-comm overlap runs on every allowed pool's GPU (Megatron's needs Transformer Engine).
@@ -544,11 +551,11 @@ class TrainingSpace:
             return None
         fp8 = w.precision == "fp8"
         act_dense = activation_bytes_per_layer(
-            model, ctx.c, w.seq_len, False, w.flash_attention, fp8, ctx.fw.selective_recompute
+            model, ctx.c, w.seq_len, False, w.flash_attention, fp8, ctx.rt.selective_recompute
         )
         act_moe = (
             activation_bytes_per_layer(
-                model, ctx.c, w.seq_len, True, w.flash_attention, fp8, ctx.fw.selective_recompute
+                model, ctx.c, w.seq_len, True, w.flash_attention, fp8, ctx.rt.selective_recompute
             )
             if self.n_moe
             else 0.0

@@ -7,13 +7,13 @@ from collections.abc import Callable
 
 from pydantic import ValidationError
 
-from optimizer.cluster_spec import ClusterSpec
 from optimizer.errors import DomainError
-from optimizer.model_spec import ModelSpec
 from optimizer.search.candidates import TrainingSpace
 from optimizer.search.result import InfeasibilityReport, Suggestion
 from optimizer.search.space import SearchSpace
-from optimizer.workload import TrainingWorkload
+from optimizer.spec.cluster_spec import ClusterSpec
+from optimizer.spec.model_spec import ModelSpec
+from optimizer.spec.workload import TrainingWorkload
 
 Probe = Callable[[ModelSpec, ClusterSpec, TrainingWorkload, SearchSpace], bool]
 """Whether any training plan exists for these inputs."""

@@ -12,12 +12,9 @@ import math
 import time
 from collections.abc import Callable
 
-from optimizer.cluster_spec import ClusterSpec, NodePool
+from optimizer.costmodel.estimate import estimate
 from optimizer.errors import DomainError
-from optimizer.estimate import estimate
-from optimizer.model_spec import ModelSpec
-from optimizer.objectives import objective_name
-from optimizer.parallel_config import ParallelConfig
+from optimizer.frameworks.validation import SERVING_EP_DISPATCH_RULE
 from optimizer.search.explain import explain
 from optimizer.search.result import (
     Alternative,
@@ -32,8 +29,11 @@ from optimizer.search.result import (
 )
 from optimizer.search.serving_model import ServingModel
 from optimizer.search.space import SearchSpace
-from optimizer.validation import SERVING_EP_DISPATCH_RULE
-from optimizer.workload import InferenceWorkload
+from optimizer.spec.cluster_spec import ClusterSpec, NodePool
+from optimizer.spec.model_spec import ModelSpec
+from optimizer.spec.objectives import objective_name
+from optimizer.spec.parallel_config import ParallelConfig
+from optimizer.spec.workload import InferenceWorkload
 
 
 def check_serving_pins(model: ModelSpec, cluster: ClusterSpec, w: InferenceWorkload, space: SearchSpace) -> None:

@@ -10,15 +10,15 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from optimizer.cluster_spec import ClusterSpec
+from optimizer.costmodel.estimate import estimate
 from optimizer.errors import DomainError
-from optimizer.estimate import estimate
-from optimizer.model_spec import ModelSpec
-from optimizer.parallel_config import ParallelConfig
 from optimizer.search.candidates import TrainingSpace
 from optimizer.search.space import SearchSpace
-from optimizer.stage_layers import LayerRules
-from optimizer.workload import TrainingWorkload
+from optimizer.spec.cluster_spec import ClusterSpec
+from optimizer.spec.model_spec import ModelSpec
+from optimizer.spec.parallel_config import ParallelConfig
+from optimizer.spec.stage_layers import LayerRules
+from optimizer.spec.workload import TrainingWorkload
 
 
 def contiguous_blocks(pools: int, stages: int) -> Iterator[tuple[int, ...]]:

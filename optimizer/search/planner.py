@@ -12,14 +12,10 @@ import math
 import time
 from collections.abc import Callable
 
-from optimizer.cluster_spec import ClusterSpec
+from optimizer.costmodel.estimate import estimate
 from optimizer.errors import DomainError
-from optimizer.estimate import estimate
-from optimizer.frameworks import FRAMEWORKS, allows, check_model, check_workload
-from optimizer.model_spec import ModelSpec
-from optimizer.objectives import objective_name
-from optimizer.parallel_config import ParallelConfig
-from optimizer.recompute_modules import module_rule
+from optimizer.frameworks.capabilities import allows, check_model, check_workload
+from optimizer.frameworks.validation import precision_rule
 from optimizer.search.candidates import Candidate, KeyBatch, TrainingSpace
 from optimizer.search.diagnosis import diagnose_infeasible
 from optimizer.search.explain import explain
@@ -37,8 +33,13 @@ from optimizer.search.result import (
 from optimizer.search.sla_planner import plan_sla
 from optimizer.search.space import SearchSpace
 from optimizer.search.stage_model import StageLayout, StageModel
-from optimizer.validation import precision_rule
-from optimizer.workload import InferenceWorkload, TrainingWorkload
+from optimizer.spec.cluster_spec import ClusterSpec
+from optimizer.spec.model_spec import ModelSpec
+from optimizer.spec.names import FRAMEWORKS
+from optimizer.spec.objectives import objective_name
+from optimizer.spec.parallel_config import ParallelConfig
+from optimizer.spec.recompute_modules import module_rule
+from optimizer.spec.workload import InferenceWorkload, TrainingWorkload
 
 MAIN_KNOBS = ("tp", "pp", "dp", "cp", "cp_comm", "ep", "vp", "schedule", "zero_stage", "recompute", "mbs")
 MIN_TIME_LIMIT_S = 0.1

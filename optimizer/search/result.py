@@ -8,8 +8,8 @@ from dataclasses import dataclass
 from pydantic import BaseModel, Field
 
 from optimizer.costmodel.result import Estimate
-from optimizer.parallel_config import ParallelConfig
 from optimizer.search.fleet_result import FleetPlan
+from optimizer.spec.parallel_config import ParallelConfig
 
 
 class PlannedConfig(BaseModel):

@@ -17,19 +17,19 @@ from dataclasses import dataclass, field
 
 from ortools.sat.python import cp_model
 
-from optimizer.cluster_spec import ClusterSpec, NodePool
 from optimizer.costmodel import network as net
 from optimizer.costmodel.inference import kv_bytes_per_token_per_layer
 from optimizer.costmodel.serving_load import PrefillLoad, ReplicaLoad
 from optimizer.errors import DomainError
-from optimizer.model_spec import ModelSpec
-from optimizer.parallel_config import ParallelConfig
+from optimizer.frameworks.validation import validate
 from optimizer.search.fleet_result import FleetGroup, FleetPlan, ReplicaShape
 from optimizer.search.result import Progress, ProgressFn
 from optimizer.search.solver_params import fleet_solver
 from optimizer.search.space import SearchSpace
-from optimizer.validation import validate
-from optimizer.workload import BYTES, InferenceWorkload
+from optimizer.spec.cluster_spec import ClusterSpec, NodePool
+from optimizer.spec.model_spec import ModelSpec
+from optimizer.spec.parallel_config import ParallelConfig
+from optimizer.spec.workload import BYTES, InferenceWorkload
 
 RATE_UNIT = 1e-4  # rates are integers in units of 1e-4 requests/s in the CP-SAT model (rounded down: safe)
 PRICE_UNIT = 1e-6  # prices per hour in units of 1e-6

@@ -14,15 +14,15 @@ from dataclasses import dataclass
 
 from ortools.sat.python import cp_model
 
-from optimizer.cluster_spec import ClusterSpec, NodePool
 from optimizer.costmodel import network as net
 from optimizer.costmodel.inference import StepWork, serving_memory, stage_time
-from optimizer.model_spec import ModelSpec
-from optimizer.parallel_config import ParallelConfig
 from optimizer.search.pool_capacity import add_pool_capacity
 from optimizer.search.solver_params import TIME_UNIT_S, stage_solver
-from optimizer.stage_layers import LayerRules
-from optimizer.workload import InferenceWorkload
+from optimizer.spec.cluster_spec import ClusterSpec, NodePool
+from optimizer.spec.model_spec import ModelSpec
+from optimizer.spec.parallel_config import ParallelConfig
+from optimizer.spec.stage_layers import LayerRules
+from optimizer.spec.workload import InferenceWorkload
 
 NS = 1.0 / TIME_UNIT_S
 

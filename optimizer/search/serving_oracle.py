@@ -12,15 +12,15 @@ import itertools
 from collections import Counter
 from collections.abc import Iterator
 
-from optimizer.cluster_spec import ClusterSpec
+from optimizer.costmodel.estimate import estimate
 from optimizer.errors import DomainError
-from optimizer.estimate import estimate
-from optimizer.model_spec import ModelSpec
-from optimizer.parallel_config import ParallelConfig
 from optimizer.search.inference_planner import serving_candidates, serving_pools
 from optimizer.search.space import SearchSpace
-from optimizer.stage_layers import LayerRules
-from optimizer.workload import InferenceWorkload
+from optimizer.spec.cluster_spec import ClusterSpec
+from optimizer.spec.model_spec import ModelSpec
+from optimizer.spec.parallel_config import ParallelConfig
+from optimizer.spec.stage_layers import LayerRules
+from optimizer.spec.workload import InferenceWorkload
 
 
 def _layouts(

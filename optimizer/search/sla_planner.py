@@ -5,11 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from optimizer.cluster_spec import ClusterSpec
-from optimizer.estimate import estimate
-from optimizer.model_spec import ModelSpec
-from optimizer.objectives import objective_name
-from optimizer.parallel_config import ParallelConfig
+from optimizer.costmodel.estimate import estimate
 from optimizer.search.fleet_result import FleetPlan
 from optimizer.search.result import (
     Explanation,
@@ -22,7 +18,11 @@ from optimizer.search.result import (
 )
 from optimizer.search.serving_fleet import plan_fleet
 from optimizer.search.space import SearchSpace
-from optimizer.workload import InferenceWorkload
+from optimizer.spec.cluster_spec import ClusterSpec
+from optimizer.spec.model_spec import ModelSpec
+from optimizer.spec.objectives import objective_name
+from optimizer.spec.parallel_config import ParallelConfig
+from optimizer.spec.workload import InferenceWorkload
 
 
 def plan_sla(

@@ -8,8 +8,8 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from optimizer.errors import DomainError
-from optimizer.parallel_config import CP_COMMS, EP_DISPATCHES, RECOMPUTES, SCHEDULES
-from optimizer.recompute_modules import RECOMPUTE_MODULES, normalise
+from optimizer.spec.parallel_config import CP_COMMS, EP_DISPATCHES, RECOMPUTES, SCHEDULES
+from optimizer.spec.recompute_modules import RECOMPUTE_MODULES, normalise
 
 INT_KNOBS = ("tp", "pp", "dp", "cp", "ep", "etp", "vp", "mbs", "zero", "offload_layers")
 KNOBS = (

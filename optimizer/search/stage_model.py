@@ -26,7 +26,7 @@ from optimizer.costmodel.training import CostContext, StageCost, stage_cost
 from optimizer.search.candidates import Candidate, TrainingSpace, layer_work, pipeline_lower_bound
 from optimizer.search.pool_capacity import add_pool_capacity
 from optimizer.search.solver_params import TIME_UNIT_S, stage_solver, stop_when
-from optimizer.stage_layers import LayerRules
+from optimizer.spec.stage_layers import LayerRules
 
 
 @dataclass(frozen=True, slots=True)

@@ -5,8 +5,8 @@ from __future__ import annotations
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from optimizer.cluster_spec import ClusterSpec
-from optimizer.inventory import InventoryDiff, content_hash, diff_inventories, spec_document
+from optimizer.spec.cluster_spec import ClusterSpec
+from optimizer.spec.inventory import InventoryDiff, content_hash, diff_inventories, spec_document
 from store.errors import NotFoundError
 from store.models import Cluster, ClusterRevision
 from store.repositories.base import insert_unique, numbers_by_id

@@ -5,7 +5,7 @@ from __future__ import annotations
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from optimizer.gpu_catalog import BUILTIN_GPUS, GPUSpec
+from optimizer.spec.gpu_catalog import BUILTIN_GPUS, GPUSpec
 from store.errors import ConflictError, NotFoundError
 from store.models import GpuType
 from store.repositories.base import insert_unique

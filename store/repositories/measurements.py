@@ -7,7 +7,7 @@ from datetime import datetime
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from optimizer.cluster_calibration import ClusterCalibration, change_between
+from optimizer.spec.calibration import ClusterCalibration, change_between
 from store.errors import NotFoundError
 from store.models import Calibration, Measurement, Plan
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from optimizer.inventory import content_hash, spec_document
-from optimizer.model_spec import ModelSpec
+from optimizer.spec.inventory import content_hash, spec_document
+from optimizer.spec.model_spec import ModelSpec
 from store.errors import NotFoundError
 from store.models import Model, ModelVersion
 from store.repositories.base import insert_unique, numbers_by_id

@@ -6,9 +6,9 @@ from pydantic import TypeAdapter
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from optimizer.inventory import content_hash
-from optimizer.workload import InferenceWorkload, TrainingWorkload
-from optimizer.workload import Workload as WorkloadSpec
+from optimizer.spec.inventory import content_hash
+from optimizer.spec.workload import InferenceWorkload, TrainingWorkload
+from optimizer.spec.workload import Workload as WorkloadSpec
 from store.errors import ConflictError, NotFoundError
 from store.models import Workload
 from store.repositories.base import insert_unique

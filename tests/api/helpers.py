@@ -35,7 +35,7 @@ def make_cluster(c: TestClient, inventory: dict[str, Any] | None = None) -> dict
 
 
 def make_model(c: TestClient, preset: str = "llama-3-8b") -> dict[str, Any]:
-    from optimizer.model_loading import load_model_preset
+    from optimizer.spec.model_loading import load_model_preset
 
     spec = load_model_preset(preset).model_dump(mode="json", exclude={"name"})
     return ok(c.post("/v1/models", json={"name": name("m"), "spec": spec}), 201)

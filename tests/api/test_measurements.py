@@ -20,12 +20,12 @@ def _plan(client: TestClient, cluster_id: int, model_id: int, **extra: object) -
 
 def _hidden(plan: dict, compute: float) -> float:
     """The step time of the plan's configuration on a cluster whose compute runs at `compute` x the sourced rate."""
-    from optimizer.cluster_calibration import ClusterCalibration, PoolCalibration
-    from optimizer.cluster_loading import build_cluster
-    from optimizer.estimate import estimate
-    from optimizer.model_loading import load_model_preset
-    from optimizer.parallel_config import ParallelConfig
-    from optimizer.workload import TrainingWorkload
+    from optimizer.costmodel.estimate import estimate
+    from optimizer.spec.calibration import ClusterCalibration, PoolCalibration
+    from optimizer.spec.cluster_loading import build_cluster
+    from optimizer.spec.model_loading import load_model_preset
+    from optimizer.spec.parallel_config import ParallelConfig
+    from optimizer.spec.workload import TrainingWorkload
 
     cal = ClusterCalibration(pools={"h100": PoolCalibration(compute=compute)})
     cluster = build_cluster({"name": "c", **INVENTORY}).with_calibration(cal)

@@ -7,12 +7,12 @@ import subprocess
 import sys
 from pathlib import Path
 
-from optimizer.model_loading import load_model_preset
+from optimizer.spec.model_loading import load_model_preset
+from service.catalog import create_cluster, create_model
 from store.db import Database
 from store.repositories.paging import PageRequest
 from store.repositories.plans import PlanFilter, PlanRepository
 from store.repositories.tokens import TokenRepository
-from store.services.catalog import create_cluster, create_model
 from tests.store.factories import small_cluster, training_watch
 
 MESHPLAN = str(Path(sys.executable).parent / "meshplan")

@@ -5,14 +5,14 @@ from __future__ import annotations
 
 import pytest
 
-from optimizer.calibration import load_records, predict
-from optimizer.cluster_loading import resolve_cluster
+from accuracy.published_runs import load_records, predict
 from optimizer.costmodel.compute import attention_generation, flash_efficiency
-from optimizer.estimate import estimate
-from optimizer.frameworks import framework
-from optimizer.model_loading import resolve_model
-from optimizer.parallel_config import ParallelConfig
-from optimizer.workload import TrainingWorkload
+from optimizer.costmodel.estimate import estimate
+from optimizer.frameworks.capabilities import framework
+from optimizer.spec.cluster_loading import resolve_cluster
+from optimizer.spec.model_loading import resolve_model
+from optimizer.spec.parallel_config import ParallelConfig
+from optimizer.spec.workload import TrainingWorkload
 
 
 def test_ampere_runs_fa2_whatever_is_asked() -> None:
@@ -22,7 +22,7 @@ def test_ampere_runs_fa2_whatever_is_asked() -> None:
 
 
 def test_blackwell_ultra_gpus_are_their_own_family() -> None:
-    from optimizer.gpu_catalog import resolve_gpu
+    from optimizer.spec.gpu_catalog import resolve_gpu
 
     assert resolve_gpu("GB300").family == resolve_gpu("B300").family == "blackwell-ultra"
     assert resolve_gpu("GB200").family == resolve_gpu("B200").family == "blackwell"

@@ -11,12 +11,12 @@ import random
 
 import pytest
 
-from optimizer.cluster_loading import resolve_cluster
-from optimizer.model_loading import load_model_preset
 from optimizer.search.candidates import Candidate, TrainingSpace
 from optimizer.search.space import SearchSpace, parse_pins
 from optimizer.search.stage_model import StageModel
-from optimizer.workload import TrainingWorkload
+from optimizer.spec.cluster_loading import resolve_cluster
+from optimizer.spec.model_loading import load_model_preset
+from optimizer.spec.workload import TrainingWorkload
 
 SCENARIOS = [
     ("mixtral-8x7b", "dgx-h100:8", 256, 4096),
@@ -74,7 +74,7 @@ def test_structure_bounds_never_exceed_the_structures_optimum() -> None:
     slowest stage's time, at least the fewest layers per rank; and the stage-table `branch_bound`: layer balance
     and the per-stage slope bound on the sum of stage times) are at most the structure's exact optimum (CP-SAT
     with the pools fixed, no upper bound), over a sample of the candidates of a three-pool cluster."""
-    from optimizer.cluster_loading import load_cluster_yaml
+    from optimizer.spec.cluster_loading import load_cluster_yaml
 
     ts = TrainingSpace(
         load_model_preset("llama-2-13b"),

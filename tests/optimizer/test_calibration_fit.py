@@ -8,15 +8,15 @@ import statistics
 
 import pytest
 
-from optimizer.calibration_check import random_configs, synthetic_points
-from optimizer.calibration_fit import FitPoint, fit_calibration
-from optimizer.cluster_calibration import ClusterCalibration, PoolCalibration
-from optimizer.cluster_loading import load_cluster_preset
+from accuracy.synthetic_fit import random_configs, synthetic_points
+from optimizer.calibration.fit import FitPoint, fit_calibration
+from optimizer.calibration.measurements import Measurement
+from optimizer.costmodel.estimate import estimate
 from optimizer.errors import DomainError
-from optimizer.estimate import estimate
-from optimizer.measurements import Measurement
-from optimizer.model_loading import load_model_preset
-from optimizer.workload import TrainingWorkload
+from optimizer.spec.calibration import ClusterCalibration, PoolCalibration
+from optimizer.spec.cluster_loading import load_cluster_preset
+from optimizer.spec.model_loading import load_model_preset
+from optimizer.spec.workload import TrainingWorkload
 
 MODEL = load_model_preset("llama-3-70b")
 CLUSTER = load_cluster_preset("dgx-h100:8")

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from optimizer.cluster_loading import fabric_from_nvidia_smi_topo, load_cluster_preset, load_cluster_yaml
-from optimizer.cluster_spec import ClusterSpec
 from optimizer.errors import DomainError, UnknownNameError
-from optimizer.gpu_catalog import BUILTIN_GPUS, resolve_gpu
+from optimizer.spec.cluster_loading import fabric_from_nvidia_smi_topo, load_cluster_preset, load_cluster_yaml
+from optimizer.spec.cluster_spec import ClusterSpec
+from optimizer.spec.gpu_catalog import BUILTIN_GPUS, resolve_gpu
 
 ISSUE_YAML = """
 name: two-dgx-h100
@@ -173,9 +173,9 @@ def test_topo_garbage() -> None:
 
 def test_pool_size_is_capped_and_large_pools_are_counted_without_a_node_list() -> None:
     # A 10^6-node cluster was accepted and every listing rebuilt its node list (issue 16).
-    from optimizer.cluster_loading import build_cluster
-    from optimizer.cluster_spec import MAX_NODES_PER_POOL
     from optimizer.errors import DomainError
+    from optimizer.spec.cluster_loading import build_cluster
+    from optimizer.spec.cluster_spec import MAX_NODES_PER_POOL
 
     with pytest.raises(DomainError) as exc:
         build_cluster(
@@ -221,8 +221,8 @@ def test_inventory_diff_and_node_state_do_not_enumerate_counted_pools() -> None:
     from its overrides alone; a state change on a 100,000-node pool builds no node list [issue 16]."""
     import random
 
-    from optimizer.cluster_loading import build_cluster
-    from optimizer.inventory import InventoryDiff, diff_inventories, with_node_state
+    from optimizer.spec.cluster_loading import build_cluster
+    from optimizer.spec.inventory import InventoryDiff, diff_inventories, with_node_state
 
     def by_enumeration(before: ClusterSpec, after: ClusterSpec) -> tuple[list[str], ...]:
         old = {n.name: n.state for p in before.pools for n in p.node_list}

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import pytest
 
-from optimizer.cluster_loading import resolve_cluster
 from optimizer.costmodel.compute import depth_factor
 from optimizer.costmodel.training import CostContext
-from optimizer.model_loading import resolve_model
-from optimizer.parallel_config import ParallelConfig
-from optimizer.workload import TrainingWorkload
+from optimizer.spec.cluster_loading import resolve_cluster
+from optimizer.spec.model_loading import resolve_model
+from optimizer.spec.parallel_config import ParallelConfig
+from optimizer.spec.workload import TrainingWorkload
 
 
 @pytest.mark.parametrize(

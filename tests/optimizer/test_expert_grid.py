@@ -6,16 +6,16 @@ from __future__ import annotations
 
 import pytest
 
-from optimizer.cluster_loading import load_cluster_preset
+from optimizer.costmodel.estimate import estimate
 from optimizer.errors import DomainError
-from optimizer.estimate import estimate
-from optimizer.exports import export
-from optimizer.model_loading import load_model_preset
-from optimizer.model_spec import ModelSpec, MoESpec
-from optimizer.parallel_config import ParallelConfig
+from optimizer.exports.launch import export
 from optimizer.search.planner import plan
 from optimizer.search.space import SearchSpace, parse_pins
-from optimizer.workload import TrainingWorkload
+from optimizer.spec.cluster_loading import load_cluster_preset
+from optimizer.spec.model_loading import load_model_preset
+from optimizer.spec.model_spec import ModelSpec, MoESpec
+from optimizer.spec.parallel_config import ParallelConfig
+from optimizer.spec.workload import TrainingWorkload
 
 QWEN3_235B = ModelSpec(
     name="qwen3-235b-a22b",

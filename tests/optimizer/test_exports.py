@@ -10,13 +10,13 @@ from importlib import resources
 import pytest
 
 from optimizer.errors import DomainError
-from optimizer.exports import TOOLS, export, megatron_layout
-from optimizer.frameworks import framework, unsupported_knob
-from optimizer.model_loading import load_model_preset
-from optimizer.parallel_config import ParallelConfig
-from optimizer.workload import InferenceWorkload, TrainingWorkload
+from optimizer.exports.launch import TOOLS, export, megatron_layout
+from optimizer.frameworks.capabilities import framework, unsupported_knob
+from optimizer.spec.model_loading import load_model_preset
+from optimizer.spec.parallel_config import ParallelConfig
+from optimizer.spec.workload import InferenceWorkload, TrainingWorkload
 
-REGISTRY = json.loads((resources.files("optimizer") / "data" / "export_options.json").read_text())
+REGISTRY = json.loads((resources.files("optimizer.exports") / "export_options.json").read_text())
 W = TrainingWorkload(global_batch_size=2048, seq_len=8192)
 WI = InferenceWorkload(prompt_len=2048, output_len=256, batch=8, precision="fp8", kv_cache_dtype="fp8")
 TRAIN_CONFIGS = [
@@ -109,7 +109,7 @@ def test_megatron_export_builds_the_planned_architecture() -> None:
     """A DeepSeek-V3 plan exported to Megatron must build DeepSeek-V3: MLA with its ranks and head sizes, the
     shared expert, three dense layers before the MoE ones, and the plan's recompute modules; a Qwen3 plan its
     head size (--kv-channels). Every flag is in the registry."""
-    from optimizer.exports import moe_layer_pattern
+    from optimizer.exports.launch import moe_layer_pattern
     from tests.optimizer.test_recompute_modules import DS_RECIPE, W_DS
 
     ds, w = load_model_preset("deepseek-v3"), W_DS  # NVIDIA's DeepSeek-V3 H100 recipe

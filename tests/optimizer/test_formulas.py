@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from optimizer.cluster_loading import load_cluster_preset
-from optimizer.cluster_spec import ClusterSpec
 from optimizer.costmodel import network as net
+from optimizer.costmodel.estimate import estimate
 from optimizer.costmodel.inference import kv_bytes_per_token_per_layer
 from optimizer.costmodel.memory import (
     activation_bytes_per_layer,
@@ -15,10 +14,11 @@ from optimizer.costmodel.memory import (
     state_bytes_per_param,
 )
 from optimizer.costmodel.training import StageCost, pipeline_time
-from optimizer.estimate import estimate
-from optimizer.model_spec import ModelSpec
-from optimizer.parallel_config import ParallelConfig
-from optimizer.workload import TrainingWorkload
+from optimizer.spec.cluster_loading import load_cluster_preset
+from optimizer.spec.cluster_spec import ClusterSpec
+from optimizer.spec.model_spec import ModelSpec
+from optimizer.spec.parallel_config import ParallelConfig
+from optimizer.spec.workload import TrainingWorkload
 
 GPT = ModelSpec(
     num_layers=4,
@@ -181,7 +181,7 @@ def test_kv_cache_bytes(llama70b: ModelSpec) -> None:
 
 
 def test_decode_sanity_70b_on_h100(llama70b: ModelSpec) -> None:
-    from optimizer.workload import InferenceWorkload
+    from optimizer.spec.workload import InferenceWorkload
 
     est = estimate(
         llama70b,

@@ -5,15 +5,15 @@ from __future__ import annotations
 
 import pytest
 
-from optimizer.cluster_loading import resolve_cluster
+from optimizer.costmodel.estimate import estimate
 from optimizer.errors import DomainError
-from optimizer.estimate import estimate
-from optimizer.exports import export
-from optimizer.model_loading import resolve_model
-from optimizer.parallel_config import ParallelConfig
+from optimizer.exports.launch import export
 from optimizer.search.planner import plan
-from optimizer.workload import TrainingWorkload
-from optimizer.workload_loading import build_training
+from optimizer.spec.cluster_loading import resolve_cluster
+from optimizer.spec.model_loading import resolve_model
+from optimizer.spec.parallel_config import ParallelConfig
+from optimizer.spec.workload import TrainingWorkload
+from optimizer.spec.workload_loading import build_training
 
 
 def _w(**kw: object) -> TrainingWorkload:

@@ -6,17 +6,18 @@ import dataclasses
 
 import pytest
 
-from optimizer.cluster_loading import resolve_cluster
+from accuracy.plan_quality import SCENARIOS, Scenario, best_published_mfu
+from optimizer.costmodel.estimate import estimate
+from optimizer.costmodel.framework_runtime import RUNTIME_TABLE
 from optimizer.errors import DomainError
-from optimizer.estimate import estimate
-from optimizer.exports import export
-from optimizer.frameworks import FRAMEWORK_TABLE, FRAMEWORKS
-from optimizer.model_loading import resolve_model
-from optimizer.parallel_config import ParallelConfig
-from optimizer.plan_quality import SCENARIOS, Scenario, best_published_mfu
+from optimizer.exports.launch import export
+from optimizer.frameworks.capabilities import FRAMEWORK_TABLE, FRAMEWORKS
 from optimizer.search.planner import plan
 from optimizer.search.space import SearchSpace, parse_pins
-from optimizer.workload import TrainingWorkload
+from optimizer.spec.cluster_loading import resolve_cluster
+from optimizer.spec.model_loading import resolve_model
+from optimizer.spec.parallel_config import ParallelConfig
+from optimizer.spec.workload import TrainingWorkload
 
 
 def _w(framework: str = "megatron", **kw: object) -> TrainingWorkload:
@@ -157,16 +158,17 @@ def test_deepspeed_bf16_optimizer_under_pp_is_its_own_zero1() -> None:
 
 def test_megatron_keeps_the_output_layer_in_bf16_under_fp8(monkeypatch: pytest.MonkeyPatch) -> None:
     """Megatron runs FP8 inside the transformer layers only; the output layer is a BF16 ColumnParallelLinear
-    (frameworks.py fp8_output_layer; torchtitan's float8 converter swaps every linear, the output included). On one
-    GPU, Megatron with the flag flipped differs by the logits GEMM alone: BF16 at half the FP8 peak."""
+    (costmodel/framework_runtime.py fp8_output_layer; torchtitan's float8 converter swaps every linear, the output
+    included). On one GPU, Megatron with the flag flipped differs by the logits GEMM alone: BF16 at half the FP8
+    peak."""
     model = resolve_model("llama-3-8b")
     cluster = resolve_cluster("dgx-h100:1")
     cfg = ParallelConfig(tp=1, dp=1)
     w = _w("megatron", global_batch_size=1, seq_len=8192, precision="fp8")
-    assert not FRAMEWORK_TABLE["megatron"].fp8_output_layer and FRAMEWORK_TABLE["torchtitan"].fp8_output_layer
+    assert not RUNTIME_TABLE["megatron"].fp8_output_layer and RUNTIME_TABLE["torchtitan"].fp8_output_layer
     as_run = estimate(model, cluster, w, cfg).breakdown.forward
     monkeypatch.setitem(
-        FRAMEWORK_TABLE, "megatron", dataclasses.replace(FRAMEWORK_TABLE["megatron"], fp8_output_layer=True)
+        RUNTIME_TABLE, "megatron", dataclasses.replace(RUNTIME_TABLE["megatron"], fp8_output_layer=True)
     )
     all_fp8 = estimate(model, cluster, w, cfg).breakdown.forward
     logits_bf16 = 2 * 8192 * model.hidden_size * model.vocab_size / (989e12 * 0.5)  # at least, at half of peak

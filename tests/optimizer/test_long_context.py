@@ -5,14 +5,14 @@ from __future__ import annotations
 
 import pytest
 
-from optimizer.cluster_loading import load_cluster_preset
 from optimizer.costmodel.compute import flash_length_factor
 from optimizer.errors import DomainError
-from optimizer.model_loading import load_model_preset
 from optimizer.search.candidates import TrainingSpace
 from optimizer.search.planner import plan
 from optimizer.search.space import SearchSpace, parse_pins
-from optimizer.workload import TrainingWorkload
+from optimizer.spec.cluster_loading import load_cluster_preset
+from optimizer.spec.model_loading import load_model_preset
+from optimizer.spec.workload import TrainingWorkload
 
 W = TrainingWorkload(global_batch_size=64, seq_len=262144)
 

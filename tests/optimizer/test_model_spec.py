@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from optimizer.errors import DomainError, UnknownNameError
-from optimizer.model_loading import load_model_file, load_model_preset, model_from_hf_config, preset_names
+from optimizer.spec.model_loading import load_model_file, load_model_preset, model_from_hf_config, preset_names
 
 # Published parameter counts (billions) from each model's card / paper.
 PUBLISHED = {

@@ -10,21 +10,21 @@ from importlib import resources
 import pytest
 from pydantic import ValidationError
 
-from optimizer.cluster_loading import resolve_cluster
 from optimizer.costmodel.ep_dispatch import deepep_network_share, remote_nodes_per_token
+from optimizer.costmodel.estimate import estimate
 from optimizer.errors import DomainError
-from optimizer.estimate import estimate
-from optimizer.exports import export
-from optimizer.model_loading import model_from_hf_config, resolve_model
-from optimizer.model_spec import MoESpec
-from optimizer.parallel_config import ParallelConfig
+from optimizer.exports.launch import export
 from optimizer.search.planner import plan
 from optimizer.search.space import SearchSpace, parse_pins
-from optimizer.workload import InferenceWorkload, TrainingWorkload
+from optimizer.spec.cluster_loading import resolve_cluster
+from optimizer.spec.model_loading import model_from_hf_config, resolve_model
+from optimizer.spec.model_spec import MoESpec
+from optimizer.spec.parallel_config import ParallelConfig
+from optimizer.spec.workload import InferenceWorkload, TrainingWorkload
 
 Q30 = resolve_model("qwen3-30b-a3b")
 DSV3 = resolve_model("deepseek-v3")
-DSV3_HF = json.loads((resources.files("optimizer") / "presets" / "models" / "deepseek-v3.json").read_text())
+DSV3_HF = json.loads((resources.files("optimizer.spec") / "presets" / "models" / "deepseek-v3.json").read_text())
 
 
 def _w(cuda_graphs: str | None = None, framework: str = "megatron") -> TrainingWorkload:

@@ -6,17 +6,17 @@ from __future__ import annotations
 
 import pytest
 
-from optimizer.cluster_loading import load_cluster_preset
+from optimizer.costmodel.estimate import estimate
 from optimizer.errors import DomainError
-from optimizer.estimate import estimate
-from optimizer.exports import export
-from optimizer.model_loading import load_model_preset
-from optimizer.model_spec import ModelSpec
-from optimizer.parallel_config import ParallelConfig
-from optimizer.pipeline_layout import parse_layout
+from optimizer.exports.launch import export
 from optimizer.search.planner import plan
 from optimizer.search.space import SearchSpace, parse_pins
-from optimizer.workload import TrainingWorkload
+from optimizer.spec.cluster_loading import load_cluster_preset
+from optimizer.spec.model_loading import load_model_preset
+from optimizer.spec.model_spec import ModelSpec
+from optimizer.spec.parallel_config import ParallelConfig
+from optimizer.spec.pipeline_layout import parse_layout
+from optimizer.spec.workload import TrainingWorkload
 
 # Megatron-Bridge 25.09 DeepSeek-V3 H100 recipe (scripts/performance/run_script.py): pp 8, vp 4, one MTP layer.
 LAYOUT = "Et|(tt|)*30mL"

@@ -5,15 +5,15 @@ from __future__ import annotations
 
 import pytest
 
-from optimizer.cluster_loading import resolve_cluster
+from optimizer.costmodel.estimate import estimate
 from optimizer.errors import DomainError
-from optimizer.estimate import estimate
-from optimizer.exports import export
-from optimizer.model_loading import resolve_model
-from optimizer.parallel_config import ParallelConfig
+from optimizer.exports.launch import export
 from optimizer.search.planner import plan
 from optimizer.search.space import SearchSpace, parse_pins
-from optimizer.workload import TrainingWorkload
+from optimizer.spec.cluster_loading import resolve_cluster
+from optimizer.spec.model_loading import resolve_model
+from optimizer.spec.parallel_config import ParallelConfig
+from optimizer.spec.workload import TrainingWorkload
 
 # Megatron-Bridge's Llama 3 70B FP8 recipe for 64 GB200 (perf_recipes/llama/gb200/llama3.py
 # llama3_70b_pretrain_64gpu_gb200_fp8cs_config: Megatron-FSDP over 64, mbs 2, cpu_offloading_num_layers 40);

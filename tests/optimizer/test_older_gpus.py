@@ -6,15 +6,15 @@ from __future__ import annotations
 
 import pytest
 
-from optimizer.calibration import load_records, predict
-from optimizer.cluster_loading import resolve_cluster
+from accuracy.published_runs import load_records, predict
+from optimizer.costmodel.estimate import estimate
 from optimizer.errors import DomainError
-from optimizer.estimate import estimate
-from optimizer.gpu_catalog import has_bf16, has_flash_attention, resolve_gpu
-from optimizer.model_loading import resolve_model
-from optimizer.parallel_config import ParallelConfig
 from optimizer.search.planner import plan
-from optimizer.workload import TrainingWorkload
+from optimizer.spec.cluster_loading import resolve_cluster
+from optimizer.spec.gpu_catalog import has_bf16, has_flash_attention, resolve_gpu
+from optimizer.spec.model_loading import resolve_model
+from optimizer.spec.parallel_config import ParallelConfig
+from optimizer.spec.workload import TrainingWorkload
 
 
 @pytest.mark.parametrize(

@@ -6,14 +6,14 @@ from __future__ import annotations
 
 import pytest
 
-from optimizer.cluster_loading import load_cluster_preset
+from optimizer.costmodel.estimate import estimate
 from optimizer.errors import DomainError
-from optimizer.estimate import estimate
-from optimizer.exports import export
-from optimizer.model_loading import load_model_preset
-from optimizer.parallel_config import ParallelConfig
-from optimizer.pipeline_layout import parse_layout
-from optimizer.workload import TrainingWorkload
+from optimizer.exports.launch import export
+from optimizer.spec.cluster_loading import load_cluster_preset
+from optimizer.spec.model_loading import load_model_preset
+from optimizer.spec.parallel_config import ParallelConfig
+from optimizer.spec.pipeline_layout import parse_layout
+from optimizer.spec.workload import TrainingWorkload
 
 # Megatron-Bridge perf_recipes/llama/h100/llama3.py llama3_70b_pretrain_64gpu_h100_fp8cs_config
 RECIPE_LAYOUT = "Et*2|(t*2|)*34,t*3|(t*2|)*3,tL"

@@ -6,16 +6,16 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from optimizer.cluster_loading import build_cluster, load_cluster_preset
-from optimizer.cluster_spec import ClusterSpec
+from optimizer.costmodel.estimate import estimate
 from optimizer.errors import DomainError
-from optimizer.estimate import estimate
-from optimizer.model_loading import load_model_preset
-from optimizer.model_spec import ModelSpec
 from optimizer.search.oracle import oracle_plan, oracle_ranked
 from optimizer.search.planner import plan
 from optimizer.search.space import SearchSpace, parse_pins
-from optimizer.workload import InferenceWorkload, TrainingWorkload
+from optimizer.spec.cluster_loading import build_cluster, load_cluster_preset
+from optimizer.spec.cluster_spec import ClusterSpec
+from optimizer.spec.model_loading import load_model_preset
+from optimizer.spec.model_spec import ModelSpec
+from optimizer.spec.workload import InferenceWorkload, TrainingWorkload
 
 
 def tiny_model(layers: int = 6, hidden: int = 1024, heads: int = 8, kv: int = 8, vocab: int = 32000) -> ModelSpec:
@@ -347,9 +347,9 @@ def test_cost_objective_needs_prices() -> None:
 def test_layout_count_equals_the_oracles_enumeration(moe: bool) -> None:
     # The benchmark's lower bound on the oracle's work counts layouts by DP; it must equal what the oracle
     # enumerates on one pool.
-    from optimizer.parallel_config import ParallelConfig
     from optimizer.search.candidates import TrainingSpace
     from optimizer.search.oracle import _layouts, layout_count
+    from optimizer.spec.parallel_config import ParallelConfig
 
     model = tiny_moe(layers=5) if moe else tiny_model(layers=6)
     ts = TrainingSpace(

@@ -5,12 +5,12 @@ from __future__ import annotations
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from optimizer.cluster_loading import build_cluster
+from optimizer.costmodel.estimate import estimate
 from optimizer.errors import DomainError
-from optimizer.estimate import estimate
-from optimizer.model_loading import load_model_preset
-from optimizer.parallel_config import RECOMPUTES, ParallelConfig
-from optimizer.workload import TrainingWorkload
+from optimizer.spec.cluster_loading import build_cluster
+from optimizer.spec.model_loading import load_model_preset
+from optimizer.spec.parallel_config import RECOMPUTES, ParallelConfig
+from optimizer.spec.workload import TrainingWorkload
 
 MODEL = load_model_preset("llama-2-13b")
 

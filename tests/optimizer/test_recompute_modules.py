@@ -9,17 +9,17 @@ from __future__ import annotations
 
 import pytest
 
-from optimizer.cluster_loading import resolve_cluster
+from optimizer.costmodel.estimate import estimate
 from optimizer.costmodel.training import CostContext
 from optimizer.errors import DomainError
-from optimizer.estimate import estimate
-from optimizer.exports import export
-from optimizer.model_loading import resolve_model
-from optimizer.parallel_config import ParallelConfig
-from optimizer.recompute_modules import searched_modules
+from optimizer.exports.launch import export
 from optimizer.search.planner import plan
 from optimizer.search.space import SearchSpace, parse_pins
-from optimizer.workload import TrainingWorkload
+from optimizer.spec.cluster_loading import resolve_cluster
+from optimizer.spec.model_loading import resolve_model
+from optimizer.spec.parallel_config import ParallelConfig
+from optimizer.spec.recompute_modules import searched_modules
+from optimizer.spec.workload import TrainingWorkload
 
 W_DS = TrainingWorkload(global_batch_size=8192, seq_len=4096, precision="fp8", grad_dtype="bf16")
 # The recipe without the MTP layer ('m'), which the model does not price.

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
+from optimizer.calibration.run_logs import detect_format, parse_log
 from optimizer.errors import DomainError
-from optimizer.run_logs import detect_format, parse_log
-from optimizer.workload import TrainingWorkload
+from optimizer.spec.workload import TrainingWorkload
 
 LOGS = Path(__file__).parent / "logs"
 

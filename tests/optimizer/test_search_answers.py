@@ -5,16 +5,16 @@ from __future__ import annotations
 
 import pytest
 
-from optimizer.cluster_loading import build_cluster
-from optimizer.cluster_spec import ClusterSpec
 from optimizer.errors import DomainError
-from optimizer.model_loading import resolve_model
-from optimizer.objectives import format_objective, objective_name
 from optimizer.search.oracle import oracle_ranked
 from optimizer.search.planner import has_plan, plan, preflight
 from optimizer.search.result import Progress
 from optimizer.search.space import SearchSpace, parse_pins
-from optimizer.workload import InferenceWorkload, TrainingWorkload
+from optimizer.spec.cluster_loading import build_cluster
+from optimizer.spec.cluster_spec import ClusterSpec
+from optimizer.spec.model_loading import resolve_model
+from optimizer.spec.objectives import format_objective, objective_name
+from optimizer.spec.workload import InferenceWorkload, TrainingWorkload
 from tests.optimizer.test_planner import SMALL_SPACE, small_cluster, tiny_model
 
 

@@ -4,17 +4,17 @@ from __future__ import annotations
 
 import pytest
 
-from optimizer.cluster_loading import build_cluster, resolve_cluster
-from optimizer.cluster_spec import ClusterSpec
-from optimizer.estimate import estimate
-from optimizer.model_loading import load_model_preset
-from optimizer.model_spec import ModelSpec
-from optimizer.parallel_config import ParallelConfig
+from optimizer.costmodel.estimate import estimate
 from optimizer.search.inference_planner import plan_inference
 from optimizer.search.serving_oracle import serving_oracle
 from optimizer.search.solver_params import TIME_UNIT_S
 from optimizer.search.space import SearchSpace, parse_pins
-from optimizer.workload import InferenceWorkload
+from optimizer.spec.cluster_loading import build_cluster, resolve_cluster
+from optimizer.spec.cluster_spec import ClusterSpec
+from optimizer.spec.model_loading import load_model_preset
+from optimizer.spec.model_spec import ModelSpec
+from optimizer.spec.parallel_config import ParallelConfig
+from optimizer.spec.workload import InferenceWorkload
 
 
 def small(preset: str, layers: int) -> ModelSpec:
@@ -100,7 +100,7 @@ def test_serving_expert_parallelism_is_the_engines_layout() -> None:
     moe = small("mixtral-8x7b", 4)
     w = InferenceWorkload(prompt_len=1024, output_len=128, batch=8)
     cluster = resolve_cluster("dgx-h100")
-    from optimizer.parallel_config import ParallelConfig
+    from optimizer.spec.parallel_config import ParallelConfig
 
     est = estimate(moe, cluster, w, ParallelConfig(tp=4, ep=4, etp=1))
     assert est.feasible and est.tpot_s is not None

@@ -11,24 +11,24 @@ from importlib import resources
 
 import pytest
 
-from optimizer.cluster_loading import build_cluster, resolve_cluster
+from accuracy.plan_quality import SERVING_SCENARIOS, ServingScenario
+from accuracy.serving_runs import held_out_serving, load_serving_records, run_serving
 from optimizer.costmodel.compute import hbm_time
 from optimizer.costmodel.constants import ENGINE_ITERATION_OVERHEAD_S
 from optimizer.costmodel.inference import StepWork, kv_bytes_per_token_per_layer, stage_time
 from optimizer.costmodel.memory import stage_params
 from optimizer.costmodel.serving_load import PrefillLoad, ReplicaLoad
 from optimizer.errors import DomainError
-from optimizer.exports import export, export_fleet
-from optimizer.model_loading import load_model_preset
-from optimizer.parallel_config import ParallelConfig
-from optimizer.plan_quality import SERVING_SCENARIOS, ServingScenario
+from optimizer.exports.launch import export, export_fleet
+from optimizer.frameworks.validation import validate
 from optimizer.search.planner import plan
 from optimizer.search.serving_fleet import FleetSearch
 from optimizer.search.space import SearchSpace, parse_pins
-from optimizer.serving_calibration import held_out_serving, load_serving_records, run_serving
-from optimizer.validation import validate
-from optimizer.workload import InferenceWorkload, TrainingWorkload
-from optimizer.workload_loading import build_inference
+from optimizer.spec.cluster_loading import build_cluster, resolve_cluster
+from optimizer.spec.model_loading import load_model_preset
+from optimizer.spec.parallel_config import ParallelConfig
+from optimizer.spec.workload import InferenceWorkload, TrainingWorkload
+from optimizer.spec.workload_loading import build_inference
 
 TWO_POOLS = build_cluster(
     {
@@ -243,7 +243,7 @@ def test_published_serving_rows() -> None:
     assert all(why for _, why in held_out_serving())
 
 
-REGISTRY = json.loads((resources.files("optimizer") / "data" / "export_options.json").read_text())
+REGISTRY = json.loads((resources.files("optimizer.exports") / "export_options.json").read_text())
 
 
 @pytest.mark.parametrize("tool", ["vllm", "sglang", "trtllm"])
@@ -290,7 +290,7 @@ def test_every_published_serving_configuration_fits() -> None:
     """Each row's configuration holds its weights and at least the sequences it served (a static batch: all of
     them or, for a paged cache, at least one; continuous batching: at least one in the KV cache; a decode instance:
     its whole batch)."""
-    from optimizer.serving_calibration import record_cluster, record_config, record_workload
+    from accuracy.serving_runs import record_cluster, record_config, record_workload
 
     _, records = load_serving_records()
     for rec in records:
@@ -400,7 +400,7 @@ def test_vllm_multi_step_rows_wait_for_the_scheduling_group() -> None:
     """The vLLM 0.6 rows ran --num-scheduler-steps 10 and that version's max_num_seqs 256: their TTFT is the
     model's TTFT plus (10 - 1) / 2 decode iterations (a request waits for the running group to end), and the
     offline row runs at most 256 sequences."""
-    from optimizer.serving_calibration import predict_serving
+    from accuracy.serving_runs import predict_serving
 
     _, records = load_serving_records()
     by_id = {r["id"]: r for r in records}

@@ -1,4 +1,4 @@
-"""Layer counts per rank and per virtual stage (optimizer/stage_layers.py): Megatron's layouts are admitted,
+"""Layer counts per rank and per virtual stage (optimizer/spec/stage_layers.py): Megatron's layouts are admitted,
 their memory follows the interleaved schedule's order, and the export writes the split that was priced."""
 
 from __future__ import annotations
@@ -7,16 +7,16 @@ import re
 
 import pytest
 
-from optimizer.cluster_loading import load_cluster_preset
+from optimizer.costmodel.estimate import estimate
 from optimizer.costmodel.memory import inflight_microbatches
-from optimizer.estimate import estimate
-from optimizer.exports import export, megatron_layout
-from optimizer.model_loading import load_model_preset
-from optimizer.parallel_config import ParallelConfig
+from optimizer.exports.launch import export, megatron_layout
 from optimizer.search.planner import plan
 from optimizer.search.space import SearchSpace, parse_pins
-from optimizer.stage_layers import LayerRules, chunk_inflight_counts, virtual_split
-from optimizer.workload import TrainingWorkload
+from optimizer.spec.cluster_loading import load_cluster_preset
+from optimizer.spec.model_loading import load_model_preset
+from optimizer.spec.parallel_config import ParallelConfig
+from optimizer.spec.stage_layers import LayerRules, chunk_inflight_counts, virtual_split
+from optimizer.spec.workload import TrainingWorkload
 
 
 def _megatron_warmup_chunks(pp: int, vp: int, rank: int, m: int) -> list[int]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from optimizer.timeline import simulate
+from optimizer.exports.timeline import simulate
 
 
 @pytest.mark.parametrize(("p", "m"), [(2, 4), (4, 8), (8, 16), (4, 3)])

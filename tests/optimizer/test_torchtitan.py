@@ -6,16 +6,16 @@ from __future__ import annotations
 
 import pytest
 
-from optimizer.calibration import load_records
-from optimizer.cluster_loading import build_cluster
-from optimizer.cluster_spec import ClusterSpec
+from accuracy.published_runs import load_records
+from optimizer.costmodel.estimate import estimate
 from optimizer.costmodel.memory import activation_bytes_per_layer
 from optimizer.costmodel.op_sac import block_matmuls, recomputed_flops_per_token, saved_bytes_per_token
 from optimizer.costmodel.training import CostContext
-from optimizer.estimate import estimate
-from optimizer.model_loading import resolve_model
-from optimizer.parallel_config import ParallelConfig
-from optimizer.workload import TrainingWorkload
+from optimizer.spec.cluster_loading import build_cluster
+from optimizer.spec.cluster_spec import ClusterSpec
+from optimizer.spec.model_loading import resolve_model
+from optimizer.spec.parallel_config import ParallelConfig
+from optimizer.spec.workload import TrainingWorkload
 
 # Meta's Grand Teton H100 as the data set's torchtitan records describe it (96 GB HBM2e at 2.4 TB/s, 500 W). Only
 # memory and same-hardware ratios are asserted on it: the power limit leaves the compute peak unknown.

@@ -5,15 +5,15 @@ from __future__ import annotations
 
 import pytest
 
-from optimizer.cluster_calibration import PoolCalibration
-from optimizer.cluster_loading import resolve_cluster
 from optimizer.costmodel.constants import CUDA_CONTEXT_BYTES, FRAGMENTATION_FRACTION, TRAINING_SLACK_CAP_BYTES
+from optimizer.costmodel.estimate import estimate
 from optimizer.costmodel.memory import training_reserve_bytes
-from optimizer.estimate import estimate
-from optimizer.model_loading import resolve_model
-from optimizer.parallel_config import ParallelConfig
-from optimizer.stage_layers import LayerRules
-from optimizer.workload import TrainingWorkload
+from optimizer.spec.calibration import PoolCalibration
+from optimizer.spec.cluster_loading import resolve_cluster
+from optimizer.spec.model_loading import resolve_model
+from optimizer.spec.parallel_config import ParallelConfig
+from optimizer.spec.stage_layers import LayerRules
+from optimizer.spec.workload import TrainingWorkload
 
 
 def test_the_slack_stops_at_8_gib_and_a_fitted_fraction_applies_as_fitted() -> None:

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import pytest
 
-from optimizer.cluster_loading import load_cluster_preset, load_cluster_yaml
-from optimizer.cluster_spec import ClusterSpec
+from optimizer.costmodel.estimate import estimate
 from optimizer.errors import DomainError
-from optimizer.estimate import estimate
-from optimizer.model_loading import load_model_preset
-from optimizer.model_spec import ModelSpec
-from optimizer.parallel_config import ParallelConfig
-from optimizer.workload import InferenceWorkload, TrainingWorkload
+from optimizer.spec.cluster_loading import load_cluster_preset, load_cluster_yaml
+from optimizer.spec.cluster_spec import ClusterSpec
+from optimizer.spec.model_loading import load_model_preset
+from optimizer.spec.model_spec import ModelSpec
+from optimizer.spec.parallel_config import ParallelConfig
+from optimizer.spec.workload import InferenceWorkload, TrainingWorkload
 
 W = TrainingWorkload(global_batch_size=64, seq_len=4096)
 

@@ -6,15 +6,15 @@ import uuid
 
 from sqlalchemy.orm import Session
 
-from optimizer.cluster_loading import load_cluster_preset
-from optimizer.cluster_spec import ClusterSpec
-from optimizer.model_loading import load_model_preset
-from optimizer.workload import TrainingWorkload
+from optimizer.spec.cluster_loading import load_cluster_preset
+from optimizer.spec.cluster_spec import ClusterSpec
+from optimizer.spec.model_loading import load_model_preset
+from optimizer.spec.workload import TrainingWorkload
+from service.catalog import create_cluster, create_model
+from service.jobs import JobRequest
 from store.models import Cluster, Model, Watch
 from store.repositories.watches import WatchRepository
 from store.repositories.workloads import WorkloadRepository
-from store.services.catalog import create_cluster, create_model
-from store.services.jobs import JobRequest
 
 # The solver benchmark's scenario (3) cluster with more pools: llama-2-70b (gbs 512, seq 4096) solves for seconds
 # (four pools: about 3.5 s, first plan after 0.4 s) or tens of seconds (five pools: about 26 s, first plan after
@@ -39,7 +39,7 @@ def hetero_yaml(pools: int = 3) -> str:
 
 def hetero_cluster(pools: int = 3) -> ClusterSpec:
     """The heterogeneous cluster (see hetero_yaml)."""
-    from optimizer.cluster_loading import load_cluster_yaml
+    from optimizer.spec.cluster_loading import load_cluster_yaml
 
     return load_cluster_yaml(hetero_yaml(pools))
 

@@ -6,12 +6,12 @@ import threading
 from collections.abc import Callable
 from typing import TypeVar
 
-from optimizer.inventory import with_node_state
+from optimizer.spec.inventory import with_node_state
+from service.catalog import create_cluster
+from service.jobs import submit
 from store.db import Database
 from store.repositories.clusters import ClusterRepository
 from store.repositories.jobs import JobRepository
-from store.services.catalog import create_cluster
-from store.services.jobs import submit
 from tests.store.factories import cluster_and_model, small_cluster, training_request, unique
 
 T = TypeVar("T")

@@ -6,17 +6,17 @@ import threading
 import time
 from datetime import UTC, datetime, timedelta
 
-from optimizer.cluster_loading import load_cluster_preset
-from optimizer.model_loading import load_model_preset
-from optimizer.workload import TrainingWorkload
+from optimizer.spec.cluster_loading import load_cluster_preset
+from optimizer.spec.model_loading import load_model_preset
+from optimizer.spec.workload import TrainingWorkload
+from service.catalog import create_cluster, create_model, set_node_state
+from service.jobs import JobRequest, cancel, run_job, submit
+from service.replan import check_watches
 from store.db import Database
 from store.repositories.jobs import LEASE_S, JobRepository
 from store.repositories.paging import PageRequest
 from store.repositories.plans import PlanFilter, PlanRepository
 from store.repositories.watches import WatchRepository
-from store.services.catalog import create_cluster, create_model, set_node_state
-from store.services.jobs import JobRequest, cancel, run_job, submit
-from store.services.replan import check_watches
 from tests.store.factories import cluster_and_model, hetero_cluster, training_request, training_watch, unique
 
 
@@ -138,9 +138,9 @@ def test_a_failed_or_cancelled_watch_job_does_not_block_the_next_checks(db: Data
 def test_nightly_pass_refits_the_calibration_and_replans_on_a_moved_constant(db: Database) -> None:
     """Measurements since the last fit: the nightly pass fits a new calibration version; a watch whose plan used
     the old one (here: none) is re-planned, and the plan diff names the calibration [issue 14]."""
-    from optimizer.measurements import Measurement
+    from optimizer.calibration.measurements import Measurement
+    from service.calibration import recalibrate_stale, record_measurement
     from store.repositories.measurements import CalibrationRepository
-    from store.services.calibration import recalibrate_stale, record_measurement
 
     with db.session() as s:
         c, m = cluster_and_model(s, nodes=2)

@@ -65,9 +65,9 @@ def test_plan_results_survive_the_move_to_their_own_table(empty_url: str) -> Non
     SQLite's table copy must not cascade into the rows that reference plans."""
     from sqlalchemy import func, select, text
 
+    from service.jobs import run_job, submit
     from store.db import Database
     from store.models import Plan, PlanDocument
-    from store.services.jobs import run_job, submit
     from tests.store.factories import cluster_and_model, training_request
 
     upgrade(empty_url)

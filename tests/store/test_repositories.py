@@ -7,9 +7,11 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from optimizer.errors import DomainError
-from optimizer.gpu_catalog import BUILTIN_GPUS
-from optimizer.inventory import with_node_state
-from optimizer.workload import InferenceWorkload, TrainingWorkload
+from optimizer.spec.gpu_catalog import BUILTIN_GPUS
+from optimizer.spec.inventory import with_node_state
+from optimizer.spec.workload import InferenceWorkload, TrainingWorkload
+from service.catalog import cluster_from_document, create_cluster, set_node_state
+from service.jobs import submit
 from store.errors import ConflictError, NotFoundError
 from store.models import Cluster, ClusterRevision, Job, Model
 from store.repositories.clusters import ClusterRepository
@@ -19,8 +21,6 @@ from store.repositories.models import ModelRepository
 from store.repositories.paging import PageRequest
 from store.repositories.tokens import TokenRepository, hash_token
 from store.repositories.workloads import WorkloadRepository
-from store.services.catalog import cluster_from_document, create_cluster, set_node_state
-from store.services.jobs import submit
 from tests.store.factories import cluster_and_model, small_cluster, training_request, unique
 
 
@@ -93,7 +93,7 @@ def test_model_versions(session: Session) -> None:
     repo = ModelRepository(session)
     head = repo.head(model)
     assert head is not None and head.number == 1 and head.parameters > 7e9
-    from optimizer.model_loading import load_model_preset
+    from optimizer.spec.model_loading import load_model_preset
 
     same, created = repo.record(model.id, load_model_preset("llama-3-8b"))
     assert not created and same.id == head.id

@@ -66,7 +66,7 @@ def test_every_api_process_sees_new_plans_and_revocations_at_once(
             row, secret = TokenRepository(s).create("processes", ["write"])
         with _fresh_connections(base, secret) as c:
             cluster = c.post("/v1/clusters", json={"name": name("c"), "inventory": INVENTORY}).json()
-            from optimizer.model_loading import load_model_preset
+            from optimizer.spec.model_loading import load_model_preset
 
             spec = load_model_preset("llama-3-8b").model_dump(mode="json", exclude={"name"})
             model = c.post("/v1/models", json={"name": name("m"), "spec": spec}).json()

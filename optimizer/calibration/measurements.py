@@ -1,0 +1,103 @@
+"""What a run measured, against the configuration it ran: the input of per-cluster calibration [issue 14]."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from optimizer.errors import DomainError
+from optimizer.spec.workload import InferenceWorkload, TrainingWorkload
+
+MeasuredFramework = Literal["megatron", "deepspeed", "torchtitan", "nemo", "vllm", "sglang", "trtllm", "other"]
+LogSource = Literal["manual", "megatron", "torchtitan", "deepspeed", "nemo", "vllm", "sglang"]
+
+# A step longer than a day or a GPU with more than 10 TB is a typing error, not a measurement.
+MAX_STEP_S = 86_400.0
+MAX_MEMORY_GB = 10_000.0
+
+
+class Measurement(BaseModel):
+    """One run's measured figures (medians over `steps` steps after warm-up)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    step_time_s: float | None = Field(default=None, gt=0, le=MAX_STEP_S, description="Seconds per training step.")
+    tokens_per_s: float | None = Field(
+        default=None, gt=0, le=1e12, description="Training tokens per second, whole job (or serving output tokens/s)."
+    )
+    peak_allocated_gb: float | None = Field(
+        default=None, gt=0, le=MAX_MEMORY_GB, description="torch.cuda.max_memory_allocated per GPU, GB (1e9 B)."
+    )
+    peak_reserved_gb: float | None = Field(
+        default=None, gt=0, le=MAX_MEMORY_GB, description="torch.cuda.max_memory_reserved per GPU, GB (1e9 B)."
+    )
+    stage_times_s: list[float] | None = Field(
+        default=None, max_length=4096, description="Per pipeline stage busy time per step, seconds."
+    )
+    ttft_s: float | None = Field(default=None, gt=0, le=MAX_STEP_S, description="Serving: time to first token, s.")
+    tpot_s: float | None = Field(default=None, gt=0, le=MAX_STEP_S, description="Serving: time per output token, s.")
+    framework: MeasuredFramework | None = Field(default=None, description="What ran.")
+    framework_version: str = Field(default="", max_length=64, description="Its version (e.g. core_r0.13.0).")
+    steps: int | None = Field(default=None, ge=1, le=100_000_000, description="Steps the figures are a median of.")
+    source: LogSource = Field(default="manual", description="Typed in, or the log format it was parsed from.")
+    note: str = Field(default="", max_length=2000, description="Free text.")
+
+    @model_validator(mode="after")
+    def _check(self) -> Measurement:
+        if all(
+            v is None
+            for v in (
+                self.step_time_s,
+                self.tokens_per_s,
+                self.peak_allocated_gb,
+                self.peak_reserved_gb,
+                self.ttft_s,
+                self.tpot_s,
+            )
+        ):
+            raise DomainError(
+                "measurement",
+                "needs at least one of step_time_s, tokens_per_s, peak_allocated_gb, peak_reserved_gb, ttft_s, tpot_s",
+            )
+        if (
+            self.peak_reserved_gb is not None
+            and self.peak_allocated_gb is not None
+            and self.peak_reserved_gb < self.peak_allocated_gb
+        ):
+            raise DomainError(
+                "measurement.peak_reserved_gb", "must be at least peak_allocated_gb (reserved includes allocated)"
+            )
+        if self.stage_times_s is not None and any(not (0 < t <= MAX_STEP_S) for t in self.stage_times_s):
+            raise DomainError("measurement.stage_times_s", f"every stage time must be in (0, {MAX_STEP_S:g}] s")
+        return self
+
+    def training_step_time(self, workload: TrainingWorkload | InferenceWorkload) -> float | None:
+        """Seconds per step, from step_time_s or from tokens_per_s and the workload's tokens per step."""
+        if self.step_time_s is not None:
+            return self.step_time_s
+        if self.tokens_per_s is not None and isinstance(workload, TrainingWorkload):
+            return workload.tokens_per_step / self.tokens_per_s
+        return None
+
+    def check_against(self, workload: TrainingWorkload | InferenceWorkload, gpu_memory_gb: float) -> None:
+        """Rules that need the run's workload and GPU: a training step time for training, memory within the GPU."""
+        if isinstance(workload, TrainingWorkload):
+            if self.ttft_s is not None or self.tpot_s is not None:
+                raise DomainError("measurement.ttft_s", "is a serving figure; this plan is for training")
+            if self.step_time_s is not None and self.tokens_per_s is not None:
+                implied = workload.tokens_per_step / self.tokens_per_s
+                if abs(implied - self.step_time_s) > 0.05 * self.step_time_s:
+                    raise DomainError(
+                        "measurement.tokens_per_s",
+                        f"implies {implied:.4g} s per step, but step_time_s is {self.step_time_s:.4g} s "
+                        "(give one, or both consistent within 5%)",
+                    )
+        elif self.step_time_s is not None:
+            raise DomainError("measurement.step_time_s", "is a training figure; this plan is for serving")
+        for name in ("peak_allocated_gb", "peak_reserved_gb"):
+            v = getattr(self, name)
+            if v is not None and v > gpu_memory_gb * 1.001:
+                raise DomainError(
+                    f"measurement.{name}", f"{v:.1f} GB is more than the GPU has ({gpu_memory_gb:.1f} GB)"
+                )

@@ -1,0 +1,29 @@
+"""The single entry point of the cost model: validate, then estimate one configuration."""
+
+from __future__ import annotations
+
+from optimizer.costmodel.inference import estimate_inference
+from optimizer.costmodel.result import Estimate
+from optimizer.costmodel.training import estimate_training
+from optimizer.frameworks.validation import validate
+from optimizer.spec.cluster_spec import ClusterSpec
+from optimizer.spec.model_spec import ModelSpec
+from optimizer.spec.parallel_config import ParallelConfig
+from optimizer.spec.workload import InferenceWorkload, TrainingWorkload
+
+
+def estimate(
+    model: ModelSpec,
+    cluster: ClusterSpec,
+    workload: TrainingWorkload | InferenceWorkload,
+    config: ParallelConfig,
+) -> Estimate:
+    """Memory per stage and step time (training) or TTFT/TPOT (inference) of one configuration.
+
+    Raises DomainError when the configuration breaks a rule; a configuration that is valid but does not fit in
+    memory returns feasible=False with the reason.
+    """
+    layout = validate(model, cluster, workload, config)
+    if isinstance(workload, TrainingWorkload):
+        return estimate_training(model, cluster, workload, config, layout)
+    return estimate_inference(model, cluster, workload, config, layout)

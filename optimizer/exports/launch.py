@@ -1,0 +1,573 @@
+"""One plan, exported to the launchers people use: Megatron-LM arguments, a DeepSpeed config, a torchtitan
+config, vLLM, SGLang and TensorRT-LLM serve arguments (an SLA fleet: one command per replica group, with the
+engines' disaggregated prefill/decode modes). Option names are limited to those each tool documents
+(optimizer/exports/export_options.json); what a tool cannot express is said in `notes`."""
+
+from __future__ import annotations
+
+import json
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+from optimizer.errors import DomainError, UnknownNameError
+from optimizer.frameworks.capabilities import check_model, check_workload, unsupported_knob
+from optimizer.frameworks.capabilities import framework as framework_spec
+from optimizer.search.fleet_result import FleetPlan
+from optimizer.spec.model_spec import ModelSpec
+from optimizer.spec.names import ENGINES, FRAMEWORKS, TOOLS, ToolName, named_framework
+from optimizer.spec.parallel_config import ParallelConfig
+from optimizer.spec.pipeline_layout import rank_chunks
+from optimizer.spec.stage_layers import LayerRules, virtual_split
+from optimizer.spec.workload import InferenceWorkload, TrainingWorkload
+
+Tool = ToolName
+SERVING_TOOLS = ENGINES
+TRAINING_TOOLS = FRAMEWORKS
+
+
+class Export(BaseModel):
+    """A launcher configuration."""
+
+    tool: Tool
+    format: Literal["args", "json", "toml"]
+    content: str = Field(description="Ready to paste: a command line, a JSON document or a TOML document.")
+    options: list[str] = Field(description="Every option name used (flags or dotted config keys).")
+    env: dict[str, str] = Field(default_factory=dict, description="Environment variables to set.")
+    notes: list[str] = Field(default_factory=list, description="What the tool cannot express, or must be set in code.")
+
+
+def export(
+    tool: str,
+    model: ModelSpec,
+    workload: TrainingWorkload | InferenceWorkload,
+    c: ParallelConfig,
+    model_ref: str = "MODEL",
+    framework: str | None = None,
+) -> Export:
+    """Export a planned configuration (layers_per_stage filled) for `tool`. A training plan exports to any
+    framework that can run every knob it uses; one it cannot run is an error naming the knob (the plan's own
+    `framework`, or the workload's, is named in the message)."""
+    if tool not in TOOLS:
+        raise UnknownNameError("export", tool, TOOLS)
+    if isinstance(workload, TrainingWorkload) and tool in TRAINING_TOOLS:
+        planned_for = framework or named_framework(workload.framework)
+        check_model(framework_spec(tool), model, "export")
+        check_workload(framework_spec(tool), workload.fp8_param_gather, "export")
+        bad = unsupported_knob(framework_spec(tool), c)
+        if bad is not None:
+            knob, text = bad
+            origin = f" (the plan was made for {planned_for})" if planned_for and planned_for != tool else ""
+            raise DomainError(
+                f"export.{knob}", f"{text} is not available in {tool}{origin}; plan again with framework={tool}"
+            )
+    training = isinstance(workload, TrainingWorkload)
+    if training and tool in SERVING_TOOLS:
+        raise DomainError(
+            "export", f"{tool} is a serving engine; a training plan exports to {', '.join(TRAINING_TOOLS)}"
+        )
+    if not training and tool in TRAINING_TOOLS:
+        raise DomainError(
+            "export", f"{tool} is a training framework; a serving plan exports to {', '.join(SERVING_TOOLS)}"
+        )
+    layers = c.layers_per_stage or _default_layers(model, c, tool)
+    if isinstance(workload, TrainingWorkload):
+        if tool == "megatron":
+            return _megatron(model, workload, c, layers)
+        if tool == "deepspeed":
+            return _deepspeed(workload, c, layers)
+        return _torchtitan(workload, c, layers)
+    if tool == "vllm":
+        return _vllm(workload, c, layers, model_ref)
+    if tool == "sglang":
+        return _sglang(workload, c, model_ref)
+    return _trtllm(workload, c, model_ref)
+
+
+def _default_layers(model: ModelSpec, c: ParallelConfig, tool: str) -> list[int]:
+    """Layers per rank of a configuration that gives none: the split `validate` uses for that framework."""
+    if tool in TRAINING_TOOLS:
+        rules = LayerRules.of(model, c.pp, c.vp, framework_spec(tool).virtual_stage_layout)
+        split = rules.default_split()
+        if split is not None:
+            return split
+    return c.stage_layers(model.num_layers)
+
+
+def _flags(pairs: list[tuple[str, object | None]]) -> tuple[str, list[str]]:
+    parts, names = [], []
+    for name, value in pairs:
+        names.append(name)
+        parts.append(name if value is None else f"{name} {value}")
+    return " \\\n  ".join(parts), names
+
+
+def moe_layer_pattern(model: ModelSpec) -> str:
+    """Megatron --moe-layer-freq as a list expression (1 = MoE layer, 0 = dense), run-length encoded: DeepSeek-V3's
+    three dense layers then 58 MoE layers give '([0]*3+[1]*58)' [megatron/training/arguments.py moe_freq_type]."""
+    runs: list[list[int]] = []
+    for i in range(model.num_layers):
+        bit = 1 if model.is_moe_layer(i) else 0
+        if runs and runs[-1][0] == bit:
+            runs[-1][1] += 1
+        else:
+            runs.append([bit, 1])
+    return "(" + "+".join(f"[{bit}]*{n}" for bit, n in runs) + ")"
+
+
+def megatron_layout(layers: list[int], vp: int, mtp: int = 0) -> str:
+    """--pipeline-model-parallel-layout: virtual stages in schedule order (chunk by chunk, rank by rank),
+    `E` the embedding on the first, `L` the loss on the last (after `mtp` MTP layers `m`), `t*n` n transformer
+    layers, `|` between stages; each rank's layers split over its chunks by stage_layers.virtual_split (the split
+    the memory model prices)."""
+    pp = len(layers)
+    splits = [virtual_split(n, vp) for n in layers]
+    segs = []
+    for chunk in range(vp):
+        for r in range(pp):
+            n = splits[r][chunk]
+            seg = f"t*{n}" if n > 1 else ("t" if n == 1 else "")
+            if chunk == 0 and r == 0:
+                seg = "E" + ("," + seg if seg else "")
+            if chunk == vp - 1 and r == pp - 1:
+                seg = (seg + "," if seg else "") + "m" * mtp + "L"
+            segs.append(seg)
+    return "|".join(segs)
+
+
+def _megatron(model: ModelSpec, w: TrainingWorkload, c: ParallelConfig, layers: list[int]) -> Export:
+    notes = []
+    pairs: list[tuple[str, object | None]] = [
+        ("--num-layers", model.num_layers),
+        ("--hidden-size", model.hidden_size),
+        ("--ffn-hidden-size", model.ffn_hidden_size),
+        ("--num-attention-heads", model.num_attention_heads),
+    ]
+    if model.mla is not None:  # MLATransformerConfig fields; the arguments of _add_mla_args
+        mla = model.mla
+        pairs.append(("--multi-latent-attention", None))
+        if mla.q_lora_rank:
+            pairs.append(("--q-lora-rank", mla.q_lora_rank))
+        pairs += [
+            ("--kv-lora-rank", mla.kv_lora_rank),
+            ("--qk-head-dim", mla.qk_nope_head_dim),
+            ("--qk-pos-emb-head-dim", mla.qk_rope_head_dim),
+            ("--v-head-dim", mla.v_head_dim),
+        ]
+    else:
+        if model.kv_heads != model.num_attention_heads:
+            pairs += [("--group-query-attention", None), ("--num-query-groups", model.kv_heads)]
+        if model.head_dim is not None and model.head_dim * model.num_attention_heads != model.hidden_size:
+            pairs.append(("--kv-channels", model.head_dim))
+    if model.activation == "swiglu":
+        pairs.append(("--swiglu", None))
+    if not model.tied_embeddings:
+        pairs.append(("--untie-embeddings-and-output-weights", None))
+    if model.moe is not None:
+        pairs += [
+            ("--num-experts", model.moe.num_experts),
+            ("--moe-router-topk", model.moe.top_k),
+            ("--moe-ffn-hidden-size", model.moe.expert_ffn_hidden_size),
+        ]
+        if model.moe.shared_ffn:
+            pairs.append(("--moe-shared-expert-intermediate-size", model.moe.shared_ffn))
+        if model.moe.first_k_dense or model.moe.layer_freq > 1:
+            pairs.append(("--moe-layer-freq", f'"{moe_layer_pattern(model)}"'))
+        if model.moe.num_groups is not None and model.moe.group_topk is not None:  # group-limited routing
+            pairs += [
+                ("--moe-router-num-groups", model.moe.num_groups),
+                ("--moe-router-group-topk", model.moe.group_topk),
+            ]
+    if model.mtp_layers:
+        pairs.append(("--mtp-num-layers", model.mtp_layers))
+    pairs += [
+        ("--seq-length", w.seq_len),
+        ("--max-position-embeddings", w.seq_len),
+        ("--tensor-model-parallel-size", c.tp),
+        ("--pipeline-model-parallel-size", c.pp),
+        ("--context-parallel-size", c.cp),
+        *([("--cp-comm-type", c.cp_comm)] if c.cp > 1 else []),
+        ("--expert-model-parallel-size", c.ep),
+        *([("--expert-tensor-parallel-size", c.expert_tp)] if c.etp is not None else []),
+        ("--micro-batch-size", c.mbs),
+        ("--global-batch-size", w.global_batch_size),
+    ]
+    even = len(set(layers)) == 1 and layers[0] % c.vp == 0
+    if c.pipeline_layout is not None:
+        pairs.append(("--pipeline-model-parallel-layout", f'"{c.pipeline_layout}"'))
+    elif c.pp > 1 and not even:
+        pairs.append(("--pipeline-model-parallel-layout", f'"{megatron_layout(layers, c.vp, model.mtp_layers)}"'))
+    elif c.vp > 1:
+        pairs.append(("--num-layers-per-virtual-pipeline-stage", layers[0] // c.vp))
+    if c.sequence_parallel:
+        pairs.append(("--sequence-parallel", None))
+    if c.tp_comm_overlap:
+        pairs.append(("--tp-comm-overlap", None))
+    if c.ep_comm_overlap:
+        pairs.append(("--overlap-moe-expert-parallel-comm", None))
+    # The dispatcher the plan priced; Megatron's own default is the allgather dispatcher (transformer_config.py).
+    if model.moe is not None and c.ep > 1:
+        if c.ep_dispatch == "deepep":
+            pairs += [("--moe-token-dispatcher-type", "flex"), ("--moe-flex-dispatcher-backend", "deepep")]
+            notes.append(
+                "On multi-node NVLink (GB200 / GB300 NVL72) use --moe-flex-dispatcher-backend hybridep: only "
+                "HybridEP supports MNNVL (transformer_config.py moe_flex_dispatcher_backend)"
+            )
+        else:
+            pairs.append(("--moe-token-dispatcher-type", "alltoall"))
+    if w.cuda_graphs == "full_iteration":
+        pairs.append(("--cuda-graph-impl", "full_iteration"))
+        if model.moe is not None:
+            notes.append(
+                "Full-iteration CUDA graphs of a dropless MoE need static expert shapes: "
+                "--moe-expert-capacity-factor with --moe-pad-expert-input-to-capacity (moe/README.md)"
+            )
+    elif w.cuda_graphs == "layers":
+        pairs.append(("--cuda-graph-impl", "transformer_engine"))
+        if model.moe is not None:  # dropless MoE layers cannot be captured (moe/README.md, CUDA Graph)
+            pairs.append(("--cuda-graph-modules", "attn moe_router moe_preprocess"))
+    if c.zero_stage == 1:
+        pairs += [("--use-distributed-optimizer", None), ("--overlap-param-gather", None)]
+    elif c.zero_stage >= 2:
+        pairs.append(("--use-distributed-optimizer", None))
+        notes.append(
+            f"Megatron-LM shards optimizer states only (ZeRO-1); ZeRO-{c.zero_stage} needs Megatron FSDP or DeepSpeed"
+        )
+    if c.overlap_grad_reduce and c.dp * c.cp > 1:
+        pairs.append(("--overlap-grad-reduce", None))
+    if c.recompute == "full":
+        pairs += [("--recompute-granularity", "full"), ("--recompute-method", "uniform"), ("--recompute-num-layers", 1)]
+    elif c.recompute == "selective":
+        pairs.append(("--recompute-granularity", "selective"))
+        if c.recompute_modules is not None:  # TransformerConfig.recompute_modules, nargs '+'
+            pairs.append(("--recompute-modules", " ".join(c.recompute_modules)))
+    if c.offload_layers:  # > 0 turns cpu_offloading on (arguments.py; cpu_offloading itself has no flag)
+        pairs.append(("--cpu-offloading-num-layers", c.offload_layers))
+    if w.precision == "fp8":
+        pairs += [("--bf16", None), ("--fp8-format", "hybrid")]
+        if w.fp8_param_gather:
+            pairs.append(("--fp8-param-gather", None))
+    else:
+        pairs.append(("--bf16", None) if w.precision == "bf16" else ("--fp16", None))
+    # The attention kernel the plan priced, as Megatron's --attention-backend (AttnBackend: flash, fused, unfused,
+    # local, auto; megatron/core/transformer/enums.py, d98e8a6): FA3 class = TE FusedAttention (cuDNN), FA2 class =
+    # TE FlashAttention (flash-attn), no flash attention = unfused. Unpinned, TE's own choice (auto) is what was
+    # priced (frameworks.MEGATRON attention_kernel).
+    backend = "unfused" if not w.flash_attention else {"fa3": "fused", "fa2": "flash"}.get(w.attention_kernel or "")
+    if backend:
+        pairs.append(("--attention-backend", backend))
+    if c.schedule in ("zb-h1", "gpipe"):
+        notes.append(f"Megatron-LM has no {c.schedule} schedule flag; it runs 1F1B (interleaved when vp > 1)")
+    text, names = _flags(pairs)
+    return Export(tool="megatron", format="args", content=text, options=names, notes=notes)
+
+
+def _deepspeed(w: TrainingWorkload, c: ParallelConfig, layers: list[int]) -> Export:
+    m = w.global_batch_size // (c.dp * c.mbs)
+    cfg: dict[str, object] = {
+        "train_batch_size": w.global_batch_size,
+        "train_micro_batch_size_per_gpu": c.mbs,
+        "gradient_accumulation_steps": m,
+        "zero_optimization": {
+            "stage": c.zero_stage,
+            "overlap_comm": c.overlap_grad_reduce,
+            "contiguous_gradients": True,
+            "reduce_scatter": True,
+        },
+        "bf16": {"enabled": w.precision in ("bf16", "fp8")},
+        "fp16": {"enabled": w.precision == "fp16"},
+        "gradient_clipping": 1.0,
+    }
+    if c.tp > 1:
+        cfg["tensor_parallel"] = {"autotp_size": c.tp}
+    if c.recompute != "none":
+        cfg["activation_checkpointing"] = {"partition_activations": c.tp > 1, "contiguous_memory_optimization": True}
+    notes = []
+    if c.pp > 1:
+        notes.append(
+            f"pipeline stages are set in code: PipelineModule(layers, num_stages={c.pp}, "
+            f"partition_method='uniform') or explicit parts with layers per stage {layers}"
+        )
+    if c.cp > 1 or c.ep > 1:
+        notes.append("context/expert parallel degrees are set by the model code (DeepSpeed-Ulysses, DeepSpeed-MoE)")
+    if c.schedule != "1f1b" and c.pp > 1:
+        notes.append(f"DeepSpeed's pipeline engine runs 1F1B; the plan's {c.schedule} schedule is not available")
+    if w.precision == "fp8":
+        notes.append("FP8 GEMMs come from Transformer Engine in the model code; DeepSpeed runs bf16 around them")
+    return Export(
+        tool="deepspeed", format="json", content=json.dumps(cfg, indent=2), options=sorted(_keys(cfg)), notes=notes
+    )
+
+
+def _keys(d: dict[str, object], prefix: str = "") -> set[str]:
+    out = set()
+    for k, v in d.items():
+        name = f"{prefix}{k}"
+        out.add(name)
+        if isinstance(v, dict):
+            out |= _keys(v, name + ".")
+    return out
+
+
+TITAN_SCHEDULES = {
+    "1f1b": "1F1B",
+    "interleaved-1f1b": "Interleaved1F1B",
+    "gpipe": "GPipe",
+    "zb-h1": "InterleavedZeroBubble",
+}
+
+
+def _toml(value: object) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, str):
+        return json.dumps(value)
+    if isinstance(value, list):
+        return "[" + ", ".join(_toml(x) for x in value) + "]"
+    return str(value)
+
+
+def _torchtitan(w: TrainingWorkload, c: ParallelConfig, layers: list[int]) -> Export:
+    sections: dict[str, dict[str, object]] = {
+        "parallelism": {
+            "data_parallel_replicate_degree": c.dp if c.zero_stage < 3 else 1,
+            "data_parallel_shard_degree": c.dp if c.zero_stage == 3 else 1,
+            "tensor_parallel_degree": c.tp,
+            "pipeline_parallel_degree": c.pp,
+            "context_parallel_degree": c.cp,
+            "expert_parallel_degree": c.ep,
+        },
+        "training": {
+            "local_batch_size": w.global_batch_size // c.dp,
+            "global_batch_size": w.global_batch_size,
+            "seq_len": w.seq_len,
+            "mixed_precision_param": "bfloat16" if w.precision != "fp16" else "float16",
+        },
+        "activation_checkpoint": {"mode": c.recompute},
+    }
+    notes = []
+    if c.pp > 1:
+        par: dict[str, object] = sections["parallelism"]
+        par["pipeline_parallel_schedule"] = TITAN_SCHEDULES[c.schedule]
+        par["pipeline_parallel_microbatch_size"] = c.mbs
+        if len(set(layers)) == 1 and layers[0] % c.vp == 0 and c.pipeline_layout is None:
+            par["pipeline_parallel_layers_per_stage"] = layers[0] // c.vp
+            par["pipeline_parallel_first_stage_less_layers"] = 0
+            par["pipeline_parallel_last_stage_less_layers"] = 0
+        else:
+            parts = []
+            start = 0
+            # schedule order: chunk k of every rank, rank by rank
+            splits = [rank_chunks(c.pipeline_layout, c.pp, c.vp, r, n) for r, n in enumerate(layers)]
+            for k in range(c.vp):
+                for r in range(c.pp):
+                    per = splits[r][k]
+                    names = [f"layers.{i}" for i in range(start, start + per)]
+                    if k == 0 and r == 0:
+                        names = ["tok_embeddings", *names]
+                    if k == c.vp - 1 and r == c.pp - 1:
+                        names = [*names, "norm", "output"]
+                    parts.append(names)
+                    start += per
+            par["module_fqns_per_model_part"] = parts
+        if c.schedule == "zb-h1":
+            notes.append("torchtitan's closest zero-bubble schedule is InterleavedZeroBubble")
+    if c.zero_stage in (1, 2):
+        notes.append(
+            f"torchtitan shards with FSDP2 (ZeRO-3) or replicates (DDP); ZeRO-{c.zero_stage} maps to replication here"
+        )
+    if c.recompute == "selective":
+        notes.append("torchtitan's selective mode checkpoints per op; set activation_checkpoint.selective_ac_option")
+    lines: list[str] = []
+    option_names: list[str] = []
+    for sec, body in sections.items():
+        lines.append(f"[{sec}]")
+        option_names.append(sec)
+        for key, value in body.items():
+            lines.append(f"{key} = {_toml(value)}")
+            option_names.append(f"{sec}.{key}")
+        lines.append("")
+    return Export(tool="torchtitan", format="toml", content="\n".join(lines), options=option_names, notes=notes)
+
+
+def _vllm(w: InferenceWorkload, c: ParallelConfig, layers: list[int], model_ref: str) -> Export:
+    pairs: list[tuple[str, object | None]] = [
+        ("--tensor-parallel-size", c.tp),
+        ("--pipeline-parallel-size", c.pp),
+        ("--data-parallel-size", c.dp),
+        ("--max-num-seqs", w.batch),
+        ("--max-model-len", w.prompt_len + w.output_len),
+        ("--gpu-memory-utilization", w.memory_fraction or 0.9),
+        ("--dtype", "bfloat16" if w.precision != "fp16" else "float16"),
+    ]
+    notes = []
+    if c.ep > 1:
+        pairs.append(("--enable-expert-parallel", None))
+        notes.append(f"vLLM sets EP = TP x DP = {c.tp * c.dp} for the MoE layers (plan: ep={c.ep})")
+    if c.redundant_experts:  # the replicas need the load balancer that places them [vllm engine/arg_utils.py]
+        pairs += [("--enable-eplb", None), ("--num-redundant-experts", c.redundant_experts)]
+    if w.precision == "fp8":
+        pairs.append(("--quantization", "fp8"))
+    if w.kv_cache_dtype == "fp8":
+        pairs.append(("--kv-cache-dtype", "fp8"))
+    text, names = _flags(pairs)
+    env = {}
+    if c.pp > 1 and len(set(layers)) > 1:
+        env["VLLM_PP_LAYER_PARTITION"] = ",".join(str(n) for n in layers)
+        names.append("VLLM_PP_LAYER_PARTITION")
+    return Export(
+        tool="vllm", format="args", content=f"vllm serve {model_ref} \\\n  {text}", options=names, env=env, notes=notes
+    )
+
+
+def _sglang(w: InferenceWorkload, c: ParallelConfig, model_ref: str) -> Export:
+    pairs: list[tuple[str, object | None]] = [
+        ("--model-path", model_ref),
+        ("--tp-size", c.tp),
+        ("--pp-size", c.pp),
+        ("--dp-size", c.dp),
+        ("--max-running-requests", w.batch),
+        ("--context-length", w.prompt_len + w.output_len),
+        ("--mem-fraction-static", w.memory_fraction or 0.9),
+        ("--dtype", "bfloat16" if w.precision != "fp16" else "float16"),
+    ]
+    if c.ep > 1:
+        pairs.append(("--ep-size", c.ep))
+    if c.dp > 1 and c.ep > 1:
+        pairs.append(("--enable-dp-attention", None))
+    if c.ep_comm_overlap:
+        pairs.append(("--enable-two-batch-overlap", None))
+    if c.redundant_experts:  # EPLB decides which experts the replicas copy [sglang srt/server_args.py]
+        pairs += [("--ep-num-redundant-experts", c.redundant_experts), ("--enable-eplb", None)]
+    if w.precision == "fp8":
+        pairs.append(("--quantization", "fp8"))
+    if w.kv_cache_dtype == "fp8":
+        pairs.append(("--kv-cache-dtype", "fp8_e4m3"))
+    notes = []
+    if c.pp > 1 and len(set(c.layers_per_stage or [])) > 1:
+        notes.append(f"SGLang splits layers evenly across pp ranks; the plan's split is {c.layers_per_stage}")
+    text, names = _flags(pairs)
+    return Export(
+        tool="sglang", format="args", content=f"python -m sglang.launch_server \\\n  {text}", options=names, notes=notes
+    )
+
+
+def _trtllm(w: InferenceWorkload, c: ParallelConfig, model_ref: str, max_batch: int | None = None) -> Export:
+    # Attention data parallelism in TensorRT-LLM lives inside the TP group: tp_size = tp x dp with
+    # enable_attention_dp (llm_args; perf-overview's MoE llm_options).
+    if c.redundant_experts:
+        raise DomainError(
+            "export.redundant_experts",
+            "redundant expert replicas are exported for SGLang and vLLM only (TensorRT-LLM's MoE load balancer "
+            "slots are not in the checked option list); export this plan to sglang or vllm",
+        )
+    pairs: list[tuple[str, object | None]] = [
+        ("--backend", "pytorch"),
+        ("--tp_size", c.tp * c.dp),
+        ("--pp_size", c.pp),
+        ("--max_batch_size", max_batch or w.max_seqs or w.batch),
+        ("--max_seq_len", w.prompt_len + w.output_len),
+        ("--kv_cache_free_gpu_memory_fraction", w.memory_fraction or 0.9),
+    ]
+    if w.max_batched_tokens:
+        pairs.append(("--max_num_tokens", w.max_batched_tokens))
+    if c.ep > 1:
+        pairs.append(("--ep_size", c.ep))
+    names = [n for n, _ in pairs]
+    notes = []
+    extra = []
+    if w.kv_cache_dtype == "fp8":
+        extra.append("kv_cache_config: {dtype: fp8}")
+        names.append("kv_cache_config.dtype")
+    if c.dp > 1:
+        extra.append("enable_attention_dp: true")
+        names.append("enable_attention_dp")
+    if extra:
+        pairs.append(("--extra_llm_api_options", "extra.yml"))
+        names.append("--extra_llm_api_options")
+        notes.append("extra.yml: " + "; ".join(extra))
+    if w.precision == "fp8":
+        notes.append("serve an FP8 checkpoint (ModelOpt); trtllm-serve reads the quantization from it")
+    text, _ = _flags(pairs)
+    return Export(
+        tool="trtllm", format="args", content=f"trtllm-serve {model_ref} \\\n  {text}", options=names, notes=notes
+    )
+
+
+def export_fleet(
+    tool: str, model: ModelSpec, w: InferenceWorkload, fleet: FleetPlan, model_ref: str = "MODEL"
+) -> list[Export]:
+    """One launch per replica group of an SLA fleet, with the engine's limits set to the plan's; a
+    disaggregated fleet adds the engine's prefill/decode roles and how the front end joins them."""
+    if tool not in SERVING_TOOLS:
+        raise DomainError("export", f"an SLA fleet exports to {', '.join(SERVING_TOOLS)} (got {tool!r})")
+    out: list[Export] = []
+    for g in fleet.groups:
+        s = g.shape
+        c = ParallelConfig(tp=s.tp, pp=s.pp, dp=s.dp, ep=s.ep, etp=1 if s.ep > 1 else None, ep_comm_overlap=s.overlap)
+        wg = w.model_copy(
+            update={
+                "batch": s.max_seqs,
+                "max_batched_tokens": s.max_batched_tokens,
+                "memory_fraction": s.memory_fraction,
+            }
+        )
+        exp = export(tool, model, wg, c, model_ref)
+        extra: list[tuple[str, object | None]] = []
+        if tool == "vllm":
+            extra.append(("--max-num-batched-tokens", s.max_batched_tokens))
+            if s.role != "replica":
+                extra.append(("--kv-transfer-config", '\'{"kv_connector":"NixlConnector","kv_role":"kv_both"}\''))
+        if tool == "sglang":
+            extra.append(("--chunked-prefill-size", s.max_batched_tokens))
+            if s.role != "replica":
+                extra += [("--disaggregation-mode", s.role), ("--disaggregation-transfer-backend", "mooncake")]
+        text, names = _flags(extra)
+        content = exp.content + (" \\\n  " + text if extra else "")
+        notes = [f"{g.count} x {s.role} on pool {s.pool} ({s.gpu}), {s.gpus} GPUs each", *exp.notes]
+        out.append(exp.model_copy(update={"content": content, "options": exp.options + names, "notes": notes}))
+    if fleet.mode == "disaggregated":
+        out.append(_front_end(tool, fleet))
+    return out
+
+
+def _front_end(tool: str, fleet: FleetPlan) -> Export:
+    """How requests reach a disaggregated fleet: the engine's router / proxy over the prefill and decode URLs."""
+    pre = sum(g.count for g in fleet.groups if g.shape.role == "prefill")
+    dec = sum(g.count for g in fleet.groups if g.shape.role == "decode")
+    if tool == "sglang":
+        args = " ".join(
+            ["--prefill http://PREFILL_i:30000"] * min(pre, 2) + ["--decode http://DECODE_j:30000"] * min(dec, 2)
+        )
+        return Export(
+            tool="sglang",
+            format="args",
+            content=f"python -m sglang_router.launch_router --pd-disaggregation {args}",
+            options=["sglang_router.launch_router --pd-disaggregation", "--prefill", "--decode"],
+            notes=[f"list all {pre} prefill and {dec} decode servers"],
+        )
+    if tool == "trtllm":
+        first = next(g.shape for g in fleet.groups if g.shape.role == "prefill")
+        second = next(g.shape for g in fleet.groups if g.shape.role == "decode")
+        yaml = (
+            f"context_servers:\n  num_instances: {pre}\n  tensor_parallel_size: {first.tp}\n"
+            f"  pipeline_parallel_size: {first.pp}\n  urls: [PREFILL_URLS]\n"
+            f"generation_servers:\n  num_instances: {dec}\n  tensor_parallel_size: {second.tp}\n"
+            f"  pipeline_parallel_size: {second.pp}\n  urls: [DECODE_URLS]\n"
+        )
+        keys = ["num_instances", "tensor_parallel_size", "pipeline_parallel_size", "urls"]
+        return Export(
+            tool="trtllm",
+            format="args",
+            content=f"trtllm-serve disaggregated -c disagg.yml\n# disagg.yml\n{yaml}",
+            options=["disaggregated", "-c"]
+            + [f"{s}.{k}" for s in ("context_servers", "generation_servers") for k in keys],
+        )
+    return Export(
+        tool="vllm",
+        format="args",
+        content="# vLLM: a proxy sends each request to a prefill instance, then to a decode instance "
+        "(examples/online_serving/disaggregated_serving); the NixlConnector moves the KV cache between them",
+        options=[],
+        notes=[f"{pre} prefill and {dec} decode instances behind the proxy"],
+    )

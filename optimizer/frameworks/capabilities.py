@@ -1,0 +1,533 @@
+"""What each training framework can run, and how it communicates: the one table the search, the validation, the
+cost model and the exports read.
+
+Every entry cites the framework's own code or documentation (argument or config name, and the snapshot read:
+Megatron-LM d98e8a6 of 2026-08-22, DeepSpeed edaa722 of 2026-08-22, torchtitan b5bcd76 of 2026-08-21).
+
+Vocabulary. `zero_stage` is the planner's name for how data-parallel ranks shard the training state:
+0 replicated (DDP), 1 optimizer state sharded (Megatron's distributed optimizer, DeepSpeed ZeRO-1, and FSDP under
+pipeline parallelism, which gathers once per step and keeps the stage's parameters and gradients whole until the
+last micro-batch), 2 gradients too (DeepSpeed ZeRO-2, FSDP `reshard_after_forward=False`), 3 parameters too
+(DeepSpeed ZeRO-3, FSDP full shard, Megatron-FSDP `optim_grads_params`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from optimizer.errors import DomainError, UnknownNameError
+from optimizer.spec.gpu_catalog import GPUSpec, has_transformer_engine
+from optimizer.spec.model_spec import ModelSpec
+from optimizer.spec.names import FRAMEWORKS, AttentionKernel, FrameworkName
+from optimizer.spec.parallel_config import CpComm, EpDispatch, ParallelConfig, Recompute, Schedule
+
+
+@dataclass(frozen=True, slots=True)
+class Framework:
+    """One training framework's capabilities: what it can run (how it runs is costmodel/framework_runtime.py)."""
+
+    name: FrameworkName
+    title: str
+    schedules: tuple[Schedule, ...]
+    """Pipeline schedules it implements."""
+    zero_stages: tuple[int, ...]
+    """Sharding stages (see the module docstring) with pp = 1."""
+    zero_stages_with_pp: tuple[int, ...]
+    """Sharding stages it combines with pipeline parallelism (pp > 1)."""
+    context_parallel: bool
+    """Context parallelism (the sequence split over ranks in attention)."""
+    cp_comms: tuple[CpComm, ...]
+    """How its context-parallel attention may communicate (ParallelConfig.cp_comm)."""
+    expert_parallel: bool
+    expert_tensor_parallel: Literal["any", "one_with_ep", "tp"]
+    """Expert tensor-parallel degree it runs: any (Megatron --expert-tensor-parallel-size), 1 whenever ep > 1
+    (torchtitan: EP borrows its ranks from FSDP and TP), or always tp (experts inside data parallelism)."""
+    virtual_stages: bool
+    """Several model chunks per pipeline rank (interleaved schedule)."""
+    uneven_layers: bool
+    """Stages may hold different numbers of layers."""
+    virtual_stage_layout: bool
+    """Virtual stages may hold different numbers of layers (a custom layout), so a rank's layers need not be a
+    multiple of vp and the embedding / loss can take a layer's place (stage_layers.LayerRules)."""
+    tp_comm_overlap: bool
+    """TP collectives overlapped with the GEMMs that produce or consume them (inside one NVLink domain only)."""
+    ep_comm_overlap: bool
+    """EP all-to-all of one micro-batch overlapped with another micro-batch's compute (combined 1F1B)."""
+    ep_dispatches: tuple[EpDispatch, ...]
+    """How it can move MoE tokens to their experts (ParallelConfig.ep_dispatch; costmodel/ep_dispatch.py)."""
+    sequence_parallel: bool
+    recomputes: tuple[Recompute, ...]
+    recompute_modules: bool
+    """Selective recompute by named modules (optimizer/spec/recompute_modules.py); otherwise selective means the
+    attention core only."""
+    overlap_grad_reduce: bool
+    """Gradient reduction overlapped with the backward pass."""
+    mtp: bool
+    """Trains multi-token prediction modules (ModelSpec.mtp_layers)."""
+    activation_offload: bool
+    """Offloads the activations of whole layers to host memory (ParallelConfig.offload_layers)."""
+    fp8_param_gather: bool
+    """Keeps FP8 primary weights and all-gathers them in FP8 (TrainingWorkload.fp8_param_gather)."""
+    attention_kernel: AttentionKernel
+    """The fused-attention kernel it runs by default (TrainingWorkload.attention_kernel overrides)."""
+    sources: tuple[tuple[str, str], ...]
+    """(knob, citation) pairs."""
+
+    def source(self, knob: str) -> str:
+        """The citation for one knob."""
+        return dict(self.sources).get(knob, "")
+
+
+MEGATRON = Framework(
+    name="megatron",
+    title="Megatron-Core / Megatron-LM",
+    schedules=("1f1b", "interleaved-1f1b"),
+    zero_stages=(0, 1, 2, 3),
+    zero_stages_with_pp=(0, 1),
+    context_parallel=True,
+    cp_comms=("p2p", "allgather", "a2a"),
+    expert_parallel=True,
+    expert_tensor_parallel="any",
+    virtual_stages=True,
+    uneven_layers=True,
+    virtual_stage_layout=True,
+    tp_comm_overlap=True,
+    ep_comm_overlap=True,
+    ep_dispatches=("alltoall", "deepep"),
+    sequence_parallel=True,
+    recomputes=("none", "selective", "full"),
+    recompute_modules=True,
+    overlap_grad_reduce=True,
+    mtp=True,
+    activation_offload=True,
+    fp8_param_gather=True,
+    attention_kernel="fa3",
+    sources=(
+        (
+            "attention_kernel",
+            "TE DotProductAttention prefers FusedAttention (cuDNN) over flash-attn on Hopper and newer "
+            "(transformer_engine/pytorch/attention/dot_product_attention/utils.py get_attention_backend, d0067d0)",
+        ),
+        (
+            "offload_layers",
+            "--cpu-offloading-num-layers N, which turns cpu_offloading on (arguments.py; TE "
+            "get_cpu_offload_context): the first N layers' activations to host memory; pp = 1, no recompute, "
+            "N < layers (transformer_config.py __post_init__)",
+        ),
+        (
+            "fp8_param_gather",
+            "--fp8-param-gather (TE quantized_model_init): FP8 primary weights, all-gathered in FP8; "
+            "Megatron-Bridge's FP8 mixed-precision configs set it (training/mixed_precision.py)",
+        ),
+        (
+            "expert_gemm",
+            "--moe-grouped-gemm: TEGroupedMLP -> TE GroupedLinear -> nvte_multi_tensor_gemm, which on Hopper runs one "
+            "cuBLAS GEMM per local expert round-robin over 4 compute streams (common/gemm/cublaslt_gemm.cu "
+            "multi_stream_cublas_gemm; util/multi_stream.cpp num_compute_streams = 4) unless "
+            "NVTE_USE_CUTLASS_GROUPED_GEMM=1, which the Megatron-Bridge recipes do not set",
+        ),
+        (
+            "schedule",
+            "megatron/core/pipeline_parallel/schedules.py: forward_backward_pipelining_without_interleaving"
+            " (1F1B) and _with_interleaving (--num-virtual-stages-per-pipeline-rank); no GPipe, no zero-bubble",
+        ),
+        (
+            "zero",
+            "--use-distributed-optimizer (ZeRO-1); --use-megatron-fsdp with --data-parallel-sharding-strategy "
+            "optim_grads / optim_grads_params (ZeRO-2/3, megatron/core/distributed/fsdp); --use-torch-fsdp2 'is not "
+            "supported with pipeline parallelism' (megatron/training/arguments.py)",
+        ),
+        ("cp", "--context-parallel-size, --cp-comm-type p2p (ring)"),
+        (
+            "cp_comm",
+            "--cp-comm-type p2p|allgather|a2a (TransformerConfig.cp_comm_type; Transformer Engine d0067d0 "
+            "attention/dot_product_attention/context_parallel.py AttnFuncWithCPAndKVP2P, "
+            "AttnFuncWithCPAndKVAllGather 'KV all-gather between CP ranks is exposed', AttnFuncWithCPAndQKVOA2A "
+            "'requires num_heads % cp_size == 0'); a2a+p2p (hierarchical) is not modelled",
+        ),
+        (
+            "mtp",
+            "--mtp-num-layers (megatron/core/transformer/multi_token_prediction.py; layout symbol m, "
+            "pipeline_parallel_layer_layout.py)",
+        ),
+        (
+            "fp8",
+            "--fp8-format: Transformer Engine FP8 inside the transformer layers (transformer_block.py "
+            "get_fp8_context); the output layer is tensor_parallel.ColumnParallelLinear, a BF16 GEMM, unless MXFP8 "
+            "output projection is on (gpt_model.py is_mxfp8_output_proj_active, Blackwell)",
+        ),
+        ("ep", "--expert-model-parallel-size"),
+        (
+            "etp",
+            "--expert-tensor-parallel-size (ModelParallelConfig.expert_tensor_parallel_size; default tp); expert "
+            "grid etp x ep x expert-dp over each stage's tp x cp x dp (megatron/core/parallel_state.py)",
+        ),
+        (
+            "vp",
+            "--num-virtual-stages-per-pipeline-rank; uneven stages: --decoder-first/last-pipeline-num-layers, "
+            "--pipeline-model-parallel-layout (any decoder layers per virtual stage, empty stages allowed: "
+            "megatron/core/transformer/pipeline_parallel_layer_layout.py, docs/user-guide/features/"
+            "pipeline_parallel_layout.md, Megatron-LM d98e8a6)",
+        ),
+        (
+            "tp_comm_overlap",
+            "--tp-comm-overlap: Transformer Engine userbuffers (initialize_ub), a node-local TP group over NVLink; "
+            "priced at the ideal overlap (no published on/off pair; the recipes that run it are priced within "
+            "their groups)",
+        ),
+        ("sp", "--sequence-parallel"),
+        (
+            "ep_comm_overlap",
+            "--overlap-moe-expert-parallel-comm (ModelParallelConfig.overlap_moe_expert_parallel_comm: EP A2A "
+            "overlapped with independent computation of another micro-batch; needs ep > 1, alltoall/flex "
+            "dispatcher, no full recompute, vp when pp > 1: transformer_config.py; one more warm-up micro-batch: "
+            "schedules.py get_pp_rank_microbatches)",
+        ),
+        (
+            "ep_dispatch",
+            "--moe-token-dispatcher-type alltoall | flex with --moe-flex-dispatcher-backend deepep | hybridep "
+            "(TransformerConfig.moe_token_dispatcher_type / moe_flex_dispatcher_backend, transformer_config.py, "
+            "Megatron-LM d98e8a6); node-limited routing --moe-router-num-groups / --moe-router-group-topk",
+        ),
+        ("recompute", "--recompute-granularity selective|full"),
+        (
+            "recompute_modules",
+            "--recompute-modules core_attn layernorm mla_up_proj moe_act mlp moe shared_experts "
+            "(TransformerConfig.recompute_modules, Megatron-LM d98e8a6)",
+        ),
+        ("overlap_grad_reduce", "--overlap-grad-reduce, --overlap-param-gather (DistributedDataParallelConfig)"),
+        ("pp", "scatter/gather of p2p tensors over TP ranks [N21 §4.1]; grads reduced under the last backward"),
+        (
+            "zero3",
+            "Megatron-FSDP: one all-gather per layer, prefetched (megatron/core/distributed/fsdp/src/docs/"
+            "mfsdp_design.md)",
+        ),
+    ),
+)
+
+DEEPSPEED = Framework(
+    name="deepspeed",
+    title="DeepSpeed (incl. Megatron-DeepSpeed's pipeline)",
+    schedules=("1f1b",),
+    zero_stages=(0, 1, 2, 3),
+    zero_stages_with_pp=(0, 1),
+    context_parallel=False,
+    cp_comms=("p2p",),
+    expert_parallel=True,
+    expert_tensor_parallel="tp",
+    virtual_stages=False,
+    uneven_layers=True,
+    virtual_stage_layout=False,
+    tp_comm_overlap=False,
+    ep_comm_overlap=False,
+    ep_dispatches=("alltoall",),
+    sequence_parallel=True,
+    recomputes=("none", "selective", "full"),
+    recompute_modules=False,
+    overlap_grad_reduce=True,
+    mtp=False,
+    activation_offload=False,
+    fp8_param_gather=False,
+    attention_kernel="fa2",
+    sources=(
+        (
+            "attention_kernel",
+            "Megatron-DeepSpeed's --use-flash-attn-v2 (flash-attn 2.x flash_attn_func), as its example scripts set",
+        ),
+        ("schedule", "deepspeed/runtime/pipe/schedule.py TrainSchedule: synchronous 1F1B only"),
+        (
+            "bf16_optimizer",
+            "deepspeed/runtime/engine.py _do_optimizer_sanity_check: bf16 + ZeRO 0 (grad_accum_dtype fp32) -> "
+            "BF16_Optimizer; pipe/engine.py _exec_backward_pass: clear_lp_grads + update_hp_grads every micro-batch "
+            "(bf16_optimizer.py _update_hp_grad: hp_grad.add_(lp.grad.to(fp32))); _bf16_reduce_grads -> "
+            "buffered_allreduce_fallback (all_reduce, communication_data_type bf16); update_lp_params -> "
+            "all_gather_dp_groups (DeepSpeed 38327e0, 2025-02)",
+        ),
+        ("zero", "deepspeed/runtime/pipe/engine.py: 'ZeRO-2 and ZeRO-3 are incompatible with pipeline parallelism'"),
+        (
+            "cp",
+            "DeepSpeed-Ulysses (deepspeed/sequence) is all-to-all sequence parallelism, not ring attention: not "
+            "modelled",
+        ),
+        ("cp_comm", "no context parallelism in the modelled DeepSpeed stack"),
+        ("ep", "deepspeed/moe ep_size"),
+        ("mtp", "no multi-token prediction module in DeepSpeed or Megatron-DeepSpeed"),
+        ("fp8_param_gather", "no FP8 primary weights in DeepSpeed's ZeRO or Megatron-DeepSpeed"),
+        (
+            "offload_layers",
+            "activation_checkpointing.cpu_checkpointing moves the checkpoints of full recompute, not a layer's "
+            "activations",
+        ),
+        (
+            "expert_gemm",
+            "deepspeed/moe/experts.py Experts.forward: a Python loop calls each local expert's MLP in turn on its "
+            "chunk",
+        ),
+        (
+            "fp8",
+            "FP8 through Transformer Engine layers (Megatron-DeepSpeed --transformer-impl transformer_engine); "
+            "the output layer stays a BF16 tensor-parallel linear",
+        ),
+        ("etp", "experts are not tensor-parallel apart from tp (ep_size splits the data-parallel group)"),
+        ("ep_comm_overlap", "no overlap of one micro-batch's all-to-all with another's compute (deepspeed/moe)"),
+        ("ep_dispatch", "deepspeed/moe/sharded_moe.py: _AllToAll over the EP group, one copy per routed token"),
+        ("vp", "PipelineModule partition_method (uneven stages); no interleaved schedule"),
+        ("tp_comm_overlap", "no TP/GEMM overlap in DeepSpeed or Megatron-DeepSpeed"),
+        ("sp", "Megatron-DeepSpeed --sequence-parallel"),
+        ("recompute", "activation_checkpointing; Megatron-DeepSpeed --recompute-granularity"),
+        ("recompute_modules", "Megatron-DeepSpeed's selective recompute is the attention core only"),
+        ("overlap_grad_reduce", "zero_optimization.overlap_comm (default true for stage 3, runtime/zero/config.py)"),
+        (
+            "pp",
+            "runtime/pipe/p2p.py send (isend, or broadcast in a 2-rank group) after each forward and backward, "
+            "not overlapped; runtime/pipe/schedule.py TrainSchedule: ReduceGrads, OptimizerStep after the last "
+            "micro-batch. The engine partitions the sent activation over the TP ranks by default "
+            "(runtime/config.py pipeline.pipe_partitioned = True; engine.py PartitionedTensor, gathered again on "
+            "the receiver), but priced so the Megatron-DeepSpeed records come out 4-8 points too fast (BigScience "
+            "group median 4.2% -> 8%, MT-NLG -17% -> -20%): some cost of its pipeline is still missing, and the "
+            "full-tensor send stands in for it (pp_scatter_gather False)",
+        ),
+        (
+            "zero3",
+            "runtime/zero/partitioned_param_coordinator.py fetch_sub_module: one all-gather per submodule "
+            "(Megatron-DeepSpeed layer: 2 norms, QKV, out proj, h->4h, 4h->h), prefetch up to "
+            "stage3_prefetch_bucket_size = 5e7 parameters ahead; reduce_bucket_size 5e8",
+        ),
+    ),
+)
+
+TORCHTITAN = Framework(
+    name="torchtitan",
+    title="torchtitan (FSDP2 + TP + PP + CP)",
+    schedules=("gpipe", "1f1b", "interleaved-1f1b"),
+    zero_stages=(0, 2, 3),
+    zero_stages_with_pp=(0, 1),
+    context_parallel=True,
+    cp_comms=("p2p",),
+    expert_parallel=True,
+    expert_tensor_parallel="one_with_ep",
+    virtual_stages=True,
+    uneven_layers=True,
+    virtual_stage_layout=True,
+    tp_comm_overlap=True,
+    ep_comm_overlap=False,
+    ep_dispatches=("alltoall",),
+    sequence_parallel=True,
+    recomputes=("none", "selective", "full"),
+    recompute_modules=False,
+    overlap_grad_reduce=True,
+    mtp=False,
+    activation_offload=False,
+    fp8_param_gather=False,
+    attention_kernel="fa3",
+    sources=(
+        (
+            "attention_kernel",
+            "ScaledDotProductAttention runs SDPA with cuDNN attention first, then flash "
+            "(torchtitan/models/common/attention.py sdpa_backends; since 5cfe514, 2025-03-20; before it PyTorch's "
+            "default order put the FlashAttention-2 backend first)",
+        ),
+        (
+            "schedule",
+            "parallelism.pipeline_parallel_schedule: GPipe, 1F1B, Interleaved1F1B (torch.distributed."
+            "pipelining); zero-bubble only as ZBV/InterleavedZeroBubble, not ZB-H1",
+        ),
+        (
+            "zero",
+            "data_parallel_replicate_degree (DDP), data_parallel_shard_degree (FSDP2 fully_shard per block); "
+            "fsdp_reshard_after_forward 'default' = not pp_enabled (torchtitan/distributed/fsdp.py), so under PP the "
+            "stage gathers once per step and reduces at the last micro-batch (ZeRO-1 here)",
+        ),
+        ("cp", "parallelism.context_parallel_degree (ring attention)"),
+        (
+            "cp_comm",
+            "PyTorch context_parallel (torch.distributed.tensor.experimental._attention): the default rotate method "
+            "all-gathers the K/V shards once, after the first sub-attention step, under which it runs "
+            "(_AllGatherRotater); alltoall passes them shard by shard. Both priced as the ring (p2p), whose hops "
+            "hide under the steps; no all-to-all head split",
+        ),
+        ("mtp", "torchtitan's DeepSeek-V3 model trains without its multi-token prediction module"),
+        ("offload_layers", "no activation offloading to host memory in torchtitan's trainer"),
+        (
+            "fp8_param_gather",
+            "quantize.linear.float8.enable_fsdp_float8_all_gather casts the gathered weights to FP8, but the "
+            "sharded parameters stay high precision: not Megatron's FP8 primary weights",
+        ),
+        (
+            "expert_gemm",
+            "torchtitan/models/moe.py GroupedExperts (use_grouped_mm): one torch._grouped_mm over all local experts",
+        ),
+        (
+            "fp8",
+            "model.converters float8: Float8LinearConverter swaps every nn.Linear not in filter_fqns (default empty) "
+            "for torchao Float8Linear, the output projection included (torchtitan/components/quantization/float8.py)",
+        ),
+        ("ep", "parallelism.expert_parallel_degree"),
+        (
+            "etp",
+            "EP borrows ranks from FSDP and TP (efsdp = dp_shard x cp x tp / ep): experts are not tensor-parallel "
+            "when ep > 1 (torchtitan/config/configs.py expert_parallel_degree)",
+        ),
+        ("ep_comm_overlap", "no overlap of one micro-batch's all-to-all with another's compute in the schedules"),
+        (
+            "ep_dispatch",
+            "all-to-all over the EP group; its DeepEP path is an override (torchtitan/overrides/"
+            "moe_token_dispatcher.deepep_override) and graph_trainer experiments (moe_comm_backend), not a job-config "
+            "key, so not offered (b5bcd76)",
+        ),
+        (
+            "vp",
+            "Interleaved1F1B with pipeline_parallel_layers_per_stage, first/last_stage_less_layers, or any module list "
+            "per model part (parallelism.module_fqns_per_model_part; torchtitan/distributed/pipeline_parallel.py)",
+        ),
+        (
+            "tp_comm_overlap",
+            "compile.enable_async_tensor_parallel (symmetric memory, node-local); hides 45% of what could hide "
+            "(TORCHTITAN_ASYNC_TP_SHARE, fitted on the published async TP speedups)",
+        ),
+        ("sp", "parallelism.enable_sequence_parallel (default true)"),
+        ("recompute", "activation_checkpoint.mode none|selective|full"),
+        (
+            "recompute_modules",
+            "activation_checkpoint.selective_ac_option is per layer or per op, not Megatron's module list",
+        ),
+        ("logits", "components/loss.py cross_entropy_loss: F.cross_entropy on pred.float(), unfused"),
+        (
+            "fp8_casts",
+            "torchao Float8Linear (dynamic tensorwise) casts each GEMM operand in its own kernels: 6 B per input "
+            "and 8 B per output-gradient element (costmodel/fp8_casts.py)",
+        ),
+        (
+            "selective_recompute",
+            "torchtitan/distributed/activation_checkpoint.py SelectiveAC: per block, save every other mm / linear "
+            "output, attention, reduce-scatter and all-to-all results; recompute the rest (costmodel/op_sac.py)",
+        ),
+        ("overlap_grad_reduce", "FSDP2 reduce-scatter on its own stream"),
+        ("zero3", "fully_shard per transformer block, the next block's all-gather prefetched"),
+        ("pp", "with sequence parallelism a stage's output is sharded over the TP ranks, each sends its shard"),
+    ),
+)
+
+FRAMEWORK_TABLE: dict[str, Framework] = {f.name: f for f in (MEGATRON, DEEPSPEED, TORCHTITAN)}
+
+
+def framework(name: str) -> Framework:
+    """The framework called `name`; an unknown name lists the known ones."""
+    try:
+        return FRAMEWORK_TABLE[name]
+    except KeyError:
+        raise UnknownNameError("workload.framework", name, FRAMEWORKS) from None
+
+
+def unsupported_knob(fw: Framework, c: ParallelConfig) -> tuple[str, str] | None:
+    """The first knob of `c` that `fw` cannot run, as (knob, 'knob=value'), or None."""
+    checks: tuple[tuple[bool, str, str], ...] = (
+        (c.schedule not in fw.schedules, "schedule", f"schedule={c.schedule}"),
+        (c.vp > 1 and not fw.virtual_stages, "vp", f"vp={c.vp}"),
+        (
+            c.vp > 1 and not fw.virtual_stage_layout and any(n % c.vp for n in c.layers_per_stage or ()),
+            "vp",
+            f"vp={c.vp} with layers_per_stage={c.layers_per_stage} (virtual stages of unequal size)",
+        ),
+        (c.cp > 1 and not fw.context_parallel, "cp", f"cp={c.cp}"),
+        (c.cp > 1 and c.cp_comm not in fw.cp_comms, "cp_comm", f"cp_comm={c.cp_comm}"),
+        (c.ep > 1 and not fw.expert_parallel, "ep", f"ep={c.ep}"),
+        (c.etp is not None and not runs_expert_tp(fw, c.tp, c.ep, c.etp), "etp", f"etp={c.etp}"),
+        (c.tp_comm_overlap and not fw.tp_comm_overlap, "tp_comm_overlap", "tp_comm_overlap=true"),
+        (c.ep_comm_overlap and not fw.ep_comm_overlap, "ep_comm_overlap", "ep_comm_overlap=true"),
+        (c.ep_dispatch not in fw.ep_dispatches, "ep_dispatch", f"ep_dispatch={c.ep_dispatch}"),
+        (c.sequence_parallel and not fw.sequence_parallel, "sp", "sp=true"),
+        (c.recompute not in fw.recomputes, "recompute", f"recompute={c.recompute}"),
+        (c.offload_layers > 0 and not fw.activation_offload, "offload_layers", f"offload_layers={c.offload_layers}"),
+        (
+            c.recompute_modules is not None and not fw.recompute_modules,
+            "recompute_modules",
+            f"recompute_modules={','.join(c.recompute_modules or ())}",
+        ),
+        (
+            c.zero_stage not in (fw.zero_stages_with_pp if c.pp > 1 else fw.zero_stages),
+            "zero",
+            f"zero={c.zero_stage}" + (f" with pp={c.pp}" if c.pp > 1 else ""),
+        ),
+    )
+    for bad, knob, text in checks:
+        if bad:
+            return knob, text
+    return None
+
+
+def expert_tp_values(fw: Framework, tp: int, ep: int) -> tuple[int, ...]:
+    """Expert tensor-parallel degrees worth trying with tp and ep: tp, and 1 where the framework runs it and
+    ep >= tp (an etp below tp with fewer EP ranks than TP ranks replicates whole experts over the TP ranks).
+    A pin reaches any etp the framework runs (runs_expert_tp)."""
+    if fw.expert_tensor_parallel == "tp" or ep == 1:
+        return (tp,)
+    if fw.expert_tensor_parallel == "one_with_ep":
+        return (1,)
+    return (tp, 1) if 1 < tp <= ep else (tp,)
+
+
+def runs_expert_tp(fw: Framework, tp: int, ep: int, etp: int) -> bool:
+    """Whether `fw` runs experts with tensor-parallel degree `etp` next to tp and ep."""
+    return fw.expert_tensor_parallel == "any" or etp in expert_tp_values(fw, tp, ep)
+
+
+def check_config(fw: Framework, c: ParallelConfig, field: str = "config") -> None:
+    """Raise a DomainError naming the knob when `fw` cannot run `c`."""
+    bad = unsupported_knob(fw, c)
+    if bad is not None:
+        knob, text = bad
+        raise DomainError(f"{field}.{knob}", f"{text} is not available in {fw.name} ({fw.source(knob)})")
+
+
+def check_model(fw: Framework, model: ModelSpec, field: str = "model") -> None:
+    """Raise a DomainError naming the model's knob when `fw` cannot train it."""
+    if model.mtp_layers and not fw.mtp:
+        raise DomainError(
+            f"{field}.mtp_layers",
+            f"mtp_layers={model.mtp_layers} is not available in {fw.name} ({fw.source('mtp')})",
+        )
+
+
+def check_workload(fw: Framework, fp8_param_gather: bool, field: str = "workload") -> None:
+    """Raise a DomainError naming the workload's knob when `fw` cannot run it."""
+    if fp8_param_gather and not fw.fp8_param_gather:
+        raise DomainError(
+            f"{field}.fp8_param_gather",
+            f"fp8_param_gather is not available in {fw.name} ({fw.source('fp8_param_gather')})",
+        )
+
+
+def allows(fw: Framework, knob: str, value: object) -> bool:
+    """Whether `fw` can run `knob=value` in some configuration (the search's domain filter)."""
+    if knob == "schedule":
+        return value in fw.schedules
+    if knob == "zero":
+        return value in fw.zero_stages or value in fw.zero_stages_with_pp
+    if knob == "recompute":
+        return value in fw.recomputes
+    if knob == "recompute_modules":
+        return fw.recompute_modules
+    if knob == "cp_comm":
+        return value in fw.cp_comms
+    flags = {"cp": fw.context_parallel, "ep": fw.expert_parallel, "vp": fw.virtual_stages}
+    if knob in flags:
+        return flags[knob] or value == 1
+    if knob == "offload_layers":
+        return fw.activation_offload or value == 0
+    if knob == "tp_comm_overlap":
+        return fw.tp_comm_overlap or value is False
+    if knob == "ep_comm_overlap":
+        return fw.ep_comm_overlap or value is False
+    if knob == "ep_dispatch":
+        return value in fw.ep_dispatches
+    if knob == "sp":
+        return fw.sequence_parallel or value is False
+    return True
+
+
+def runs_tp_comm_overlap(fw: Framework, gpu: GPUSpec) -> bool:
+    """Whether the framework overlaps TP communication on this GPU: Megatron's overlap is Transformer Engine's
+    (--tp-comm-overlap, userbuffers), which Volta and Turing cannot run (gpu_catalog.has_transformer_engine)."""
+    return fw.tp_comm_overlap and (fw.name != "megatron" or has_transformer_engine(gpu))

@@ -1,0 +1,177 @@
+"""What the cluster is asked to do: train (a global batch per step) or serve (prompts and outputs)."""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from optimizer.errors import DomainError
+from optimizer.spec.names import AttentionKernel, EngineName, FrameworkChoice
+
+Precision = Literal["bf16", "fp16", "fp8"]
+CudaGraphs = Literal["none", "layers", "full_iteration"]
+
+
+class TrainingWorkload(BaseModel):
+    """One optimizer step of mixed-precision Adam training."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    mode: Literal["training"] = "training"
+    global_batch_size: int = Field(ge=1, le=100_000_000, description="Sequences per optimizer step.")
+    seq_len: int = Field(ge=1, le=100_000_000, description="Tokens per sequence.")
+    precision: Precision = Field(default="bf16", description="GEMM precision (fp8 = Transformer Engine FP8).")
+    optimizer: Literal["adam"] = Field(default="adam", description="Optimizer (mixed-precision Adam/AdamW).")
+    grad_dtype: Literal["fp32", "bf16"] = Field(
+        default="fp32", description="Gradient accumulation/reduction dtype (Megatron main grads are fp32)."
+    )
+    flash_attention: bool = Field(
+        default=True, description="Fused attention (no s^2 activations); false = 2021-era explicit softmax."
+    )
+    attention_kernel: AttentionKernel | None = Field(
+        default=None,
+        description="Fused-attention kernel generation: fa3 (FlashAttention-3 / cuDNN fused attention on Hopper and "
+        "newer), fa2 (FlashAttention-2: flash-attn 2.x, PyTorch SDPA's flash backend, stacks before mid-2024); "
+        "unset: the framework's default (optimizer/frameworks/capabilities.py). Ampere runs fa2 either way.",
+    )
+    cuda_graphs: CudaGraphs | None = Field(
+        default=None,
+        description="CUDA graphs the stack captures: none; layers (per-layer graphs of the static parts: attention, "
+        "MoE router and preprocess; Megatron --cuda-graph-impl transformer_engine | local), under which dropless MoE "
+        "experts still run eagerly; full_iteration (Megatron --cuda-graph-impl full_iteration with padded expert "
+        "capacity): no host launches at all. Unset: none. Priced for MoE layers only (costmodel MOE_EAGER_HOST_S).",
+    )
+    framework: FrameworkChoice = Field(
+        default="megatron",
+        description="Training framework the plan will run on (frameworks/capabilities.py): megatron, deepspeed, "
+        "torchtitan, or auto (plan for each, keep the best).",
+    )
+    fp8_param_gather: bool = Field(
+        default=False,
+        description="FP8 primary weights (Megatron --fp8-param-gather, set by Megatron-Bridge's FP8 recipes): no "
+        "bf16 copy of the weights, parameters all-gathered in FP8. Needs precision fp8.",
+    )
+    fused_loss: bool | None = Field(
+        default=None,
+        description="The loss is a fused cross entropy that never holds fp32 logits beside their gradient "
+        "(Megatron's vocab-parallel loss, flash-attn's, torchtitan with compile.components including loss); "
+        "false: the unfused fp32 loss; unset: the framework's default.",
+    )
+    objective: Literal["step_time", "cost"] = Field(
+        default="step_time",
+        description="step_time: seconds per step; cost: price per step (GPUs used x their pool's price_per_gpu_hour"
+        " x step time), which may leave GPUs idle or pick cheaper pools.",
+    )
+
+    @model_validator(mode="after")
+    def _fp8_params(self) -> TrainingWorkload:
+        if self.fp8_param_gather and self.precision != "fp8":
+            raise DomainError(
+                "workload.fp8_param_gather", f"FP8 primary weights need precision fp8 (got {self.precision})"
+            )
+        return self
+
+    @property
+    def tokens_per_step(self) -> int:
+        """Tokens consumed per optimizer step."""
+        return self.global_batch_size * self.seq_len
+
+
+class InferenceWorkload(BaseModel):
+    """Serving: a batch of concurrent sequences, each with a prompt and generated tokens."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    mode: Literal["inference"] = "inference"
+    prompt_len: int = Field(ge=1, le=100_000_000, description="Prompt tokens per sequence.")
+    output_len: int = Field(ge=1, le=100_000_000, description="Generated tokens per sequence.")
+    batch: int = Field(default=1, ge=1, le=1_000_000, description="Concurrent sequences per model replica.")
+    objective: Literal["latency", "throughput", "gpus", "cost", "max_rate"] = Field(
+        default="latency",
+        description="latency: time per output token; throughput: tokens/s per GPU (both at `batch` concurrent "
+        "sequences). With a request rate and latency targets (an SLA plan): gpus: fewest GPUs that serve `rate`; "
+        "cost: cheapest pools' price per hour for `rate`; max_rate: most requests/s the allowed GPUs serve.",
+    )
+    precision: Precision = Field(default="bf16", description="GEMM precision (fp8: FP8 weights and GEMMs).")
+    weight_dtype: Literal["bf16", "fp16", "fp8", "int4"] | None = Field(
+        default=None,
+        description="Stored weight type; None = the GEMM precision. int4 = weight-only 4-bit (AWQ/GPTQ Marlin "
+        "kernels: 0.5 byte per weight, GEMMs in 16-bit).",
+    )
+    kv_cache_dtype: Literal["bf16", "fp16", "fp8"] = Field(default="bf16", description="KV cache element type.")
+    prompt_len_cv: float = Field(
+        default=0.0,
+        ge=0,
+        le=10,
+        description="Prompt length spread: standard deviation / mean (0 = every prompt prompt_len tokens).",
+    )
+    output_len_cv: float = Field(
+        default=0.0,
+        ge=0,
+        le=10,
+        description="Output length spread: standard deviation / mean (0 = every output output_len tokens).",
+    )
+    engine: EngineName = Field(
+        default="vllm", description="Serving engine (optimizer/costmodel/serving_engines.py): vllm, sglang or trtllm."
+    )
+    rate: float | None = Field(
+        default=None, gt=0, le=1_000_000, description="Requests per second the whole fleet must serve (SLA plan)."
+    )
+    ttft_ms: float | None = Field(
+        default=None, gt=0, le=3_600_000, description="Time-to-first-token target, p90, milliseconds."
+    )
+    tpot_ms: float | None = Field(
+        default=None, gt=0, le=100_000, description="Time-per-output-token target, mean, milliseconds."
+    )
+    max_seqs: int | None = Field(
+        default=None, ge=1, le=1_000_000, description="Most sequences per replica iteration; None = engine default."
+    )
+    max_batched_tokens: int | None = Field(
+        default=None, ge=16, le=10_000_000, description="Token budget per iteration; None = engine default."
+    )
+    memory_fraction: float | None = Field(
+        default=None, gt=0, le=1, description="Engine memory fraction; None = engine default."
+    )
+    disaggregation: Literal["auto", "off", "on"] = Field(
+        default="auto",
+        description="SLA plans: separate prefill and decode instances (on), one kind of replica (off), or "
+        "whichever serves the rate cheaper (auto).",
+    )
+
+    @model_validator(mode="after")
+    def _sla_fields(self) -> InferenceWorkload:
+        if self.objective in ("gpus", "cost") and self.rate is None:
+            raise ValueError(f"rate: objective {self.objective} plans GPUs for a request rate; give rate")
+        if self.objective == "max_rate" and self.rate is not None:
+            raise ValueError("rate: objective max_rate finds the rate; do not give one")
+        if self.rate is not None and self.objective in ("latency", "throughput"):
+            raise ValueError("objective: a request rate is planned with objective gpus, cost or max_rate")
+        if (self.ttft_ms is not None or self.tpot_ms is not None) and self.objective in ("latency", "throughput"):
+            raise ValueError(
+                "objective: latency targets (ttft_ms, tpot_ms) are planned with objective gpus or cost (with a rate) "
+                "or max_rate"
+            )
+        return self
+
+    @property
+    def sla_plan(self) -> bool:
+        """A fleet plan for a request rate (or the most rate) under latency targets."""
+        return self.objective in ("gpus", "cost", "max_rate")
+
+    @property
+    def weight_bytes(self) -> float:
+        """Bytes per stored weight."""
+        return 0.5 if self.weight_dtype == "int4" else BYTES[self.weight_dtype or self.precision]
+
+    @property
+    def embedding_bytes(self) -> float:
+        """Bytes per stored embedding and LM-head weight: quantized checkpoints keep both in 16 bits (vLLM's
+        Fp8Config quantizes linear layers only, ParallelLMHead keeps UnquantizedEmbeddingMethod; TensorRT Model
+        Optimizer's FP8/INT4 configs disable '*lm_head*'), so only a 32-bit model stores more."""
+        return max(2.0, float(BYTES[self.precision]))
+
+
+Workload = Annotated[TrainingWorkload | InferenceWorkload, Field(discriminator="mode")]
+
+BYTES: dict[str, int] = {"bf16": 2, "fp16": 2, "fp8": 1, "fp32": 4}

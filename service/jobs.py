@@ -1,0 +1,385 @@
+"""Planning jobs: submission (validated, idempotent) and execution (claim, solve, store once)."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+from sqlalchemy.exc import IntegrityError, OperationalError
+from sqlalchemy.orm import Session
+
+from optimizer.errors import DomainError
+from optimizer.exports.plan_diff import diff_fleets, diff_plans
+from optimizer.search.explain import describe
+from optimizer.search.fleet_result import FleetPlan
+from optimizer.search.planner import plan, preflight
+from optimizer.search.result import PlannedConfig, PlanResult, Progress
+from optimizer.search.space import DEFAULT_SCHEDULES, SearchSpace, parse_pins
+from optimizer.spec.cluster_spec import ClusterSpec
+from optimizer.spec.inventory import content_hash
+from optimizer.spec.model_spec import ModelSpec
+from optimizer.spec.objectives import objective_name
+from optimizer.spec.parallel_config import ParallelConfig
+from optimizer.spec.workload import InferenceWorkload, TrainingWorkload
+from optimizer.spec.workload import Workload as WorkloadSpec
+from service.plans import fleet_of, inventory_between, planned, specs_of
+from store.db import Database
+from store.models import Job, Plan, PlanDocument
+from store.repositories.clusters import ClusterRepository, revision_spec
+from store.repositories.jobs import JobRepository
+from store.repositories.measurements import CalibrationRepository, calibration_spec
+from store.repositories.models import ModelRepository, version_spec
+from store.repositories.plans import PlanFilter, PlanRepository
+from store.repositories.watches import WatchRepository
+from store.repositories.workloads import WorkloadRepository
+from store.settings import Settings, settings
+
+log = logging.getLogger("meshplan.jobs")
+
+
+class SearchOptions(BaseModel):
+    """The user's constraints on the search (as `meshplan plan` takes them)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    pins: list[str] = Field(default_factory=list, max_length=32, description="Knob pins: tp=8, pp<=16, zero=1,3.")
+    max_gpus: int | None = Field(default=None, ge=1, le=10_000_000, description="GPU budget.")
+    pools: list[str] | None = Field(default=None, max_length=256, description="Pools the plan may use.")
+    schedules: list[str] | None = Field(default=None, max_length=8, description="Pipeline schedules searched.")
+
+    def space(self) -> SearchSpace:
+        """The declared search space (pins parsed; a bad pin names itself)."""
+        return SearchSpace(
+            pins=parse_pins(self.pins),
+            max_gpus=self.max_gpus,
+            pools=tuple(self.pools) if self.pools else None,
+            schedules=tuple(self.schedules) if self.schedules else DEFAULT_SCHEDULES,
+        )
+
+
+class JobRequest(BaseModel):
+    """What a planning job solves: a cluster revision, a model version, a workload and the search options."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    cluster_id: int = Field(ge=1, le=2_147_483_647, description="Cluster to plan on.")
+    cluster_revision: int | None = Field(
+        default=None, ge=1, le=2_147_483_647, description="Inventory revision; default the current."
+    )
+    model_id: int = Field(ge=1, le=2_147_483_647, description="Model to place.")
+    model_version: int | None = Field(
+        default=None, ge=1, le=2_147_483_647, description="Model version; default the current."
+    )
+    workload: WorkloadSpec
+    search: SearchOptions = Field(default_factory=SearchOptions)
+    time_limit_s: float | None = Field(default=None, description="Solver time limit, seconds (capped by a setting).")
+    top_k: int = Field(default=3, ge=1, le=20, description="Plan plus runners-up.")
+    calibration: Literal["cluster", "none"] = Field(
+        default="cluster",
+        description="cluster: price with the cluster's newest calibration (fitted to its measurements); none: the "
+        "sourced constants only.",
+    )
+
+
+@dataclass(frozen=True)
+class JobInputs:
+    """Everything a solve needs, loaded from the database."""
+
+    model: ModelSpec
+    cluster: ClusterSpec
+    workload: TrainingWorkload | InferenceWorkload
+    space: SearchSpace
+    time_limit_s: float
+    top_k: int
+    warm_start: ParallelConfig | None
+
+
+def submit(
+    session: Session,
+    req: JobRequest,
+    *,
+    client: str = "",
+    idempotency_key: str | None = None,
+    trigger: str = "user",
+    watch_id: int | None = None,
+    warm_start_plan_id: int | None = None,
+    cfg: Settings | None = None,
+) -> tuple[Job, bool]:
+    """Validate and store a job (queued). Returns (job, created); the caller commits, then enqueues."""
+    cfg = cfg or settings()
+    limit = cfg.time_limit(req.time_limit_s)
+    clusters, models = ClusterRepository(session), ModelRepository(session)
+    cluster = clusters.get(req.cluster_id)
+    rev = clusters.revision(cluster, req.cluster_revision) if req.cluster_revision else clusters.head(cluster)
+    if rev is None:
+        raise DomainError("cluster_id", f"cluster {cluster.id} has no inventory yet")
+    model = models.get(req.model_id)
+    version = models.version(model, req.model_version) if req.model_version else models.head(model)
+    if version is None:
+        raise DomainError("model_id", f"model {model.id} has no version yet")
+    try:
+        space = req.search.space()
+    except DomainError as exc:
+        raise DomainError(f"search.{exc.field}", exc.rule) from None
+    preflight(
+        version_spec(model, version),
+        revision_spec(cluster, rev),
+        req.workload,
+        space,
+        time_limit_s=limit,
+        max_time_limit_s=cfg.max_time_limit_s,
+    )
+    workload = WorkloadRepository(session).intern(req.workload)
+    calibration = CalibrationRepository(session).current(cluster.id) if req.calibration == "cluster" else None
+    job = Job(
+        cluster_id=cluster.id,
+        cluster_revision_id=rev.id,
+        model_id=model.id,
+        model_version_id=version.id,
+        workload_id=workload.id,
+        watch_id=watch_id,
+        warm_start_plan_id=warm_start_plan_id,
+        search=req.search.model_dump(mode="json"),
+        objective=objective_name(req.workload),
+        time_limit_s=limit,
+        top_k=req.top_k,
+        status="queued",
+        client=client,
+        idempotency_key=idempotency_key,
+        request_hash=content_hash(req.model_dump(mode="json")),
+        trigger=trigger,
+        calibration_id=calibration.id if calibration is not None else None,
+    )
+    job.cluster_revision, job.model_version, job.workload = rev, version, workload
+    return JobRepository(session).submit(job)
+
+
+def load_inputs(session: Session, job: Job) -> JobInputs:
+    specs = specs_of(session, job)
+    warm = None
+    if job.warm_start_plan_id is not None:
+        prev = PlanRepository(session).find(job.warm_start_plan_id)
+        if prev is not None and prev.result.get("plan"):
+            warm = ParallelConfig.model_validate(prev.result["plan"]["config"])
+    calibration = calibration_spec(CalibrationRepository(session).find(job.calibration_id))
+    return JobInputs(
+        model=specs.model,
+        cluster=specs.cluster.with_calibration(calibration),
+        workload=specs.workload,
+        space=SearchOptions.model_validate(job.search).space(),
+        time_limit_s=job.time_limit_s,
+        top_k=job.top_k,
+        warm_start=warm,
+    )
+
+
+class _Watcher:
+    """Polls the job's cancel flag (twice a second) and writes progress (at most once per interval), each in its
+    own short transaction, while the solver runs in the calling thread."""
+
+    def __init__(self, db: Database, job_id: int, interval_s: float) -> None:
+        self.db, self.job_id, self.interval_s = db, job_id, interval_s
+        self.cancel = threading.Event()
+        self._done = threading.Event()
+        self._last_write = 0.0
+        self._thread = threading.Thread(target=self._poll, name=f"job-{job_id}-cancel", daemon=True)
+
+    def __enter__(self) -> _Watcher:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._done.set()
+        self._thread.join()
+
+    def _poll(self) -> None:
+        beats = 0
+        while not self._done.wait(0.5):
+            beats += 1
+            try:
+                with self.db.session() as s:
+                    jobs = JobRepository(s)
+                    if jobs.cancel_requested(self.job_id):
+                        self.cancel.set()
+                        return
+                    if beats % 4 == 0:  # every 2 s: this worker is alive (a lease of LEASE_S)
+                        jobs.heartbeat(self.job_id)
+            except Exception:  # the database is briefly away: keep solving, look again
+                log.warning("job %s: cancel flag unreadable", self.job_id, exc_info=True)
+
+    def progress(self, p: Progress) -> None:
+        t = time.monotonic()
+        if t - self._last_write < self.interval_s:
+            return
+        self._last_write = t
+        try:
+            with self.db.session() as s:
+                JobRepository(s).progress(self.job_id, p.best, p.bound, p.elapsed_s, p.solved)
+        except Exception:
+            log.warning("job %s: progress not written", self.job_id, exc_info=True)
+
+
+def run_job(db: Database, job_id: int, cfg: Settings | None = None) -> str:
+    """Solve one job and store its plan. Returns the job's final status. Safe to call twice for the same job
+    (a redelivery): a finished job is not solved again, and a plan is stored at most once per job."""
+    cfg = cfg or settings()
+    with db.session() as s:
+        jobs = JobRepository(s)
+        if not jobs.claim(job_id):
+            return jobs.get(job_id).status
+        inputs = load_inputs(s, jobs.get(job_id))
+    result: PlanResult | None = None
+    error: str | None = None
+    with _Watcher(db, job_id, cfg.job_progress_interval_s) as watcher:
+        try:
+            result = plan(
+                inputs.model,
+                inputs.cluster,
+                inputs.workload,
+                inputs.space,
+                top_k=inputs.top_k,
+                time_limit_s=inputs.time_limit_s,
+                max_time_limit_s=max(inputs.time_limit_s, cfg.max_time_limit_s),
+                warm_start=inputs.warm_start,
+                progress=watcher.progress,
+                cancelled=watcher.cancel.is_set,
+            )
+        except DomainError as exc:
+            error = str(exc)
+        except Exception as exc:  # a bug: the job says so, the worker lives on
+            log.exception("job %s failed", job_id)
+            error = f"internal error ({type(exc).__name__}); see the worker log"
+        cancelled = watcher.cancel.is_set()
+    return _complete(db, job_id, result, error, cancelled)
+
+
+# A solved plan is worth waiting for: its final write is retried through a short database outage before the
+# error reaches the task (which retries the job, re-solving it) [issue 16].
+FINAL_WRITE_BACKOFF_S = (0.5, 1.0, 2.0, 4.0, 8.0, 15.0, 30.0)
+
+
+def _complete(db: Database, job_id: int, result: PlanResult | None, error: str | None, cancelled: bool) -> str:
+    """Store the outcome in one transaction (the plan and the job's final state together), retrying while the
+    database is unreachable."""
+    for pause in FINAL_WRITE_BACKOFF_S:
+        try:
+            return _write_outcome(db, job_id, result, error, cancelled)
+        except OperationalError:
+            log.warning("job %s: outcome not written (database unreachable); again in %.1f s", job_id, pause)
+            time.sleep(pause)
+    return _write_outcome(db, job_id, result, error, cancelled)
+
+
+def _write_outcome(db: Database, job_id: int, result: PlanResult | None, error: str | None, cancelled: bool) -> str:
+    try:
+        with db.session() as s:
+            jobs = JobRepository(s)
+            job = jobs.get(job_id)
+            if job.status != "running":  # another delivery finished it first
+                return job.status
+            if cancelled or job.cancel_requested:
+                jobs.finish(job, "cancelled")
+                return "cancelled"
+            if result is None:
+                jobs.finish(job, "failed", error)
+                return "failed"
+            store_plan(s, job, result)
+            job.best_objective, job.bound = result.objective_value, result.lower_bound
+            job.elapsed_s, job.candidates_solved = result.solve_time_s, result.candidates_solved
+            jobs.finish(job, "succeeded")
+            return "succeeded"
+    except IntegrityError:  # a racing delivery stored this job's plan: exactly one plan per job
+        with db.session() as s:
+            return JobRepository(s).get(job_id).status
+
+
+def store_plan(s: Session, job: Job, result: PlanResult) -> Plan:
+    """The plan row of a finished job, linked to the previous plan of the same watch (or of the same inputs for
+    a user's job) with the diff against it."""
+    plans = PlanRepository(s)
+    if job.watch_id is not None:
+        previous = plans.latest(PlanFilter(watch_id=job.watch_id))
+    else:
+        previous = plans.latest(PlanFilter(cluster_id=job.cluster_id, model_id=job.model_id))
+    best = result.plan
+    est = best.estimate if best else None
+    row = Plan(
+        job_id=job.id,
+        cluster_id=job.cluster_id,
+        cluster_revision_id=job.cluster_revision_id,
+        model_id=job.model_id,
+        model_version_id=job.model_version_id,
+        workload_id=job.workload_id,
+        watch_id=job.watch_id,
+        previous_plan_id=previous.id if previous else None,
+        trigger=job.trigger,
+        solver_status=result.status,
+        objective=result.objective,
+        objective_value=result.objective_value,
+        step_time_s=est.step_time_s if est else None,
+        gap=result.gap,
+        gpus=est.gpus if est else None,
+        mfu=est.mfu if est else None,
+        peak_memory_gb=est.peak_memory_gb if est else None,
+        summary=(
+            result.explanation.summary
+            if best is None or result.fleet is not None
+            else describe(best.config, best.estimate.mode == "inference")
+        )[:256],
+        calibration_id=job.calibration_id,
+        document=PlanDocument(result=result.model_dump(mode="json")),
+        diff=plan_diff_document(s, previous, job, best, result.fleet) if previous else None,
+    )
+    plans.add(row)
+    if job.watch_id is not None:
+        WatchRepository(s).get(job.watch_id).last_plan_id = row.id
+    return row
+
+
+def plan_diff_document(
+    s: Session, previous: Plan, job: Job, best: PlannedConfig | None, fleet: FleetPlan | None = None
+) -> dict[str, Any]:
+    """What changed since `previous`: the inputs (inventory, model version, workload) and the plan itself."""
+    inputs: dict[str, Any] = {}
+    if previous.cluster_revision_id != job.cluster_revision_id:
+        clusters = ClusterRepository(s)
+        before = clusters.revision_by_id(previous.cluster_revision_id).number
+        after = clusters.revision_by_id(job.cluster_revision_id).number
+        inv = inventory_between(s, job.cluster_id, previous.cluster_revision_id, job.cluster_revision_id)
+        inputs["cluster_revision"] = {"before": before, "after": after, **inv.model_dump(mode="json")}
+        inputs["cluster_revision"]["summary"] = inv.summary()
+    if previous.model_version_id != job.model_version_id:
+        models = ModelRepository(s)
+        inputs["model_version"] = {
+            "before": models.version_by_id(previous.model_version_id).number,
+            "after": models.version_by_id(job.model_version_id).number,
+        }
+    if previous.workload_id != job.workload_id:
+        inputs["workload"] = {"before": previous.workload_id, "after": job.workload_id}
+    if previous.calibration_id != job.calibration_id:
+        cals = CalibrationRepository(s)
+        before_cal, after_cal = cals.find(previous.calibration_id), cals.find(job.calibration_id)
+        change = cals.change(previous.calibration_id, job.calibration_id)
+        inputs["calibration"] = {
+            "before": before_cal.number if before_cal else None,
+            "after": after_cal.number if after_cal else None,
+            "largest_change": round(change, 4),
+        }
+    before_fleet = fleet_of(previous)
+    d = diff_fleets(before_fleet, fleet) if before_fleet and fleet else diff_plans(planned(previous), best)
+    return {"against": previous.id, "inputs": inputs, "plan": d.model_dump(mode="json"), "summary": d.summary()}
+
+
+def cancel(session: Session, job_id: int) -> Job:
+    return JobRepository(session).request_cancel(job_id)
+
+
+def recover_interrupted(session: Session) -> list[int]:
+    """Embedded mode at start-up: jobs left queued or running by a process that stopped, to run again."""
+    jobs = JobRepository(session)
+    jobs.requeue_running()
+    return jobs.queued_ids()
