@@ -562,15 +562,17 @@ def zero3_exposed(
     k = ctx.rt.zero3_collectives_per_layer
     if not ctx.rt.zero3_node_aggregation:  # each rank's whole volume over its own NIC (see Framework)
         lv_d, lv_e = _flat(lv_d), _flat(lv_e)
+    # Bytes per parameter: the gathers move the primary weights (bf16, or FP8 under fp8_param_gather), the
+    # reduce-scatters the gradients at their own width (grad_dtype), whatever the weights are stored in.
     wbytes = 1.0 if ctx.w.fp8_param_gather else 2.0
-    d_piece, e_piece = dense_params * wbytes / (n * k), expert_params * wbytes / (n * k)
-    grad_bytes = ctx.grad_bytes / 2
+    bytes_per_param = {"ag": wbytes, "rs": float(ctx.grad_bytes)}
 
     def per_layer(f: str) -> float:
         fn = net.all_gather  # reduce-scatter costs the same [NT]
-        t = fn(lv_d, d_piece * (grad_bytes if f == "rs" else 1.0)) if dpc > 1 else 0.0
+        d_piece, e_piece = dense_params * bytes_per_param[f] / (n * k), expert_params * bytes_per_param[f] / (n * k)
+        t = fn(lv_d, d_piece) if dpc > 1 else 0.0
         if edp > 1 and expert_params:
-            t += fn(lv_e, e_piece * (grad_bytes if f == "rs" else 1.0))
+            t += fn(lv_e, e_piece)
         return k * t
 
     gather, reduce = per_layer("ag"), per_layer("rs")

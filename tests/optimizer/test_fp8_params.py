@@ -73,3 +73,18 @@ def test_fsdp_gathers_fp8_primary_weights_in_fp8() -> None:
     a, b = estimate(model, cluster, bf16, cfg), estimate(model, cluster, fp8, cfg)
     assert a.breakdown.zero_gather > 0
     assert b.breakdown.zero_gather < 0.75 * a.breakdown.zero_gather
+
+
+def test_fsdp_reduce_scatters_gradients_at_their_own_width_under_fp8_gathers() -> None:
+    """FP8 primary weights change what the gathers move (1 B per parameter), not the gradients: the reduce-scatter
+    still moves grad_dtype bytes (bf16: 2 B). On a step whose ZeRO-3 traffic is all exposed (64-token sequences),
+    a layer is gathered in forward and again in backward (the recompute reuses the backward's gather) and its
+    gradients reduce-scattered once: 2 + 2 + 2 bytes per parameter become 1 + 1 + 2, 2/3 of the time (the old
+    pricing, the reduce-scatter at the gathers' width, made it 1/2)."""
+    model, cluster = resolve_model("llama-3-70b"), resolve_cluster("dgx-h100:4")
+    cfg = ParallelConfig(dp=32, zero_stage=3, mbs=1, recompute="full")
+    bf16 = TrainingWorkload(global_batch_size=32, seq_len=64, precision="fp8", grad_dtype="bf16")
+    fp8 = bf16.model_copy(update={"fp8_param_gather": True})
+    a, b = estimate(model, cluster, bf16, cfg), estimate(model, cluster, fp8, cfg)
+    assert a.breakdown.zero_gather > 10 * a.breakdown.forward  # communication-bound: the volumes decide
+    assert b.breakdown.zero_gather / a.breakdown.zero_gather == pytest.approx(2 / 3, abs=0.04)
