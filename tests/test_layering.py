@@ -78,3 +78,37 @@ def test_optimizer_has_no_import_cycle() -> None:
     for mod in sorted(graph):
         if mod not in state:
             visit(mod)
+
+
+# The rooms of the optimizer, lowest first: a room may import itself and the rooms before it, never one after it.
+# search and calibration share a floor (both read the cost model; neither reads the other); exports read them all.
+OPTIMIZER_FLOORS: tuple[tuple[str, ...], ...] = (
+    ("errors",),
+    ("spec",),
+    ("frameworks",),
+    ("costmodel",),
+    ("search", "calibration"),
+    ("exports",),
+)
+
+
+def _room(module: str) -> str:
+    """optimizer.costmodel.terms.pipeline -> costmodel; optimizer.errors -> errors."""
+    return module.split(".")[1]
+
+
+def test_optimizer_rooms_import_only_downward() -> None:
+    """Each optimizer subpackage imports only those on lower floors (and its own); any import, at any depth of the
+    file, counts. A new module must sit in a room (no loose modules beside errors.py)."""
+    floor = {room: i for i, rooms in enumerate(OPTIMIZER_FLOORS) for room in rooms}
+    graph = _module_graph("optimizer")
+    for mod, deps in sorted(graph.items()):
+        if mod == "optimizer":
+            continue
+        room = _room(mod)
+        assert room in floor, f"{mod} is not in a room of the optimizer ({', '.join(floor)})"
+        for dep in sorted(deps):
+            other = _room(dep)
+            assert other == room or floor[other] < floor[room], (
+                f"{mod} (floor {floor[room]}, {room}) imports {dep} (floor {floor[other]}, {other})"
+            )
