@@ -105,58 +105,27 @@ BUILTIN_GPUS: dict[str, GPUSpec] = {
         ),
         # A100: 312 TF dense BF16 [NV A100 datasheet; ST]; HBM 1.555 / 2.039 TB/s [ST]; NVLink3 300 GB/s/dir [ST];
         # MAMF 271/312 = 0.87 SXM, 253/312 = 0.81 PCIe [ST MAMF table].
-        _gpu(
-            name="A100-SXM-40GB",
-            sm_count=108,
-            family="ampere",
-            bf16_tflops=312,
-            memory_gib=40,
-            memory_tbps=1.555,
-            scaleup_gbytes_per_s=300,
-            scaleup_domain=8,
-            pcie_gen=4,
-            mamf_fraction=0.87,
-            source="ST; NV A100",
-        ),
-        _gpu(
-            name="A100-SXM-80GB",
-            sm_count=108,
-            family="ampere",
-            bf16_tflops=312,
-            memory_gib=80,
-            memory_tbps=2.039,
-            scaleup_gbytes_per_s=300,
-            scaleup_domain=8,
-            pcie_gen=4,
-            mamf_fraction=0.87,
-            source="ST; NV A100",
-        ),
         # PCIe A100: NVLink bridge pairs, 600 GB/s bidirectional = 300/dir, domain 2 [ST; NV A100 PCIe].
-        _gpu(
-            name="A100-PCIe-40GB",
-            sm_count=108,
-            family="ampere",
-            bf16_tflops=312,
-            memory_gib=40,
-            memory_tbps=1.555,
-            scaleup_gbytes_per_s=300,
-            scaleup_domain=2,
-            pcie_gen=4,
-            mamf_fraction=0.81,
-            source="ST; NV A100 PCIe",
-        ),
-        _gpu(
-            name="A100-PCIe-80GB",
-            sm_count=108,
-            family="ampere",
-            bf16_tflops=312,
-            memory_gib=80,
-            memory_tbps=1.935,
-            scaleup_gbytes_per_s=300,
-            scaleup_domain=2,
-            pcie_gen=4,
-            mamf_fraction=0.81,
-            source="ST; NV A100 PCIe",
+        *(
+            _gpu(
+                name=name,
+                sm_count=108,
+                family="ampere",
+                bf16_tflops=312,
+                memory_gib=gib,
+                memory_tbps=tbps,
+                scaleup_gbytes_per_s=300,
+                scaleup_domain=domain,
+                pcie_gen=4,
+                mamf_fraction=mamf,
+                source=source,
+            )
+            for name, gib, tbps, domain, mamf, source in (
+                ("A100-SXM-40GB", 40, 1.555, 8, 0.87, "ST; NV A100"),
+                ("A100-SXM-80GB", 80, 2.039, 8, 0.87, "ST; NV A100"),
+                ("A100-PCIe-40GB", 40, 1.555, 2, 0.81, "ST; NV A100 PCIe"),
+                ("A100-PCIe-80GB", 80, 1.935, 2, 0.81, "ST; NV A100 PCIe"),
+            )
         ),
         # H100 SXM: 989 BF16 / 1979 FP8, 3.35 TB/s, NVLink4 450/dir, 8-GPU HGX [ST]; MAMF 794.5/989 = 0.80 [ST].
         _gpu(
