@@ -12,7 +12,7 @@ NVLINK_EFFICIENCY = 0.80  # H100 ring busbw ~370 of 450 GB/s [NT #212]; A100 235
 PCIE_EFFICIENCY = 0.80  # pairwise copies reach 80-88% of spec [ST]
 NIC_EFFICIENCY = 0.92  # NDR 400G: 46-48 GB/s of 50 [NT #290]; DGX-A100 8x200G: 192 of 200 GB/s [NC #1576]
 
-# NCCL protocol latencies in seconds: (base, per NVLink/PCIe hop, per network hop) [NC tuning.cc, costmodel C1],
+# NCCL protocol latencies in seconds: (base, per NVLink/PCIe hop, per network hop) [NC tuning.cc, formulas C1],
 # and the share of link bandwidth each protocol delivers: LL sends 4 data bytes per 8-byte word (0.5), LL128 120
 # data bytes per 128-byte line (0.9375), Simple the full rate [NC src/device/prims_ll*.h design].
 # The cost of a collective is the cheapest protocol, as NCCL's tuner picks it [NC tuning.cc].

@@ -1,4 +1,4 @@
-"""Step time and memory of one training configuration [costmodel A-D]."""
+"""Step time and memory of one training configuration [formulas A-D]."""
 
 from __future__ import annotations
 
@@ -300,7 +300,7 @@ class CostContext:
             stream_fwd += hbm_time(gpu, tokens * ins * cast_in / 2 / tp)
             stream_bwd += hbm_time(gpu, tokens * (ins * cast_in / 2 + outs * cast_grad) / tp)
         fwd = t_gemm + stream_fwd + t_attn + t_ew + t_soft
-        # Backward: 2x the GEMM FLOPs (dgrad + wgrad) [costmodel B]; flash attention's backward recomputes the
+        # Backward: 2x the GEMM FLOPs (dgrad + wgrad) [formulas B]; flash attention's backward recomputes the
         # scores, 2.5x its forward [FlashAttention-2 paper §3.1.2 FLOP count]; memory-bound kernels ~2x.
         bwd = 2 * t_gemm + stream_bwd + t_attn_bwd + 2 * (t_ew + t_soft)
         moe = m.moe if moe_layer else None
@@ -347,11 +347,11 @@ class CostContext:
                 tp_fwd, tp_bwd = n_fwd * one, n_bwd * one
             tp_exposed = tp_fwd + tp_bwd
         # CP ring attention: K and V blocks of s/c tokens pass c-1 hops forward, twice that backward, hidden
-        # behind the attention core when it is longer [costmodel C5; NB hybrid-context-parallel].
+        # behind the attention core when it is longer [formulas C5; NB hybrid-context-parallel].
         cp_exposed = 0.0
         if c.cp > 1:
             cp_exposed = self._cp_comm(tiers, t_attn, t_attn_bwd)
-        # EP: dispatch + combine all-to-all forward and again backward, top_k copies of each token [costmodel C6].
+        # EP: dispatch + combine all-to-all forward and again backward, top_k copies of each token [formulas C6].
         ep_raw = 0.0
         if c.ep > 1 and moe_layer and m.moe is not None:
             # The expert grid is ordered etp - ep - expert-dp, so an EP group's ranks lie etp apart
@@ -392,7 +392,7 @@ class CostContext:
         """Context-parallel communication of one layer per micro-batch, forward and backward, by kind
         (ParallelConfig.cp_comm). CP ranks lie tp apart (rank order tp - cp - dp).
         - p2p: K and V blocks of s/cp tokens pass cp - 1 hops forward, twice that backward (K, V and their
-          gradients), hidden behind the attention steps when those are longer [costmodel C5; NB
+          gradients), hidden behind the attention steps when those are longer [formulas C5; NB
           hybrid-context-parallel; TE AttnFuncWithCPAndKVP2P].
         - allgather: K and V gathered before the attention, exposed; the backward gathers them again and
           reduce-scatters their gradients [TE AttnFuncWithCPAndKVAllGather: 'KV all-gather between CP ranks is
