@@ -19,7 +19,7 @@ import numpy as np
 from optimizer.costmodel import network as net
 from optimizer.costmodel.constants import OVERLAP_COMPUTE_SLOWDOWN
 from optimizer.costmodel.memory import activation_bytes_per_layer, state_bytes_per_param, training_reserve_bytes
-from optimizer.costmodel.training import CostContext, LayerCost, PoolFacts, StageCost, stage_cost
+from optimizer.costmodel.stage import CostContext, LayerCost, PoolFacts, StageCost, stage_cost
 from optimizer.frameworks.capabilities import (
     Framework,
     expert_tp_values,

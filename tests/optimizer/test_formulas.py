@@ -13,7 +13,8 @@ from optimizer.costmodel.memory import (
     stage_params,
     state_bytes_per_param,
 )
-from optimizer.costmodel.training import StageCost, pipeline_time
+from optimizer.costmodel.stage import StageCost
+from optimizer.costmodel.training import pipeline_time
 from optimizer.spec.cluster_loading import load_cluster_preset
 from optimizer.spec.cluster_spec import ClusterSpec
 from optimizer.spec.model_spec import ModelSpec
