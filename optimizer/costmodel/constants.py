@@ -74,6 +74,12 @@ GEMM_DEPTH_HALF = 718.0
 # from 4,096 to 256 rows per expert (README performance tables) that a plain maximum misses.
 ROOFLINE_SMOOTHING_P = 2.0
 
+# ---- element widths -------------------------------------------------------------------------------------------
+# Activations, weights and gradients on the wire in 16-bit [K22 §4: 16-bit activations; Megatron bf16 training], and
+# FP8 weight copies (Transformer Engine) / FP8 primary weights [MLM --fp8-param-gather]. Bytes per element.
+BF16_BYTES = 2
+FP8_BYTES = 1
+
 # HBM-bound kernels (norms, activations, softmax, optimizer) reach 90% of peak memory bandwidth [CAL, >=100 MB].
 HBM_EFFICIENCY = 0.90
 

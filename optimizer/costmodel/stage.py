@@ -20,6 +20,7 @@ from optimizer.costmodel.compute import (
     peak_flops,
     roofline_time,
 )
+from optimizer.costmodel.constants import BF16_BYTES, FP8_BYTES
 from optimizer.costmodel.fp8_casts import linear_io_per_token
 from optimizer.costmodel.framework_runtime import runtime
 from optimizer.costmodel.memory import (
@@ -58,6 +59,18 @@ from optimizer.spec.names import priced_framework
 from optimizer.spec.parallel_config import ParallelConfig
 from optimizer.spec.recompute_modules import MOE_ONLY_MODULES
 from optimizer.spec.workload import TrainingWorkload
+
+# Flash attention's backward recomputes the scores: 2.5x the forward FLOPs [FlashAttention-2 paper §3.1.2].
+FLASH_BWD_FLOP_RATIO = 2.5
+# Unfused attention, bytes per score element: scale-mask-softmax 4 (bf16 in and out), with attention dropout 5 more
+# (its mask and output) [K22 §4].
+SOFTMAX_BYTES = 4
+SOFTMAX_DROPOUT_BYTES = 4 + 5
+# The output layer's fp32 softmax / cross-entropy pass, HBM bytes per logit (~12: fp32 read, write, re-read)
+# [MLM cross_entropy.py vocab-parallel fused kernel; formulas A].
+CROSS_ENTROPY_BYTES_PER_LOGIT = 12
+# A dropout mask, bytes per element [K22 §4 Table 2].
+DROPOUT_MASK_BYTES = 1
 
 
 @dataclass(slots=True, kw_only=True)
@@ -323,7 +336,7 @@ class CostContext:
         stay compute-bound; routed experts with few tokens each (many experts, small micro-batches, or experts
         split over TP) are bound by their weights and gradients."""
         m, c = self.model, self.c
-        wb = 1.0 if self.fp8 else 2.0
+        wb = float(FP8_BYTES) if self.fp8 else float(BF16_BYTES)
         gb = float(self.grad_bytes)
         dense_params = m.moe_layer_params - m.moe_expert_params_per_layer if moe_layer else m.dense_layer_params
         w_dense = dense_params / c.tp
@@ -336,8 +349,8 @@ class CostContext:
             rows = self.tokens * moe.top_k * etp / c.tp  # routed token copies this GPU's experts process
             mats = 3 if m.activation == "swiglu" else 2
             f = moe.expert_ffn_hidden_size / etp
-            act_in = 1.0 if self.fp8 else 2.0
-            row_bytes = m.hidden_size * act_in + (mats - 1) * f * 2 + f * act_in + m.hidden_size * 2
+            act_in = float(FP8_BYTES) if self.fp8 else float(BF16_BYTES)
+            row_bytes = m.hidden_size * act_in + (mats - 1) * f * BF16_BYTES + f * act_in + m.hidden_size * BF16_BYTES
             fwd += roofline_time(t_routed, hbm_time(gpu, w_exp * wb + rows * row_bytes)) - t_routed
             bwd += (
                 roofline_time(2 * t_routed, hbm_time(gpu, w_exp * (wb + 2 * gb) + 2 * rows * row_bytes)) - 2 * t_routed
@@ -387,12 +400,13 @@ def layer_compute(ctx: CostContext, gpu: GPUSpec, lf: LayerFlops, moe_layer: boo
         length = flash_length_factor(gen, w.seq_len, c.cp, c.cp_comm)
         fa_fwd, fa_bwd = fa_fwd * length, fa_bwd * length
         t_attn = attn_flops / (peak_flops(gpu, False) * fa_fwd)
-        t_attn_bwd = 2.5 * attn_flops / (peak_flops(gpu, False) * fa_bwd)
+        t_attn_bwd = FLASH_BWD_FLOP_RATIO * attn_flops / (peak_flops(gpu, False) * fa_bwd)
     repl, shard = elementwise_bytes_per_token(m, moe_layer, m.dropout)
     ew = tokens * (repl / (tp if c.sequence_parallel else 1) + shard / tp)
     softmax = 0.0
     if not w.flash_attention:  # scale-mask-softmax (4 B/elt) and dropout (5 B/elt) over a*s^2*b [K22 §4]
-        softmax = tokens * m.num_attention_heads * w.seq_len / tp * (9 if m.dropout else 4)
+        per_score = SOFTMAX_DROPOUT_BYTES if m.dropout else SOFTMAX_BYTES
+        softmax = tokens * m.num_attention_heads * w.seq_len / tp * per_score
     t_ew = hbm_time(gpu, ew)
     t_soft = hbm_time(gpu, softmax)
     stream_fwd, stream_bwd = ctx.gemm_streaming(gpu, moe_layer, t_gemm - t_routed, t_routed)
@@ -555,7 +569,7 @@ def _output_layer_time(ctx: CostContext, gpu: GPUSpec, mtp: int) -> tuple[float,
     fp8_logits = ctx.fp8 and ctx.rt.fp8_output_layer  # Megatron keeps the output layer in BF16 (frameworks.py)
     eff = gemm_efficiency(gpu, tokens * 2 * model.hidden_size * model.vocab_size / tp, fp8_logits)
     t_logit = tokens * 2 * model.hidden_size * model.vocab_size / tp / (peak_flops(gpu, fp8_logits) * eff)
-    t_ce = hbm_time(gpu, tokens * model.vocab_size / tp * 12)
+    t_ce = hbm_time(gpu, tokens * model.vocab_size / tp * CROSS_ENTROPY_BYTES_PER_LOGIT)
     if mtp:
         proj = tokens * 2 * 2 * model.hidden_size**2 / tp
         t_proj = proj / (peak_flops(gpu, ctx.fp8) * gemm_efficiency(gpu, proj, ctx.fp8))
@@ -672,7 +686,8 @@ def _stage_cost(
         bwd += off_b
     sbh = ctx.tokens * model.hidden_size
     if first:  # embedding output (+ dropout mask) per micro-batch in flight [MLM theoretical_memory_usage.py]
-        acts += sbh * (3 if model.dropout else 2) / (tp if c.sequence_parallel else 1)
+        emb_bytes = BF16_BYTES + DROPOUT_MASK_BYTES if model.dropout else BF16_BYTES
+        acts += sbh * emb_bytes / (tp if c.sequence_parallel else 1)
     transient = 0.0
     if last:  # fp32 logits + the loss-backward buffer
         transient = ctx.tokens * model.vocab_size / tp * ctx.logit_bytes

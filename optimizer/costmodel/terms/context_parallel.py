@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from optimizer.costmodel import network as net
 from optimizer.costmodel.compute import overlapped
+from optimizer.costmodel.constants import BF16_BYTES
 
 
 def cp_exposed(
@@ -30,7 +31,7 @@ def cp_exposed(
     - a2a: all-to-alls of Q, K, V before and of the output after the attention, and of their gradients in the
       backward, exposed [TE AttnFuncWithCPAndQKVOA2A; DeepSpeed-Ulysses, Jacobs et al. 2023].
     A fully recomputed layer runs its forward communication again."""
-    local = mbs * (seq_len / cp) * 2 / tp  # bytes per unit of width of this rank's tokens (bf16)
+    local = mbs * (seq_len / cp) * BF16_BYTES / tp  # bytes per unit of width of this rank's tokens
     again = 1 if full_recompute else 0
     if cp_comm == "p2p":
         tier = net.neighbour_tier(tiers, tp)

@@ -7,8 +7,13 @@ from dataclasses import dataclass
 
 from optimizer.costmodel import network as net
 from optimizer.costmodel.compute import hbm_time, overlapped
-from optimizer.costmodel.constants import ADAM_BYTES_PER_PARAM, OVERLAP_COMPUTE_SLOWDOWN
+from optimizer.costmodel.constants import ADAM_BYTES_PER_PARAM, BF16_BYTES, FP8_BYTES, OVERLAP_COMPUTE_SLOWDOWN
 from optimizer.spec.gpu_catalog import GPUSpec
+
+# DeepSpeed BF16_Optimizer's HBM traffic per parameter after each micro-batch's backward: zero the bf16 grads (2),
+# autograd's accumulation into them (read 2 + 2, write 2), fp32 += bf16 (read 2 + 4, write 4) [frameworks:
+# bf16_optimizer; DeepSpeed runtime/bf16_optimizer.py].
+BF16_OPTIMIZER_ACCUMULATE_BYTES = 2 + (2 + 2 + 2) + (2 + 4 + 4)
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,7 +65,7 @@ def _collective(g: DataParallelGroups, kind: str) -> float:
 def _param_gather(g: DataParallelGroups) -> float:
     """All-gather of the updated parameters over both groups, seconds: bf16, or FP8 with FP8 primary weights
     [MLM --fp8-param-gather]."""
-    width = 1 if g.fp8_params else 2
+    width = FP8_BYTES if g.fp8_params else BF16_BYTES
     t = net.all_gather(g.dense_levels, g.dense_params * width) if g.dense_ranks > 1 else 0.0
     return t + (
         net.all_gather(g.expert_levels, g.expert_params * width) if g.expert_ranks > 1 and g.expert_params else 0.0
@@ -86,7 +91,7 @@ def dp_exposed(
     all-reduces its bf16 copy of the fp32 buffer (2 B per parameter) after the flush and all-gathers [frameworks];
     frameworks that reduce after the pipeline (`reduce_after_pipeline`) do so after the last micro-batch."""
     if bf16_optimizer:
-        return net.all_reduce(g.dense_levels, g.dense_params * 2) + _param_gather(g)
+        return net.all_reduce(g.dense_levels, g.dense_params * BF16_BYTES) + _param_gather(g)
     if reduce_after_pipeline:
         return _collective(g, "ar") if zero_stage == 0 else _collective(g, "rs") + _param_gather(g)
     if zero_stage == 0:
@@ -136,7 +141,7 @@ def zero3_exposed(g: DataParallelGroups, schedule: Zero3Schedule, layers: int, f
         lv_d, lv_e = flat_levels(lv_d), flat_levels(lv_e)
     # Bytes per parameter: the gathers move the primary weights (bf16, or FP8 under fp8_param_gather), the
     # reduce-scatters the gradients at their own width (grad_dtype), whatever the weights are stored in.
-    wbytes = 1.0 if g.fp8_params else 2.0
+    wbytes = float(FP8_BYTES) if g.fp8_params else float(BF16_BYTES)
     bytes_per_param = {"ag": wbytes, "rs": float(g.grad_bytes)}
     dense_params, expert_params = g.dense_params, g.expert_params
 
@@ -162,7 +167,7 @@ def zero3_transient_bytes(dense_params: float, expert_params: float, layers: int
     """Unsharded bf16 weights (2 B each) of the `live_layers` layers in use and prefetched under ZeRO-3, bytes per
     GPU [LA analysis.py training(); frameworks]. Parameters are per TP/EP rank, not yet DP-sharded."""
     per_layer = (dense_params + expert_params) / max(1, layers)
-    return live_layers * per_layer * 2
+    return live_layers * per_layer * BF16_BYTES
 
 
 def bf16_optimizer_accumulate_time(gpu: GPUSpec, params: float) -> float:
@@ -170,7 +175,7 @@ def bf16_optimizer_accumulate_time(gpu: GPUSpec, params: float) -> float:
     zero the bf16 grads (2 B), autograd accumulates into them (read 2 + 2, write 2), then fp32 += bf16 (read 2 + 4,
     write 4): 18 B per parameter outside the GEMMs (Megatron fuses the accumulation into the wgrad GEMM)
     [frameworks: bf16_optimizer]."""
-    return hbm_time(gpu, params * 18)
+    return hbm_time(gpu, params * BF16_OPTIMIZER_ACCUMULATE_BYTES)
 
 
 def optimizer_step_time(

@@ -7,9 +7,14 @@ from math import prod
 
 from optimizer.costmodel import network as net
 from optimizer.costmodel.compute import overlapped
-from optimizer.costmodel.constants import MOE_EAGER_HOST_S
+from optimizer.costmodel.constants import BF16_BYTES, MOE_EAGER_HOST_S
 from optimizer.costmodel.ep_dispatch import deepep_network_share
 from optimizer.spec.model_spec import MoESpec
+
+# All-to-alls per MoE layer and micro-batch: dispatch + combine forward, and their gradients backward [formulas C6;
+# MLM token_dispatcher.py]; a recomputed layer dispatches and combines once more before its backward.
+EP_ALL_TO_ALLS = 4
+EP_ALL_TO_ALLS_RECOMPUTED = 6
 
 
 def ep_all_to_all(
@@ -33,11 +38,11 @@ def ep_all_to_all(
     combines its tokens again before its backward: the checkpointed forward includes the token dispatcher [MLM
     transformer_layer.py full recompute checkpoints the whole layer; moe_layer.py moe_layer_recompute]."""
     lv = net.group_levels(tiers, ep, expert_tp)
-    per_rank = moe.top_k * tokens / sp_div * hidden_size * 2
+    per_rank = moe.top_k * tokens / sp_div * hidden_size * BF16_BYTES
     scale = 1.0
     if dispatch == "deepep":
         scale = deepep_network_share(moe, prod(x.members for x in lv if x.network))
-    return (6 if again else 4) * net.all_to_all(lv, per_rank, scale)
+    return (EP_ALL_TO_ALLS_RECOMPUTED if again else EP_ALL_TO_ALLS) * net.all_to_all(lv, per_rank, scale)
 
 
 def eager_launch_gaps(t_routed: float) -> tuple[float, float]:

@@ -7,6 +7,8 @@ from optimizer.costmodel.constants import PCIE_EFFICIENCY
 from optimizer.spec.cluster_spec import PCIE_GBYTES_PER_S
 from optimizer.spec.gpu_catalog import GPUSpec
 
+BYTES_PER_GB = 1e9  # GB/s -> B/s (decimal GB, as the catalog's link rates)
+
 
 def host_gbytes_per_s(gpu: GPUSpec) -> float:
     """GPU <-> host memory bandwidth per direction: the GPU's own host link (NVLink-C2C), else its PCIe
@@ -26,5 +28,5 @@ def offloaded_bytes(acts: float, offload_layers: int, layers: int) -> float:
 def offload_exposed(gpu: GPUSpec, moved: float, fwd: float, bwd: float) -> tuple[float, float]:
     """(forward, backward) copy time of `moved` bytes each way that the pass's compute cannot cover, seconds. The
     copies use the copy engines, so only what exceeds the pass (`fwd`, `bwd` seconds) is exposed."""
-    copy = moved / (host_gbytes_per_s(gpu) * 1e9)  # GB/s -> B/s
+    copy = moved / (host_gbytes_per_s(gpu) * BYTES_PER_GB)
     return max(0.0, copy - fwd), max(0.0, copy - bwd)

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 from optimizer.costmodel import network as net
+from optimizer.costmodel.constants import BF16_BYTES
 
 
 def pp_message_bytes(tokens: float, hidden_size: int, tp: int, scatter_gather: bool) -> float:
     """Bytes one rank sends per micro-batch across a stage boundary: the b*s*h bf16 activations (2 B each) forward,
     their gradient backward; with the scatter/gather optimisation each TP rank sends 1/tp of it [N21 §4.1]."""
-    return tokens * hidden_size * 2 / (tp if scatter_gather else 1)
+    return tokens * hidden_size * BF16_BYTES / (tp if scatter_gather else 1)
 
 
 def pp_hop(

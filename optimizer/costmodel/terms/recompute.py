@@ -3,9 +3,19 @@
 from __future__ import annotations
 
 from optimizer.costmodel.compute import LayerFlops, hbm_time
+from optimizer.costmodel.constants import BF16_BYTES
 from optimizer.costmodel.op_sac import recomputed_flops_per_token
 from optimizer.spec.gpu_catalog import GPUSpec
 from optimizer.spec.model_spec import ModelSpec
+
+# HBM bytes per element of the recomputed pointwise ops (bf16): a norm reads and writes each value (2 + 2); the MLP
+# activation reads the fc1 output and writes the fc2 input, SwiGLU reading its two halves (2 + 2 + 2) [K22 §4].
+NORM_BYTES_PER_VALUE = 4
+SWIGLU_ACT_BYTES = 6
+GELU_ACT_BYTES = 4
+# The MoE token permutation reads and writes each routed copy on dispatch and again on combine [MLM moe_utils.py
+# permute / unpermute].
+PERMUTE_ACCESSES = 4
 
 
 def op_sac_recompute(
@@ -45,15 +55,15 @@ def module_recompute(
         rc += t_core
     if "layernorm" in modules:  # a norm reads and writes h bf16 values per token
         norms = (1 if model.mla is not None else 0) + (1 if moe is not None else 0)
-        rc += hbm_time(gpu, norms * 4 * model.hidden_size * tokens / sp_div)
+        rc += hbm_time(gpu, norms * NORM_BYTES_PER_VALUE * model.hidden_size * tokens / sp_div)
     if "mla_up_proj" in modules:
         rc += lf.mla_up * per_flop
-    act_bytes = 6 if model.activation == "swiglu" else 4  # reads the fc1 output, writes the fc2 input
+    act_bytes = SWIGLU_ACT_BYTES if model.activation == "swiglu" else GELU_ACT_BYTES
     if moe is not None:
         if "moe" in modules:
             rc += lf.mlp * per_flop
             rc += hbm_time(gpu, tokens * (act_bytes * moe.top_k * moe.expert_ffn_hidden_size / tp))
-            rc += hbm_time(gpu, tokens * 4 * moe.top_k * model.hidden_size * 2 / sp_div)  # permutation
+            rc += hbm_time(gpu, tokens * PERMUTE_ACCESSES * moe.top_k * model.hidden_size * BF16_BYTES / sp_div)
         else:
             if "moe_act" in modules:
                 rc += hbm_time(gpu, tokens * act_bytes * moe.top_k * moe.expert_ffn_hidden_size / tp)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from optimizer.costmodel import network as net
 from optimizer.costmodel.compute import overlapped
+from optimizer.costmodel.constants import BF16_BYTES
 
 
 def tp_in_nvlink_domain(levels: tuple[net.Level, ...]) -> bool:
@@ -18,7 +19,7 @@ def tp_in_nvlink_domain(levels: tuple[net.Level, ...]) -> bool:
 def tp_collective(levels: tuple[net.Level, ...], tokens: float, hidden_size: int, sequence_parallel: bool) -> float:
     """One TP collective over a micro-batch's b*s*h bf16 activations (2 B each), seconds: an all-reduce, or with
     SP a reduce-scatter + all-gather of the same volume [K22 §4.2.2] (priced as two all-gathers [NT])."""
-    msg = tokens * hidden_size * 2
+    msg = tokens * hidden_size * BF16_BYTES
     return 2 * net.all_gather(levels, msg) if sequence_parallel else net.all_reduce(levels, msg)
 
 
