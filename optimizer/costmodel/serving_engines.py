@@ -7,7 +7,7 @@ Read from the engines' own code (the version is named on each entry); a user's e
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from optimizer.spec.gpu_catalog import GPUSpec
 from optimizer.spec.names import ENGINES, EngineName
@@ -71,6 +71,26 @@ TRTLLM_FREE_GPU_MEMORY_FRACTION = 0.9
 TRTLLM_TOKENS_PER_BLOCK = 32
 
 
+# The engines' own option names for the limits, for exports (same sources as the defaults above).
+ENGINE_FLAGS: dict[EngineName, dict[str, str]] = {
+    "vllm": {
+        "max_seqs": "--max-num-seqs",
+        "max_batched_tokens": "--max-num-batched-tokens",
+        "memory_fraction": "--gpu-memory-utilization",
+    },
+    "sglang": {
+        "max_seqs": "--max-running-requests",
+        "max_batched_tokens": "--chunked-prefill-size",
+        "memory_fraction": "--mem-fraction-static",
+    },
+    "trtllm": {
+        "max_seqs": "max_batch_size",
+        "max_batched_tokens": "max_num_tokens",
+        "memory_fraction": "kv_cache_config.free_gpu_memory_fraction",
+    },
+}
+
+
 def engine_limits(
     engine: EngineName,
     gpu: GPUSpec,
@@ -89,18 +109,14 @@ def engine_limits(
         # blocks allocated as tokens arrive (PagedAttention).
         fast = gpu.memory_bytes >= VLLM_LARGE_GPU_BYTES and "A100" not in gpu.name
         limits = EngineLimits(
-            engine="vllm",
-            memory_fraction=VLLM_GPU_MEMORY_UTILIZATION,
-            fraction_of_free=False,
-            block_tokens=VLLM_BLOCK_SIZE,
-            max_seqs=VLLM_MAX_NUM_SEQS_LARGE if fast else VLLM_MAX_NUM_SEQS,
-            max_batched_tokens=VLLM_MAX_NUM_BATCHED_TOKENS_LARGE if fast else VLLM_MAX_NUM_BATCHED_TOKENS,
-            reserves_whole_request=False,
-            flag_names={
-                "max_seqs": "--max-num-seqs",
-                "max_batched_tokens": "--max-num-batched-tokens",
-                "memory_fraction": "--gpu-memory-utilization",
-            },
+            "vllm",
+            VLLM_GPU_MEMORY_UTILIZATION,
+            False,
+            VLLM_BLOCK_SIZE,
+            VLLM_MAX_NUM_SEQS_LARGE if fast else VLLM_MAX_NUM_SEQS,
+            VLLM_MAX_NUM_BATCHED_TOKENS_LARGE if fast else VLLM_MAX_NUM_BATCHED_TOKENS,
+            False,
+            ENGINE_FLAGS["vllm"],
         )
     elif engine == "sglang":
         # mem_fraction_static of the device for weights + KV pool; page size 1; max_running_requests follows the KV
@@ -108,46 +124,33 @@ def engine_limits(
         frac = next(f for min_tp, f in SGLANG_MEM_FRACTION_BY_TP if tp >= min_tp or min_tp == 1)
         small = gpu.memory_bytes < SGLANG_SMALL_GPU_BYTES
         limits = EngineLimits(
-            engine="sglang",
-            memory_fraction=frac,
-            fraction_of_free=False,
-            block_tokens=SGLANG_PAGE_SIZE,
-            max_seqs=SGLANG_MAX_RUNNING_REQUESTS,
-            max_batched_tokens=SGLANG_CHUNKED_PREFILL_SIZE_SMALL if small else SGLANG_CHUNKED_PREFILL_SIZE,
-            reserves_whole_request=False,
-            flag_names={
-                "max_seqs": "--max-running-requests",
-                "max_batched_tokens": "--chunked-prefill-size",
-                "memory_fraction": "--mem-fraction-static",
-            },
+            "sglang",
+            frac,
+            False,
+            SGLANG_PAGE_SIZE,
+            SGLANG_MAX_RUNNING_REQUESTS,
+            SGLANG_CHUNKED_PREFILL_SIZE_SMALL if small else SGLANG_CHUNKED_PREFILL_SIZE,
+            False,
+            ENGINE_FLAGS["sglang"],
             mixes_prefill=False,
         )
     else:
         # TensorRT-LLM: free_gpu_memory_fraction of the memory free after the model loads; the capacity scheduler
         # GUARANTEED_NO_EVICT reserves a request's whole prompt + output at admission.
         limits = EngineLimits(
-            engine="trtllm",
-            memory_fraction=TRTLLM_FREE_GPU_MEMORY_FRACTION,
-            fraction_of_free=True,
-            block_tokens=TRTLLM_TOKENS_PER_BLOCK,
-            max_seqs=TRTLLM_MAX_BATCH_SIZE,
-            max_batched_tokens=TRTLLM_MAX_NUM_TOKENS,
-            reserves_whole_request=True,
-            flag_names={
-                "max_seqs": "max_batch_size",
-                "max_batched_tokens": "max_num_tokens",
-                "memory_fraction": "kv_cache_config.free_gpu_memory_fraction",
-            },
+            "trtllm",
+            TRTLLM_FREE_GPU_MEMORY_FRACTION,
+            True,
+            TRTLLM_TOKENS_PER_BLOCK,
+            TRTLLM_MAX_BATCH_SIZE,
+            TRTLLM_MAX_NUM_TOKENS,
+            True,
+            ENGINE_FLAGS["trtllm"],
         )
     default_seqs = SGLANG_WIDE_EP_MAX_SEQS if wide_ep and engine == "sglang" else limits.max_seqs
-    return EngineLimits(
-        engine=limits.engine,
+    return replace(
+        limits,
         memory_fraction=memory_fraction if memory_fraction is not None else limits.memory_fraction,
-        fraction_of_free=limits.fraction_of_free,
-        block_tokens=limits.block_tokens,
         max_seqs=max_seqs if max_seqs is not None else default_seqs,
         max_batched_tokens=max_batched_tokens if max_batched_tokens is not None else limits.max_batched_tokens,
-        reserves_whole_request=limits.reserves_whole_request,
-        flag_names=limits.flag_names,
-        mixes_prefill=limits.mixes_prefill,
     )
