@@ -17,7 +17,7 @@ from optimizer.calibration.fit import FitPoint
 from optimizer.costmodel.constants import CUDA_CONTEXT_BYTES
 from optimizer.costmodel.estimate import estimate
 from optimizer.costmodel.result import Estimate
-from optimizer.costmodel.training import CostContext
+from optimizer.costmodel.stage import CostContext
 from optimizer.errors import DomainError
 from optimizer.spec.cluster_loading import build_cluster
 from optimizer.spec.cluster_spec import ClusterSpec

@@ -55,7 +55,7 @@ _FLOPS_MEMO: dict[tuple[int, bool], tuple[ModelSpec, LayerFlops]] = {}
 
 
 def layer_flops(model: ModelSpec, moe_layer: bool) -> LayerFlops:
-    """Per-token forward FLOPs of one layer [costmodel B; MLM training.py] (memoised per model object: every
+    """Per-token forward FLOPs of one layer [formulas B; MLM training.py] (memoised per model object: every
     cost-model context of a search asks for the same two)."""
     hit = _FLOPS_MEMO.get((id(model), moe_layer))
     if hit is not None and hit[0] is model:

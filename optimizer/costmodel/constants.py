@@ -12,7 +12,7 @@ NVLINK_EFFICIENCY = 0.80  # H100 ring busbw ~370 of 450 GB/s [NT #212]; A100 235
 PCIE_EFFICIENCY = 0.80  # pairwise copies reach 80-88% of spec [ST]
 NIC_EFFICIENCY = 0.92  # NDR 400G: 46-48 GB/s of 50 [NT #290]; DGX-A100 8x200G: 192 of 200 GB/s [NC #1576]
 
-# NCCL protocol latencies in seconds: (base, per NVLink/PCIe hop, per network hop) [NC tuning.cc, costmodel C1],
+# NCCL protocol latencies in seconds: (base, per NVLink/PCIe hop, per network hop) [NC tuning.cc, formulas C1],
 # and the share of link bandwidth each protocol delivers: LL sends 4 data bytes per 8-byte word (0.5), LL128 120
 # data bytes per 128-byte line (0.9375), Simple the full rate [NC src/device/prims_ll*.h design].
 # The cost of a collective is the cheapest protocol, as NCCL's tuner picks it [NC tuning.cc].
@@ -73,6 +73,12 @@ GEMM_DEPTH_HALF = 718.0
 # (compute.roofline_time) with p = 2, which reproduces the fall of DeepGEMM's published H100 FP8 grouped-GEMM rates
 # from 4,096 to 256 rows per expert (README performance tables) that a plain maximum misses.
 ROOFLINE_SMOOTHING_P = 2.0
+
+# ---- element widths -------------------------------------------------------------------------------------------
+# Activations, weights and gradients on the wire in 16-bit [K22 §4: 16-bit activations; Megatron bf16 training], and
+# FP8 weight copies (Transformer Engine) / FP8 primary weights [MLM --fp8-param-gather]. Bytes per element.
+BF16_BYTES = 2
+FP8_BYTES = 1
 
 # HBM-bound kernels (norms, activations, softmax, optimizer) reach 90% of peak memory bandwidth [CAL, >=100 MB].
 HBM_EFFICIENCY = 0.90

@@ -35,7 +35,7 @@ class FrameworkRuntime:
     """ZeRO-3 / FSDP: unsharded layers alive at once (the one computing and the one prefetched)."""
     zero3_node_aggregation: bool
     """Whether ZeRO-3 / FSDP gathers share the node's NICs (NCCL rings over large buffers: each NIC carries 1/g of
-    the bytes [costmodel C7]) or each rank's full volume crosses its own NIC."""
+    the bytes [formulas C7]) or each rank's full volume crosses its own NIC."""
     pp_scatter_gather: bool
     """Pipeline sends split over the TP ranks (1/tp each, re-gathered over NVLink) [N21 §4.1]."""
     grad_reduce_after_pipeline: bool

@@ -1,4 +1,4 @@
-"""Time to first token, time per output token and memory of one serving configuration [costmodel G]."""
+"""Time to first token, time per output token and memory of one serving configuration [formulas G]."""
 
 from __future__ import annotations
 
@@ -34,7 +34,7 @@ GB = 1e9
 def kv_bytes_per_token_per_layer(model: ModelSpec, tp: int, kv_dtype_bytes: int) -> float:
     """KV cache bytes of one token in one layer on one GPU.
 
-    2 * max(n_kv/t, 1) * d_h * B: every TP rank holds at least one KV head [costmodel A6; LA]. MLA caches the
+    2 * max(n_kv/t, 1) * d_h * B: every TP rank holds at least one KV head [formulas A6; LA]. MLA caches the
     compressed latent and the RoPE key once per token, replicated across TP [DeepSeek-V2 paper §2.1.2].
     """
     if model.mla is not None:
@@ -55,7 +55,7 @@ def serving_memory(
 ) -> tuple[float, float, float, float, float, float]:
     """Bytes per GPU of a serving stage: (weights, embedding/head, KV cache, prefill transient, reserve, capacity).
 
-    KV for batch x (prompt + output) tokens [costmodel A6]; the prefill working set is the widest intermediate
+    KV for batch x (prompt + output) tokens [formulas A6]; the prefill working set is the widest intermediate
     (MLP up/gate) of the batch's prompt tokens; the reserve adds CUDA graphs [A7; VL]."""
     dense_p, expert_p, emb_p = stage_params(model, c, layers - moe_layers, moe_layers, first, last)
     kv = (
@@ -83,7 +83,7 @@ def serving_memory(
 
 def _experts_touched(model: ModelSpec, tokens: float) -> float:
     """Expected distinct routed experts a batch of tokens activates: E(1 - (1 - k/E)^tokens) (derived; uniform
-    routing). At small batch only the active experts' weights are read [costmodel G]."""
+    routing). At small batch only the active experts' weights are read [formulas G]."""
     moe = model.moe
     if moe is None:
         return 0.0
@@ -222,7 +222,7 @@ def stage_time(
         gemm_t = max(gemm_flops_t, hbm_time(gpu, weight_reads * weight_params * wbytes))
         attn_t = max(attn_flops_t, hbm_time(gpu, kv_read / constants.DECODE_ATTENTION_HBM_SHARE))
         layer_t = gemm_t + attn_t + hbm_time(gpu, tokens * (repl + shard / tp))
-        tp_t = 2 * net.all_reduce(lv, tokens * model.hidden_size * 2) if tp > 1 else 0.0  # [costmodel G]
+        tp_t = 2 * net.all_reduce(lv, tokens * model.hidden_size * 2) if tp > 1 else 0.0  # [formulas G]
         ep_t = 0.0
         if is_moe and c.ep > 1 and model.moe is not None:
             ep_lv = net.group_levels(tiers, c.ep, c.expert_tp)
@@ -300,13 +300,13 @@ def estimate_inference(
         )
         start += layers
     hop = 0.0
-    if p > 1:  # one activation hop per stage boundary [costmodel G: PP adds a hop per boundary]
+    if p > 1:  # one activation hop per stage boundary [formulas G: PP adds a hop per boundary]
         tier = net.cluster_tiers(cluster, pools[0])
         nb = net.neighbour_tier(tier, c.tp)
         hop = net.p2p(nb.bw, nb.network, mb * model.hidden_size * 2)
     ttft = sum(prefill) + (p - 1) * hop
     # Decode: a token passes every stage; with >= p micro-batches the stages work concurrently and the cycle is
-    # bounded by p x the slowest stage [costmodel G; N21 §2.2].
+    # bounded by p x the slowest stage [formulas G; N21 §2.2].
     tpot = sum(decode) + (p - 1) * hop
     if p > 1 and w.batch >= p:
         tpot = max(tpot, p * max(decode))

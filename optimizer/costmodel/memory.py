@@ -1,4 +1,4 @@
-"""Per-GPU memory terms [costmodel A]."""
+"""Per-GPU memory terms [formulas A]."""
 
 from __future__ import annotations
 

@@ -3,7 +3,7 @@
 A group of `size` ranks whose members are `stride` GPUs apart (Megatron rank order: tp fastest, then cp, dp, pp)
 spans some levels of the fabric: the NVLink domain, the node's PCIe, the NICs inside a pod, the oversubscribed
 links between pods. Each level it spans is costed with its own bandwidth and hop latency; large collectives are
-hierarchical (reduce-scatter inside, all-reduce across, all-gather inside) [costmodel C7], so the bytes that cross
+hierarchical (reduce-scatter inside, all-reduce across, all-gather inside) [formulas C7], so the bytes that cross
 a level shrink by the members below it.
 """
 
@@ -99,7 +99,7 @@ def _time(
 
     Bytes: per level with g members, volume*(g-1)/g of the bytes still in flight at that level over its bandwidth;
     inner levels shrink the bytes by g (hierarchical, or NCCL's multi-channel rings, one NIC per channel: the same
-    bus bandwidth [costmodel C7]). Latency: NCCL's ring runs steps_per_member*(n-1) steps over all n ranks, of which
+    bus bandwidth [formulas C7]). Latency: NCCL's ring runs steps_per_member*(n-1) steps over all n ranks, of which
     steps_per_member*(nodes-1) cross the network [NC tuning.cc ring latency]; an all-reduce may take the tree
     instead, 2*((n/nodes - 1) intra + log2(nodes) network) hops [NC tuning.cc tree latency], when it is cheaper.
     """

@@ -7,7 +7,7 @@ Read from the engines' own code (the version is named on each entry); a user's e
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from optimizer.spec.gpu_catalog import GPUSpec
 from optimizer.spec.names import ENGINES, EngineName
@@ -43,6 +43,54 @@ class EngineLimits:
     runs separate prefill batches unless --enable-mixed-chunk (server_args.py: enable_mixed_chunk False)."""
 
 
+# ---- engine defaults (each from the engine's own code, version named) ----------------------------------------
+# vLLM vllm/engine/arg_utils.py get_batch_defaults (v0.9-v0.11, `vllm serve`): GPUs of >= 70 GiB other than A100
+# get the larger batch defaults; CacheConfig gpu_memory_utilization and block_size.
+VLLM_LARGE_GPU_BYTES = 70 * GIB
+VLLM_MAX_NUM_SEQS_LARGE, VLLM_MAX_NUM_SEQS = 1024, 256
+VLLM_MAX_NUM_BATCHED_TOKENS_LARGE, VLLM_MAX_NUM_BATCHED_TOKENS = 8192, 2048
+VLLM_GPU_MEMORY_UTILIZATION = 0.9
+VLLM_BLOCK_SIZE = 16
+# SGLang python/sglang/srt/server_args.py (v0.4.x): mem_fraction_static by TP size (the first entry whose tp the
+# replica reaches, the last for any), page_size, chunked_prefill_size (smaller under 25 GB), and the req_to_token
+# pool's cuda-graph-free default that bounds max_running_requests.
+SGLANG_MEM_FRACTION_BY_TP: tuple[tuple[int, float], ...] = ((8, 0.81), (4, 0.85), (2, 0.87), (1, 0.88))
+SGLANG_PAGE_SIZE = 1
+SGLANG_MAX_RUNNING_REQUESTS = 4096
+SGLANG_SMALL_GPU_BYTES = 25e9
+SGLANG_CHUNKED_PREFILL_SIZE, SGLANG_CHUNKED_PREFILL_SIZE_SMALL = 8192, 2048
+# SGLang wide EP (DP attention over DeepEP) decodes at most 256 sequences per rank (LMSYS large-scale EP blog,
+# decode table: batch size 256 per device).
+SGLANG_WIDE_EP_MAX_SEQS = 256
+# TensorRT-LLM (PyTorch backend, v0.20-v1.0) llm_args: max_batch_size, max_num_tokens
+# [docs/source/performance/tuning-max-batch-size-and-max-num-tokens.md]; KvCacheConfig free_gpu_memory_fraction
+# [perf-overview.md]; tokens_per_block.
+TRTLLM_MAX_BATCH_SIZE = 2048
+TRTLLM_MAX_NUM_TOKENS = 8192
+TRTLLM_FREE_GPU_MEMORY_FRACTION = 0.9
+TRTLLM_TOKENS_PER_BLOCK = 32
+
+
+# The engines' own option names for the limits, for exports (same sources as the defaults above).
+ENGINE_FLAGS: dict[EngineName, dict[str, str]] = {
+    "vllm": {
+        "max_seqs": "--max-num-seqs",
+        "max_batched_tokens": "--max-num-batched-tokens",
+        "memory_fraction": "--gpu-memory-utilization",
+    },
+    "sglang": {
+        "max_seqs": "--max-running-requests",
+        "max_batched_tokens": "--chunked-prefill-size",
+        "memory_fraction": "--mem-fraction-static",
+    },
+    "trtllm": {
+        "max_seqs": "max_batch_size",
+        "max_batched_tokens": "max_num_tokens",
+        "memory_fraction": "kv_cache_config.free_gpu_memory_fraction",
+    },
+}
+
+
 def engine_limits(
     engine: EngineName,
     gpu: GPUSpec,
@@ -55,77 +103,54 @@ def engine_limits(
 ) -> EngineLimits:
     """The limits `engine` sets for a replica with `tp` GPUs per stage of type `gpu` (explicit values win).
     `wide_ep`: experts spread with DP attention over DeepEP, whose low-latency dispatch buffers are preallocated
-    per rank; SGLang then decodes at most 256 sequences per rank (LMSYS large-scale EP blog, decode table: batch
-    size 256 per device)."""
-    big = gpu.memory_bytes >= 70 * GIB
+    per rank; SGLang then decodes at most SGLANG_WIDE_EP_MAX_SEQS sequences per rank."""
     if engine == "vllm":
-        # vllm/engine/arg_utils.py get_batch_defaults (v0.9-v0.11, `vllm serve`): >= 70 GiB and not A100 ->
-        # max_num_batched_tokens 8192, max_num_seqs 1024; otherwise 2048 / 256. CacheConfig: gpu_memory_utilization
-        # 0.9 of the device, block_size 16; blocks allocated as tokens arrive (PagedAttention).
-        fast = big and "A100" not in gpu.name
+        # Large GPUs (not A100) get the larger batch defaults; gpu_memory_utilization of the device, 16-token
+        # blocks allocated as tokens arrive (PagedAttention).
+        fast = gpu.memory_bytes >= VLLM_LARGE_GPU_BYTES and "A100" not in gpu.name
         limits = EngineLimits(
             "vllm",
-            0.9,
+            VLLM_GPU_MEMORY_UTILIZATION,
             False,
-            16,
-            1024 if fast else 256,
-            8192 if fast else 2048,
+            VLLM_BLOCK_SIZE,
+            VLLM_MAX_NUM_SEQS_LARGE if fast else VLLM_MAX_NUM_SEQS,
+            VLLM_MAX_NUM_BATCHED_TOKENS_LARGE if fast else VLLM_MAX_NUM_BATCHED_TOKENS,
             False,
-            {
-                "max_seqs": "--max-num-seqs",
-                "max_batched_tokens": "--max-num-batched-tokens",
-                "memory_fraction": "--gpu-memory-utilization",
-            },
+            ENGINE_FLAGS["vllm"],
         )
     elif engine == "sglang":
-        # python/sglang/srt/server_args.py (v0.4.x): mem_fraction_static 0.88 (tp1), 0.87 (tp2), 0.85 (tp4),
-        # 0.81 (tp8) of the device for weights + KV pool; chunked_prefill_size 8192 (2048 under 25 GB);
-        # page_size 1; max_running_requests follows the KV pool (bounded here by the cuda-graph-free default 4096
-        # of its req_to_token pool).
-        frac = 0.81 if tp >= 8 else 0.85 if tp >= 4 else 0.87 if tp >= 2 else 0.88
+        # mem_fraction_static of the device for weights + KV pool; page size 1; max_running_requests follows the KV
+        # pool, bounded by the req_to_token pool.
+        frac = next(f for min_tp, f in SGLANG_MEM_FRACTION_BY_TP if tp >= min_tp or min_tp == 1)
+        small = gpu.memory_bytes < SGLANG_SMALL_GPU_BYTES
         limits = EngineLimits(
             "sglang",
             frac,
             False,
-            1,
-            4096,
-            8192 if gpu.memory_bytes >= 25e9 else 2048,
+            SGLANG_PAGE_SIZE,
+            SGLANG_MAX_RUNNING_REQUESTS,
+            SGLANG_CHUNKED_PREFILL_SIZE_SMALL if small else SGLANG_CHUNKED_PREFILL_SIZE,
             False,
-            {
-                "max_seqs": "--max-running-requests",
-                "max_batched_tokens": "--chunked-prefill-size",
-                "memory_fraction": "--mem-fraction-static",
-            },
+            ENGINE_FLAGS["sglang"],
             mixes_prefill=False,
         )
     else:
-        # TensorRT-LLM (PyTorch backend, v0.20-v1.0) llm_args: max_batch_size 2048, max_num_tokens 8192
-        # [docs/source/performance/tuning-max-batch-size-and-max-num-tokens.md]; KvCacheConfig
-        # free_gpu_memory_fraction 0.9 of the memory free after the model loads [perf-overview.md]; tokens_per_block
-        # 32; capacity scheduler GUARANTEED_NO_EVICT reserves a request's whole prompt + output at admission.
+        # TensorRT-LLM: free_gpu_memory_fraction of the memory free after the model loads; the capacity scheduler
+        # GUARANTEED_NO_EVICT reserves a request's whole prompt + output at admission.
         limits = EngineLimits(
             "trtllm",
-            0.9,
+            TRTLLM_FREE_GPU_MEMORY_FRACTION,
             True,
-            32,
-            2048,
-            8192,
+            TRTLLM_TOKENS_PER_BLOCK,
+            TRTLLM_MAX_BATCH_SIZE,
+            TRTLLM_MAX_NUM_TOKENS,
             True,
-            {
-                "max_seqs": "max_batch_size",
-                "max_batched_tokens": "max_num_tokens",
-                "memory_fraction": "kv_cache_config.free_gpu_memory_fraction",
-            },
+            ENGINE_FLAGS["trtllm"],
         )
-    default_seqs = 256 if wide_ep and engine == "sglang" else limits.max_seqs
-    return EngineLimits(
-        limits.engine,
-        memory_fraction if memory_fraction is not None else limits.memory_fraction,
-        limits.fraction_of_free,
-        limits.block_tokens,
-        max_seqs if max_seqs is not None else default_seqs,
-        max_batched_tokens if max_batched_tokens is not None else limits.max_batched_tokens,
-        limits.reserves_whole_request,
-        limits.flag_names,
-        limits.mixes_prefill,
+    default_seqs = SGLANG_WIDE_EP_MAX_SEQS if wide_ep and engine == "sglang" else limits.max_seqs
+    return replace(
+        limits,
+        memory_fraction=memory_fraction if memory_fraction is not None else limits.memory_fraction,
+        max_seqs=max_seqs if max_seqs is not None else default_seqs,
+        max_batched_tokens=max_batched_tokens if max_batched_tokens is not None else limits.max_batched_tokens,
     )

@@ -1,4 +1,4 @@
-"""One serving replica under continuous batching at a steady state [costmodel G; issue 17].
+"""One serving replica under continuous batching at a steady state [formulas G; issue 17].
 
 An engine iteration runs every decoding sequence one token and a chunk of waiting prompts (chunked prefill). At a
 request rate r per replica and iteration time T, Little's law gives the decoding sequences B = r O T and the

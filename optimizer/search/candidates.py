@@ -19,7 +19,7 @@ import numpy as np
 from optimizer.costmodel import network as net
 from optimizer.costmodel.constants import OVERLAP_COMPUTE_SLOWDOWN
 from optimizer.costmodel.memory import activation_bytes_per_layer, state_bytes_per_param, training_reserve_bytes
-from optimizer.costmodel.training import CostContext, LayerCost, PoolFacts, StageCost, stage_cost
+from optimizer.costmodel.stage import CostContext, LayerCost, PoolFacts, StageCost, stage_cost
 from optimizer.frameworks.capabilities import (
     Framework,
     expert_tp_values,
@@ -109,7 +109,7 @@ def _staggered_memory_bound(
     layers: int, states: np.ndarray, act: float, pv: np.ndarray, m_arr: np.ndarray
 ) -> np.ndarray:
     """A lower bound on the largest per-GPU memory over the stages of a 1F1B / ZB-H1 pipeline (less the reserve),
-    for each (pp in pv, dp): stage i holds n_i = min(p - i, m) micro-batches in flight [costmodel A], so `layers`
+    for each (pp in pv, dp): stage i holds n_i = min(p - i, m) micro-batches in flight [formulas A], so `layers`
     layers of this type, x_i on stage i, need max_i x_i (s + n_i a) >= layers / sum_i 1/(s + n_i a) (the
     minimax of a split with positive weights equalizes them). s: states per layer per dp, a: activations per
     layer and micro-batch. Embedding, logits and transients only add to it."""
@@ -730,7 +730,7 @@ class TrainingSpace:
     ) -> dict[int, np.ndarray]:
         """Per ZeRO stage, the bytes of weights, gradients and optimizer states of `dense_params` and
         `expert_params` on one GPU, for each dp (sharded over dp x cp; experts over the expert data-parallel
-        group tp x dp x cp / (ep x etp)) [costmodel A]. Cached per `tag` and the knobs that decide the dp values."""
+        group tp x dp x cp / (ep x etp)) [formulas A]. Cached per `tag` and the knobs that decide the dp values."""
         ck = (tag, key.tp, key.cp, key.ep, key.etp, key.mbs)
         hit = self._states.get(ck)
         if hit is None:

@@ -132,7 +132,7 @@ def plan_inference(
     pools = serving_pools(cluster, space)
     cands = serving_candidates(model, cluster, w, space, pools)
     throughput = w.objective == "throughput"
-    # Lower bound: every token reads each GPU's share of the weights once [costmodel G roofline].
+    # Lower bound: every token reads each GPU's share of the weights once [formulas G roofline].
     heap: list[tuple[float, int, int]] = []
     for n, c in enumerate(cands):
         fits = [cluster.gpu_of(p).memory_tbps for p in pools if p.healthy_gpus >= c.gpus_per_stage]

@@ -4,7 +4,7 @@ it runs on, minimising time per output token.
 Decode time and memory per stage are the cost model's own values (costmodel/inference.py), tabulated over
 (pool, layers) per stage role (first, middle, last) and read with element constraints; TPOT is the estimator's:
 the sum of the stage times plus the hops, or p x the slowest stage when at least p micro-batches keep every
-stage busy [costmodel G]. Constraint families, one function each: layer balance, pool capacity, middle-stage
+stage busy [formulas G]. Constraint families, one function each: layer balance, pool capacity, middle-stage
 order (symmetry breaking), objective. serving_oracle.py checks the optimum exhaustively.
 """
 

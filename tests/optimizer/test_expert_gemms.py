@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from optimizer.costmodel.compute import depth_factor
-from optimizer.costmodel.training import CostContext
+from optimizer.costmodel.stage import CostContext
 from optimizer.spec.cluster_loading import resolve_cluster
 from optimizer.spec.model_loading import resolve_model
 from optimizer.spec.parallel_config import ParallelConfig

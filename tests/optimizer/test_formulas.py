@@ -13,7 +13,8 @@ from optimizer.costmodel.memory import (
     stage_params,
     state_bytes_per_param,
 )
-from optimizer.costmodel.training import StageCost, pipeline_time
+from optimizer.costmodel.stage import StageCost
+from optimizer.costmodel.training import pipeline_time
 from optimizer.spec.cluster_loading import load_cluster_preset
 from optimizer.spec.cluster_spec import ClusterSpec
 from optimizer.spec.model_spec import ModelSpec
@@ -79,7 +80,7 @@ def test_ring_all_reduce_volume() -> None:
 
 
 def test_hierarchical_all_reduce() -> None:
-    # 4 nodes x 8 GPUs: RS + AG inside (7/8 P each over NVLink), AR across nodes of P/8 [costmodel C7].
+    # 4 nodes x 8 GPUs: RS + AG inside (7/8 P each over NVLink), AR across nodes of P/8 [formulas C7].
     lv = (net.Level(8, 360e9, False, "nvlink"), net.Level(4, 46e9, True, "network"))
     p = 1e12
     # Simple protocol; NCCL picks the tree's latency over the ring's (2x31 steps, 6 of them network) when lower:
@@ -101,7 +102,7 @@ def test_group_levels_placement(two_dgx_h100: ClusterSpec) -> None:
 
 def test_small_message_is_latency_bound() -> None:
     lv = (net.Level(8, 360e9, False, "nvlink"),)
-    t = net.all_reduce(lv, 16_384)  # a decode-step all-reduce, 16 KB [costmodel G]: 6-25 us
+    t = net.all_reduce(lv, 16_384)  # a decode-step all-reduce, 16 KB [formulas G]: 6-25 us
     assert 6e-6 < t < 25e-6
 
 
@@ -175,7 +176,7 @@ def test_inflight_microbatches() -> None:
 
 
 def test_kv_cache_bytes(llama70b: ModelSpec) -> None:
-    # 2 (K and V) x 8 KV heads / TP 8 x 128 dims x 2 bytes per token per layer [costmodel A6]
+    # 2 (K and V) x 8 KV heads / TP 8 x 128 dims x 2 bytes per token per layer [formulas A6]
     assert kv_bytes_per_token_per_layer(llama70b, 8, 2) == 2 * 1 * 128 * 2
     assert kv_bytes_per_token_per_layer(llama70b, 16, 2) == 2 * 1 * 128 * 2  # at least one head per rank
 
@@ -189,7 +190,7 @@ def test_decode_sanity_70b_on_h100(llama70b: ModelSpec) -> None:
         InferenceWorkload(prompt_len=512, output_len=64),
         ParallelConfig(tp=8),
     )
-    # costmodel G sanity: 17.5 GB of weights per GPU at 0.8 x 3.35 TB/s + ~1.6 ms of all-reduce = ~8 ms/token
+    # formulas G sanity: 17.5 GB of weights per GPU at 0.8 x 3.35 TB/s + ~1.6 ms of all-reduce = ~8 ms/token
     assert est.tpot_s is not None and 0.006 < est.tpot_s < 0.010
 
 
@@ -205,7 +206,7 @@ def test_step_breakdown_adds_up(llama70b: ModelSpec, two_dgx_h100: ClusterSpec) 
 
 def test_zero3_gathers_two_unsharded_layers_whatever_the_dp(llama70b: ModelSpec, two_dgx_h100: ClusterSpec) -> None:
     # ZeRO-3 prefetches one unsharded layer forward and one backward: 2 x 2 B x (layer params / tp), the same at
-    # every dp (the layer is gathered whole) [costmodel: "ZeRO-3 transient"; LA analysis.py training()].
+    # every dp (the layer is gathered whole) [formulas A2 "ZeRO-3 transient"; LA analysis.py training()].
     w = TrainingWorkload(global_batch_size=16, seq_len=4096)
     transients = []
     for dp in (2, 4):

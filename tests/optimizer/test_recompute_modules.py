@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 
 from optimizer.costmodel.estimate import estimate
-from optimizer.costmodel.training import CostContext
+from optimizer.costmodel.stage import CostContext
 from optimizer.errors import DomainError
 from optimizer.exports.launch import export
 from optimizer.search.planner import plan

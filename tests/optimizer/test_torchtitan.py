@@ -10,7 +10,7 @@ from accuracy.published_runs import load_records
 from optimizer.costmodel.estimate import estimate
 from optimizer.costmodel.memory import activation_bytes_per_layer
 from optimizer.costmodel.op_sac import block_matmuls, recomputed_flops_per_token, saved_bytes_per_token
-from optimizer.costmodel.training import CostContext
+from optimizer.costmodel.stage import CostContext
 from optimizer.spec.cluster_loading import build_cluster
 from optimizer.spec.cluster_spec import ClusterSpec
 from optimizer.spec.model_loading import resolve_model

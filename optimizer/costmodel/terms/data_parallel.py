@@ -1,0 +1,189 @@
+"""Data-parallel gradient sync, ZeRO / FSDP sharded collectives and the optimizer step of one pipeline stage
+[formulas C4; Z20; NB communication-overlap]."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from optimizer.costmodel import network as net
+from optimizer.costmodel.compute import hbm_time, overlapped
+from optimizer.costmodel.constants import ADAM_BYTES_PER_PARAM, BF16_BYTES, FP8_BYTES, OVERLAP_COMPUTE_SLOWDOWN
+from optimizer.spec.gpu_catalog import GPUSpec
+
+# DeepSpeed BF16_Optimizer's HBM traffic per parameter after each micro-batch's backward: zero the bf16 grads (2),
+# autograd's accumulation into them (read 2 + 2, write 2), fp32 += bf16 (read 2 + 4, write 4) [frameworks:
+# bf16_optimizer; DeepSpeed runtime/bf16_optimizer.py].
+BF16_OPTIMIZER_ACCUMULATE_BYTES = 2 + (2 + 2 + 2) + (2 + 4 + 4)
+
+
+@dataclass(frozen=True, slots=True)
+class DataParallelGroups:
+    """A stage's two data-parallel groups and the parameters each replicates. The dense parameters' group is the
+    dp x cp ranks (tp apart); the experts' gradients and optimizer states are sharded over the expert data-parallel
+    group (etp x ep apart)."""
+
+    dense_levels: tuple[net.Level, ...]
+    """The dense group's fabric levels (network.group_levels)."""
+    expert_levels: tuple[net.Level, ...]
+    """The expert group's fabric levels."""
+    dense_ranks: int
+    """Ranks in the dense group (dp x cp)."""
+    expert_ranks: int
+    """Ranks in the expert group (expert dp)."""
+    dense_params: float
+    """Dense parameters per rank incl. the embedding, before DP sharding (count)."""
+    expert_params: float
+    """Expert parameters per rank, before DP sharding (count)."""
+    grad_bytes: int
+    """Bytes per gradient element (4 fp32, 2 bf16)."""
+    fp8_params: bool
+    """Parameters all-gather as FP8 (FP8 primary weights, MLM --fp8-param-gather), else bf16."""
+
+
+@dataclass(frozen=True, slots=True)
+class Zero3Schedule:
+    """How a framework runs ZeRO-3 / FSDP (framework_runtime.Runtime)."""
+
+    collectives_per_layer: int
+    """All-gathers per layer and pass (and as many reduce-scatters backward)."""
+    node_aggregation: bool
+    """Whether inner levels aggregate the bytes before the network (hierarchical), else each rank's full volume
+    crosses its own NIC."""
+    overlap: float
+    """Share of the overlappable communication the framework's prefetch hides (0-1)."""
+
+
+def _collective(g: DataParallelGroups, kind: str) -> float:
+    """One gradient all-reduce ("ar") or reduce-scatter (anything else; priced as an all-gather [NT]) over both
+    groups, seconds."""
+    f = net.all_reduce if kind == "ar" else net.all_gather
+    t = f(g.dense_levels, g.dense_params * g.grad_bytes) if g.dense_ranks > 1 else 0.0
+    t += f(g.expert_levels, g.expert_params * g.grad_bytes) if g.expert_ranks > 1 and g.expert_params else 0.0
+    return t
+
+
+def _param_gather(g: DataParallelGroups) -> float:
+    """All-gather of the updated parameters over both groups, seconds: bf16, or FP8 with FP8 primary weights
+    [MLM --fp8-param-gather]."""
+    width = FP8_BYTES if g.fp8_params else BF16_BYTES
+    t = net.all_gather(g.dense_levels, g.dense_params * width) if g.dense_ranks > 1 else 0.0
+    return t + (
+        net.all_gather(g.expert_levels, g.expert_params * width) if g.expert_ranks > 1 and g.expert_params else 0.0
+    )
+
+
+def dp_exposed(
+    g: DataParallelGroups,
+    zero_stage: int,
+    overlap_grad_reduce: bool,
+    bf16_optimizer: bool,
+    reduce_after_pipeline: bool,
+    chunks: float,
+    fwd: float,
+    bwd: float,
+    microbatches: int,
+) -> float:
+    """Exposed data-parallel sync of one step after the stage's last backward (ZeRO 0-2), seconds; ZeRO-3 is
+    zero3_exposed. `fwd` / `bwd` are the stage's per-micro-batch passes, `chunks` the model chunks it runs.
+
+    Overlapped reductions run under the last micro-batch's backward, bucket by bucket; one bucket stays exposed
+    [NB communication-overlap]. ZeRO-2 reduces every micro-batch [DeepSpeed #2252]. DeepSpeed's BF16_Optimizer
+    all-reduces its bf16 copy of the fp32 buffer (2 B per parameter) after the flush and all-gathers [frameworks];
+    frameworks that reduce after the pipeline (`reduce_after_pipeline`) do so after the last micro-batch."""
+    if bf16_optimizer:
+        return net.all_reduce(g.dense_levels, g.dense_params * BF16_BYTES) + _param_gather(g)
+    if reduce_after_pipeline:
+        return _collective(g, "ar") if zero_stage == 0 else _collective(g, "rs") + _param_gather(g)
+    if zero_stage == 0:
+        full = _collective(g, "ar")
+        return overlapped(full, max(full / chunks, full - bwd)) if overlap_grad_reduce else full
+    if zero_stage == 1:
+        full = _collective(g, "rs")
+        dp_t = overlapped(full, max(full / chunks, full - bwd)) if overlap_grad_reduce else full
+        ag = _param_gather(g)  # updated bf16 params, overlapped with the next forward
+        dp_t += overlapped(ag, max(ag / chunks, ag - fwd)) if overlap_grad_reduce else ag
+        return dp_t
+    if zero_stage == 2:
+        rs = _collective(g, "rs")
+        return microbatches * overlapped(rs, max(rs / chunks, rs - bwd)) + _param_gather(g)
+    return 0.0
+
+
+def flat_levels(levels: tuple[net.Level, ...]) -> tuple[net.Level, ...]:
+    """A group's levels as one level at its slowest tier's bandwidth (no aggregation by inner levels)."""
+    if not levels:
+        return levels
+    slow = min(levels, key=lambda lv: lv.bw)
+    members = 1
+    for lv in levels:
+        members *= lv.members
+    return (net.Level(members, slow.bw, any(lv.network for lv in levels), slow.name),)
+
+
+def zero3_exposed(g: DataParallelGroups, schedule: Zero3Schedule, layers: int, fwd: float, bwd: float) -> float:
+    """Exposed ZeRO-3 / FSDP communication of one micro-batch on one stage of `layers` layers, seconds; `fwd` and
+    `bwd` are the stage's per-micro-batch compute.
+
+    Per layer and pass the framework issues `collectives_per_layer` all-gathers of the layer's bf16 weights,
+    FP8 under FP8 primary weights (Megatron-FSDP with --fp8-param-gather all-gathers the FP8 parameters [MLM
+    README 'FP8 Primary Weights'], as the distributed optimizer's gather does), and as many
+    reduce-scatters of its gradients in backward, each paying its ring latency over all dp ranks
+    [NC tuning.cc]. The next layer's gathers are prefetched under the current layer's compute, so a layer costs
+    max(compute, comm); the first gather of the forward and the last reduce-scatter of the backward have nothing
+    to hide under [DeepSpeed partitioned_param_coordinator.py; FSDP2 implicit prefetch]. Of the overlappable part
+    only the framework's `overlap` share hides (DeepSpeed calibrated on Narayanan 2021 Table 2); the
+    recompute forward reuses the backward's gather.
+    """
+    n = max(1, layers)
+    k = schedule.collectives_per_layer
+    lv_d, lv_e = g.dense_levels, g.expert_levels
+    if not schedule.node_aggregation:  # each rank's whole volume over its own NIC (see Framework)
+        lv_d, lv_e = flat_levels(lv_d), flat_levels(lv_e)
+    # Bytes per parameter: the gathers move the primary weights (bf16, or FP8 under fp8_param_gather), the
+    # reduce-scatters the gradients at their own width (grad_dtype), whatever the weights are stored in.
+    wbytes = float(FP8_BYTES) if g.fp8_params else float(BF16_BYTES)
+    bytes_per_param = {"ag": wbytes, "rs": float(g.grad_bytes)}
+    dense_params, expert_params = g.dense_params, g.expert_params
+
+    def per_layer(f: str) -> float:
+        fn = net.all_gather  # reduce-scatter costs the same [NT]
+        d_piece, e_piece = dense_params * bytes_per_param[f] / (n * k), expert_params * bytes_per_param[f] / (n * k)
+        t = fn(lv_d, d_piece) if g.dense_ranks > 1 else 0.0
+        if g.expert_ranks > 1 and expert_params:
+            t += fn(lv_e, e_piece)
+        return k * t
+
+    gather, reduce = per_layer("ag"), per_layer("rs")
+    eta = schedule.overlap
+
+    def exposed(comm: float, compute: float) -> float:
+        # What the framework's schedule leaves unhidden, but never less than the compute the hidden part slows.
+        return max(0.0, comm - compute) + max(1.0 - eta, OVERLAP_COMPUTE_SLOWDOWN) * min(comm, compute)
+
+    return gather + reduce + n * (exposed(gather, fwd / n) + exposed(gather + reduce, bwd / n))
+
+
+def zero3_transient_bytes(dense_params: float, expert_params: float, layers: int, live_layers: float) -> float:
+    """Unsharded bf16 weights (2 B each) of the `live_layers` layers in use and prefetched under ZeRO-3, bytes per
+    GPU [LA analysis.py training(); frameworks]. Parameters are per TP/EP rank, not yet DP-sharded."""
+    per_layer = (dense_params + expert_params) / max(1, layers)
+    return live_layers * per_layer * BF16_BYTES
+
+
+def bf16_optimizer_accumulate_time(gpu: GPUSpec, params: float) -> float:
+    """HBM time of DeepSpeed BF16_Optimizer's gradient accumulation after every micro-batch's backward, seconds:
+    zero the bf16 grads (2 B), autograd accumulates into them (read 2 + 2, write 2), then fp32 += bf16 (read 2 + 4,
+    write 4): 18 B per parameter outside the GEMMs (Megatron fuses the accumulation into the wgrad GEMM)
+    [frameworks: bf16_optimizer]."""
+    return hbm_time(gpu, params * BF16_OPTIMIZER_ACCUMULATE_BYTES)
+
+
+def optimizer_step_time(
+    gpu: GPUSpec, dense_params: float, expert_params: float, zero_stage: int, dense_ranks: int, expert_ranks: int
+) -> float:
+    """The Adam step over this rank's share of the parameters at HBM speed, seconds: all of them without ZeRO,
+    else 1/dp of the dense and 1/expert-dp of the expert parameters [Z20 §5]."""
+    opt_params = (dense_params if zero_stage == 0 else dense_params / dense_ranks) + (
+        expert_params if zero_stage == 0 else expert_params / expert_ranks
+    )
+    return hbm_time(gpu, opt_params * ADAM_BYTES_PER_PARAM)
