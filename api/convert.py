@@ -12,7 +12,7 @@ from optimizer.spec.calibration import ClusterCalibration
 from optimizer.spec.cluster_spec import ClusterSpec
 from optimizer.spec.inventory import InventoryDiff
 from service.calibration import Comparison
-from service.jobs import SearchOptions
+from service.job_requests import SearchOptions
 from store.models import Calibration, Cluster, ClusterRevision, Job, Model, ModelVersion, Plan, Watch
 from store.repositories.clusters import ClusterRepository, revision_spec
 from store.repositories.models import ModelRepository

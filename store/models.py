@@ -33,6 +33,7 @@ NAMING = {
     "pk": "pk_%(table_name)s",
 }
 
+MAX_ID = 2_147_483_647  # ids are 32-bit integer columns
 JOB_STATES = ("queued", "running", "succeeded", "failed", "cancelled")
 TRIGGERS = ("user", "nightly", "inventory_change")
 

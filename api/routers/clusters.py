@@ -7,7 +7,7 @@ from typing import Annotated
 from fastapi import APIRouter, Body, Query
 
 from api.convert import cluster_out, revision_out
-from api.deps import MAX_ID, Paging, Reader, RowId, SessionDep, SettingsDep, Writer, send_after_commit
+from api.deps import Paging, Reader, RowId, SessionDep, SettingsDep, Writer, send_after_commit
 from api.responses import NOT_FOUND, STANDARD, WRITE
 from api.schemas import (
     ClusterCreate,
@@ -25,6 +25,7 @@ from optimizer.spec.inventory import diff_inventories
 from optimizer.spec.yaml_documents import yaml_mapping
 from service.catalog import cluster_from_document, create_cluster, set_node_state
 from service.replan import check_watches
+from store.models import MAX_ID
 from store.repositories.clusters import ClusterRepository, revision_spec
 
 router = APIRouter(prefix="/v1/clusters", tags=["clusters"], responses=STANDARD)

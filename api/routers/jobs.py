@@ -7,11 +7,12 @@ from typing import Annotated, Literal
 from fastapi import APIRouter, Header, Query
 
 from api.convert import job_out, jobs_out
-from api.deps import MAX_ID, DispatcherDep, Paging, Reader, RowId, SessionDep, SettingsDep, Writer, send_after_commit
+from api.deps import DispatcherDep, Paging, Reader, RowId, SessionDep, SettingsDep, Writer, send_after_commit
 from api.responses import CONFLICT, NOT_FOUND, STANDARD, WRITE
 from api.schemas import JobCreate, JobOut, PageOut
 from optimizer.errors import DomainError
 from service.jobs import cancel, submit
+from store.models import MAX_ID
 from store.repositories.jobs import JobRepository
 from workers.dispatch import BrokerUnavailable
 
