@@ -24,6 +24,7 @@ from workers.dispatch import Dispatcher, send_committed
 
 log = logging.getLogger("meshplan.api")
 RowId = Annotated[int, Path(ge=1, le=MAX_ID, description="Row id.")]
+NameQuery = Annotated[str, Query(min_length=1, max_length=128, pattern=r"^[A-Za-z0-9._-]+$")]
 
 bearer = HTTPBearer(auto_error=False, description="An API token from `meshplan token create`.")
 

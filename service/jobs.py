@@ -27,7 +27,7 @@ from optimizer.spec.workload import InferenceWorkload, TrainingWorkload
 from service.job_requests import JobRequest, SearchOptions, check, target
 from service.plans import fleet_of, inventory_between, planned, specs_of
 from store.db import Database
-from store.models import Job, Plan, PlanDocument
+from store.models import Job, Plan, PlanDocument, job_inputs
 from store.repositories.clusters import ClusterRepository
 from store.repositories.jobs import JobRepository
 from store.repositories.measurements import CalibrationRepository, calibration_spec
@@ -247,12 +247,7 @@ def store_plan(s: Session, job: Job, result: PlanResult) -> Plan:
     est = best.estimate if best else None
     row = Plan(
         job_id=job.id,
-        cluster_id=job.cluster_id,
-        cluster_revision_id=job.cluster_revision_id,
-        model_id=job.model_id,
-        model_version_id=job.model_version_id,
-        workload_id=job.workload_id,
-        watch_id=job.watch_id,
+        **job_inputs(job),
         previous_plan_id=previous.id if previous else None,
         trigger=job.trigger,
         solver_status=result.status,

@@ -210,6 +210,15 @@ class Job(Base):
     workload: Mapped[Workload] = relationship(viewonly=True, lazy="select")
 
 
+# The input columns a plan copies from its job (the same names on both tables).
+JOB_INPUTS = ("cluster_id", "cluster_revision_id", "model_id", "model_version_id", "workload_id", "watch_id")
+
+
+def job_inputs(job: Job) -> dict[str, int | None]:
+    """A job's input row ids, as its plan records them."""
+    return {name: getattr(job, name) for name in JOB_INPUTS}
+
+
 class Plan(Base):
     """A planning result, linked to its job, its inputs and the previous plan of the same watch."""
 

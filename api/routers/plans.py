@@ -7,7 +7,7 @@ from typing import Annotated, Literal
 
 from fastapi import APIRouter, Query
 
-from api.convert import plan_out, plan_summaries_out
+from api.convert import page_out, plan_out, plan_summaries_out
 from api.deps import Paging, Reader, RowId, SessionDep
 from api.responses import NOT_FOUND, STANDARD
 from api.schemas import PageOut, PlanDiffOut, PlanOut, PlanSummaryOut
@@ -43,7 +43,7 @@ def history(
         cluster_id=cluster_id, model_id=model_id, watch_id=watch_id, trigger=trigger, since=since, until=until
     )
     p = PlanRepository(s).history(f, page)
-    return PageOut(items=plan_summaries_out(s, p.items), total=p.total, offset=p.offset, limit=p.limit)
+    return page_out(p, plan_summaries_out(s, p.items))
 
 
 @router.get("/{plan_id}", response_model=PlanOut, responses=NOT_FOUND)

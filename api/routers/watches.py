@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 
-from api.convert import job_out, watch_out
+from api.convert import job_out, page_out, watch_out
 from api.deps import DispatcherDep, Paging, Reader, RowId, SessionDep, SettingsDep, Writer, send_after_commit
 from api.responses import NOT_FOUND, STANDARD, WRITE
 from api.schemas import PageOut, ReplanOut, WatchCreate, WatchOut
@@ -26,7 +26,7 @@ def create(body: WatchCreate, s: SessionDep, cfg: SettingsDep, _: Writer) -> Wat
 @router.get("", response_model=PageOut[WatchOut])
 def list_watches(s: SessionDep, _: Reader, page: Paging) -> PageOut[WatchOut]:
     p = WatchRepository(s).page(page)
-    return PageOut(items=[watch_out(s, w) for w in p.items], total=p.total, offset=p.offset, limit=p.limit)
+    return page_out(p, [watch_out(s, w) for w in p.items])
 
 
 @router.get("/{watch_id}", response_model=WatchOut, responses=NOT_FOUND)
