@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any, TypeVar
 
 from sqlalchemy.orm import Session
 
@@ -12,12 +13,20 @@ from optimizer.spec.calibration import ClusterCalibration
 from optimizer.spec.cluster_spec import ClusterSpec
 from optimizer.spec.inventory import InventoryDiff
 from service.calibration import Comparison
-from service.jobs import SearchOptions
+from service.job_requests import SearchOptions
 from store.models import Calibration, Cluster, ClusterRevision, Job, Model, ModelVersion, Plan, Watch
 from store.repositories.clusters import ClusterRepository, revision_spec
 from store.repositories.models import ModelRepository
+from store.repositories.paging import Page
 from store.repositories.plans import PlanRepository
 from store.repositories.workloads import WorkloadRepository, workload_spec
+
+T = TypeVar("T")
+
+
+def page_out(p: Page[Any], items: list[T]) -> S.PageOut[T]:
+    """One page of rows as a response body: `items` are its rows converted."""
+    return S.PageOut(items=items, total=p.total, offset=p.offset, limit=p.limit)
 
 
 def revision_out(rev: ClusterRevision) -> S.RevisionOut:

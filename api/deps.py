@@ -16,14 +16,15 @@ from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session
 
 from store.db import Database
+from store.models import MAX_ID
 from store.repositories.paging import PageRequest
 from store.repositories.tokens import TokenRepository
 from store.settings import Settings
 from workers.dispatch import Dispatcher, send_committed
 
 log = logging.getLogger("meshplan.api")
-MAX_ID = 2_147_483_647  # ids are 32-bit integer columns
 RowId = Annotated[int, Path(ge=1, le=MAX_ID, description="Row id.")]
+NameQuery = Annotated[str, Query(min_length=1, max_length=128, pattern=r"^[A-Za-z0-9._-]+$")]
 
 bearer = HTTPBearer(auto_error=False, description="An API token from `meshplan token create`.")
 

@@ -15,7 +15,7 @@ from optimizer.spec.calibration import ClusterCalibration
 from optimizer.spec.gpu_catalog import GPUSpec
 from optimizer.spec.inventory import InventoryDiff
 from optimizer.spec.workload import Workload
-from service.jobs import JobRequest, SearchOptions
+from service.job_requests import JobRequest, SearchOptions
 
 T = TypeVar("T")
 NAME = Field(min_length=1, max_length=128, pattern=r"^[A-Za-z0-9._-]+$", description="Unique name.")

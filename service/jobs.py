@@ -1,4 +1,4 @@
-"""Planning jobs: submission (validated, idempotent) and execution (claim, solve, store once)."""
+"""Planning jobs: submission (checked by job_requests, idempotent) and execution (claim, solve, store once)."""
 
 from __future__ import annotations
 
@@ -6,9 +6,8 @@ import logging
 import threading
 import time
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
 from sqlalchemy.exc import IntegrityError, OperationalError
 from sqlalchemy.orm import Session
 
@@ -16,73 +15,29 @@ from optimizer.errors import DomainError
 from optimizer.exports.plan_diff import diff_fleets, diff_plans
 from optimizer.search.explain import describe
 from optimizer.search.fleet_result import FleetPlan
-from optimizer.search.planner import plan, preflight
+from optimizer.search.planner import plan
 from optimizer.search.result import PlannedConfig, PlanResult, Progress
-from optimizer.search.space import DEFAULT_SCHEDULES, SearchSpace, parse_pins
+from optimizer.search.space import SearchSpace
 from optimizer.spec.cluster_spec import ClusterSpec
 from optimizer.spec.inventory import content_hash
 from optimizer.spec.model_spec import ModelSpec
 from optimizer.spec.objectives import objective_name
 from optimizer.spec.parallel_config import ParallelConfig
 from optimizer.spec.workload import InferenceWorkload, TrainingWorkload
-from optimizer.spec.workload import Workload as WorkloadSpec
+from service.job_requests import JobRequest, SearchOptions, check, target
 from service.plans import fleet_of, inventory_between, planned, specs_of
 from store.db import Database
-from store.models import Job, Plan, PlanDocument
-from store.repositories.clusters import ClusterRepository, revision_spec
+from store.models import Job, Plan, PlanDocument, job_inputs
+from store.repositories.clusters import ClusterRepository
 from store.repositories.jobs import JobRepository
 from store.repositories.measurements import CalibrationRepository, calibration_spec
-from store.repositories.models import ModelRepository, version_spec
+from store.repositories.models import ModelRepository
 from store.repositories.plans import PlanFilter, PlanRepository
 from store.repositories.watches import WatchRepository
 from store.repositories.workloads import WorkloadRepository
 from store.settings import Settings, settings
 
 log = logging.getLogger("meshplan.jobs")
-
-
-class SearchOptions(BaseModel):
-    """The user's constraints on the search (as `meshplan plan` takes them)."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    pins: list[str] = Field(default_factory=list, max_length=32, description="Knob pins: tp=8, pp<=16, zero=1,3.")
-    max_gpus: int | None = Field(default=None, ge=1, le=10_000_000, description="GPU budget.")
-    pools: list[str] | None = Field(default=None, max_length=256, description="Pools the plan may use.")
-    schedules: list[str] | None = Field(default=None, max_length=8, description="Pipeline schedules searched.")
-
-    def space(self) -> SearchSpace:
-        """The declared search space (pins parsed; a bad pin names itself)."""
-        return SearchSpace(
-            pins=parse_pins(self.pins),
-            max_gpus=self.max_gpus,
-            pools=tuple(self.pools) if self.pools else None,
-            schedules=tuple(self.schedules) if self.schedules else DEFAULT_SCHEDULES,
-        )
-
-
-class JobRequest(BaseModel):
-    """What a planning job solves: a cluster revision, a model version, a workload and the search options."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    cluster_id: int = Field(ge=1, le=2_147_483_647, description="Cluster to plan on.")
-    cluster_revision: int | None = Field(
-        default=None, ge=1, le=2_147_483_647, description="Inventory revision; default the current."
-    )
-    model_id: int = Field(ge=1, le=2_147_483_647, description="Model to place.")
-    model_version: int | None = Field(
-        default=None, ge=1, le=2_147_483_647, description="Model version; default the current."
-    )
-    workload: WorkloadSpec
-    search: SearchOptions = Field(default_factory=SearchOptions)
-    time_limit_s: float | None = Field(default=None, description="Solver time limit, seconds (capped by a setting).")
-    top_k: int = Field(default=3, ge=1, le=20, description="Plan plus runners-up.")
-    calibration: Literal["cluster", "none"] = Field(
-        default="cluster",
-        description="cluster: price with the cluster's newest calibration (fitted to its measurements); none: the "
-        "sourced constants only.",
-    )
 
 
 @dataclass(frozen=True)
@@ -109,30 +64,13 @@ def submit(
     warm_start_plan_id: int | None = None,
     cfg: Settings | None = None,
 ) -> tuple[Job, bool]:
-    """Validate and store a job (queued). Returns (job, created); the caller commits, then enqueues."""
+    """Check (job_requests.check: without building the search space) and store a job (queued). Returns (job,
+    created); the caller commits, then enqueues."""
     cfg = cfg or settings()
     limit = cfg.time_limit(req.time_limit_s)
-    clusters, models = ClusterRepository(session), ModelRepository(session)
-    cluster = clusters.get(req.cluster_id)
-    rev = clusters.revision(cluster, req.cluster_revision) if req.cluster_revision else clusters.head(cluster)
-    if rev is None:
-        raise DomainError("cluster_id", f"cluster {cluster.id} has no inventory yet")
-    model = models.get(req.model_id)
-    version = models.version(model, req.model_version) if req.model_version else models.head(model)
-    if version is None:
-        raise DomainError("model_id", f"model {model.id} has no version yet")
-    try:
-        space = req.search.space()
-    except DomainError as exc:
-        raise DomainError(f"search.{exc.field}", exc.rule) from None
-    preflight(
-        version_spec(model, version),
-        revision_spec(cluster, rev),
-        req.workload,
-        space,
-        time_limit_s=limit,
-        max_time_limit_s=cfg.max_time_limit_s,
-    )
+    t = target(session, req.cluster_id, req.model_id, req.cluster_revision, req.model_version)
+    rev, version = check(t, req.workload, req.search, limit, cfg)
+    cluster, model = t.cluster, t.model
     workload = WorkloadRepository(session).intern(req.workload)
     calibration = CalibrationRepository(session).current(cluster.id) if req.calibration == "cluster" else None
     job = Job(
@@ -309,12 +247,7 @@ def store_plan(s: Session, job: Job, result: PlanResult) -> Plan:
     est = best.estimate if best else None
     row = Plan(
         job_id=job.id,
-        cluster_id=job.cluster_id,
-        cluster_revision_id=job.cluster_revision_id,
-        model_id=job.model_id,
-        model_version_id=job.model_version_id,
-        workload_id=job.workload_id,
-        watch_id=job.watch_id,
+        **job_inputs(job),
         previous_plan_id=previous.id if previous else None,
         trigger=job.trigger,
         solver_status=result.status,

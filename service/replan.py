@@ -6,7 +6,8 @@ from dataclasses import dataclass
 
 from sqlalchemy.orm import Session
 
-from service.jobs import JobRequest, SearchOptions, submit
+from service.job_requests import JobRequest, SearchOptions
+from service.jobs import submit
 from store.models import Watch, now
 from store.repositories.clusters import ClusterRepository
 from store.repositories.jobs import JobRepository

@@ -33,6 +33,7 @@ NAMING = {
     "pk": "pk_%(table_name)s",
 }
 
+MAX_ID = 2_147_483_647  # ids are 32-bit integer columns
 JOB_STATES = ("queued", "running", "succeeded", "failed", "cancelled")
 TRIGGERS = ("user", "nightly", "inventory_change")
 
@@ -207,6 +208,15 @@ class Job(Base):
     cluster_revision: Mapped[ClusterRevision] = relationship(viewonly=True, lazy="select")
     model_version: Mapped[ModelVersion] = relationship(viewonly=True, lazy="select")
     workload: Mapped[Workload] = relationship(viewonly=True, lazy="select")
+
+
+# The input columns a plan copies from its job (the same names on both tables).
+JOB_INPUTS = ("cluster_id", "cluster_revision_id", "model_id", "model_version_id", "workload_id", "watch_id")
+
+
+def job_inputs(job: Job) -> dict[str, int | None]:
+    """A job's input row ids, as its plan records them."""
+    return {name: getattr(job, name) for name in JOB_INPUTS}
 
 
 class Plan(Base):

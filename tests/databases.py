@@ -6,12 +6,15 @@ from __future__ import annotations
 import os
 import time
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import pytest
 from sqlalchemy import create_engine, text
 
 from store.changes import wait_listening
 from store.db import Database
+from store.migrate import upgrade
 
 PG_ADMIN_URL = os.environ.get("MESHPLAN_TEST_PG", "postgresql+psycopg://postgres@127.0.0.1:5432/test")
 
@@ -41,6 +44,17 @@ def drop_pg_database(name: str) -> None:
     with admin.connect() as c:
         c.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
     admin.dispose()
+
+
+@contextmanager
+def migrated_pg_database() -> Iterator[str]:
+    """A new database on the local server migrated to the newest schema, dropped on exit: its URL."""
+    url, name = create_pg_database()
+    upgrade(url)
+    try:
+        yield url
+    finally:
+        drop_pg_database(name)
 
 
 def settled(db: Database) -> int:

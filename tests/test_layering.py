@@ -1,4 +1,5 @@
-"""Data flows one way: api/workers -> store -> optimizer. The optimizer imports nothing upward."""
+"""Data flows one way: api/workers -> service -> store -> optimizer. The optimizer imports nothing upward; the
+product never imports the published-run harness (accuracy)."""
 
 from __future__ import annotations
 
@@ -7,9 +8,21 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 FORBIDDEN = {
-    "optimizer": {"store", "api", "workers", "sqlalchemy", "fastapi", "celery", "redis", "alembic"},
-    "store": {"api", "workers", "fastapi", "celery"},
-    "workers": {"api", "fastapi"},
+    "optimizer": {
+        "service",
+        "store",
+        "api",
+        "workers",
+        "accuracy",
+        "sqlalchemy",
+        "fastapi",
+        "celery",
+        "redis",
+        "alembic",
+    },
+    "store": {"service", "api", "workers", "accuracy", "fastapi", "celery"},
+    "service": {"api", "workers", "accuracy", "fastapi", "celery"},
+    "workers": {"api", "accuracy", "fastapi"},
 }
 
 

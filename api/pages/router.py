@@ -23,7 +23,7 @@ from api.convert import (
     plan_summaries_out,
     version_out,
 )
-from api.deps import MAX_ID, RowId, SessionDep, SettingsDep
+from api.deps import RowId, SessionDep, SettingsDep
 from api.pages.figures import breakdown_bar, device_mesh, memory_bars, pipeline_timeline, prediction_errors
 from optimizer.errors import DomainError
 from optimizer.exports.launch import Export, export
@@ -35,6 +35,7 @@ from optimizer.spec.names import TOOLS
 from optimizer.spec.objectives import LABELS, format_objective
 from service.calibration import cluster_points, comparisons
 from service.plans import inventory_change, plan_change, plan_pair, planned, specs_of
+from store.models import MAX_ID
 from store.repositories.clusters import ClusterRepository, revision_spec
 from store.repositories.jobs import JobRepository
 from store.repositories.measurements import CalibrationRepository

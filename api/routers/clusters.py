@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Body, Query
 
-from api.convert import cluster_out, revision_out
-from api.deps import MAX_ID, Paging, Reader, RowId, SessionDep, SettingsDep, Writer, send_after_commit
+from api.convert import cluster_out, page_out, revision_out
+from api.deps import NameQuery, Paging, Reader, RowId, SessionDep, SettingsDep, Writer, send_after_commit
 from api.responses import NOT_FOUND, STANDARD, WRITE
 from api.schemas import (
     ClusterCreate,
@@ -25,6 +25,7 @@ from optimizer.spec.inventory import diff_inventories
 from optimizer.spec.yaml_documents import yaml_mapping
 from service.catalog import cluster_from_document, create_cluster, set_node_state
 from service.replan import check_watches
+from store.models import MAX_ID
 from store.repositories.clusters import ClusterRepository, revision_spec
 
 router = APIRouter(prefix="/v1/clusters", tags=["clusters"], responses=STANDARD)
@@ -32,46 +33,43 @@ router = APIRouter(prefix="/v1/clusters", tags=["clusters"], responses=STANDARD)
 
 @router.post("", status_code=201, response_model=ClusterOut, responses=WRITE)
 def create(body: ClusterCreate, s: SessionDep, _: Writer) -> ClusterOut:
-    spec = cluster_from_document(s, body.name, body.inventory)
-    cluster, _rev = create_cluster(s, body.name, spec)
-    return cluster_out(s, cluster)
+    return _create(s, body.name, body.inventory, "created")
 
 
 @router.post("/import/yaml", status_code=201, response_model=ClusterOut, responses=WRITE)
 def import_yaml(
     s: SessionDep,
     _: Writer,
-    name: Annotated[str, Query(min_length=1, max_length=128, pattern=r"^[A-Za-z0-9._-]+$")],
+    name: NameQuery,
     body: Annotated[str, Body(media_type="application/yaml", description="The cluster YAML format.")],
 ) -> ClusterOut:
-    doc = yaml_mapping(body, "body", "the body", "with `pools`")
-    doc.pop("name", None)
-    spec = cluster_from_document(s, name, doc)
-    cluster, _rev = create_cluster(s, name, spec, "imported from YAML")
-    return cluster_out(s, cluster)
+    return _create(s, name, yaml_mapping(body, "body", "the body", "with `pools`"), "imported from YAML")
 
 
 @router.post("/import/nvidia-smi-topo", status_code=201, response_model=ClusterOut, responses=WRITE)
 def import_topo(
     s: SessionDep,
     _: Writer,
-    name: Annotated[str, Query(min_length=1, max_length=128, pattern=r"^[A-Za-z0-9._-]+$")],
+    name: NameQuery,
     gpu: Annotated[str, Query(min_length=1, max_length=64, description="GPU type of the node.")],
     body: Annotated[str, Body(media_type="text/plain", description="Output of `nvidia-smi topo -m`.")],
     nodes: Annotated[int, Query(ge=1, le=100_000)] = 1,
     nic_gbps: Annotated[float, Query(gt=0, le=100_000)] = 400.0,
 ) -> ClusterOut:
     doc = cluster_document_from_topo(body, gpu, nodes, nic_gbps, "pool")
-    doc.pop("name", None)
-    spec = cluster_from_document(s, name, doc)
-    cluster, _rev = create_cluster(s, name, spec, "imported from nvidia-smi topo -m")
+    return _create(s, name, doc, "imported from nvidia-smi topo -m")
+
+
+def _create(s: SessionDep, name: str, document: dict[str, Any], cause: str) -> ClusterOut:
+    """A new cluster from an inventory document (a `name` in it gives way to `name`)."""
+    cluster, _rev = create_cluster(s, name, cluster_from_document(s, name, document), cause)
     return cluster_out(s, cluster)
 
 
 @router.get("", response_model=PageOut[ClusterOut])
 def list_clusters(s: SessionDep, _: Reader, page: Paging) -> PageOut[ClusterOut]:
     p = ClusterRepository(s).page(page)
-    return PageOut(items=[cluster_out(s, c) for c in p.items], total=p.total, offset=p.offset, limit=p.limit)
+    return page_out(p, [cluster_out(s, c) for c in p.items])
 
 
 @router.get("/{cluster_id}", response_model=ClusterOut, responses=NOT_FOUND)
@@ -118,7 +116,7 @@ def patch_node(
 def revisions(cluster_id: RowId, s: SessionDep, _: Reader, page: Paging) -> PageOut[RevisionOut]:
     repo = ClusterRepository(s)
     p = repo.revisions(repo.get(cluster_id), page)
-    return PageOut(items=[revision_out(r) for r in p.items], total=p.total, offset=p.offset, limit=p.limit)
+    return page_out(p, [revision_out(r) for r in p.items])
 
 
 @router.get("/{cluster_id}/revisions/{number}", response_model=RevisionOut, responses=NOT_FOUND)

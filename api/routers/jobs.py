@@ -6,12 +6,13 @@ from typing import Annotated, Literal
 
 from fastapi import APIRouter, Header, Query
 
-from api.convert import job_out, jobs_out
-from api.deps import MAX_ID, DispatcherDep, Paging, Reader, RowId, SessionDep, SettingsDep, Writer, send_after_commit
+from api.convert import job_out, jobs_out, page_out
+from api.deps import DispatcherDep, Paging, Reader, RowId, SessionDep, SettingsDep, Writer, send_after_commit
 from api.responses import CONFLICT, NOT_FOUND, STANDARD, WRITE
 from api.schemas import JobCreate, JobOut, PageOut
 from optimizer.errors import DomainError
 from service.jobs import cancel, submit
+from store.models import MAX_ID
 from store.repositories.jobs import JobRepository
 from workers.dispatch import BrokerUnavailable
 
@@ -50,7 +51,7 @@ def list_jobs(
     cluster_id: Annotated[int | None, Query(ge=1, le=MAX_ID)] = None,
 ) -> PageOut[JobOut]:
     p = JobRepository(s).page(page, status=status, cluster_id=cluster_id)
-    return PageOut(items=jobs_out(s, p.items), total=p.total, offset=p.offset, limit=p.limit)
+    return page_out(p, jobs_out(s, p.items))
 
 
 @router.get("/{job_id}", response_model=JobOut, responses=NOT_FOUND)

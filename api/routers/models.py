@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Body, Query
+from fastapi import APIRouter, Body
 
-from api.convert import model_out, version_out
-from api.deps import Paging, Reader, RowId, SessionDep, Writer
+from api.convert import model_out, page_out, version_out
+from api.deps import NameQuery, Paging, Reader, RowId, SessionDep, Writer
 from api.responses import NOT_FOUND, STANDARD, WRITE
 from api.schemas import ModelCreate, ModelOut, ModelVersionCreate, PageOut, VersionOut, VersionResult
 from optimizer.spec.model_loading import model_from_hf_config
@@ -36,7 +36,7 @@ def create(body: ModelCreate, s: SessionDep, _: Writer) -> ModelOut:
 def import_yaml(
     s: SessionDep,
     _: Writer,
-    name: Annotated[str, Query(min_length=1, max_length=128, pattern=r"^[A-Za-z0-9._-]+$")],
+    name: NameQuery,
     body: Annotated[str, Body(media_type="application/yaml", description="ModelSpec fields (model.yaml).")],
 ) -> ModelOut:
     doc = yaml_mapping(body, "body", "the body", "of model fields")
@@ -48,7 +48,7 @@ def import_yaml(
 @router.get("", response_model=PageOut[ModelOut])
 def list_models(s: SessionDep, _: Reader, page: Paging) -> PageOut[ModelOut]:
     p = ModelRepository(s).page(page)
-    return PageOut(items=[model_out(s, m) for m in p.items], total=p.total, offset=p.offset, limit=p.limit)
+    return page_out(p, [model_out(s, m) for m in p.items])
 
 
 @router.get("/{model_id}", response_model=ModelOut, responses=NOT_FOUND)
@@ -73,4 +73,4 @@ def new_version(model_id: RowId, body: ModelVersionCreate, s: SessionDep, _: Wri
 def versions(model_id: RowId, s: SessionDep, _: Reader, page: Paging) -> PageOut[VersionOut]:
     repo = ModelRepository(s)
     p = repo.versions(repo.get(model_id), page)
-    return PageOut(items=[version_out(v) for v in p.items], total=p.total, offset=p.offset, limit=p.limit)
+    return page_out(p, [version_out(v) for v in p.items])

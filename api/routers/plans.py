@@ -7,8 +7,8 @@ from typing import Annotated, Literal
 
 from fastapi import APIRouter, Query
 
-from api.convert import plan_out, plan_summaries_out
-from api.deps import MAX_ID, Paging, Reader, RowId, SessionDep
+from api.convert import page_out, plan_out, plan_summaries_out
+from api.deps import Paging, Reader, RowId, SessionDep
 from api.responses import NOT_FOUND, STANDARD
 from api.schemas import PageOut, PlanDiffOut, PlanOut, PlanSummaryOut
 from optimizer.errors import DomainError
@@ -17,6 +17,7 @@ from optimizer.search.fleet_result import FleetPlan
 from optimizer.spec.names import ToolName
 from optimizer.spec.workload import InferenceWorkload
 from service.plans import inventory_change, plan_change, plan_pair, planned, specs_of
+from store.models import MAX_ID
 from store.repositories.plans import PlanFilter, PlanRepository
 
 router = APIRouter(prefix="/v1/plans", tags=["plans"], responses=STANDARD)
@@ -42,7 +43,7 @@ def history(
         cluster_id=cluster_id, model_id=model_id, watch_id=watch_id, trigger=trigger, since=since, until=until
     )
     p = PlanRepository(s).history(f, page)
-    return PageOut(items=plan_summaries_out(s, p.items), total=p.total, offset=p.offset, limit=p.limit)
+    return page_out(p, plan_summaries_out(s, p.items))
 
 
 @router.get("/{plan_id}", response_model=PlanOut, responses=NOT_FOUND)

@@ -4,19 +4,14 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 
-from api.convert import job_out, watch_out
+from api.convert import job_out, page_out, watch_out
 from api.deps import DispatcherDep, Paging, Reader, RowId, SessionDep, SettingsDep, Writer, send_after_commit
 from api.responses import NOT_FOUND, STANDARD, WRITE
 from api.schemas import PageOut, ReplanOut, WatchCreate, WatchOut
-from optimizer.search.planner import preflight
-from optimizer.spec.objectives import objective_name
 from service.replan import check_watch
-from store.models import Watch
-from store.repositories.clusters import ClusterRepository, revision_spec
+from service.watches import create_watch
 from store.repositories.jobs import JobRepository
-from store.repositories.models import ModelRepository, version_spec
 from store.repositories.watches import WatchRepository
-from store.repositories.workloads import WorkloadRepository
 from workers.dispatch import BrokerUnavailable
 
 router = APIRouter(prefix="/v1/watches", tags=["watches"], responses=STANDARD)
@@ -24,35 +19,14 @@ router = APIRouter(prefix="/v1/watches", tags=["watches"], responses=STANDARD)
 
 @router.post("", status_code=201, response_model=WatchOut, responses=WRITE)
 def create(body: WatchCreate, s: SessionDep, cfg: SettingsDep, _: Writer) -> WatchOut:
-    clusters, models = ClusterRepository(s), ModelRepository(s)
-    cluster, model = clusters.get(body.cluster_id), models.get(body.model_id)
-    rev, version = clusters.head(cluster), models.head(model)
-    limit = cfg.time_limit(body.time_limit_s)
-    if rev is not None and version is not None:  # the same checks a job gets, now rather than at night
-        preflight(
-            version_spec(model, version),
-            revision_spec(cluster, rev),
-            body.workload,
-            body.search.space(),
-            time_limit_s=limit,
-            max_time_limit_s=cfg.max_time_limit_s,
-        )
-    w = Watch(
-        name=body.name,
-        cluster_id=cluster.id,
-        model_id=model.id,
-        workload_id=WorkloadRepository(s).intern(body.workload).id,
-        search=body.search.model_dump(mode="json"),
-        objective=objective_name(body.workload),
-        time_limit_s=limit,
-    )
-    return watch_out(s, WatchRepository(s).create(w))
+    w = create_watch(s, body.name, body.cluster_id, body.model_id, body.workload, body.search, body.time_limit_s, cfg)
+    return watch_out(s, w)
 
 
 @router.get("", response_model=PageOut[WatchOut])
 def list_watches(s: SessionDep, _: Reader, page: Paging) -> PageOut[WatchOut]:
     p = WatchRepository(s).page(page)
-    return PageOut(items=[watch_out(s, w) for w in p.items], total=p.total, offset=p.offset, limit=p.limit)
+    return page_out(p, [watch_out(s, w) for w in p.items])
 
 
 @router.get("/{watch_id}", response_model=WatchOut, responses=NOT_FOUND)

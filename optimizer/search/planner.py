@@ -14,8 +14,8 @@ from collections.abc import Callable
 
 from optimizer.costmodel.estimate import estimate
 from optimizer.errors import DomainError
-from optimizer.frameworks.capabilities import allows, check_model, check_workload
-from optimizer.frameworks.validation import precision_rule
+from optimizer.frameworks.capabilities import Framework, allows, check_model, check_workload, framework
+from optimizer.frameworks.validation import SERVING_EP_DISPATCH_RULE, precision_rule
 from optimizer.search.candidates import Candidate, KeyBatch, TrainingSpace
 from optimizer.search.diagnosis import diagnose_infeasible
 from optimizer.search.explain import explain
@@ -35,7 +35,7 @@ from optimizer.search.space import SearchSpace
 from optimizer.search.stage_model import StageLayout, StageModel
 from optimizer.spec.cluster_spec import ClusterSpec
 from optimizer.spec.model_spec import ModelSpec
-from optimizer.spec.names import FRAMEWORKS
+from optimizer.spec.names import FRAMEWORKS, priced_framework
 from optimizer.spec.objectives import objective_name
 from optimizer.spec.parallel_config import ParallelConfig
 from optimizer.spec.recompute_modules import module_rule
@@ -154,7 +154,7 @@ def _pins_allowed(model: ModelSpec, cluster: ClusterSpec, w: TrainingWorkload, s
     return True
 
 
-def preflight(
+def check_request(
     model: ModelSpec,
     cluster: ClusterSpec,
     workload: TrainingWorkload | InferenceWorkload,
@@ -163,8 +163,10 @@ def preflight(
     time_limit_s: float,
     max_time_limit_s: float,
 ) -> None:
-    """The checks `plan` makes before it solves (a service runs them when a job is submitted): the time limit,
-    a healthy GPU, known pools, and pins that agree with each other and with the model."""
+    """The part of `preflight` decided from the specs alone, without building a search space (a job submission
+    runs it; the job's `plan` runs the whole preflight): the time limit, a healthy GPU, known pools, the precision,
+    the framework's rules for the model, the workload and each pin, tp against the heads, prices for a cost
+    objective."""
     if not MIN_TIME_LIMIT_S <= time_limit_s <= max_time_limit_s:
         raise DomainError(
             "time_limit", f"must be between {MIN_TIME_LIMIT_S} and {max_time_limit_s} seconds (got {time_limit_s})"
@@ -180,19 +182,47 @@ def preflight(
     if allowed and all(rules):
         raise DomainError("workload.precision", f"{rules[0]} (pool {allowed[0].name})")
     if isinstance(workload, InferenceWorkload):
-        check_serving_pins(model, cluster, workload, space)
-    if isinstance(workload, TrainingWorkload):
-        ts = TrainingSpace(model, cluster, workload, space)
-        if workload.framework != "auto" or not any(
-            _pins_allowed(model, cluster, workload, space, f) for f in FRAMEWORKS
-        ):
-            check_pins(ts)
-        unpriced = [p.name for p in ts.pools if p.price_per_gpu_hour is None]
+        if not space.allows("ep_dispatch", "alltoall"):
+            raise DomainError("pin.ep_dispatch", SERVING_EP_DISPATCH_RULE)
+    else:
+        if workload.framework != "auto" or not any(_rules_allowed(model, workload, space, f) for f in FRAMEWORKS):
+            check_pin_rules(framework(priced_framework(workload.framework)), model, workload, space)
+        names = space.pools or tuple(p.name for p in cluster.pools)  # in TrainingSpace.pools' order
+        unpriced = [n for n in names if cluster.pool(n).healthy_gpus and cluster.pool(n).price_per_gpu_hour is None]
         if workload.objective == "cost" and unpriced:
             raise DomainError(
                 "workload.objective",
                 f"cost needs price_per_gpu_hour on every allowed pool; missing on {', '.join(unpriced)}",
             )
+    tps = space.pinned_values("tp")
+    if tps and not any(model.num_attention_heads % int(t) == 0 for t in tps):
+        raise DomainError("pin.tp", f"{_pin_text('tp', space.pins['tp'])} contradicts {_heads(model)}")
+
+
+def _rules_allowed(model: ModelSpec, w: TrainingWorkload, space: SearchSpace, fw: str) -> bool:
+    try:
+        check_pin_rules(framework(fw), model, w, space)
+    except DomainError:
+        return False
+    return True
+
+
+def preflight(
+    model: ModelSpec,
+    cluster: ClusterSpec,
+    workload: TrainingWorkload | InferenceWorkload,
+    space: SearchSpace,
+    *,
+    time_limit_s: float,
+    max_time_limit_s: float,
+) -> None:
+    """The checks `plan` makes before it solves: `check_request`, then the pins against the search space they leave
+    (some configuration for serving; non-empty knob domains for training)."""
+    check_request(model, cluster, workload, space, time_limit_s=time_limit_s, max_time_limit_s=max_time_limit_s)
+    if isinstance(workload, InferenceWorkload):
+        check_serving_pins(model, cluster, workload, space)
+    elif workload.framework != "auto" or not any(_pins_allowed(model, cluster, workload, space, f) for f in FRAMEWORKS):
+        check_pins(TrainingSpace(model, cluster, workload, space))
 
 
 def _plan_training(
@@ -510,30 +540,10 @@ def _warm_candidate(ts: TrainingSpace, prev: ParallelConfig) -> Candidate | None
 
 
 def check_pins(ts: TrainingSpace) -> None:
-    """Pins that contradict each other, the model or the framework: an error naming both."""
+    """Pins that contradict each other, the model or the framework (`check_pin_rules`), or leave a knob no value
+    in the search space: an error naming both."""
     sp = ts.space
-    check_model(ts.fw, ts.model)
-    check_workload(ts.fw, ts.w.fp8_param_gather)
-    for knob, knob_pin in sp.pins.items():
-        pinned = knob_pin.values or ()
-        if pinned and not any(allows(ts.fw, knob, v) for v in pinned):
-            shown = ",".join(_pin_value(v) for v in pinned)
-            raise DomainError(f"pin.{knob}", f"{knob}={shown} is not available in {ts.fw.name} ({ts.fw.source(knob)})")
-    module_sets = sp.pinned_values("recompute_modules")
-    if module_sets is not None:  # Megatron's rules for its module list, named at the pin
-        if not sp.allows("recompute", "selective"):
-            raise DomainError("pin.recompute_modules", "needs recompute=selective, which the recompute pin excludes")
-        for mods in module_sets:
-            for module in mods:
-                rule = module_rule(module, ts.model)
-                if rule is not None:
-                    raise DomainError("pin.recompute_modules", f"{ts.model.name}: {rule}")
-    if ts.model.moe is None:  # expert knobs on a dense model: say so, not 'nothing fits'
-        overlap, etp = sp.pins.get("ep_comm_overlap"), sp.pins.get("etp")
-        if overlap is not None and overlap.values and all(overlap.values):
-            raise DomainError("pin.ep_comm_overlap", f"needs ep > 1: {ts.model.name} is dense (no experts)")
-        if etp is not None:
-            raise DomainError("pin.etp", f"sets the experts' tensor parallelism: {ts.model.name} is dense")
+    check_pin_rules(ts.fw, ts.model, ts.w, sp)
     for knob, values in (
         ("tp", ts.tp_values()),
         ("cp", ts.cp_values()),
@@ -544,7 +554,7 @@ def check_pins(ts: TrainingSpace) -> None:
             pin = sp.pins.get(knob)
             m = ts.model
             why = {
-                "tp": f"num_attention_heads={m.num_attention_heads} and num_kv_heads={m.kv_heads}",
+                "tp": _heads(m),
                 "cp": f"seq_len={ts.w.seq_len} (the sequence splits into 2 x cp chunks: seq_len % (2 x cp) == 0)",
                 "ep": f"num_experts={m.moe.num_experts if m.moe else 0} ({m.name} is dense)" if knob == "ep" else "",
                 "mbs": f"global_batch_size={ts.w.global_batch_size}",
@@ -552,6 +562,38 @@ def check_pins(ts: TrainingSpace) -> None:
             raise DomainError(f"pin.{knob}", f"{_pin_text(knob, pin)} contradicts {why}")
     if ts.budget < 1:
         raise DomainError("max_gpus", "no GPU available in the allowed pools")
+
+
+def check_pin_rules(fw: Framework, model: ModelSpec, w: TrainingWorkload, sp: SearchSpace) -> None:
+    """Pins that contradict each other, the model or the framework, and what the framework cannot run of the model
+    and the workload: an error naming both."""
+    check_model(fw, model)
+    check_workload(fw, w.fp8_param_gather)
+    for knob, knob_pin in sp.pins.items():
+        pinned = knob_pin.values or ()
+        if pinned and not any(allows(fw, knob, v) for v in pinned):
+            shown = ",".join(_pin_value(v) for v in pinned)
+            raise DomainError(f"pin.{knob}", f"{knob}={shown} is not available in {fw.name} ({fw.source(knob)})")
+    module_sets = sp.pinned_values("recompute_modules")
+    if module_sets is not None:  # Megatron's rules for its module list, named at the pin
+        if not sp.allows("recompute", "selective"):
+            raise DomainError("pin.recompute_modules", "needs recompute=selective, which the recompute pin excludes")
+        for mods in module_sets:
+            for module in mods:
+                rule = module_rule(module, model)
+                if rule is not None:
+                    raise DomainError("pin.recompute_modules", f"{model.name}: {rule}")
+    if model.moe is None:  # expert knobs on a dense model: say so, not 'nothing fits'
+        overlap, etp = sp.pins.get("ep_comm_overlap"), sp.pins.get("etp")
+        if overlap is not None and overlap.values and all(overlap.values):
+            raise DomainError("pin.ep_comm_overlap", f"needs ep > 1: {model.name} is dense (no experts)")
+        if etp is not None:
+            raise DomainError("pin.etp", f"sets the experts' tensor parallelism: {model.name} is dense")
+
+
+def _heads(m: ModelSpec) -> str:
+    """What a tp degree must divide (the rule in TrainingSpace.tp_values)."""
+    return f"num_attention_heads={m.num_attention_heads} and num_kv_heads={m.kv_heads}"
 
 
 def _pin_value(v: object) -> str:

@@ -13,18 +13,15 @@ from fastapi.testclient import TestClient
 
 from api.app import create_app
 from store.db import Database
-from store.migrate import upgrade
 from store.repositories.tokens import TokenRepository
 from store.settings import Settings
-from tests.databases import create_pg_database, drop_pg_database
+from tests.databases import migrated_pg_database
 
 
 @pytest.fixture(scope="session")
 def api_db_url() -> Iterator[str]:
-    url, name = create_pg_database()
-    upgrade(url)
-    yield url
-    drop_pg_database(name)
+    with migrated_pg_database() as url:
+        yield url
 
 
 @pytest.fixture(scope="session")

@@ -12,7 +12,7 @@ from api.app import create_app
 from store.db import Database
 from store.models import Cluster, Job, Model
 from store.settings import Settings
-from tests.api.helpers import INVENTORY, LLAMA_HF, TRAINING, make_cluster, make_model, name, ok
+from tests.api.helpers import INVENTORY, LLAMA_HF, TRAINING, make_cluster, make_model, name, ok, wait_job
 from workers.dispatch import CeleryDispatcher
 
 
@@ -111,6 +111,15 @@ def test_job_input_errors_name_the_field(client: TestClient, api_db: Database) -
     assert client.post("/v1/jobs", json={**base, "cluster_id": 10**8}).status_code == 404
     assert client.post("/v1/jobs", json={**base, "model_id": 10**8}).status_code == 404
     assert _count(api_db, Job) == jobs_before
+
+
+def test_a_pin_only_the_search_space_refuses_is_a_failed_job_naming_it(client: TestClient) -> None:
+    # Submission checks what the specs decide without building the search space; cp=3 on seq_len 4096 is found
+    # when the job runs, and the failed job says why as the 422 would have.
+    c, m = make_cluster(client), make_model(client)
+    body = {"cluster_id": c["id"], "model_id": m["id"], "workload": TRAINING, "search": {"pins": ["cp=3"]}}
+    job = wait_job(client, ok(client.post("/v1/jobs", json=body), 202)["id"])
+    assert job["status"] == "failed" and job["error"].startswith("pin.cp: cp=3 contradicts seq_len=4096"), job
 
 
 def test_serving_job_on_pools_without_a_healthy_gpu_is_422(client: TestClient, api_db: Database) -> None:

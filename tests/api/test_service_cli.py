@@ -13,7 +13,7 @@ from store.db import Database
 from store.repositories.paging import PageRequest
 from store.repositories.plans import PlanFilter, PlanRepository
 from store.repositories.tokens import TokenRepository
-from tests.store.factories import small_cluster, training_watch
+from tests.factories import small_cluster, training_watch
 
 MESHPLAN = str(Path(sys.executable).parent / "meshplan")
 

@@ -12,7 +12,7 @@ from service.jobs import submit
 from store.db import Database
 from store.repositories.clusters import ClusterRepository
 from store.repositories.jobs import JobRepository
-from tests.store.factories import cluster_and_model, small_cluster, training_request, unique
+from tests.factories import cluster_and_model, small_cluster, training_request, unique
 
 T = TypeVar("T")
 

@@ -68,7 +68,7 @@ def test_plan_results_survive_the_move_to_their_own_table(empty_url: str) -> Non
     from service.jobs import run_job, submit
     from store.db import Database
     from store.models import Plan, PlanDocument
-    from tests.store.factories import cluster_and_model, training_request
+    from tests.factories import cluster_and_model, training_request
 
     upgrade(empty_url)
     db = Database(empty_url)

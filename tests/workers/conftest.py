@@ -16,8 +16,7 @@ import pytest
 import redis
 
 from store.db import Database
-from store.migrate import upgrade
-from tests.databases import create_pg_database, drop_pg_database, require
+from tests.databases import migrated_pg_database, require
 
 ROOT = Path(__file__).resolve().parents[2]
 MESHPLAN = str(Path(sys.executable).parent / "meshplan")
@@ -49,10 +48,8 @@ def clean_redis(machine_redis: str) -> Iterator[str]:
 
 @pytest.fixture(scope="session")
 def worker_db_url() -> Iterator[str]:
-    url, name = create_pg_database()
-    upgrade(url)
-    yield url
-    drop_pg_database(name)
+    with migrated_pg_database() as url:
+        yield url
 
 
 @pytest.fixture(scope="session")

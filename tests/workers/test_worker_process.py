@@ -13,7 +13,7 @@ from store.db import Database
 from store.repositories.tokens import TokenRepository
 from store.settings import Settings
 from tests.api.helpers import TRAINING, make_cluster, make_model, name, ok, wait_job
-from tests.store.factories import hetero_yaml
+from tests.factories import hetero_yaml
 from tests.workers.conftest import Proc, service_env
 from workers import names
 from workers.celery_app import make_celery

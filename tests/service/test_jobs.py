@@ -10,14 +10,15 @@ from optimizer.spec.cluster_loading import load_cluster_preset
 from optimizer.spec.model_loading import load_model_preset
 from optimizer.spec.workload import TrainingWorkload
 from service.catalog import create_cluster, create_model, set_node_state
-from service.jobs import JobRequest, cancel, run_job, submit
+from service.job_requests import JobRequest
+from service.jobs import cancel, run_job, submit
 from service.replan import check_watches
 from store.db import Database
 from store.repositories.jobs import LEASE_S, JobRepository
 from store.repositories.paging import PageRequest
 from store.repositories.plans import PlanFilter, PlanRepository
 from store.repositories.watches import WatchRepository
-from tests.store.factories import cluster_and_model, hetero_cluster, training_request, training_watch, unique
+from tests.factories import cluster_and_model, hetero_cluster, training_request, training_watch, unique
 
 
 def test_run_job_stores_one_plan_and_never_solves_twice(db: Database) -> None:
@@ -169,3 +170,15 @@ def test_nightly_pass_refits_the_calibration_and_replans_on_a_moved_constant(db:
         assert replanned.step_time_s is not None and replanned.step_time_s > plan.step_time_s * 1.05
         again = {x.watch_id: x for x in check_watches(s, "nightly", c.id)}[watch.id]
         assert again.job_id is None  # planned with the current calibration: unchanged
+
+
+def test_a_pin_only_the_search_space_refuses_fails_the_job_naming_it(db: Database) -> None:
+    # The submission checks what the specs decide (job_requests.check); cp=3 leaves cp no value on seq_len 4096
+    # (Megatron's 2 x cp chunks), which the search space finds when the job runs.
+    with db.session() as s:
+        cluster, model = cluster_and_model(s)
+        job, _ = submit(s, training_request(cluster, model, search={"pins": ["cp=3"]}))
+    assert run_job(db, job.id) == "failed"
+    with db.session() as s:
+        error = JobRepository(s).get(job.id).error
+    assert error is not None and error.startswith("pin.cp: cp=3 contradicts seq_len=4096"), error

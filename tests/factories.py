@@ -1,4 +1,4 @@
-"""Specs and rows the store tests share."""
+"""Specs and rows the store, service, API and worker tests share."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from optimizer.spec.cluster_spec import ClusterSpec
 from optimizer.spec.model_loading import load_model_preset
 from optimizer.spec.workload import TrainingWorkload
 from service.catalog import create_cluster, create_model
-from service.jobs import JobRequest
+from service.job_requests import JobRequest
 from store.models import Cluster, Model, Watch
 from store.repositories.watches import WatchRepository
 from store.repositories.workloads import WorkloadRepository
