@@ -13,18 +13,18 @@ from rich.console import Console
 from rich.table import Table
 
 from api.cli_inputs import build_parallel_config, build_workload, resolve_target
-from api.cli_option_groups import with_option_groups
+from api.cli_option_groups import OptionGroup, with_option_groups
 from api.cli_options import (
     CalibrationOpt,
-    ClusterOpt,
     FrameworkOpt,
     JsonOpt,
-    ModelOpt,
+    MeasuredRun,
     Numerics,
     ObjectiveOpt,
     ParallelOptions,
     PlacementOptions,
     ServingOptions,
+    Target,
     WorkloadShape,
 )
 from api.cli_output import err, fail
@@ -54,30 +54,24 @@ out = Console(width=None if sys.stdout.isatty() else 150)
 @with_option_groups
 def estimate(
     *,
-    model: ModelOpt,
-    cluster: ClusterOpt,
-    shape: WorkloadShape,
-    parallel: ParallelOptions,
-    numerics: Numerics,
-    placement: PlacementOptions,
+    target: OptionGroup[Target],
+    shape: OptionGroup[WorkloadShape],
+    parallel: OptionGroup[ParallelOptions],
+    numerics: OptionGroup[Numerics],
+    placement: OptionGroup[PlacementOptions],
     objective: ObjectiveOpt = None,
     framework: FrameworkOpt = "megatron",
     calibration: CalibrationOpt = None,
-    measured_log: Annotated[
-        Path | None, typer.Option("--log", help="A run's log: print measured vs predicted (offline measurement).")
-    ] = None,
-    measured_step_time: Annotated[
-        float | None, typer.Option("--measured-step-time", help="A run's seconds per step, to compare.")
-    ] = None,
+    run: OptionGroup[MeasuredRun],
     as_json: JsonOpt = False,
 ) -> None:
     """Predict per-GPU memory and step time (or TTFT/TPOT) of ONE parallel configuration."""
     try:
-        spec, clus = resolve_target(model, cluster, calibration)
+        spec, clus = resolve_target(target, calibration)
         work = build_workload(shape, numerics, objective, framework)
         config = build_parallel_config(parallel, placement)
         result = run_estimate(spec, clus, work, config)
-        measured = measured_figures(measured_log, measured_step_time, work, config.gpus)
+        measured = measured_figures(run, work, config.gpus)
     except DomainError as exc:
         fail(exc)
     if as_json:
@@ -146,13 +140,12 @@ def render_estimate(e: Estimate, model: str, cluster: str) -> None:
 @with_option_groups
 def plan(
     *,
-    model: ModelOpt,
-    cluster: ClusterOpt,
-    shape: WorkloadShape,
+    target: OptionGroup[Target],
+    shape: OptionGroup[WorkloadShape],
     objective: ObjectiveOpt = None,
-    numerics: Numerics,
+    numerics: OptionGroup[Numerics],
     framework: FrameworkOpt = "megatron",
-    serving: ServingOptions,
+    serving: OptionGroup[ServingOptions],
     pin: Annotated[
         list[str] | None,
         typer.Option(help="Fix or bound a knob: tp=8, pp<=16, recompute=full, recompute_modules=mla_up_proj+mlp."),
@@ -174,7 +167,7 @@ def plan(
     from optimizer.search.space import SearchSpace, parse_pins
 
     try:
-        spec, clus = resolve_target(model, cluster, calibration)
+        spec, clus = resolve_target(target, calibration)
         work = build_workload(shape, numerics, objective, framework, serving)
         space_fields: dict[str, object] = {"pins": parse_pins(pin or []), "max_gpus": max_gpus}
         if pools:
@@ -206,10 +199,12 @@ def plan(
 
         try:
             if result.fleet is not None and isinstance(work, InferenceWorkload):
-                exports = export_fleet(export_to, spec, work, result.fleet, model_ref=model)
+                exports = export_fleet(export_to, spec, work, result.fleet, model_ref=target.model)
             else:
                 exports = [
-                    run_export(export_to, spec, work, result.plan.config, model_ref=model, framework=result.framework)
+                    run_export(
+                        export_to, spec, work, result.plan.config, model_ref=target.model, framework=result.framework
+                    )
                 ]
         except DomainError as exc:
             fail(exc)
@@ -391,17 +386,15 @@ def import_topo(
     sys.stdout.write(yaml.safe_dump(spec, sort_keys=False))
 
 
-def measured_figures(
-    log: Path | None, step_time: float | None, work: TrainingWorkload | InferenceWorkload, gpus: int
-) -> Measurement | None:
+def measured_figures(run: MeasuredRun, work: TrainingWorkload | InferenceWorkload, gpus: int) -> Measurement | None:
     """What a run measured, from its log or a typed-in step time (None when neither is given)."""
-    if log is not None:
-        if step_time is not None:
+    if run.log is not None:
+        if run.step_time is not None:
             raise DomainError("--measured-step-time", "give a log or a step time, not both")
-        return parse_log(read_document(log, "--log"), "auto", work, gpus).measurement
-    if step_time is not None:
+        return parse_log(read_document(run.log, "--log"), "auto", work, gpus).measurement
+    if run.step_time is not None:
         try:
-            return Measurement(step_time_s=step_time)
+            return Measurement(step_time_s=run.step_time)
         except ValidationError as exc:
             raise domain_error_from_validation(exc, "--measured-step-time") from None
     return None

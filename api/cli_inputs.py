@@ -9,7 +9,7 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from api.cli_options import Numerics, ParallelOptions, PlacementOptions, ServingOptions, WorkloadShape
+from api.cli_options import Numerics, ParallelOptions, PlacementOptions, ServingOptions, Target, WorkloadShape
 from optimizer.errors import DomainError
 from optimizer.spec.calibration import ClusterCalibration
 from optimizer.spec.cluster_loading import resolve_cluster
@@ -24,10 +24,10 @@ from optimizer.spec.workload_loading import build_config, build_inference, build
 from optimizer.spec.yaml_documents import read_document, yaml_mapping
 
 
-def resolve_target(model: str, cluster: str, calibration: Path | None) -> tuple[ModelSpec, ClusterSpec]:
+def resolve_target(target: Target, calibration: Path | None) -> tuple[ModelSpec, ClusterSpec]:
     """The model and the cluster (with the calibration file's constants, when one is given)."""
-    spec = resolve_model(model)
-    clus = resolve_cluster(cluster).with_calibration(load_calibration(calibration) if calibration else None)
+    spec = resolve_model(target.model)
+    clus = resolve_cluster(target.cluster).with_calibration(load_calibration(calibration) if calibration else None)
     return spec, clus
 
 
@@ -89,32 +89,19 @@ def serving_objective(serving: ServingOptions) -> str:
 
 
 def build_parallel_config(parallel: ParallelOptions, placement: PlacementOptions) -> ParallelConfig:
-    """The one parallel configuration `estimate` prices; a pipeline layout without --vp gives the virtual stages."""
+    """The one parallel configuration `estimate` prices; a pipeline layout without --vp gives the virtual stages.
+    The options carry ParallelConfig's field names; the ones below are the options' text turned into its values."""
+    fields = {**dataclasses.asdict(parallel), **dataclasses.asdict(placement)}
     vp = parallel.vp
-    if placement.layout is not None and vp == 1:  # the layout's stages over pp ranks give the virtual stages
-        vp = layout_vp(placement.layout, parallel.pp)
-    modules = parallel.recompute_modules
-    return build_config(
-        tp=parallel.tp,
-        pp=parallel.pp,
-        dp=parallel.dp,
-        cp=parallel.cp,
-        ep=parallel.ep,
-        etp=parallel.etp,
+    if placement.pipeline_layout is not None and vp == 1:  # the layout's stages over pp ranks give the virtual stages
+        vp = layout_vp(placement.pipeline_layout, parallel.pp)
+    modules, pools = parallel.recompute_modules, placement.stage_pools
+    fields.update(
         vp=vp,
-        mbs=parallel.mbs,
         schedule=parallel.schedule or ("interleaved-1f1b" if vp > 1 else "1f1b"),
-        sequence_parallel=parallel.sp,
-        zero_stage=parallel.zero,
-        recompute=parallel.recompute,
         recompute_modules=modules.split(",") if modules is not None else None,
         layers_per_stage=parse_int_list(placement.layers_per_stage, "config.layers_per_stage"),
-        pipeline_layout=placement.layout,
-        stage_pools=placement.stage_pools.split(",") if placement.stage_pools else None,
-        tp_comm_overlap=placement.tp_comm_overlap,
-        ep_comm_overlap=placement.ep_comm_overlap,
-        ep_dispatch=placement.ep_dispatch,
-        redundant_experts=placement.redundant_experts,
-        offload_layers=placement.offload_layers,
-        overlap_grad_reduce=not placement.no_grad_overlap,
+        stage_pools=pools.split(",") if pools else None,
+        overlap_grad_reduce=not fields.pop("no_grad_overlap"),
     )
+    return build_config(**fields)

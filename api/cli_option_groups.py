@@ -1,8 +1,8 @@
 """Option groups: options several `meshplan` commands take, declared once as a dataclass.
 
-Typer reads a command's options from its signature. A parameter whose annotation is an option group (a dataclass
-whose fields are typer-annotated options with their defaults) stands, in the `--help` order, for the group's fields;
-the command receives the group built from them. So a shared option, its help and its default live in one place.
+Typer reads a command's options from its signature. A parameter annotated `OptionGroup[G]`, G a dataclass whose
+fields are typer-annotated options with their defaults, stands, in the `--help` order, for G's fields; the command
+receives the G built from them. So a shared option, its help and its default live in one place.
 """
 
 from __future__ import annotations
@@ -11,9 +11,18 @@ import dataclasses
 import functools
 import inspect
 from collections.abc import Callable
-from typing import Any, TypeVar, get_type_hints
+from typing import Annotated, Any, TypeVar, get_args, get_origin, get_type_hints
 
 R = TypeVar("R")
+G = TypeVar("G")
+
+
+class _Spread:
+    """The mark of an option-group parameter."""
+
+
+OptionGroup = Annotated[G, _Spread()]
+"""A command parameter standing for the options of the dataclass G (the command receives a G)."""
 
 
 def group_parameters(group: type) -> list[inspect.Parameter]:
@@ -30,9 +39,15 @@ def group_parameters(group: type) -> list[inspect.Parameter]:
     ]
 
 
-def is_option_group(annotation: object) -> bool:
-    """Whether a parameter's annotation is an option group (a dataclass type)."""
-    return isinstance(annotation, type) and dataclasses.is_dataclass(annotation)
+def option_group(annotation: object) -> type | None:
+    """The dataclass of an `OptionGroup[...]` annotation (None: an ordinary parameter)."""
+    marks = getattr(annotation, "__metadata__", ()) if get_origin(annotation) is Annotated else ()
+    if not any(isinstance(m, _Spread) for m in marks):
+        return None
+    group = get_args(annotation)[0]
+    if not (isinstance(group, type) and dataclasses.is_dataclass(group)):
+        raise TypeError(f"OptionGroup takes a dataclass of typer options (got {group!r})")
+    return group
 
 
 def with_option_groups(command: Callable[..., R]) -> Callable[..., R]:
@@ -42,9 +57,10 @@ def with_option_groups(command: Callable[..., R]) -> Callable[..., R]:
     groups: dict[str, type] = {}
     parameters: list[inspect.Parameter] = []
     for param in signature.parameters.values():
-        if is_option_group(param.annotation):
-            groups[param.name] = param.annotation
-            parameters += group_parameters(param.annotation)
+        group = option_group(param.annotation)
+        if group is not None:
+            groups[param.name] = group
+            parameters += group_parameters(group)
         else:
             parameters.append(param)
 
