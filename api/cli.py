@@ -12,6 +12,21 @@ from pydantic import ValidationError
 from rich.console import Console
 from rich.table import Table
 
+from api.cli_inputs import build_parallel_config, build_workload, resolve_target
+from api.cli_option_groups import OptionGroup, with_option_groups
+from api.cli_options import (
+    CalibrationOpt,
+    FrameworkOpt,
+    JsonOpt,
+    MeasuredRun,
+    Numerics,
+    ObjectiveOpt,
+    ParallelOptions,
+    PlacementOptions,
+    ServingOptions,
+    Target,
+    WorkloadShape,
+)
 from api.cli_output import err, fail
 from optimizer.calibration.measurements import Measurement
 from optimizer.calibration.run_logs import parse_log
@@ -19,15 +34,12 @@ from optimizer.costmodel.estimate import estimate as run_estimate
 from optimizer.costmodel.result import Estimate
 from optimizer.errors import DomainError
 from optimizer.exports.launch import Export
-from optimizer.spec.calibration import ClusterCalibration
-from optimizer.spec.cluster_loading import cluster_document_from_topo, cluster_preset_names, resolve_cluster
+from optimizer.spec.cluster_loading import cluster_document_from_topo, cluster_preset_names
 from optimizer.spec.gpu_catalog import BUILTIN_GPUS
-from optimizer.spec.model_loading import load_model_preset, preset_names, resolve_model
-from optimizer.spec.pipeline_layout import layout_vp
+from optimizer.spec.model_loading import load_model_preset, preset_names
 from optimizer.spec.validation_errors import domain_error_from_validation
 from optimizer.spec.workload import InferenceWorkload, TrainingWorkload
-from optimizer.spec.workload_loading import build_config, build_inference, build_training, parse_int_list
-from optimizer.spec.yaml_documents import read_document, yaml_mapping
+from optimizer.spec.yaml_documents import read_document
 
 app = typer.Typer(
     add_completion=False,
@@ -38,213 +50,28 @@ app = typer.Typer(
 out = Console(width=None if sys.stdout.isatty() else 150)
 
 
-ModelOpt = Annotated[str, typer.Option(help="Preset name, HuggingFace config.json or model.yaml.")]
-ClusterOpt = Annotated[str, typer.Option(help="Preset (dgx-h100, dgx-h100:16 for 16 nodes) or cluster.yaml.")]
-ModeOpt = Annotated[str, typer.Option(help="training or inference.")]
-GbsOpt = Annotated[int | None, typer.Option(help="Global batch, sequences (training).")]
-SeqLenOpt = Annotated[int | None, typer.Option(help="Sequence length, tokens (training).")]
-BatchOpt = Annotated[int | None, typer.Option(help="Concurrent sequences (inference).")]
-PromptOpt = Annotated[int | None, typer.Option(help="Prompt tokens (inference).")]
-OutputOpt = Annotated[int | None, typer.Option(help="Generated tokens (inference).")]
-EngineOpt = Annotated[str | None, typer.Option(help="Serving engine: vllm (default), sglang, trtllm.")]
-RateOpt = Annotated[float | None, typer.Option(help="Requests/s the fleet must serve (SLA plan; objective gpus/cost).")]
-TtftOpt = Annotated[float | None, typer.Option("--ttft-ms", help="TTFT target, p90, ms (SLA plan).")]
-TpotOpt = Annotated[float | None, typer.Option("--tpot-ms", help="TPOT target, mean, ms (SLA plan).")]
-KvDtypeOpt = Annotated[str | None, typer.Option(help="KV-cache type: bf16, fp16, fp8 (inference).")]
-WeightDtypeOpt = Annotated[str | None, typer.Option(help="Stored weights: bf16, fp16, fp8, int4 (inference).")]
-CvOpt = Annotated[float | None, typer.Option(help="Length spread, standard deviation / mean (SLA plans).")]
-DisaggOpt = Annotated[str | None, typer.Option(help="SLA plans: auto (default), on (prefill/decode instances), off.")]
-ObjectiveOpt = Annotated[
-    str | None,
-    typer.Option(help="Training: step_time (default) or cost (needs pool prices). Inference: latency or throughput."),
-]
-PrecisionOpt = Annotated[str, typer.Option(help="bf16, fp16 or fp8.")]
-GradDtypeOpt = Annotated[
-    str,
-    typer.Option(
-        help="Training: dtype of the accumulated gradients, fp32 (Megatron's default main grads) or bf16 "
-        "(--grad-reduce-in-bf16 / FSDP reduce_dtype)."
-    ),
-]
-FusedLossOpt = Annotated[
-    bool | None,
-    typer.Option(
-        "--fused-loss/--unfused-loss",
-        help="Training: the loss is a fused cross entropy (no fp32 logits beside their gradient) or the unfused "
-        "fp32 one; unset: the framework's default (torchtitan eager: unfused).",
-    ),
-]
-Fp8ParamsOpt = Annotated[
-    bool,
-    typer.Option(
-        "--fp8-param-gather",
-        help="Training with --precision fp8 on Megatron: FP8 primary weights (no bf16 copy, FP8 all-gather), as "
-        "Megatron-Bridge's FP8 recipes run.",
-    ),
-]
-AttentionKernelOpt = Annotated[
-    str | None,
-    typer.Option(
-        "--attention-kernel",
-        help="Training: fused-attention kernel generation, fa3 (FlashAttention-3 / cuDNN on Hopper and newer) or "
-        "fa2 (FlashAttention-2 class: flash-attn 2.x, stacks before mid-2024); unset: the framework's default.",
-    ),
-]
-CudaGraphsOpt = Annotated[
-    str | None,
-    typer.Option(
-        "--cuda-graphs",
-        help="Training: CUDA graphs the stack captures, none, layers (attention, MoE router and preprocess; "
-        "dropless experts stay eager) or full_iteration (Megatron --cuda-graph-impl full_iteration); unset: none.",
-    ),
-]
-JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON object.")]
-CalibrationOpt = Annotated[
-    Path | None,
-    typer.Option(help="A cluster calibration (JSON or YAML: pools -> constants, as GET .../calibrations gives)."),
-]
-
-
-FrameworkOpt = Annotated[
-    str,
-    typer.Option(
-        help="Training framework: megatron, deepspeed, torchtitan; plan also takes auto (each, keep the best)."
-    ),
-]
-
-
 @app.command()
+@with_option_groups
 def estimate(
-    model: ModelOpt,
-    cluster: ClusterOpt,
-    mode: ModeOpt = "training",
-    gbs: GbsOpt = None,
-    seq_len: SeqLenOpt = None,
-    batch: BatchOpt = None,
-    prompt_len: PromptOpt = None,
-    output_len: OutputOpt = None,
-    tp: Annotated[int, typer.Option(help="Tensor-parallel degree.")] = 1,
-    pp: Annotated[int, typer.Option(help="Pipeline-parallel degree.")] = 1,
-    dp: Annotated[int, typer.Option(help="Data-parallel degree.")] = 1,
-    cp: Annotated[int, typer.Option(help="Context-parallel degree.")] = 1,
-    ep: Annotated[int, typer.Option(help="Expert-parallel degree.")] = 1,
-    etp: Annotated[int | None, typer.Option(help="Expert tensor-parallel degree (default: tp).")] = None,
-    vp: Annotated[int, typer.Option(help="Virtual stages per pipeline rank.")] = 1,
-    mbs: Annotated[int, typer.Option(help="Micro-batch size.")] = 1,
-    schedule: Annotated[str | None, typer.Option(help="gpipe, 1f1b, interleaved-1f1b, zb-h1.")] = None,
-    sp: Annotated[bool, typer.Option("--sp", help="Sequence parallelism.")] = False,
-    zero: Annotated[int, typer.Option(help="ZeRO stage 0-3 (1 = distributed optimizer).")] = 0,
-    recompute: Annotated[str, typer.Option(help="none, selective or full.")] = "none",
-    recompute_modules: Annotated[
-        str | None,
-        typer.Option(
-            help="With --recompute selective: Megatron --recompute-modules, comma-separated (core_attn, layernorm, "
-            "mla_up_proj, moe_act, mlp, moe, shared_experts)."
-        ),
-    ] = None,
-    precision: PrecisionOpt = "bf16",
-    grad_dtype: GradDtypeOpt = "fp32",
-    fused_loss: FusedLossOpt = None,
-    fp8_param_gather: Fp8ParamsOpt = False,
-    attention_kernel: AttentionKernelOpt = None,
-    cuda_graphs: CudaGraphsOpt = None,
-    layers_per_stage: Annotated[str | None, typer.Option(help="Uneven split, e.g. 19,21,21,19.")] = None,
-    layout: Annotated[
-        str | None,
-        typer.Option(help="Megatron --pipeline-model-parallel-layout, e.g. 'Et*2|(t*2|)*34,t*3|(t*2|)*3,tL'."),
-    ] = None,
-    stage_pools: Annotated[str | None, typer.Option(help="Pool per stage, comma-separated.")] = None,
-    tp_comm_overlap: Annotated[bool, typer.Option("--tp-comm-overlap", help="Overlap TP comm (needs --sp).")] = False,
-    no_grad_overlap: Annotated[bool, typer.Option("--no-grad-overlap", help="Do not overlap DP reduction.")] = False,
-    ep_comm_overlap: Annotated[
-        bool, typer.Option("--ep-comm-overlap", help="Overlap the EP all-to-all across micro-batches (Megatron).")
-    ] = False,
-    ep_dispatch: Annotated[
-        str,
-        typer.Option(
-            "--ep-dispatch",
-            help="MoE token dispatch: alltoall, or deepep (one copy per destination node over the network, "
-            "forwarded over NVLink: DeepEP / HybridEP, Megatron --moe-token-dispatcher-type flex).",
-        ),
-    ] = "alltoall",
-    offload_layers: Annotated[
-        int,
-        typer.Option(
-            "--offload-layers",
-            min=0,
-            help="Training: layers whose activations go to host memory (Megatron --cpu-offloading-num-layers; "
-            "pp 1, no recompute).",
-        ),
-    ] = 0,
-    redundant_experts: Annotated[
-        int,
-        typer.Option(
-            "--redundant-experts",
-            min=0,
-            max=4096,
-            help="Serving: extra expert replicas over the EP ranks (SGLang --ep-num-redundant-experts, vLLM EPLB).",
-        ),
-    ] = 0,
+    *,
+    target: OptionGroup[Target],
+    shape: OptionGroup[WorkloadShape],
+    parallel: OptionGroup[ParallelOptions],
+    numerics: OptionGroup[Numerics],
+    placement: OptionGroup[PlacementOptions],
     objective: ObjectiveOpt = None,
     framework: FrameworkOpt = "megatron",
     calibration: CalibrationOpt = None,
-    measured_log: Annotated[
-        Path | None, typer.Option("--log", help="A run's log: print measured vs predicted (offline measurement).")
-    ] = None,
-    measured_step_time: Annotated[
-        float | None, typer.Option("--measured-step-time", help="A run's seconds per step, to compare.")
-    ] = None,
+    run: OptionGroup[MeasuredRun],
     as_json: JsonOpt = False,
 ) -> None:
     """Predict per-GPU memory and step time (or TTFT/TPOT) of ONE parallel configuration."""
     try:
-        spec = resolve_model(model)
-        clus = resolve_cluster(cluster).with_calibration(load_calibration(calibration) if calibration else None)
-        work = _workload(
-            mode,
-            gbs,
-            seq_len,
-            batch,
-            prompt_len,
-            output_len,
-            precision,
-            objective,
-            framework,
-            grad_dtype,
-            fused_loss=fused_loss,
-            fp8_param_gather=fp8_param_gather,
-            attention_kernel=attention_kernel,
-            cuda_graphs=cuda_graphs,
-        )
-        if layout is not None and vp == 1:  # the layout's stages over pp ranks give the virtual stages
-            vp = layout_vp(layout, pp)
-        sched = schedule or ("interleaved-1f1b" if vp > 1 else "1f1b")
-        config = build_config(
-            tp=tp,
-            pp=pp,
-            dp=dp,
-            cp=cp,
-            ep=ep,
-            etp=etp,
-            vp=vp,
-            mbs=mbs,
-            schedule=sched,
-            sequence_parallel=sp,
-            zero_stage=zero,
-            recompute=recompute,
-            recompute_modules=recompute_modules.split(",") if recompute_modules is not None else None,
-            layers_per_stage=parse_int_list(layers_per_stage, "config.layers_per_stage"),
-            pipeline_layout=layout,
-            stage_pools=stage_pools.split(",") if stage_pools else None,
-            tp_comm_overlap=tp_comm_overlap,
-            ep_comm_overlap=ep_comm_overlap,
-            ep_dispatch=ep_dispatch,
-            redundant_experts=redundant_experts,
-            offload_layers=offload_layers,
-            overlap_grad_reduce=not no_grad_overlap,
-        )
+        spec, clus = resolve_target(target, calibration)
+        work = build_workload(shape, numerics, objective, framework)
+        config = build_parallel_config(parallel, placement)
         result = run_estimate(spec, clus, work, config)
-        measured = measured_figures(measured_log, measured_step_time, work, config.gpus)
+        measured = measured_figures(run, work, config.gpus)
     except DomainError as exc:
         fail(exc)
     if as_json:
@@ -310,32 +137,15 @@ def render_estimate(e: Estimate, model: str, cluster: str) -> None:
 
 
 @app.command()
+@with_option_groups
 def plan(
-    model: ModelOpt,
-    cluster: ClusterOpt,
-    mode: ModeOpt = "training",
-    gbs: GbsOpt = None,
-    seq_len: SeqLenOpt = None,
-    batch: BatchOpt = None,
-    prompt_len: PromptOpt = None,
-    output_len: OutputOpt = None,
+    *,
+    target: OptionGroup[Target],
+    shape: OptionGroup[WorkloadShape],
     objective: ObjectiveOpt = None,
-    precision: PrecisionOpt = "bf16",
-    grad_dtype: GradDtypeOpt = "fp32",
-    fused_loss: FusedLossOpt = None,
-    fp8_param_gather: Fp8ParamsOpt = False,
-    attention_kernel: AttentionKernelOpt = None,
-    cuda_graphs: CudaGraphsOpt = None,
+    numerics: OptionGroup[Numerics],
     framework: FrameworkOpt = "megatron",
-    engine: EngineOpt = None,
-    rate: RateOpt = None,
-    ttft_ms: TtftOpt = None,
-    tpot_ms: TpotOpt = None,
-    kv_cache_dtype: KvDtypeOpt = None,
-    weight_dtype: WeightDtypeOpt = None,
-    disaggregation: DisaggOpt = None,
-    prompt_len_cv: CvOpt = None,
-    output_len_cv: CvOpt = None,
+    serving: OptionGroup[ServingOptions],
     pin: Annotated[
         list[str] | None,
         typer.Option(help="Fix or bound a knob: tp=8, pp<=16, recompute=full, recompute_modules=mla_up_proj+mlp."),
@@ -357,36 +167,8 @@ def plan(
     from optimizer.search.space import SearchSpace, parse_pins
 
     try:
-        spec = resolve_model(model)
-        clus = resolve_cluster(cluster).with_calibration(load_calibration(calibration) if calibration else None)
-        serving: dict[str, object] = {
-            "engine": engine,
-            "rate": rate,
-            "ttft_ms": ttft_ms,
-            "tpot_ms": tpot_ms,
-            "kv_cache_dtype": kv_cache_dtype,
-            "weight_dtype": weight_dtype,
-            "disaggregation": disaggregation,
-            "prompt_len_cv": prompt_len_cv,
-            "output_len_cv": output_len_cv,
-        }
-        work = _workload(
-            mode,
-            gbs,
-            seq_len,
-            batch,
-            prompt_len,
-            output_len,
-            precision,
-            objective,
-            framework,
-            grad_dtype,
-            serving=serving,
-            fused_loss=fused_loss,
-            fp8_param_gather=fp8_param_gather,
-            attention_kernel=attention_kernel,
-            cuda_graphs=cuda_graphs,
-        )
+        spec, clus = resolve_target(target, calibration)
+        work = build_workload(shape, numerics, objective, framework, serving)
         space_fields: dict[str, object] = {"pins": parse_pins(pin or []), "max_gpus": max_gpus}
         if pools:
             space_fields["pools"] = tuple(pools.split(","))
@@ -417,10 +199,12 @@ def plan(
 
         try:
             if result.fleet is not None and isinstance(work, InferenceWorkload):
-                exports = export_fleet(export_to, spec, work, result.fleet, model_ref=model)
+                exports = export_fleet(export_to, spec, work, result.fleet, model_ref=target.model)
             else:
                 exports = [
-                    run_export(export_to, spec, work, result.plan.config, model_ref=model, framework=result.framework)
+                    run_export(
+                        export_to, spec, work, result.plan.config, model_ref=target.model, framework=result.framework
+                    )
                 ]
         except DomainError as exc:
             fail(exc)
@@ -439,63 +223,6 @@ def plan(
         out.print(exported.content, markup=False, highlight=False)
         for note in exported.notes:
             out.print(f"  note: {note}", markup=False)
-
-
-def _workload(
-    mode: str,
-    gbs: int | None,
-    seq_len: int | None,
-    batch: int | None,
-    prompt_len: int | None,
-    output_len: int | None,
-    precision: str,
-    objective: str | None,
-    framework: str = "megatron",
-    grad_dtype: str = "fp32",
-    *,
-    serving: dict[str, object] | None = None,
-    fused_loss: bool | None = None,
-    fp8_param_gather: bool = False,
-    attention_kernel: str | None = None,
-    cuda_graphs: str | None = None,
-) -> TrainingWorkload | InferenceWorkload:
-    if mode == "training":
-        if gbs is None or seq_len is None:
-            raise DomainError("workload", "training needs --gbs and --seq-len")
-        return build_training(
-            global_batch_size=gbs,
-            seq_len=seq_len,
-            precision=precision,
-            objective=objective or "step_time",
-            framework=framework,
-            grad_dtype=grad_dtype,
-            fused_loss=fused_loss,
-            fp8_param_gather=fp8_param_gather or None,
-            attention_kernel=attention_kernel,
-            cuda_graphs=cuda_graphs,
-        )
-    if mode == "inference":
-        if prompt_len is None or output_len is None:
-            raise DomainError("workload", "inference needs --prompt-len and --output-len")
-        return build_inference(
-            prompt_len=prompt_len,
-            output_len=output_len,
-            batch=batch,
-            precision=precision,
-            objective=objective or _serving_objective(serving or {}),
-            **(serving or {}),
-        )
-    raise DomainError("mode", f"must be training or inference (got {mode!r})")
-
-
-def _serving_objective(serving: dict[str, object]) -> str:
-    """The default serving objective: fewest GPUs for a rate, the most rate for latency targets alone, else the
-    time per output token."""
-    if serving.get("rate") is not None:
-        return "gpus"
-    if serving.get("ttft_ms") is not None or serving.get("tpot_ms") is not None:
-        return "max_rate"
-    return "latency"
 
 
 def render_plan(r: object) -> None:
@@ -659,26 +386,15 @@ def import_topo(
     sys.stdout.write(yaml.safe_dump(spec, sort_keys=False))
 
 
-def load_calibration(path: Path) -> ClusterCalibration:
-    """A calibration document from a file (bad content names the field)."""
-    doc = yaml_mapping(read_document(path, "--calibration"), "--calibration", str(path), "with `pools`")
-    try:
-        return ClusterCalibration.model_validate({k: v for k, v in doc.items() if k in ("pools", "version")})
-    except ValidationError as exc:
-        raise domain_error_from_validation(exc, "calibration") from None
-
-
-def measured_figures(
-    log: Path | None, step_time: float | None, work: TrainingWorkload | InferenceWorkload, gpus: int
-) -> Measurement | None:
+def measured_figures(run: MeasuredRun, work: TrainingWorkload | InferenceWorkload, gpus: int) -> Measurement | None:
     """What a run measured, from its log or a typed-in step time (None when neither is given)."""
-    if log is not None:
-        if step_time is not None:
+    if run.log is not None:
+        if run.step_time is not None:
             raise DomainError("--measured-step-time", "give a log or a step time, not both")
-        return parse_log(read_document(log, "--log"), "auto", work, gpus).measurement
-    if step_time is not None:
+        return parse_log(read_document(run.log, "--log"), "auto", work, gpus).measurement
+    if run.step_time is not None:
         try:
-            return Measurement(step_time_s=step_time)
+            return Measurement(step_time_s=run.step_time)
         except ValidationError as exc:
             raise domain_error_from_validation(exc, "--measured-step-time") from None
     return None

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -23,32 +24,15 @@ def meshplan(*args: str, stdin: str | None = None) -> subprocess.CompletedProces
     )
 
 
-TRAIN = [
-    "estimate",
-    "--model",
-    "llama-3-70b",
-    "--cluster",
-    "dgx-h100:8",
-    "--mode",
-    "training",
-    "--gbs",
-    "512",
-    "--seq-len",
-    "4096",
-    "--tp",
-    "8",
-    "--pp",
-    "4",
-    "--dp",
-    "2",
-    "--vp",
-    "5",
-    "--sp",
-    "--zero",
-    "1",
-    "--recompute",
-    "selective",
-]
+def words(line: str) -> list[str]:
+    """A command line's words, as a shell splits them."""
+    return shlex.split(line)
+
+
+TRAIN = words(
+    "estimate --model llama-3-70b --cluster dgx-h100:8 --mode training --gbs 512 --seq-len 4096 "
+    "--tp 8 --pp 4 --dp 2 --vp 5 --sp --zero 1 --recompute selective"
+)
 
 
 def test_estimate_json_training() -> None:
@@ -86,42 +70,17 @@ def test_estimate_grad_dtype_and_fp8_recipe() -> None:
 
 
 def test_estimate_json_infeasible_has_reason() -> None:
-    r = meshplan(
-        "estimate",
-        "--model",
-        "llama-3-70b",
-        "--cluster",
-        "dgx-h100",
-        "--gbs",
-        "8",
-        "--seq-len",
-        "4096",
-        "--tp",
-        "8",
-        "--json",
-    )
+    r = meshplan(*words("estimate --model llama-3-70b --cluster dgx-h100 --gbs 8 --seq-len 4096 --tp 8 --json"))
     doc = json.loads(r.stdout)
     assert doc["feasible"] is False and "GB per GPU" in doc["reason"]
 
 
 def test_estimate_json_inference() -> None:
     r = meshplan(
-        "estimate",
-        "--model",
-        "llama-2-70b",
-        "--cluster",
-        "dgx-h100",
-        "--mode",
-        "inference",
-        "--batch",
-        "8",
-        "--prompt-len",
-        "2048",
-        "--output-len",
-        "256",
-        "--tp",
-        "8",
-        "--json",
+        *words(
+            "estimate --model llama-2-70b --cluster dgx-h100 --mode inference --batch 8 "
+            "--prompt-len 2048 --output-len 256 --tp 8 --json"
+        )
     )
     assert r.returncode == 0, r.stderr
     doc = json.loads(r.stdout)
@@ -136,24 +95,10 @@ def test_table_output() -> None:
 
 def test_uneven_layers_per_stage() -> None:
     r = meshplan(
-        "estimate",
-        "--model",
-        "llama-2-70b",
-        "--cluster",
-        "dgx-h100:8",
-        "--gbs",
-        "64",
-        "--seq-len",
-        "4096",
-        "--tp",
-        "8",
-        "--pp",
-        "4",
-        "--dp",
-        "2",
-        "--layers-per-stage",
-        "19,21,21,19",
-        "--json",
+        *words(
+            "estimate --model llama-2-70b --cluster dgx-h100:8 --gbs 64 --seq-len 4096 "
+            "--tp 8 --pp 4 --dp 2 --layers-per-stage 19,21,21,19 --json"
+        )
     )
     assert r.returncode == 0, r.stderr
     assert [s["layers"] for s in json.loads(r.stdout)["stages"]] == [19, 21, 21, 19]
@@ -201,20 +146,7 @@ def test_hf_config_file(tmp_path: Path) -> None:
             }
         )
     )
-    r = meshplan(
-        "estimate",
-        "--model",
-        str(cfg),
-        "--cluster",
-        "dgx-h100",
-        "--gbs",
-        "64",
-        "--seq-len",
-        "2048",
-        "--tp",
-        "8",
-        "--json",
-    )
+    r = meshplan("estimate", "--model", str(cfg), *words("--cluster dgx-h100 --gbs 64 --seq-len 2048 --tp 8 --json"))
     assert r.returncode == 0, r.stderr
     cfg.write_text(json.dumps({"model_type": "llama", "hidden_size": 4096}))
     r = meshplan("estimate", "--model", str(cfg), "--cluster", "dgx-h100", "--gbs", "64", "--seq-len", "2048")
@@ -229,20 +161,9 @@ def test_import_topo_roundtrip(tmp_path: Path) -> None:
     path = tmp_path / "c.yaml"
     path.write_text(r.stdout)
     r = meshplan(
-        "estimate",
-        "--model",
-        "llama-3-8b",
-        "--cluster",
+        *words("estimate --model llama-3-8b --cluster"),
         str(path),
-        "--gbs",
-        "64",
-        "--seq-len",
-        "2048",
-        "--tp",
-        "8",
-        "--dp",
-        "2",
-        "--json",
+        *words("--gbs 64 --seq-len 2048 --tp 8 --dp 2 --json"),
     )
     assert r.returncode == 0, r.stderr
 

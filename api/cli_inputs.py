@@ -1,0 +1,107 @@
+"""What the command line's options become: the model and cluster, the workload, the parallel configuration
+(one conversion each, shared by `meshplan estimate` and `meshplan plan`). Bad input raises a DomainError naming the
+option or field."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+from pydantic import ValidationError
+
+from api.cli_options import Numerics, ParallelOptions, PlacementOptions, ServingOptions, Target, WorkloadShape
+from optimizer.errors import DomainError
+from optimizer.spec.calibration import ClusterCalibration
+from optimizer.spec.cluster_loading import resolve_cluster
+from optimizer.spec.cluster_spec import ClusterSpec
+from optimizer.spec.model_loading import resolve_model
+from optimizer.spec.model_spec import ModelSpec
+from optimizer.spec.parallel_config import ParallelConfig
+from optimizer.spec.pipeline_layout import layout_vp
+from optimizer.spec.validation_errors import domain_error_from_validation
+from optimizer.spec.workload import InferenceWorkload, TrainingWorkload
+from optimizer.spec.workload_loading import build_config, build_inference, build_training, parse_int_list
+from optimizer.spec.yaml_documents import read_document, yaml_mapping
+
+
+def resolve_target(target: Target, calibration: Path | None) -> tuple[ModelSpec, ClusterSpec]:
+    """The model and the cluster (with the calibration file's constants, when one is given)."""
+    spec = resolve_model(target.model)
+    clus = resolve_cluster(target.cluster).with_calibration(load_calibration(calibration) if calibration else None)
+    return spec, clus
+
+
+def load_calibration(path: Path) -> ClusterCalibration:
+    """A calibration document from a file (bad content names the field)."""
+    doc = yaml_mapping(read_document(path, "--calibration"), "--calibration", str(path), "with `pools`")
+    try:
+        return ClusterCalibration.model_validate({k: v for k, v in doc.items() if k in ("pools", "version")})
+    except ValidationError as exc:
+        raise domain_error_from_validation(exc, "calibration") from None
+
+
+def build_workload(
+    shape: WorkloadShape,
+    numerics: Numerics,
+    objective: str | None,
+    framework: str,
+    serving: ServingOptions | None = None,
+) -> TrainingWorkload | InferenceWorkload:
+    """The training or inference workload the options describe (serving options apply to inference only)."""
+    if shape.mode == "training":
+        if shape.gbs is None or shape.seq_len is None:
+            raise DomainError("workload", "training needs --gbs and --seq-len")
+        return build_training(
+            global_batch_size=shape.gbs,
+            seq_len=shape.seq_len,
+            precision=numerics.precision,
+            objective=objective or "step_time",
+            framework=framework,
+            grad_dtype=numerics.grad_dtype,
+            fused_loss=numerics.fused_loss,
+            fp8_param_gather=numerics.fp8_param_gather or None,
+            attention_kernel=numerics.attention_kernel,
+            cuda_graphs=numerics.cuda_graphs,
+        )
+    if shape.mode == "inference":
+        if shape.prompt_len is None or shape.output_len is None:
+            raise DomainError("workload", "inference needs --prompt-len and --output-len")
+        serving = serving or ServingOptions()
+        return build_inference(
+            prompt_len=shape.prompt_len,
+            output_len=shape.output_len,
+            batch=shape.batch,
+            precision=numerics.precision,
+            objective=objective or serving_objective(serving),
+            **dataclasses.asdict(serving),
+        )
+    raise DomainError("mode", f"must be training or inference (got {shape.mode!r})")
+
+
+def serving_objective(serving: ServingOptions) -> str:
+    """The default serving objective: fewest GPUs for a rate, the most rate for latency targets alone, else the
+    time per output token."""
+    if serving.rate is not None:
+        return "gpus"
+    if serving.ttft_ms is not None or serving.tpot_ms is not None:
+        return "max_rate"
+    return "latency"
+
+
+def build_parallel_config(parallel: ParallelOptions, placement: PlacementOptions) -> ParallelConfig:
+    """The one parallel configuration `estimate` prices; a pipeline layout without --vp gives the virtual stages.
+    The options carry ParallelConfig's field names; the ones below are the options' text turned into its values."""
+    fields = {**dataclasses.asdict(parallel), **dataclasses.asdict(placement)}
+    vp = parallel.vp
+    if placement.pipeline_layout is not None and vp == 1:  # the layout's stages over pp ranks give the virtual stages
+        vp = layout_vp(placement.pipeline_layout, parallel.pp)
+    modules, pools = parallel.recompute_modules, placement.stage_pools
+    fields.update(
+        vp=vp,
+        schedule=parallel.schedule or ("interleaved-1f1b" if vp > 1 else "1f1b"),
+        recompute_modules=modules.split(",") if modules is not None else None,
+        layers_per_stage=parse_int_list(placement.layers_per_stage, "config.layers_per_stage"),
+        stage_pools=pools.split(",") if pools else None,
+        overlap_grad_reduce=not fields.pop("no_grad_overlap"),
+    )
+    return build_config(**fields)

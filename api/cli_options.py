@@ -1,0 +1,194 @@
+"""The options of `meshplan estimate` and `meshplan plan`, declared once: typer option aliases, and the option groups
+(api/cli_option_groups.py) a command's signature names to take several of them. Each option's help gives its unit."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+CvOpt = Annotated[float | None, typer.Option(help="Length spread, standard deviation / mean (SLA plans).")]
+ObjectiveOpt = Annotated[
+    str | None,
+    typer.Option(help="Training: step_time (default) or cost (needs pool prices). Inference: latency or throughput."),
+]
+FrameworkOpt = Annotated[
+    str,
+    typer.Option(
+        help="Training framework: megatron, deepspeed, torchtitan; plan also takes auto (each, keep the best)."
+    ),
+]
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON object.")]
+CalibrationOpt = Annotated[
+    Path | None,
+    typer.Option(help="A cluster calibration (JSON or YAML: pools -> constants, as GET .../calibrations gives)."),
+]
+
+
+@dataclass(frozen=True)
+class Target:
+    """What to place where: the model and the cluster (required)."""
+
+    model: Annotated[str, typer.Option(help="Preset name, HuggingFace config.json or model.yaml.")]
+    cluster: Annotated[str, typer.Option(help="Preset (dgx-h100, dgx-h100:16 for 16 nodes) or cluster.yaml.")]
+
+
+@dataclass(frozen=True)
+class WorkloadShape:
+    """What runs: the mode and its sizes (None: not given; the mode says which it needs)."""
+
+    mode: Annotated[str, typer.Option(help="training or inference.")] = "training"
+    gbs: Annotated[int | None, typer.Option(help="Global batch, sequences (training).")] = None
+    seq_len: Annotated[int | None, typer.Option(help="Sequence length, tokens (training).")] = None
+    batch: Annotated[int | None, typer.Option(help="Concurrent sequences (inference).")] = None
+    prompt_len: Annotated[int | None, typer.Option(help="Prompt tokens (inference).")] = None
+    output_len: Annotated[int | None, typer.Option(help="Generated tokens (inference).")] = None
+
+
+@dataclass(frozen=True)
+class Numerics:
+    """How it computes: precision and the training stack's kernels (None: the framework's default)."""
+
+    precision: Annotated[str, typer.Option(help="bf16, fp16 or fp8.")] = "bf16"
+    grad_dtype: Annotated[
+        str,
+        typer.Option(
+            help="Training: dtype of the accumulated gradients, fp32 (Megatron's default main grads) or bf16 "
+            "(--grad-reduce-in-bf16 / FSDP reduce_dtype)."
+        ),
+    ] = "fp32"
+    fused_loss: Annotated[
+        bool | None,
+        typer.Option(
+            "--fused-loss/--unfused-loss",
+            help="Training: the loss is a fused cross entropy (no fp32 logits beside their gradient) or the unfused "
+            "fp32 one; unset: the framework's default (torchtitan eager: unfused).",
+        ),
+    ] = None
+    fp8_param_gather: Annotated[
+        bool,
+        typer.Option(
+            "--fp8-param-gather",
+            help="Training with --precision fp8 on Megatron: FP8 primary weights (no bf16 copy, FP8 all-gather), as "
+            "Megatron-Bridge's FP8 recipes run.",
+        ),
+    ] = False
+    attention_kernel: Annotated[
+        str | None,
+        typer.Option(
+            "--attention-kernel",
+            help="Training: fused-attention kernel generation, fa3 (FlashAttention-3 / cuDNN on Hopper and newer) or "
+            "fa2 (FlashAttention-2 class: flash-attn 2.x, stacks before mid-2024); unset: the framework's default.",
+        ),
+    ] = None
+    cuda_graphs: Annotated[
+        str | None,
+        typer.Option(
+            "--cuda-graphs",
+            help="Training: CUDA graphs the stack captures, none, layers (attention, MoE router and preprocess; "
+            "dropless experts stay eager) or full_iteration (Megatron --cuda-graph-impl full_iteration); unset: none.",
+        ),
+    ] = None
+
+
+@dataclass(frozen=True)
+class ServingOptions:
+    """Serving: the engine, the SLA targets and the request mix (None: the engine's or the planner's default)."""
+
+    engine: Annotated[str | None, typer.Option(help="Serving engine: vllm (default), sglang, trtllm.")] = None
+    rate: Annotated[
+        float | None, typer.Option(help="Requests/s the fleet must serve (SLA plan; objective gpus/cost).")
+    ] = None
+    ttft_ms: Annotated[float | None, typer.Option("--ttft-ms", help="TTFT target, p90, ms (SLA plan).")] = None
+    tpot_ms: Annotated[float | None, typer.Option("--tpot-ms", help="TPOT target, mean, ms (SLA plan).")] = None
+    kv_cache_dtype: Annotated[str | None, typer.Option(help="KV-cache type: bf16, fp16, fp8 (inference).")] = None
+    weight_dtype: Annotated[str | None, typer.Option(help="Stored weights: bf16, fp16, fp8, int4 (inference).")] = None
+    disaggregation: Annotated[
+        str | None, typer.Option(help="SLA plans: auto (default), on (prefill/decode instances), off.")
+    ] = None
+    prompt_len_cv: CvOpt = None
+    output_len_cv: CvOpt = None
+
+
+@dataclass(frozen=True)
+class ParallelOptions:
+    """`estimate`'s parallel configuration: degrees, micro-batch, schedule, ZeRO and recompute."""
+
+    tp: Annotated[int, typer.Option(help="Tensor-parallel degree.")] = 1
+    pp: Annotated[int, typer.Option(help="Pipeline-parallel degree.")] = 1
+    dp: Annotated[int, typer.Option(help="Data-parallel degree.")] = 1
+    cp: Annotated[int, typer.Option(help="Context-parallel degree.")] = 1
+    ep: Annotated[int, typer.Option(help="Expert-parallel degree.")] = 1
+    etp: Annotated[int | None, typer.Option(help="Expert tensor-parallel degree (default: tp).")] = None
+    vp: Annotated[int, typer.Option(help="Virtual stages per pipeline rank.")] = 1
+    mbs: Annotated[int, typer.Option(help="Micro-batch size.")] = 1
+    schedule: Annotated[str | None, typer.Option(help="gpipe, 1f1b, interleaved-1f1b, zb-h1.")] = None
+    sequence_parallel: Annotated[bool, typer.Option("--sp", help="Sequence parallelism.")] = False
+    zero_stage: Annotated[int, typer.Option("--zero", help="ZeRO stage 0-3 (1 = distributed optimizer).")] = 0
+    recompute: Annotated[str, typer.Option(help="none, selective or full.")] = "none"
+    recompute_modules: Annotated[
+        str | None,
+        typer.Option(
+            help="With --recompute selective: Megatron --recompute-modules, comma-separated (core_attn, layernorm, "
+            "mla_up_proj, moe_act, mlp, moe, shared_experts)."
+        ),
+    ] = None
+
+
+@dataclass(frozen=True)
+class PlacementOptions:
+    """`estimate`'s placement: uneven stages, stage pools, communication overlap, MoE dispatch, offload."""
+
+    layers_per_stage: Annotated[str | None, typer.Option(help="Uneven split, e.g. 19,21,21,19.")] = None
+    pipeline_layout: Annotated[
+        str | None,
+        typer.Option(
+            "--layout", help="Megatron --pipeline-model-parallel-layout, e.g. 'Et*2|(t*2|)*34,t*3|(t*2|)*3,tL'."
+        ),
+    ] = None
+    stage_pools: Annotated[str | None, typer.Option(help="Pool per stage, comma-separated.")] = None
+    tp_comm_overlap: Annotated[bool, typer.Option("--tp-comm-overlap", help="Overlap TP comm (needs --sp).")] = False
+    no_grad_overlap: Annotated[bool, typer.Option("--no-grad-overlap", help="Do not overlap DP reduction.")] = False
+    ep_comm_overlap: Annotated[
+        bool, typer.Option("--ep-comm-overlap", help="Overlap the EP all-to-all across micro-batches (Megatron).")
+    ] = False
+    ep_dispatch: Annotated[
+        str,
+        typer.Option(
+            "--ep-dispatch",
+            help="MoE token dispatch: alltoall, or deepep (one copy per destination node over the network, "
+            "forwarded over NVLink: DeepEP / HybridEP, Megatron --moe-token-dispatcher-type flex).",
+        ),
+    ] = "alltoall"
+    offload_layers: Annotated[
+        int,
+        typer.Option(
+            "--offload-layers",
+            min=0,
+            help="Training: layers whose activations go to host memory (Megatron --cpu-offloading-num-layers; "
+            "pp 1, no recompute).",
+        ),
+    ] = 0
+    redundant_experts: Annotated[
+        int,
+        typer.Option(
+            "--redundant-experts",
+            min=0,
+            max=4096,
+            help="Serving: extra expert replicas over the EP ranks (SGLang --ep-num-redundant-experts, vLLM EPLB).",
+        ),
+    ] = 0
+
+
+@dataclass(frozen=True)
+class MeasuredRun:
+    """`estimate`'s offline measurement: what a run measured, to print beside the prediction (None: not given)."""
+
+    log: Annotated[
+        Path | None, typer.Option("--log", help="A run's log: print measured vs predicted (offline measurement).")
+    ] = None
+    step_time: Annotated[
+        float | None, typer.Option("--measured-step-time", help="A run's seconds per step, to compare.")
+    ] = None
