@@ -1,7 +1,7 @@
 """Canonical public scenarios for checking the planner's picks (not only `estimate`): each names the published
 configuration experts ran and the published MFU ceiling for its GPU family and precision; the serving ones name
 the deployment and its published throughput. Used by
-tests/optimizer/test_plan_quality.py and benchmarks/plan_quality.py."""
+tests/optimizer/frameworks/test_frameworks.py and benchmarks/plan_quality.py."""
 
 from __future__ import annotations
 

@@ -196,7 +196,7 @@ def test_estimate_with_a_calibration_and_a_measured_log(tmp_path: Path) -> None:
     cal.write_text("pools:\n  dgx-h100:\n    compute: 0.8\n")
     slow = json.loads(meshplan(*base, "--calibration", str(cal)).stdout)
     assert slow["step_time_s"] > plain["step_time_s"] * 1.1
-    log = ROOT / "tests" / "optimizer" / "logs" / "megatron.log"
+    log = ROOT / "tests" / "optimizer" / "calibration" / "logs" / "megatron.log"
     out = json.loads(meshplan(*base, "--log", str(log)).stdout)
     assert abs(out["measured"]["step_time_s"] - 5.4365) < 1e-9
     planned = ["plan", "--model", "llama-3-8b", "--cluster", "dgx-h100:2", "--gbs", "64", "--seq-len", "4096"]

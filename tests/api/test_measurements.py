@@ -8,7 +8,7 @@ from fastapi.testclient import TestClient
 
 from tests.api.helpers import INVENTORY, TRAINING, make_cluster, make_model, ok, wait_job
 
-LOGS = Path(__file__).resolve().parents[1] / "optimizer" / "logs"
+LOGS = Path(__file__).resolve().parents[1] / "optimizer" / "calibration" / "logs"
 
 
 def _plan(client: TestClient, cluster_id: int, model_id: int, **extra: object) -> dict:
