@@ -154,7 +154,7 @@ def test_hf_config_file(tmp_path: Path) -> None:
 
 
 def test_import_topo_roundtrip(tmp_path: Path) -> None:
-    from tests.optimizer.test_cluster import NVSWITCH_TOPO
+    from tests.optimizer.spec.test_cluster import NVSWITCH_TOPO
 
     r = meshplan("import-topo", "-", "--gpu", "H100", "--nodes", "2", stdin=NVSWITCH_TOPO)
     assert r.returncode == 0, r.stderr

@@ -110,7 +110,7 @@ def test_megatron_export_builds_the_planned_architecture() -> None:
     shared expert, three dense layers before the MoE ones, and the plan's recompute modules; a Qwen3 plan its
     head size (--kv-channels). Every flag is in the registry."""
     from optimizer.exports.launch import moe_layer_pattern
-    from tests.optimizer.test_recompute_modules import DS_RECIPE, W_DS
+    from tests.optimizer.spec.test_recompute_modules import DS_RECIPE, W_DS
 
     ds, w = load_model_preset("deepseek-v3"), W_DS  # NVIDIA's DeepSeek-V3 H100 recipe
     cfg = DS_RECIPE.model_copy(update={"recompute": "selective", "recompute_modules": ("mla_up_proj", "mlp")})
@@ -131,7 +131,7 @@ def test_megatron_export_builds_the_planned_architecture() -> None:
     assert "--group-query-attention" not in e.content
     pattern = eval(moe_layer_pattern(ds))  # Megatron evaluates the same expression (moe_freq_type)
     assert pattern == [1 if ds.is_moe_layer(i) else 0 for i in range(ds.num_layers)]
-    from tests.optimizer.test_expert_grid import QWEN3_235B, RECIPE
+    from tests.optimizer.search.test_expert_grid import QWEN3_235B, RECIPE
 
     qwen = export("megatron", QWEN3_235B, TrainingWorkload(global_batch_size=8192, seq_len=4096), RECIPE).content
     assert "--kv-channels 128" in qwen and "--num-query-groups 4" in qwen

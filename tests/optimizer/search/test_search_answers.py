@@ -15,7 +15,7 @@ from optimizer.spec.cluster_spec import ClusterSpec
 from optimizer.spec.model_loading import resolve_model
 from optimizer.spec.objectives import format_objective, objective_name
 from optimizer.spec.workload import InferenceWorkload, TrainingWorkload
-from tests.optimizer.test_planner import SMALL_SPACE, small_cluster, tiny_model
+from tests.optimizer.search.test_planner import SMALL_SPACE, small_cluster, tiny_model
 
 
 @pytest.mark.parametrize("prices", [(4.0, 1.0), (1.0, 4.0), (2.5, 1.2)])
