@@ -10,12 +10,12 @@ from __future__ import annotations
 import heapq
 import math
 import time
-from collections.abc import Callable
 
 from optimizer.costmodel.estimate import estimate
 from optimizer.errors import DomainError
 from optimizer.frameworks.validation import SERVING_EP_DISPATCH_RULE
 from optimizer.search.explain import explain
+from optimizer.search.request import SearchRequest
 from optimizer.search.result import (
     Alternative,
     Explanation,
@@ -23,7 +23,6 @@ from optimizer.search.result import (
     PlannedConfig,
     PlanResult,
     Progress,
-    ProgressFn,
     Suggestion,
     no_plan_within_limit,
 )
@@ -114,20 +113,12 @@ def serving_candidates(
     return out
 
 
-def plan_inference(
-    model: ModelSpec,
-    cluster: ClusterSpec,
-    w: InferenceWorkload,
-    space: SearchSpace,
-    *,
-    top_k: int,
-    time_limit_s: float,
-    progress: ProgressFn | None = None,
-    cancelled: Callable[[], bool] | None = None,
-) -> PlanResult:
+def plan_inference(req: SearchRequest[InferenceWorkload]) -> PlanResult:
     """Best serving configuration under the cost model: candidates in order of a roofline lower bound, each
     candidate's layout by CP-SAT, stopping when the next bound cannot beat the K-th best (OPTIMAL), at the time
     limit or on cancellation (FEASIBLE with a gap, or UNKNOWN without a plan)."""
+    model, cluster, w, space = req.model, req.cluster, req.workload, req.space
+    top_k, time_limit_s, progress, cancelled = req.top_k, req.time_limit_s, req.progress, req.cancelled
     t0 = time.perf_counter()
     pools = serving_pools(cluster, space)
     cands = serving_candidates(model, cluster, w, space, pools)

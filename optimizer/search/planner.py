@@ -20,6 +20,7 @@ from optimizer.search.candidates import Candidate, KeyBatch, TrainingSpace
 from optimizer.search.diagnosis import diagnose_infeasible
 from optimizer.search.explain import explain
 from optimizer.search.inference_planner import check_serving_pins, plan_inference
+from optimizer.search.request import SearchRequest
 from optimizer.search.result import (
     Alternative,
     Explanation,
@@ -35,7 +36,7 @@ from optimizer.search.space import SearchSpace
 from optimizer.search.stage_model import StageLayout, StageModel
 from optimizer.spec.cluster_spec import ClusterSpec
 from optimizer.spec.model_spec import ModelSpec
-from optimizer.spec.names import FRAMEWORKS, priced_framework
+from optimizer.spec.names import AUTO_PRICED_AS, FRAMEWORKS, priced_framework
 from optimizer.spec.objectives import objective_name
 from optimizer.spec.parallel_config import ParallelConfig
 from optimizer.spec.recompute_modules import module_rule
@@ -71,55 +72,31 @@ def plan(
     preflight(model, cluster, workload, space, time_limit_s=time_limit_s, max_time_limit_s=max_time_limit_s)
     if top_k < 1 or top_k > 20:
         raise DomainError("top", f"must be between 1 and 20 (got {top_k})")
-    if isinstance(workload, InferenceWorkload) and workload.sla_plan:
-        return plan_sla(
-            model, cluster, workload, space, time_limit_s=time_limit_s, progress=progress, cancelled=cancelled
-        )
     if isinstance(workload, InferenceWorkload):
-        return plan_inference(
-            model,
-            cluster,
-            workload,
-            space,
-            top_k=top_k,
-            time_limit_s=time_limit_s,
-            progress=progress,
-            cancelled=cancelled,
+        serving = SearchRequest(
+            model, cluster, workload, space, time_limit_s, top_k=top_k, progress=progress, cancelled=cancelled
         )
+        return plan_sla(serving) if workload.sla_plan else plan_inference(serving)
+    req = SearchRequest(model, cluster, workload, space, time_limit_s, top_k, warm_start, progress, cancelled)
     if workload.framework == "auto":
-        return _plan_each_framework(
-            model, cluster, workload, space, top_k, time_limit_s, warm_start, progress, cancelled, diagnose
-        )
-    return _plan_training(
-        model, cluster, workload, space, top_k, time_limit_s, warm_start, progress, cancelled, diagnose
-    )
+        return _plan_each_framework(req, diagnose)
+    return _plan_training(req, diagnose)
 
 
-def _plan_each_framework(
-    model: ModelSpec,
-    cluster: ClusterSpec,
-    w: TrainingWorkload,
-    space: SearchSpace,
-    top_k: int,
-    time_limit_s: float,
-    warm_start: ParallelConfig | None,
-    progress: ProgressFn | None,
-    cancelled: Callable[[], bool] | None,
-    diagnose: bool,
-) -> PlanResult:
+def _plan_each_framework(req: SearchRequest[TrainingWorkload], diagnose: bool) -> PlanResult:
     """framework=auto: plan for every framework whose knobs admit the pins (a share of the time limit each), keep
     the best and say by how much it wins."""
     results: list[tuple[str, PlanResult]] = []
-    names = [f for f in FRAMEWORKS if _pins_allowed(model, cluster, w, space, f)]
-    share = max(MIN_TIME_LIMIT_S, time_limit_s / max(1, len(names)))
+    w = req.workload
+    names = [f for f in FRAMEWORKS if _pins_allowed(req.model, req.cluster, w, req.space, f)]
+    share = max(MIN_TIME_LIMIT_S, req.time_limit_s / max(1, len(names)))
     for name in names:
         wf = w.model_copy(update={"framework": name})
-        r = _plan_training(model, cluster, wf, space, top_k, share, warm_start, progress, cancelled, False)
-        results.append((name, r))
+        results.append((name, _plan_training(req.with_changes(workload=wf, time_limit_s=share), False)))
     found = [(n, r) for n, r in results if r.objective_value is not None]
     if not found:  # diagnose once, on the default framework's space
-        wf = w.model_copy(update={"framework": names[0] if names else "megatron"})
-        return _plan_training(model, cluster, wf, space, top_k, share, warm_start, None, cancelled, diagnose)
+        wf = w.model_copy(update={"framework": names[0] if names else AUTO_PRICED_AS})
+        return _plan_training(req.with_changes(workload=wf, time_limit_s=share, progress=None), diagnose)
     found.sort(key=lambda nr: float(nr[1].objective_value or math.inf))
     best_name, best = found[0]
     top = float(best.objective_value or 0.0)
@@ -226,22 +203,11 @@ def preflight(
 
 
 def _plan_training(
-    model: ModelSpec,
-    cluster: ClusterSpec,
-    w: TrainingWorkload,
-    space: SearchSpace,
-    top_k: int,
-    time_limit_s: float,
-    warm_start: ParallelConfig | None,
-    progress: ProgressFn | None,
-    cancelled: Callable[[], bool] | None,
-    diagnose: bool = True,
-    first_feasible: bool = False,
+    req: SearchRequest[TrainingWorkload], diagnose: bool = True, first_feasible: bool = False
 ) -> PlanResult:
-    search = TrainingSearch(
-        TrainingSpace(model, cluster, w, space), top_k, time_limit_s, progress, cancelled, first_feasible
-    )
-    return search.run(warm_start, diagnose)
+    ts = TrainingSpace(req.model, req.cluster, req.workload, req.space)
+    search = TrainingSearch(ts, req.top_k, req.time_limit_s, req.progress, req.cancelled, first_feasible)
+    return search.run(req.warm_start, diagnose)
 
 
 class TrainingSearch:
@@ -522,7 +488,7 @@ def has_plan(
 ) -> bool:
     """Whether any training plan fits (the search stops at the first one): the infeasibility diagnosis probes
     relaxations with it."""
-    r = _plan_training(model, cluster, w, space, 1, time_limit_s, None, None, None, False, first_feasible=True)
+    r = _plan_training(SearchRequest(model, cluster, w, space, time_limit_s, top_k=1), False, first_feasible=True)
     return r.objective_value is not None
 
 

@@ -23,6 +23,7 @@ from optimizer.costmodel.serving_load import PrefillLoad, ReplicaLoad
 from optimizer.errors import DomainError
 from optimizer.frameworks.validation import validate
 from optimizer.search.fleet_result import FleetGroup, FleetPlan, ReplicaShape
+from optimizer.search.request import SearchRequest
 from optimizer.search.result import Progress, ProgressFn
 from optimizer.search.solver_params import fleet_solver
 from optimizer.search.space import SearchSpace
@@ -424,18 +425,11 @@ class FleetOutcome:
     field: str | None = None
 
 
-def plan_fleet(
-    model: ModelSpec,
-    cluster: ClusterSpec,
-    w: InferenceWorkload,
-    space: SearchSpace,
-    time_limit_s: float,
-    *,
-    progress: ProgressFn | None = None,
-    cancelled: Callable[[], bool] | None = None,
-) -> FleetOutcome:
+def plan_fleet(req: SearchRequest[InferenceWorkload]) -> FleetOutcome:
     """The SLA fleet: aggregated, disaggregated, or the better of the two (w.disaggregation). A cancelled or
     timed-out search answers UNKNOWN, never INFEASIBLE."""
+    model, cluster, w, space, time_limit_s = req.model, req.cluster, req.workload, req.space, req.time_limit_s
+    progress, cancelled = req.progress, req.cancelled
     t0 = time.perf_counter()
     search = FleetSearch(model, cluster, w, space, deadline=t0 + time_limit_s, cancelled=cancelled, progress=progress)
     results: dict[str, tuple[FleetSolve, _Shapes, float | None]] = {}

@@ -3,41 +3,28 @@ an explanation in serving words; an infeasible SLA names the bound and the small
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 from optimizer.costmodel.estimate import estimate
 from optimizer.search.fleet_result import FleetPlan
+from optimizer.search.request import SearchRequest
 from optimizer.search.result import (
     Explanation,
     InfeasibilityReport,
     PlannedConfig,
     PlanResult,
-    ProgressFn,
     Suggestion,
     no_plan_within_limit,
 )
 from optimizer.search.serving_fleet import plan_fleet
-from optimizer.search.space import SearchSpace
-from optimizer.spec.cluster_spec import ClusterSpec
-from optimizer.spec.model_spec import ModelSpec
 from optimizer.spec.objectives import objective_name
 from optimizer.spec.parallel_config import ParallelConfig
 from optimizer.spec.workload import InferenceWorkload
 
 
-def plan_sla(
-    model: ModelSpec,
-    cluster: ClusterSpec,
-    w: InferenceWorkload,
-    space: SearchSpace,
-    *,
-    time_limit_s: float,
-    progress: ProgressFn | None = None,
-    cancelled: Callable[[], bool] | None = None,
-) -> PlanResult:
+def plan_sla(req: SearchRequest[InferenceWorkload]) -> PlanResult:
     """The fleet that serves w.rate within w.ttft_ms / w.tpot_ms at the fewest GPUs or lowest price, or the most
     requests/s within the targets (objective max_rate)."""
-    out = plan_fleet(model, cluster, w, space, time_limit_s, progress=progress, cancelled=cancelled)
+    model, cluster, w, time_limit_s = req.model, req.cluster, req.workload, req.time_limit_s
+    out = plan_fleet(req)
     objective = objective_name(w)
     counts = {
         "solve_time_s": out.elapsed_s,

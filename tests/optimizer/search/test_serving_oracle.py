@@ -6,6 +6,7 @@ import pytest
 
 from optimizer.costmodel.estimate import estimate
 from optimizer.search.inference_planner import plan_inference
+from optimizer.search.request import SearchRequest
 from optimizer.search.serving_oracle import serving_oracle
 from optimizer.search.solver_params import TIME_UNIT_S
 from optimizer.search.space import SearchSpace, parse_pins
@@ -79,7 +80,7 @@ def test_serving_plan_equals_the_exhaustive_optimum(
     space = SearchSpace(pins=parse_pins(pins))
     best = serving_oracle(model, cluster, w, space)
     assert best is not None, label
-    result = plan_inference(model, cluster, w, space, top_k=1, time_limit_s=60)
+    result = plan_inference(SearchRequest(model, cluster, w, space, 60, top_k=1))
     assert result.status == "OPTIMAL" and result.plan is not None, (label, result.status)
     est = estimate(model, cluster, w, result.plan.config)
     assert est.feasible and est.tpot_s is not None
