@@ -21,7 +21,7 @@ from optimizer.costmodel.constants import (
     KERNELS_PER_LAYER,
 )
 from optimizer.costmodel.memory import reserve_bytes, stage_params
-from optimizer.costmodel.result import Estimate, MemoryBreakdown, StageEstimate, StepBreakdown
+from optimizer.costmodel.result import Estimate, MemoryBreakdown, StageEstimate, StepBreakdown, memory_shortfall
 from optimizer.frameworks.validation import Layout
 from optimizer.spec.cluster_spec import ClusterSpec, NodePool
 from optimizer.spec.model_spec import ModelSpec
@@ -313,20 +313,13 @@ def estimate_inference(
     bd.pp_comm = (p - 1) * hop * w.output_len
     total_time = ttft + w.output_len * tpot
     out_tokens_per_s = c.dp * w.batch / tpot
-    over = [s for s in stage_out if not s.fits]
-    reason = None
-    if over:
-        worst = max(over, key=lambda s: s.memory_gb.total / s.memory_gb.capacity)
-        reason = (
-            f"stage {worst.index} needs {worst.memory_gb.total:.1f} GB per GPU; {worst.gpu} has "
-            f"{worst.memory_gb.capacity:.1f} GB"
-        )
+    reason = memory_shortfall(stage_out)
     gen_flops = 2 * model.num_active_parameters * c.dp * w.batch * (w.prompt_len + w.output_len)
     peak_sum = sum(cluster.gpu_of(pl).bf16_tflops * 1e12 * c.gpus_per_stage for pl in pools)
     mfu = gen_flops / (total_time * peak_sum)
     return Estimate(
         mode="inference",
-        feasible=not over,
+        feasible=reason is None,
         reason=reason,
         gpus=c.gpus,
         step_time_s=total_time,

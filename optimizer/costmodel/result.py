@@ -76,3 +76,15 @@ class Estimate(BaseModel):
         """The largest stage's memory without the reserve: what torch.cuda.max_memory_allocated reports (the CUDA
         context, NCCL buffers and allocator slack are outside the PyTorch allocator's count)."""
         return max((s.memory_gb.total - s.memory_gb.reserve for s in self.stages), default=0.0)
+
+
+def memory_shortfall(stages: list[StageEstimate]) -> str | None:
+    """Why a configuration does not fit: the stage that overshoots its GPU's memory the most, or None if all fit."""
+    over = [s for s in stages if not s.fits]
+    if not over:
+        return None
+    worst = max(over, key=lambda s: s.memory_gb.total / s.memory_gb.capacity)
+    return (
+        f"stage {worst.index} needs {worst.memory_gb.total:.1f} GB per GPU; {worst.gpu} has "
+        f"{worst.memory_gb.capacity:.1f} GB"
+    )

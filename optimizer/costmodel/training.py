@@ -6,7 +6,7 @@ from __future__ import annotations
 from optimizer.costmodel.compute import layer_flops
 from optimizer.costmodel.constants import FRAMEWORK_FACTOR, FRAMEWORK_FACTOR_DEFAULT
 from optimizer.costmodel.memory import inflight_microbatches
-from optimizer.costmodel.result import Estimate, MemoryBreakdown, StageEstimate, StepBreakdown
+from optimizer.costmodel.result import Estimate, MemoryBreakdown, StageEstimate, StepBreakdown, memory_shortfall
 from optimizer.costmodel.stage import CostContext, StageCost, layout_stages
 from optimizer.costmodel.terms.pipeline import pipeline_fill
 from optimizer.frameworks.validation import Layout
@@ -94,17 +94,10 @@ def estimate_training(
                 backward_s=s.bwd,
             )
         )
-    over = [s for s in stage_out if not s.fits]
-    reason = None
-    if over:
-        worst = max(over, key=lambda s: s.memory_gb.total / s.memory_gb.capacity)
-        reason = (
-            f"stage {worst.index} needs {worst.memory_gb.total:.1f} GB per GPU; {worst.gpu} has "
-            f"{worst.memory_gb.capacity:.1f} GB"
-        )
+    reason = memory_shortfall(stage_out)
     return Estimate(
         mode="training",
-        feasible=not over,
+        feasible=reason is None,
         reason=reason,
         gpus=c.gpus,
         step_time_s=step,
