@@ -69,7 +69,11 @@ def plan(
     """The best configuration under the cost model, with runners-up and an explanation. With `diagnose`, an
     infeasible result names the resource that runs out and searches for the smallest change that helps."""
     space = space or SearchSpace()
-    preflight(model, cluster, workload, space, time_limit_s=time_limit_s, max_time_limit_s=max_time_limit_s)
+    # The spec checks here; the pins against the search space where the space is built, once per framework
+    # (TrainingSearch checks them first; serving checks its pins without a space).
+    check_request(model, cluster, workload, space, time_limit_s=time_limit_s, max_time_limit_s=max_time_limit_s)
+    if isinstance(workload, InferenceWorkload):
+        check_serving_pins(model, cluster, workload, space)
     if top_k < 1 or top_k > 20:
         raise DomainError("top", f"must be between 1 and 20 (got {top_k})")
     if isinstance(workload, InferenceWorkload):
@@ -88,11 +92,14 @@ def _plan_each_framework(req: SearchRequest[TrainingWorkload], diagnose: bool) -
     the best and say by how much it wins."""
     results: list[tuple[str, PlanResult]] = []
     w = req.workload
-    names = [f for f in FRAMEWORKS if _pins_allowed(req.model, req.cluster, w, req.space, f)]
+    candidates = {f: _space_if_pins_allowed(req.model, req.cluster, w, req.space, f) for f in FRAMEWORKS}
+    spaces = {f: ts for f, ts in candidates.items() if ts is not None}
+    if not spaces:  # no framework admits the pins: the reason, as the default framework's space gives it
+        check_pins(TrainingSpace(req.model, req.cluster, w, req.space))
+    names = list(spaces)
     share = max(MIN_TIME_LIMIT_S, req.time_limit_s / max(1, len(names)))
-    for name in names:
-        wf = w.model_copy(update={"framework": name})
-        results.append((name, _plan_training(req.with_changes(workload=wf, time_limit_s=share), False)))
+    for name, ts in spaces.items():
+        results.append((name, _plan_training(req.with_changes(workload=ts.w, time_limit_s=share), False, ts=ts)))
     found = [(n, r) for n, r in results if r.objective_value is not None]
     if not found:  # diagnose once, on the default framework's space
         wf = w.model_copy(update={"framework": names[0] if names else AUTO_PRICED_AS})
@@ -123,12 +130,16 @@ def _plan_each_framework(req: SearchRequest[TrainingWorkload], diagnose: bool) -
     )
 
 
-def _pins_allowed(model: ModelSpec, cluster: ClusterSpec, w: TrainingWorkload, space: SearchSpace, fw: str) -> bool:
+def _space_if_pins_allowed(
+    model: ModelSpec, cluster: ClusterSpec, w: TrainingWorkload, space: SearchSpace, fw: str
+) -> TrainingSpace | None:
+    """Framework `fw`'s search space, or None when its knobs do not admit the pins."""
+    ts = TrainingSpace(model, cluster, w.model_copy(update={"framework": fw}), space)
     try:
-        check_pins(TrainingSpace(model, cluster, w.model_copy(update={"framework": fw}), space))
+        check_pins(ts)
     except DomainError:
-        return False
-    return True
+        return None
+    return ts
 
 
 def check_request(
@@ -198,14 +209,20 @@ def preflight(
     check_request(model, cluster, workload, space, time_limit_s=time_limit_s, max_time_limit_s=max_time_limit_s)
     if isinstance(workload, InferenceWorkload):
         check_serving_pins(model, cluster, workload, space)
-    elif workload.framework != "auto" or not any(_pins_allowed(model, cluster, workload, space, f) for f in FRAMEWORKS):
+    elif workload.framework != "auto" or not any(
+        _space_if_pins_allowed(model, cluster, workload, space, f) for f in FRAMEWORKS
+    ):
         check_pins(TrainingSpace(model, cluster, workload, space))
 
 
 def _plan_training(
-    req: SearchRequest[TrainingWorkload], diagnose: bool = True, first_feasible: bool = False
+    req: SearchRequest[TrainingWorkload],
+    diagnose: bool = True,
+    first_feasible: bool = False,
+    ts: TrainingSpace | None = None,
 ) -> PlanResult:
-    ts = TrainingSpace(req.model, req.cluster, req.workload, req.space)
+    """The training search of one framework; `ts` is its search space when the caller has already built it."""
+    ts = ts or TrainingSpace(req.model, req.cluster, req.workload, req.space)
     search = TrainingSearch(ts, req.top_k, req.time_limit_s, req.progress, req.cancelled, first_feasible)
     return search.run(req.warm_start, diagnose)
 
