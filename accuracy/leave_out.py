@@ -112,43 +112,45 @@ def _is_moe(rec: Record) -> bool:
     return bool(rec["model"].get("moe"))
 
 
+def _framework_factor_refit(family: str, groups: tuple[str, ...], prior_family: str, source: str) -> Refit:
+    """FRAMEWORK_FACTOR[family], fitted on `groups`; with none of them left, the other fitted family's value."""
+    return Refit(
+        name=f"FRAMEWORK_FACTOR['{family}']",
+        shipped=FRAMEWORK_FACTOR[family],
+        grid=_grid(0.55, 1.0, 0.02, FRAMEWORK_FACTOR[family]),
+        fit_groups=frozenset(groups),
+        prior=FRAMEWORK_FACTOR[prior_family],
+        fallback=lambda rec: False,  # every fold keeps four of its five groups
+        patch=lambda v: _framework_factor(family, v),
+        source=source,
+    )
+
+
 REFITS: tuple[Refit, ...] = (
-    Refit(
-        name="FRAMEWORK_FACTOR['hopper']",
-        shipped=FRAMEWORK_FACTOR["hopper"],
-        grid=_grid(0.55, 0.95, 0.02, FRAMEWORK_FACTOR["hopper"]),
-        fit_groups=frozenset(
-            {
-                "megatron_lm_readme_2024_h100_weak_scaling",
-                "mosaicml_fsdp_h100",
-                "nemo2412_h100_fp8",
-                "megatron_bridge_h100_fp8",
-                "nemo_automodel_h100_fsdp2",
-            }
+    _framework_factor_refit(
+        "hopper",
+        (
+            "megatron_lm_readme_2024_h100_weak_scaling",
+            "mosaicml_fsdp_h100",
+            "nemo2412_h100_fp8",
+            "megatron_bridge_h100_fp8",
+            "nemo_automodel_h100_fsdp2",
         ),
-        prior=FRAMEWORK_FACTOR["ampere"],
-        fallback=lambda rec: False,
-        patch=lambda v: _framework_factor("hopper", v),
-        source="constants.py: the 33 dense H100 training records (Megatron-Core, MosaicML, NeMo 24.12, "
-        "Megatron-Bridge, NeMo AutoModel)",
+        "ampere",
+        "constants.py: the 33 dense H100 training records (Megatron-Core, MosaicML, NeMo 24.12, Megatron-Bridge, "
+        "NeMo AutoModel)",
     ),
-    Refit(
-        name="FRAMEWORK_FACTOR['ampere']",
-        shipped=FRAMEWORK_FACTOR["ampere"],
-        grid=_grid(0.60, 1.00, 0.02, FRAMEWORK_FACTOR["ampere"]),
-        fit_groups=frozenset(
-            {
-                "narayanan2021_table1_weak_scaling",
-                "narayanan2021_table2_ptdp",
-                "korthikanti2022_table5",
-                "korthikanti2022_dp_scaling",
-                "korthikanti2022_table4_per_layer",
-            }
+    _framework_factor_refit(
+        "ampere",
+        (
+            "narayanan2021_table1_weak_scaling",
+            "narayanan2021_table2_ptdp",
+            "korthikanti2022_table5",
+            "korthikanti2022_dp_scaling",
+            "korthikanti2022_table4_per_layer",
         ),
-        prior=FRAMEWORK_FACTOR["hopper"],
-        fallback=lambda rec: False,
-        patch=lambda v: _framework_factor("ampere", v),
-        source="constants.py: Narayanan 2021 and Korthikanti 2022 (Megatron on A100)",
+        "hopper",
+        "constants.py: Narayanan 2021 and Korthikanti 2022 (Megatron on A100)",
     ),
     Refit(
         name="MOE_EAGER_HOST_S",

@@ -47,10 +47,11 @@ REGIME_LEVELS: tuple[tuple[str, ...], ...] = (
 SCALE_BUCKETS: tuple[tuple[int, str], ...] = ((8, "<=8"), (64, "9-64"), (512, "65-512"))
 # Widening for a configuration beyond the published runs: half-width x (1 + WIDEN_PER_STEP x steps), a step being
 # one doubling of a numeric knob beyond the published range or one categorical knob value no run used; a framework,
-# GPU family or precision with no published step time multiplies by WIDEN_UNSEEN each. WIDEN_UNSEEN = 2 is the ratio
-# of the left-out to the in-sample median |error| (13% / 3.3% ~ 4 in issue 38, taken at half to stay within what
-# the nested check below can confirm); the per-step rate and the cap are judgement, checked by
-# benchmarks/uncertainty.py (the coverage of the extrapolated records).
+# GPU family or precision with no published step time multiplies by WIDEN_UNSEEN each. These three are judgement,
+# not fits: no published source lies beyond all the others in those ways, so no nested check can measure them
+# (benchmarks/uncertainty.py prints the coverage of the records the knob rule does widen: above 80%, so the rule
+# errs wide). WIDEN_UNSEEN = 2: the nearest measured case, the Blackwell B200 records (a family whose other runs come
+# from one source), are off by 8-15% left out against a 4.7% median over all step times, 2-3x (docs/uncertainty.md).
 WIDEN_PER_STEP = 0.2
 WIDEN_UNSEEN = 2.0
 WIDEN_MAX = 4.0
@@ -125,18 +126,23 @@ class Residual:
     """One published figure of the residual table."""
 
     id: str
+    """Record id in accuracy/data/published_runs.json or serving_runs.json."""
     group: str
     """Source of the figure (the unit left out)."""
     metric: str
+    """What was measured: step_time_s, peak_allocated_gb, peak_reserved_gb, ttft_s, tpot_s, a throughput, ..."""
     predicted: float
-    """In-sample prediction (the shipped constants)."""
+    """In-sample prediction (the shipped constants), in the metric's unit."""
     measured: float
+    """The published figure, in the metric's unit."""
     in_sample: float
     """log(measured / predicted) with the shipped constants."""
     left_out: float
     """log(measured / predicted) with the constants fitted on this source refit without it."""
-    features: RunFeatures | None = None
-    engine: str | None = None
+    features: RunFeatures | None
+    """Regime and knobs of a training run (step time and memory figures); None for the others."""
+    engine: str | None
+    """Serving engine of a serving figure."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -144,7 +150,9 @@ class Interval:
     """An 80% prediction interval."""
 
     low: float
+    """Lower bound, in the predicted quantity's unit."""
     high: float
+    """Upper bound."""
     basis: str
     """How it was made, in words."""
     runs: int
