@@ -255,6 +255,14 @@ def _training_space(rec: Record, model: ModelSpec) -> tuple[TrainingWorkload, li
     return w, configs, notes
 
 
+def pinned_setting(rec: Record) -> tuple[ModelSpec, ClusterSpec, TrainingWorkload, ParallelConfig]:
+    """The model, cluster, workload and configuration of a training record whose knobs are all published (the
+    memory records); for a record with searched knobs, the first configuration of its search space."""
+    model = _model(rec)
+    w, configs, _ = _training_space(rec, model)
+    return model, _cluster(rec), w, configs[0]
+
+
 def _best(
     model: ModelSpec,
     cluster: ClusterSpec,

@@ -5,6 +5,7 @@ from __future__ import annotations
 from optimizer.costmodel.inference import estimate_inference
 from optimizer.costmodel.result import Estimate
 from optimizer.costmodel.training import estimate_training
+from optimizer.costmodel.uncertainty import with_intervals
 from optimizer.frameworks.validation import validate
 from optimizer.spec.cluster_spec import ClusterSpec
 from optimizer.spec.model_spec import ModelSpec
@@ -21,9 +22,12 @@ def estimate(
     """Memory per stage and step time (training) or TTFT/TPOT (inference) of one configuration.
 
     Raises DomainError when the configuration breaks a rule; a configuration that is valid but does not fit in
-    memory returns feasible=False with the reason.
+    memory returns feasible=False with the reason. Every estimate carries its 80% intervals from out-of-sample errors
+    (costmodel/uncertainty.py) beside the point estimate, which they leave unchanged.
     """
     layout = validate(model, cluster, workload, config)
     if isinstance(workload, TrainingWorkload):
-        return estimate_training(model, cluster, workload, config, layout)
-    return estimate_inference(model, cluster, workload, config, layout)
+        est = estimate_training(model, cluster, workload, config, layout)
+    else:
+        est = estimate_inference(model, cluster, workload, config, layout)
+    return with_intervals(est, model, cluster, workload, config)

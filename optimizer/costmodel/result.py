@@ -32,6 +32,10 @@ class StageEstimate(BaseModel):
     time_s: float = Field(description="Busy time per step (training) or per token step (inference).")
     forward_s: float = Field(description="Forward time per micro-batch incl. exposed TP/CP/EP communication.")
     backward_s: float = Field(description="Backward (+ recompute) time per micro-batch incl. exposed comm.")
+    oom_risk: bool = Field(
+        default=False,
+        description="The point estimate fits but the upper end of the 80% memory interval exceeds the GPU's memory.",
+    )
 
 
 class StepBreakdown(BaseModel):
@@ -70,6 +74,17 @@ class Estimate(BaseModel):
     ttft_s: float | None = None
     tpot_s: float | None = None
     notes: list[str] = Field(default_factory=list)
+    step_time_interval_s: tuple[float, float] | None = Field(
+        default=None, description="Training: 80% interval of step_time_s, seconds, from out-of-sample errors."
+    )
+    ttft_interval_s: tuple[float, float] | None = Field(default=None, description="Inference: 80% interval of ttft_s.")
+    tpot_interval_s: tuple[float, float] | None = Field(default=None, description="Inference: 80% interval of tpot_s.")
+    peak_memory_interval_gb: tuple[float, float] | None = Field(
+        default=None, description="80% interval of peak_memory_gb, GB."
+    )
+    interval_basis: str | None = Field(
+        default=None, description="How the intervals were made: the runs and regime used, any widening and why."
+    )
 
     @property
     def peak_allocated_gb(self) -> float:

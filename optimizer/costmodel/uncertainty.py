@@ -1,0 +1,403 @@
+"""80% prediction intervals on the cost model's estimates, from OUT-OF-SAMPLE errors (docs/uncertainty.md).
+
+The residual table (residuals.json beside this module, written by `python -m accuracy.leave_out --write`) holds, for
+every scored published run, log(measured / predicted) with the constants fitted on the run's own source refit
+without it (leave-one-group-out). An interval is split conformal on those residuals [Vovk et al. 2005; Lei et al.
+2018, "Distribution-free predictive inference for regression", JASA 113(523) §2.2]: the equal-tailed empirical
+quantiles at ceil((n + 1)(1 - a/2)) and floor((n + 1) a/2) of the n residuals of the query's regime, a = 0.2,
+applied to the log prediction. A regime with fewer than MIN_RUNS runs or MIN_SOURCES sources falls back to a
+broader one (REGIME_LEVELS); a configuration beyond the published runs widens the interval (widening()).
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import math
+from dataclasses import dataclass, fields
+from importlib import resources
+from typing import Any
+
+from optimizer.costmodel.result import Estimate
+from optimizer.spec.cluster_spec import ClusterSpec
+from optimizer.spec.model_spec import ModelSpec
+from optimizer.spec.names import priced_framework
+from optimizer.spec.parallel_config import ParallelConfig
+from optimizer.spec.workload import InferenceWorkload, TrainingWorkload
+
+# Nominal coverage of every interval: 80%, two-sided, equal tails [issue 38 §1].
+COVERAGE = 0.80
+# A regime needs this many left-out runs from this many sources before its own residuals are used: with n >= 9 the
+# split-conformal 80% bounds are finite [Lei et al. 2018 §2.2: the ceil((n+1)(1-a/2))-th order statistic exists];
+# 10 leaves one spare. A new query comes from a source the table has not seen, so a regime's residuals must span
+# several sources (residuals of one source share its bias; cf. group k-fold, docs/uncertainty.md).
+MIN_RUNS = 10
+MIN_SOURCES = 5
+# Regime levels, narrowest first: the features a residual must share with the query.
+REGIME_LEVELS: tuple[tuple[str, ...], ...] = (
+    ("framework", "family", "precision", "moe", "scale"),
+    ("framework", "family", "precision", "moe"),
+    ("framework", "family", "moe"),
+    ("framework", "family"),
+    ("family",),
+    ("framework",),
+    (),
+)
+# GPU-count buckets (upper bounds): one node, one rack-scale NVLink domain / a few nodes, hundreds, thousands.
+SCALE_BUCKETS: tuple[tuple[int, str], ...] = ((8, "<=8"), (64, "9-64"), (512, "65-512"))
+# Widening for a configuration beyond the published runs: half-width x (1 + WIDEN_PER_STEP x steps), a step being
+# one doubling of a numeric knob beyond the published range or one categorical knob value no run used; a framework,
+# GPU family or precision with no published step time multiplies by WIDEN_UNSEEN each. These three are judgement,
+# not fits: no published source lies beyond all the others in those ways, so no nested check can measure them
+# (benchmarks/uncertainty.py prints the coverage of the records the knob rule does widen: above 80%, so the rule
+# errs wide). WIDEN_UNSEEN = 2: the nearest measured case, the Blackwell B200 records (a family whose other runs come
+# from one source), are off by 8-15% left out against a 4.7% median over all step times, 2-3x (docs/uncertainty.md).
+WIDEN_PER_STEP = 0.2
+WIDEN_UNSEEN = 2.0
+WIDEN_MAX = 4.0
+# A GPU family with published runs from fewer than MIN_SOURCES sources borrows a broader regime's residuals; its
+# half-width is multiplied by this (chosen so that those records' nested coverage reaches 80%, benchmarks/
+# uncertainty.py).
+WIDEN_THIN_FAMILY = 1.15
+NUMERIC_KNOBS = ("tp", "pp", "dp", "cp", "ep", "vp", "mbs", "gpus")
+CATEGORICAL_KNOBS = ("recompute", "zero_stage", "schedule")
+NOVEL_FEATURES = ("framework", "family", "precision")
+# Student t quantiles t_{0.9, df} for the normal-theory interval of a pool too small for conformal bounds (n < 9).
+T90 = (3.078, 1.886, 1.638, 1.533, 1.476, 1.440, 1.415, 1.397)
+
+STEP_METRIC = "step_time_s"
+MEMORY_METRICS = ("peak_allocated_gb", "peak_reserved_gb")
+TTFT_METRICS = ("ttft_s", "first_token_latency_s")
+TPOT_METRICS = ("tpot_s",)
+# Serving throughput figures are decode-bound: log(measured/predicted TPOT) ~ -log(measured/predicted throughput).
+THROUGHPUT_METRICS = ("output_tokens_per_s", "output_tokens_per_s_per_gpu", "output_tokens_per_s_per_node")
+
+
+@dataclass(frozen=True, slots=True)
+class RunFeatures:
+    """What places a training run in a regime and how far it lies from the published runs."""
+
+    framework: str
+    """Training framework priced (megatron, deepspeed, torchtitan)."""
+    family: str
+    """GPU family of the first stage's pool."""
+    precision: str
+    """GEMM precision (bf16, fp16, fp8)."""
+    moe: bool
+    """Whether the model has routed experts."""
+    gpus: int
+    """GPUs of the run."""
+    tp: int
+    """Tensor-parallel degree."""
+    pp: int
+    """Pipeline stages."""
+    dp: int
+    """Data-parallel degree."""
+    cp: int
+    """Context-parallel degree."""
+    ep: int
+    """Expert-parallel degree."""
+    vp: int
+    """Virtual stages per pipeline rank."""
+    mbs: int
+    """Micro-batch size, sequences."""
+    recompute: str
+    """Activation recomputation (none, selective, full)."""
+    zero_stage: int
+    """ZeRO stage."""
+    schedule: str
+    """Pipeline schedule."""
+
+    @property
+    def scale(self) -> str:
+        """The GPU-count bucket (SCALE_BUCKETS)."""
+        return next((name for top, name in SCALE_BUCKETS if self.gpus <= top), ">512")
+
+    def value(self, name: str) -> Any:
+        """A feature or knob by name (scale included)."""
+        return self.scale if name == "scale" else getattr(self, name)
+
+    def to_json(self) -> dict[str, Any]:
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+
+@dataclass(frozen=True, slots=True)
+class Residual:
+    """One published figure of the residual table."""
+
+    id: str
+    """Record id in accuracy/data/published_runs.json or serving_runs.json."""
+    group: str
+    """Source of the figure (the unit left out)."""
+    metric: str
+    """What was measured: step_time_s, peak_allocated_gb, peak_reserved_gb, ttft_s, tpot_s, a throughput, ..."""
+    predicted: float
+    """In-sample prediction (the shipped constants), in the metric's unit."""
+    measured: float
+    """The published figure, in the metric's unit."""
+    in_sample: float
+    """log(measured / predicted) with the shipped constants."""
+    left_out: float
+    """log(measured / predicted) with the constants fitted on this source refit without it."""
+    features: RunFeatures | None
+    """Regime and knobs of a training run (step time and memory figures); None for the others."""
+    engine: str | None
+    """Serving engine of a serving figure."""
+
+
+@dataclass(frozen=True, slots=True)
+class Interval:
+    """An 80% prediction interval."""
+
+    low: float
+    """Lower bound, in the predicted quantity's unit."""
+    high: float
+    """Upper bound."""
+    basis: str
+    """How it was made, in words."""
+    runs: int
+    """Residuals it rests on."""
+    regime: str
+    """The regime whose residuals were used."""
+    widening: float = 1.0
+    """Factor applied to the half-width (1 = none)."""
+
+
+def training_features(
+    model: ModelSpec, cluster: ClusterSpec, workload: TrainingWorkload, config: ParallelConfig
+) -> RunFeatures:
+    """The regime features and knobs of one training configuration."""
+    first = config.stage_pools[0] if config.stage_pools else None
+    pool = next((p for p in cluster.pools if p.name == first), cluster.pools[0])
+    return RunFeatures(
+        framework=priced_framework(workload.framework),
+        family=str(cluster.gpu_of(pool).family),
+        precision=str(workload.precision),
+        moe=model.moe is not None,
+        gpus=config.gpus,
+        tp=config.tp,
+        pp=config.pp,
+        dp=config.dp,
+        cp=config.cp,
+        ep=config.ep,
+        vp=config.vp,
+        mbs=config.mbs,
+        recompute=str(config.recompute),
+        zero_stage=config.zero_stage,
+        schedule=str(config.schedule),
+    )
+
+
+def parse_residuals(doc: dict[str, Any]) -> tuple[Residual, ...]:
+    """The residuals of a residual-table document."""
+    out = []
+    for r in doc["records"]:
+        feats = RunFeatures(**r["features"]) if r.get("features") else None
+        out.append(
+            Residual(
+                id=r["id"],
+                group=r["group"],
+                metric=r["metric"],
+                predicted=float(r["predicted"]),
+                measured=float(r["measured"]),
+                in_sample=float(r["in_sample"]),
+                left_out=float(r["left_out"]),
+                features=feats,
+                engine=r.get("engine"),
+            )
+        )
+    return tuple(out)
+
+
+@functools.cache
+def residual_table() -> tuple[Residual, ...]:
+    """The shipped residual table (optimizer/costmodel/residuals.json)."""
+    doc = json.loads((resources.files("optimizer.costmodel") / "residuals.json").read_text())
+    return parse_residuals(doc)
+
+
+def weighted_quantile(pairs: list[tuple[float, float]], level: float) -> float:
+    """The smallest value whose cumulative weight reaches `level` of the total (pairs of value, weight)."""
+    ordered = sorted(pairs)
+    total, cum = sum(w for _, w in ordered), 0.0
+    for x, w in ordered:
+        cum += w
+        if cum >= level * total - 1e-12:
+            return x
+    return ordered[-1][0]
+
+
+def interval_offsets(residuals: list[tuple[str, float]], coverage: float = COVERAGE) -> tuple[float, float, str]:
+    """(low, high) log offsets of an interval from (source, residual) pairs, and the method in words.
+
+    With MIN_RUNS runs from MIN_SOURCES sources: the equal-tailed quantiles of the residuals' source-weighted
+    empirical distribution, each source weighing one ("pooling CDFs": Dunn, Wasserman and Ramdas 2022,
+    "Distribution-free prediction sets for two-layer hierarchical models", JASA; split conformal for exchangeable
+    groups [Lei et al. 2018 §2.2]). Fewer: the normal-theory prediction interval of a new source's mean, t quantile
+    with k - 1 degrees of freedom over the k source means, the within-source spread added in quadrature; from a
+    single source, the same over its runs."""
+    tail = (1 - coverage) / 2
+    by_source: dict[str, list[float]] = {}
+    for g, x in residuals:
+        by_source.setdefault(g, []).append(x)
+    k, n = len(by_source), len(residuals)
+    if k >= MIN_SOURCES and n >= MIN_RUNS:
+        pairs = [(x, 1 / len(by_source[g])) for g, x in residuals]
+        return weighted_quantile(pairs, tail), weighted_quantile(pairs, 1 - tail), "source-weighted split-conformal"
+    units = [sum(xs) / len(xs) for xs in by_source.values()] if k >= 2 else [x for _, x in residuals]
+    if len(units) < 2:
+        return -math.inf, math.inf, "no basis (fewer than two runs)"
+    mean = sum(units) / len(units)
+    between = sum((u - mean) ** 2 for u in units) / (len(units) - 1)
+    within = (
+        sum((x - sum(xs) / len(xs)) ** 2 for xs in by_source.values() for x in xs) / max(1, n - k) if k >= 2 else 0.0
+    )
+    half = T90[min(len(units) - 2, len(T90) - 1)] * math.sqrt(between * (1 + 1 / len(units)) + within)
+    method = f"normal-theory, t over {k} source means" if k >= 2 else "normal-theory over one source's runs"
+    return mean - half, mean + half, method
+
+
+def _describe(query: RunFeatures, level: tuple[str, ...]) -> str:
+    if not level:
+        return "all regimes"
+    words = {
+        "framework": query.framework,
+        "family": query.family,
+        "precision": query.precision,
+        "moe": "MoE" if query.moe else "dense",
+        "scale": f"{query.scale} GPUs",
+    }
+    return " ".join(words[k] for k in level)
+
+
+def widening(query: RunFeatures, published: tuple[RunFeatures, ...]) -> tuple[float, list[str]]:
+    """(factor on the half-width, reasons): how far the query lies beyond every published run."""
+    factor, steps, reasons = 1.0, 0.0, []
+    for name in NOVEL_FEATURES:
+        if all(p.value(name) != query.value(name) for p in published):
+            factor *= WIDEN_UNSEEN
+            reasons.append(f"{name} {query.value(name)} has no published run")
+    for name in NUMERIC_KNOBS:
+        values = [int(p.value(name)) for p in published]
+        q = int(query.value(name))
+        if values and q > max(values):
+            steps += math.log2(q / max(values))
+            reasons.append(f"{name}={q} beyond any published run (max {max(values)})")
+        elif values and q < min(values):
+            steps += math.log2(min(values) / q)
+            reasons.append(f"{name}={q} below any published run (min {min(values)})")
+    for name in CATEGORICAL_KNOBS:
+        if all(p.value(name) != query.value(name) for p in published):
+            steps += 1
+            reasons.append(f"{name} {query.value(name)} in no published run")
+    return min(WIDEN_MAX, factor * (1 + WIDEN_PER_STEP * steps)), reasons
+
+
+@functools.lru_cache(maxsize=1024)
+def _step_offsets(
+    query: RunFeatures, table: tuple[Residual, ...] | None, exclude_group: str | None
+) -> tuple[float, float, int, str, float, str]:
+    tab = residual_table() if table is None else table
+    pool = [r for r in tab if r.metric == STEP_METRIC and r.features is not None and r.group != exclude_group]
+    lo, hi, n, regime = -math.inf, math.inf, 0, "no published run"
+    for level in REGIME_LEVELS:
+        match = [r for r in pool if r.features and all(r.features.value(k) == query.value(k) for k in level)]
+        if (len(match) >= MIN_RUNS and len({r.group for r in match}) >= MIN_SOURCES) or not level:
+            lo, hi, _ = interval_offsets([(r.group, r.left_out) for r in match])
+            n, regime = len(match), _describe(query, level)
+            break
+    factor, reasons = widening(query, tuple(r.features for r in pool if r.features))
+    family_sources = {r.group for r in pool if r.features and r.features.family == query.family}
+    if 0 < len(family_sources) < MIN_SOURCES:
+        factor = min(WIDEN_MAX, factor * WIDEN_THIN_FAMILY)
+        reasons.append(f"{query.family} has published runs from only {len(family_sources)} source(s)")
+    center, half = (lo + hi) / 2, (hi - lo) / 2
+    return center - factor * half, center + factor * half, n, regime, factor, "; ".join(reasons)
+
+
+def _words(n: int, what: str, factor: float, reasons: str) -> str:
+    text = f"{COVERAGE:.0%} interval from {n} left-out published runs of {what}"
+    return text + (f"; widened x{factor:.2g}: {reasons}" if factor > 1 else "")
+
+
+def step_time_interval(
+    query: RunFeatures,
+    predicted: float,
+    table: tuple[Residual, ...] | None = None,
+    exclude_group: str | None = None,
+) -> Interval:
+    """80% interval for a training step predicted at `predicted` seconds; `exclude_group` leaves one source's
+    residuals out (the nested check of benchmarks/uncertainty.py)."""
+    lo, hi, n, regime, factor, reasons = _step_offsets(query, table, exclude_group)
+    return Interval(
+        predicted * math.exp(lo), predicted * math.exp(hi), _words(n, regime, factor, reasons), n, regime, factor
+    )
+
+
+@functools.lru_cache(maxsize=256)
+def _pooled_offsets(
+    metrics: tuple[str, ...], table: tuple[Residual, ...] | None, engine: str | None, exclude_group: str | None
+) -> tuple[float, float, int, bool, str]:
+    tab = residual_table() if table is None else table
+    flip = metrics == TPOT_METRICS
+    pool = [
+        (r, -r.left_out if r.metric in THROUGHPUT_METRICS else r.left_out)
+        for r in tab
+        if r.group != exclude_group and (r.metric in metrics or (flip and r.metric in THROUGHPUT_METRICS))
+    ]
+    own = [(r.group, x) for r, x in pool if r.engine == engine]
+    use_own = bool(engine) and len(own) >= MIN_RUNS and len({g for g, _ in own}) >= MIN_SOURCES
+    chosen = own if use_own else [(r.group, x) for r, x in pool]
+    lo, hi, method = interval_offsets(chosen)
+    return lo, hi, len(chosen), use_own, method
+
+
+def pooled_interval(
+    predicted: float,
+    metrics: tuple[str, ...],
+    what: str,
+    table: tuple[Residual, ...] | None = None,
+    engine: str | None = None,
+    exclude_group: str | None = None,
+) -> Interval:
+    """80% interval from the residuals of `metrics` (of `engine` when it has MIN_RUNS of them from MIN_SOURCES
+    sources, else pooled over engines); serving throughput residuals stand for TPOT with their sign turned."""
+    lo, hi, n, own, method = _pooled_offsets(metrics, table, engine, exclude_group)
+    regime = f"{what} of {engine}" if own else f"{what}, pooled"
+    basis = f"{COVERAGE:.0%} interval ({method}) from {n} published {regime}"
+    return Interval(predicted * math.exp(lo), predicted * math.exp(hi), basis, n, regime)
+
+
+def with_intervals(
+    est: Estimate,
+    model: ModelSpec,
+    cluster: ClusterSpec,
+    workload: TrainingWorkload | InferenceWorkload,
+    config: ParallelConfig,
+) -> Estimate:
+    """The estimate with its 80% intervals and per-stage out-of-memory risk (the point estimate unchanged)."""
+    mem = pooled_interval(1.0, MEMORY_METRICS, "per-GPU peak memory records (all frameworks)")
+    stages = [
+        s.model_copy(update={"oom_risk": s.fits and s.memory_gb.total * mem.high > s.memory_gb.capacity})
+        for s in est.stages
+    ]
+    update: dict[str, Any] = {
+        "stages": stages,
+        "peak_memory_interval_gb": (est.peak_memory_gb * mem.low, est.peak_memory_gb * mem.high),
+    }
+    if isinstance(workload, TrainingWorkload):
+        step = step_time_interval(training_features(model, cluster, workload, config), est.step_time_s)
+        update["step_time_interval_s"] = (step.low, step.high)
+        update["interval_basis"] = f"step time: {step.basis}. Memory: {mem.basis}."
+    else:
+        parts = []
+        if est.ttft_s is not None:
+            ttft = pooled_interval(est.ttft_s, TTFT_METRICS, "TTFT figures", engine=workload.engine)
+            update["ttft_interval_s"] = (ttft.low, ttft.high)
+            parts.append(f"TTFT: {ttft.basis}")
+        if est.tpot_s is not None:
+            tpot = pooled_interval(est.tpot_s, TPOT_METRICS, "TPOT and throughput figures", engine=workload.engine)
+            update["tpot_interval_s"] = (tpot.low, tpot.high)
+            parts.append(f"TPOT: {tpot.basis}")
+        update["interval_basis"] = ". ".join([*parts, f"Memory: {mem.basis}"]) + "."
+    return est.model_copy(update=update)
