@@ -90,20 +90,33 @@ def estimate_json(result: Estimate) -> dict[str, object]:
     return result.model_dump(mode="json", exclude_none=False)
 
 
+def _band(interval: tuple[float, float] | None, unit: str) -> str:
+    """' (80%: low-high unit)', or nothing without an interval."""
+    return "" if interval is None else f" (80%: {interval[0]:.3g}-{interval[1]:.3g} {unit})"
+
+
 def render_estimate(e: Estimate, model: str, cluster: str) -> None:
     """Readable tables: verdict, per-stage memory, time breakdown."""
     verdict = "[green]fits[/green]" if e.feasible else f"[red]does not fit[/red]: {e.reason}"
     out.print(f"[bold]{model}[/bold] on [bold]{cluster}[/bold] ({e.gpus} GPUs, {e.mode}): {verdict}")
     if e.mode == "training":
         out.print(
-            f"step time {e.step_time_s:.3f} s | {e.tokens_per_s:,.0f} tokens/s | MFU {e.mfu:.1%} | "
-            f"HFU {e.hfu:.1%} | {e.microbatches} micro-batches"
+            f"step time {e.step_time_s:.3g} s{_band(e.step_time_interval_s, 's')} | {e.tokens_per_s:,.0f} tokens/s | "
+            f"MFU {e.mfu:.1%} | HFU {e.hfu:.1%} | {e.microbatches} micro-batches"
         )
     else:
+        ttft, tpot = e.ttft_interval_s, e.tpot_interval_s
         out.print(
-            f"TTFT {1000 * (e.ttft_s or 0):.1f} ms | TPOT {1000 * (e.tpot_s or 0):.2f} ms | "
+            f"TTFT {1000 * (e.ttft_s or 0):.3g} ms{_band(ttft and (1000 * ttft[0], 1000 * ttft[1]), 'ms')} | "
+            f"TPOT {1000 * (e.tpot_s or 0):.3g} ms{_band(tpot and (1000 * tpot[0], 1000 * tpot[1]), 'ms')} | "
             f"{e.tokens_per_s:,.0f} output tokens/s"
         )
+    out.print(f"peak memory {e.peak_memory_gb:.1f} GB{_band(e.peak_memory_interval_gb, 'GB')}")
+    if e.interval_basis:
+        out.print(f"[dim]80% intervals: {e.interval_basis}[/dim]")
+    for s in e.stages:
+        if s.oom_risk:
+            out.print(f"[yellow]stage {s.index}: out-of-memory risk (the 80% memory interval exceeds the GPU)[/yellow]")
     mem = Table(title="Per-GPU memory by stage (GB)")
     terms = (["weights", "gradients", "optimizer"] if e.mode == "training" else ["weights"]) + [
         "embedding_lm_head",

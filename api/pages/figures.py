@@ -43,6 +43,31 @@ def _svg(width: float, height: float, body: list[str], label: str, cls: str) -> 
     )
 
 
+def interval_band(point: float, interval: tuple[float, float] | None, unit: str, label: str, width: int = 300) -> str:
+    """An 80% interval drawn as a band on its own axis, the point estimate a tick inside it (no interval: the
+    point alone, labelled as such)."""
+    if interval is None:
+        return f'<span class="band-missing">{point:.3g} {unit} (no interval)</span>'
+    low, high = interval
+    lo_axis, hi_axis = min(low, point) * 0.9, max(high, point) * 1.1
+    left, right, height = 8, width - 8, 34
+
+    def x(v: float) -> float:
+        return left + (v - lo_axis) / (hi_axis - lo_axis) * (right - left)
+
+    body = [
+        f'<line x1="{left}" x2="{right}" y1="14" y2="14" stroke="#999"/>',
+        f'<rect class="band" data-low="{low:.6g}" data-high="{high:.6g}" x="{x(low):.2f}" y="6" '
+        f'width="{max(1.0, x(high) - x(low)):.2f}" height="16" fill="#3e4989" fill-opacity="0.35">'
+        f"<title>80% interval {low:.3g}-{high:.3g} {unit}</title></rect>",
+        f'<line class="point" data-value="{point:.6g}" x1="{x(point):.2f}" x2="{x(point):.2f}" y1="3" y2="25" '
+        f'stroke="#000" stroke-width="2"/>',
+        f'<text x="{x(low):.2f}" y="{height - 1}" text-anchor="middle">{low:.3g}</text>',
+        f'<text x="{x(high):.2f}" y="{height - 1}" text-anchor="middle">{high:.3g} {escape(unit)}</text>',
+    ]
+    return _svg(width, height, body, f"{label}: {point:.3g} {unit}, 80% interval {low:.3g} to {high:.3g}", "band")
+
+
 def device_mesh(cluster: ClusterSpec, cfg: ParallelConfig, est: Estimate, max_nodes: int = 48) -> str:
     """Nodes (rows) x GPUs (columns), coloured by pipeline stage; TP groups outlined. Ranks fill each stage's pool
     in Megatron's order (tp fastest, then cp, then dp)."""
@@ -183,6 +208,17 @@ def memory_bars(est: Estimate, width: int = 960) -> str:
             f'<line x1="{cx:.2f}" x2="{cx:.2f}" y1="{y - 3}" y2="{y + bar + 3}" stroke="#c00" '
             f'stroke-width="2" stroke-dasharray="4,2"/>'
         )
+        if est.peak_memory_interval_gb is not None and est.peak_memory_gb > 0:  # the stage's upper memory bound
+            upper = m.total * est.peak_memory_interval_gb[1] / est.peak_memory_gb
+            ux = left + min(upper, cap * 1.15) * scale
+            body.append(
+                f'<line class="mem-upper" data-upper-gb="{upper:.3f}" x1="{x:.2f}" x2="{ux:.2f}" y1="{y + bar / 2}" '
+                f'y2="{y + bar / 2}" stroke="#000" stroke-width="1.5"><title>80% upper bound {upper:.1f} GB</title>'
+                "</line>"
+            )
+            if s.oom_risk:
+                x = max(x, ux)
+                body.append(f'<text class="oom-risk" x="{x + 6:.2f}" y="{y - 2}" fill="#c00">out-of-memory risk</text>')
         body.append(
             f'<text class="mem-total" x="{max(x, cx) + 6:.2f}" y="{y + 15}">{m.total:.1f} / '
             f"{m.capacity:.0f} GB</text></g>"

@@ -24,7 +24,14 @@ from api.convert import (
     version_out,
 )
 from api.deps import RowId, SessionDep, SettingsDep
-from api.pages.figures import breakdown_bar, device_mesh, memory_bars, pipeline_timeline, prediction_errors
+from api.pages.figures import (
+    breakdown_bar,
+    device_mesh,
+    interval_band,
+    memory_bars,
+    pipeline_timeline,
+    prediction_errors,
+)
 from optimizer.errors import DomainError
 from optimizer.exports.launch import Export, export
 from optimizer.exports.timeline import simulate
@@ -48,6 +55,7 @@ router = APIRouter(include_in_schema=False)
 templates = Jinja2Templates(directory=str(Path(__file__).parent / "templates"))
 templates.env.filters["objective"] = lambda value, name: format_objective(name, value)
 templates.env.globals["objective_label"] = lambda name: LABELS.get(name, name)
+templates.env.globals["band"] = interval_band
 COOKIE = "meshplan_token"
 
 
