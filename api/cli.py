@@ -216,7 +216,13 @@ def plan(
             else:
                 exports = [
                     run_export(
-                        export_to, spec, work, result.plan.config, model_ref=target.model, framework=result.framework
+                        export_to,
+                        spec,
+                        work,
+                        result.plan.config,
+                        model_ref=target.model,
+                        framework=result.framework,
+                        estimate=result.plan.estimate,
                     )
                 ]
         except DomainError as exc:

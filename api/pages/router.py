@@ -256,7 +256,7 @@ def plan_page(request: Request, plan_id: RowId, s: SessionDep, _: Viewer) -> HTM
         unavailable: list[tuple[str, str]] = []  # (tool, the knob it cannot run)
         for tool in TOOLS:
             try:
-                exports.append(export(tool, specs.model, specs.workload, cfg, specs.model.name))
+                exports.append(export(tool, specs.model, specs.workload, cfg, specs.model.name, estimate=est))
             except DomainError as exc:
                 if exc.field.startswith("export."):  # a framework that cannot run a knob of the plan
                     unavailable.append((tool, exc.rule))

@@ -83,7 +83,7 @@ def export_plan(
             "plan", f"plan {plan_id} is an SLA fleet: it exports one launch per replica group at /fleet-export/{tool}"
         )
     specs = specs_of(s, p)
-    return export(tool, specs.model, specs.workload, best.config, specs.model.name)
+    return export(tool, specs.model, specs.workload, best.config, specs.model.name, estimate=best.estimate)
 
 
 @router.get("/{plan_id}/fleet-export/{tool}", response_model=list[Export], responses=NOT_FOUND)

@@ -10,6 +10,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
+from optimizer.costmodel.result import Estimate
 from optimizer.errors import DomainError, UnknownNameError
 from optimizer.frameworks.capabilities import check_model, check_workload, unsupported_knob
 from optimizer.frameworks.capabilities import framework as framework_spec
@@ -44,10 +45,39 @@ def export(
     c: ParallelConfig,
     model_ref: str = "MODEL",
     framework: str | None = None,
+    estimate: Estimate | None = None,
 ) -> Export:
     """Export a planned configuration (layers_per_stage filled) for `tool`. A training plan exports to any
     framework that can run every knob it uses; one it cannot run is an error naming the knob (the plan's own
-    `framework`, or the workload's, is named in the message)."""
+    `framework`, or the workload's, is named in the message). With the plan's `estimate`, the notes say what the
+    run should measure: the predicted step time (TTFT / TPOT) with its 80% interval and basis."""
+    out = _export(tool, model, workload, c, model_ref, framework)
+    if estimate is not None:
+        out.notes.append(prediction_note(estimate))
+    return out
+
+
+def prediction_note(e: Estimate) -> str:
+    """What the run should measure, with how sure the prediction is."""
+    if e.step_time_interval_s is not None:
+        lo, hi = e.step_time_interval_s
+        head = f"predicted step time {e.step_time_s:.3g} s (80% interval {lo:.3g}-{hi:.3g} s)"
+    elif e.tpot_s is not None and e.tpot_interval_s is not None:
+        lo, hi = e.tpot_interval_s
+        head = f"predicted TPOT {1000 * e.tpot_s:.3g} ms (80% interval {1000 * lo:.3g}-{1000 * hi:.3g} ms)"
+    else:
+        head = f"predicted step time {e.step_time_s:.3g} s (no interval)"
+    return head + (f"; {e.interval_basis}" if e.interval_basis else "")
+
+
+def _export(
+    tool: str,
+    model: ModelSpec,
+    workload: TrainingWorkload | InferenceWorkload,
+    c: ParallelConfig,
+    model_ref: str,
+    framework: str | None,
+) -> Export:
     if tool not in TOOLS:
         raise UnknownNameError("export", tool, TOOLS)
     if isinstance(workload, TrainingWorkload) and tool in TRAINING_TOOLS:

@@ -27,6 +27,12 @@ class PlanDiff(BaseModel):
     step_time_after_s: float | None = None
     step_time_delta_s: float | None = Field(default=None, description="after - before, seconds.")
     step_time_delta_pct: float | None = Field(default=None, description="Relative to before, percent.")
+    step_time_before_interval_s: tuple[float, float] | None = Field(
+        default=None, description="80% interval of the step time before (out-of-sample errors), seconds."
+    )
+    step_time_after_interval_s: tuple[float, float] | None = Field(
+        default=None, description="80% interval of the step time after, seconds."
+    )
     peak_memory_delta_gb: float | None = Field(default=None, description="Per-GPU peak memory, after - before, GB.")
     gpus_before: int = 0
     gpus_after: int = 0
@@ -52,7 +58,12 @@ class PlanDiff(BaseModel):
             return ", ".join(parts) or "no change"
         parts = [f"{c.knob} {c.before}→{c.after}" for c in self.changes]
         if self.step_time_delta_pct is not None:
-            parts.append(f"step time {self.step_time_delta_pct:+.1f}%")
+            band = self.step_time_after_interval_s
+            within = ""
+            if band is not None and self.step_time_after_s:
+                half = 100 * (band[1] - band[0]) / (2 * self.step_time_after_s)
+                within = f" (each prediction's 80% interval about ±{half:.0f}%)"
+            parts.append(f"step time {self.step_time_delta_pct:+.1f}%{within}")
         if self.gpus_after != self.gpus_before:
             parts.append(f"GPUs {self.gpus_before}→{self.gpus_after}")
         return ", ".join(parts) or "no change"
@@ -91,6 +102,8 @@ def diff_plans(before: PlannedConfig | None, after: PlannedConfig | None) -> Pla
         step_time_after_s=ta,
         step_time_delta_s=ta - tb,
         step_time_delta_pct=100.0 * (ta - tb) / tb if tb else None,
+        step_time_before_interval_s=before.estimate.step_time_interval_s,
+        step_time_after_interval_s=after.estimate.step_time_interval_s,
         peak_memory_delta_gb=after.estimate.peak_memory_gb - before.estimate.peak_memory_gb,
         gpus_before=before.estimate.gpus,
         gpus_after=after.estimate.gpus,
