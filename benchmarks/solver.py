@@ -13,6 +13,7 @@ import signal
 import statistics
 import time
 from pathlib import Path
+from string import Template
 
 from rich.console import Console
 from rich.table import Table
@@ -31,16 +32,23 @@ from optimizer.spec.model_spec import ModelSpec
 from optimizer.spec.parallel_config import ParallelConfig
 from optimizer.spec.workload import InferenceWorkload, TrainingWorkload
 
-HETERO = """
-name: hetero-h100-a100-l40s
+
+def h100_a100_l40s_yaml(name: str, h100_nodes: int, a100_nodes: int, l40s_nodes: int) -> str:
+    """A cluster of H100 (NVLink, 8 x 400 Gb/s), A100 (NVLink, 8 x 200 Gb/s) and L40S (PCIe 4, 2 x 200 Gb/s) nodes,
+    as YAML."""
+    return Template("""
+name: $name
 pools:
-  - {name: h100, gpu: H100-SXM-80GB, nodes: 16, gpus_per_node: 8,
+  - {name: h100, gpu: H100-SXM-80GB, nodes: $h100_nodes, gpus_per_node: 8,
      intra_node: {kind: nvlink, gbytes_per_s: 450, domain_size: 8}, inter_node: {nics_per_node: 8, gbits_per_s: 400}}
-  - {name: a100, gpu: A100-SXM-80GB, nodes: 32, gpus_per_node: 8,
+  - {name: a100, gpu: A100-SXM-80GB, nodes: $a100_nodes, gpus_per_node: 8,
      intra_node: {kind: nvlink, gbytes_per_s: 300, domain_size: 8}, inter_node: {nics_per_node: 8, gbits_per_s: 200}}
-  - {name: l40s, gpu: L40S-48GB, nodes: 16, gpus_per_node: 4,
+  - {name: l40s, gpu: L40S-48GB, nodes: $l40s_nodes, gpus_per_node: 4,
      intra_node: {kind: pcie, pcie_gen: 4}, inter_node: {nics_per_node: 2, gbits_per_s: 200}}
-"""
+""").substitute(name=name, h100_nodes=h100_nodes, a100_nodes=a100_nodes, l40s_nodes=l40s_nodes)
+
+
+HETERO = h100_a100_l40s_yaml("hetero-h100-a100-l40s", h100_nodes=16, a100_nodes=32, l40s_nodes=16)
 
 TWO_POOLS = """
 name: serve-h100-a100

@@ -41,6 +41,24 @@ def make_model(c: TestClient, preset: str = "llama-3-8b") -> dict[str, Any]:
     return ok(c.post("/v1/models", json={"name": name("m"), "spec": spec}), 201)
 
 
+def post_yaml(c: TestClient, path: str, text: str) -> Any:
+    """POST a YAML document to an import endpoint (`path`) under a fresh name; the raw response."""
+    return c.post(path, params={"name": name("y")}, content=text, headers={"Content-Type": "application/yaml"})
+
+
+def make_watch(c: TestClient, cluster: dict[str, Any], model: dict[str, Any]) -> dict[str, Any]:
+    """A watch re-planning TRAINING for `model` on `cluster` within 30 s."""
+    body = {"name": name("w"), "cluster_id": cluster["id"], "model_id": model["id"], "workload": TRAINING}
+    watch: dict[str, Any] = ok(c.post("/v1/watches", json={**body, "time_limit_s": 30}), 201)
+    return watch
+
+
+def training_job(cluster: dict[str, Any], model: dict[str, Any], gbs: int, time_limit_s: float) -> dict[str, Any]:
+    """A POST /v1/jobs body: train `model` on `cluster` at global batch `gbs`, sequences of 4,096 tokens."""
+    workload = {"mode": "training", "global_batch_size": gbs, "seq_len": 4096}
+    return {"cluster_id": cluster["id"], "model_id": model["id"], "time_limit_s": time_limit_s, "workload": workload}
+
+
 def wait_job(c: TestClient, job_id: int, timeout: float = 60) -> dict[str, Any]:
     deadline = time.monotonic() + timeout
     while True:

@@ -13,6 +13,7 @@ from store.db import Database
 from store.models import Cluster, Job, Model
 from store.settings import Settings
 from tests.api.helpers import INVENTORY, LLAMA_HF, TRAINING, make_cluster, make_model, name, ok, wait_job
+from tests.optimizer.helpers import live_and_failed_pools
 from workers.dispatch import CeleryDispatcher
 
 
@@ -124,18 +125,7 @@ def test_a_pin_only_the_search_space_refuses_is_a_failed_job_naming_it(client: T
 
 def test_serving_job_on_pools_without_a_healthy_gpu_is_422(client: TestClient, api_db: Database) -> None:
     # Serving used to pass the submission checks and then fail inside the job (max() of no pool: a 500-style error).
-    inventory = {
-        "pools": [
-            {"name": "live", "gpu": "H100-SXM-80GB", "nodes": 1, "gpus_per_node": 8},
-            {
-                "name": "down",
-                "gpu": "H100-SXM-80GB",
-                "nodes": 1,
-                "gpus_per_node": 8,
-                "node_states": {"down-000": "failed"},
-            },
-        ]
-    }
+    inventory = {"pools": live_and_failed_pools("H100-SXM-80GB")}
     c, m = make_cluster(client, inventory), make_model(client)
     serving = {"mode": "inference", "prompt_len": 512, "output_len": 128, "batch": 8}
     jobs_before = _count(api_db, Job)

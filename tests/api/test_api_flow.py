@@ -9,7 +9,7 @@ from fastapi.testclient import TestClient
 from api.app import create_app
 from store.db import Database
 from store.settings import Settings
-from tests.api.helpers import INVENTORY, TRAINING, make_cluster, make_model, name, ok, wait_job
+from tests.api.helpers import INVENTORY, TRAINING, make_cluster, make_model, make_watch, name, ok, post_yaml, wait_job
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -69,15 +69,7 @@ def test_cluster_model_job_plan_history_diff_export(client: TestClient) -> None:
 
 def test_imports_models_versions_and_watches(client: TestClient) -> None:
     yaml_text = (ROOT / "examples" / "hetero-cluster.yaml").read_text()
-    c = ok(
-        client.post(
-            "/v1/clusters/import/yaml",
-            params={"name": name("y")},
-            content=yaml_text,
-            headers={"Content-Type": "application/yaml"},
-        ),
-        201,
-    )
+    c = ok(post_yaml(client, "/v1/clusters/import/yaml", yaml_text), 201)
     assert len(c["pools"]) >= 2 and c["pools"][0]["nodes_by_state"].get("drained") == 1
     topo = (ROOT / "examples" / "nvidia-smi-topo-dgx-h100.txt").read_text()
     t = ok(
@@ -99,19 +91,7 @@ def test_imports_models_versions_and_watches(client: TestClient) -> None:
     gpus = ok(client.get("/v1/gpu-types"))
     assert any(g["name"] == "H100-SXM-80GB" and g["builtin"] for g in gpus)
 
-    w = ok(
-        client.post(
-            "/v1/watches",
-            json={
-                "name": name("w"),
-                "cluster_id": t["id"],
-                "model_id": m["id"],
-                "workload": TRAINING,
-                "time_limit_s": 30,
-            },
-        ),
-        201,
-    )
+    w = make_watch(client, t, m)
     r = ok(client.post(f"/v1/watches/{w['id']}/replan"), 202)
     done = wait_job(client, r["job"]["id"])
     assert done["status"] == "succeeded" and done["watch_id"] == w["id"]
@@ -152,37 +132,12 @@ def test_models_from_yaml_and_replan_on_inventory_change(
     with TestClient(app) as c:
         c.headers["Authorization"] = f"Bearer {tokens['write']}"
         yaml_text = (ROOT / "examples" / "my-model.yaml").read_text()
-        m = ok(
-            c.post(
-                "/v1/models/import/yaml",
-                params={"name": name("y")},
-                content=yaml_text,
-                headers={"Content-Type": "application/yaml"},
-            ),
-            201,
-        )
+        m = ok(post_yaml(c, "/v1/models/import/yaml", yaml_text), 201)
         assert m["version"] == 1 and m["num_layers"] > 0
-        bad = c.post(
-            "/v1/models/import/yaml",
-            params={"name": name("y")},
-            content="num_layers: -1",
-            headers={"Content-Type": "application/yaml"},
-        )
+        bad = post_yaml(c, "/v1/models/import/yaml", "num_layers: -1")
         assert bad.status_code == 422 and "num_layers" in ".".join(map(str, bad.json()["detail"][0]["loc"]))
         cluster, model = make_cluster(c), make_model(c)
-        w = ok(
-            c.post(
-                "/v1/watches",
-                json={
-                    "name": name("w"),
-                    "cluster_id": cluster["id"],
-                    "model_id": model["id"],
-                    "workload": TRAINING,
-                    "time_limit_s": 30,
-                },
-            ),
-            201,
-        )
+        w = make_watch(c, cluster, model)
         node = cluster["inventory"]["pools"][0]["name"] + "-001"
         r = ok(c.patch(f"/v1/clusters/{cluster['id']}/nodes/{node}", json={"state": "drained"}))
         assert len(r["replan_jobs"]) == 1

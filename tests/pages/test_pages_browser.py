@@ -16,7 +16,7 @@ from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import WebDriverWait
 
-from tests.api.helpers import make_model, name, ok, wait_job
+from tests.api.helpers import make_model, name, ok, training_job, wait_job
 from tests.databases import require
 
 
@@ -46,12 +46,7 @@ def planned(client: TestClient) -> dict[str, Any]:
     inv = {"pools": [{"name": "h100", "gpu": "H100-SXM-80GB", "nodes": 4, "gpus_per_node": 8}]}
     cluster = ok(client.post("/v1/clusters", json={"name": name("web"), "inventory": inv}), 201)
     model = make_model(client, "llama-2-70b")
-    body = {
-        "cluster_id": cluster["id"],
-        "model_id": model["id"],
-        "time_limit_s": 60,
-        "workload": {"mode": "training", "global_batch_size": 256, "seq_len": 4096},
-    }
+    body = training_job(cluster, model, gbs=256, time_limit_s=60)
     first = wait_job(client, ok(client.post("/v1/jobs", json=body), 202)["id"], timeout=120)
     ok(client.patch(f"/v1/clusters/{cluster['id']}/nodes/{cluster['pools'][0]['name']}-002", json={"state": "failed"}))
     second = wait_job(client, ok(client.post("/v1/jobs", json=body), 202)["id"], timeout=120)

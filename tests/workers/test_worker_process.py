@@ -12,7 +12,7 @@ from api.app import create_app
 from store.db import Database
 from store.repositories.tokens import TokenRepository
 from store.settings import Settings
-from tests.api.helpers import TRAINING, make_cluster, make_model, name, ok, wait_job
+from tests.api.helpers import TRAINING, make_cluster, make_model, name, ok, training_job, wait_job
 from tests.factories import hetero_yaml
 from tests.workers.conftest import Proc, service_env
 from workers import names
@@ -65,12 +65,7 @@ def test_worker_killed_mid_solve_job_finishes_once(
             201,
         )
         model = make_model(c, "llama-2-70b")
-        body = {
-            "cluster_id": cluster["id"],
-            "model_id": model["id"],
-            "time_limit_s": 15,
-            "workload": {"mode": "training", "global_batch_size": 512, "seq_len": 4096},
-        }
+        body = training_job(cluster, model, gbs=512, time_limit_s=15)
         job = ok(c.post("/v1/jobs", json=body), 202)
         deadline = time.monotonic() + 60
         while ok(c.get(f"/v1/jobs/{job['id']}"))["progress"]["best_objective"] is None:  # mid-solve

@@ -21,11 +21,13 @@ from optimizer.spec.model_spec import ModelSpec
 from optimizer.spec.parallel_config import ParallelConfig
 from optimizer.spec.workload import TrainingWorkload
 
+# The GPT layer the activation formulas of Korthikanti et al. 2022 (arXiv:2205.05198) are checked on.
+GPT_H, GPT_HEADS = 4096, 32
 GPT = ModelSpec(
     num_layers=4,
-    hidden_size=4096,
-    ffn_hidden_size=16384,
-    num_attention_heads=32,
+    hidden_size=GPT_H,
+    ffn_hidden_size=4 * GPT_H,
+    num_attention_heads=GPT_HEADS,
     vocab_size=51200,
     activation="gelu",
     norm="layernorm",
@@ -146,7 +148,7 @@ def test_zb_h1_bubble_is_a_third() -> None:
 
 
 def test_korthikanti_activation_formulas() -> None:
-    s, b, h, a = 2048, 1, 4096, 32
+    s, b, h, a = 2048, 1, GPT_H, GPT_HEADS
     sbh = s * b * h
     no_par = ParallelConfig(mbs=b)
     assert activation_bytes_per_layer(GPT, no_par, s, False, False) == pytest.approx(sbh * (34 + 5 * a * s / h))

@@ -17,6 +17,7 @@ from optimizer.spec.model_spec import ModelSpec
 from optimizer.spec.parallel_config import ParallelConfig
 from optimizer.spec.pipeline_layout import parse_layout
 from optimizer.spec.workload import TrainingWorkload
+from tests.optimizer.helpers import deepseek_v3_h100
 
 # Megatron-Bridge 25.09 DeepSeek-V3 H100 recipe (scripts/performance/run_script.py): pp 8, vp 4, one MTP layer.
 LAYOUT = "Et|(tt|)*30mL"
@@ -29,21 +30,7 @@ def _models() -> tuple[ModelSpec, ModelSpec]:
 
 
 def _config(layout: str | None) -> ParallelConfig:
-    return ParallelConfig(
-        tp=2,
-        pp=8,
-        dp=64,
-        ep=64,
-        etp=1,
-        vp=4,
-        mbs=1,
-        schedule="interleaved-1f1b",
-        sequence_parallel=True,
-        zero_stage=1,
-        recompute="selective",
-        recompute_modules=("mla_up_proj", "mlp"),
-        pipeline_layout=layout,
-    )
+    return deepseek_v3_h100(recompute="selective", recompute_modules=("mla_up_proj", "mlp"), pipeline_layout=layout)
 
 
 def test_recipe_layout_with_mtp_is_admitted_and_priced_on_the_last_rank() -> None:

@@ -8,14 +8,16 @@ from hypothesis import strategies as st
 from optimizer.costmodel.estimate import estimate
 from optimizer.errors import DomainError
 from optimizer.spec.cluster_loading import build_cluster
+from optimizer.spec.cluster_spec import ClusterSpec
 from optimizer.spec.model_loading import load_model_preset
 from optimizer.spec.parallel_config import RECOMPUTES, ParallelConfig
 from optimizer.spec.workload import TrainingWorkload
 
 MODEL = load_model_preset("llama-2-13b")
+W = TrainingWorkload(global_batch_size=16, seq_len=2048)
 
 
-def cluster(memory_gib: float = 80.0, nodes: int = 8) -> object:
+def cluster(memory_gib: float = 80.0, nodes: int = 8) -> ClusterSpec:
     return build_cluster(
         {
             "name": "c",
@@ -46,14 +48,18 @@ configs = st.builds(
 )
 
 
-@settings(max_examples=60, suppress_health_check=[HealthCheck.too_slow], deadline=None)
+def examples(n: int) -> settings:
+    """Hypothesis settings: `n` examples, no per-example deadline and no too-slow health check."""
+    return settings(max_examples=n, suppress_health_check=[HealthCheck.too_slow], deadline=None)
+
+
+@examples(60)
 @given(cfg=configs)
 def test_more_tp_never_raises_weight_memory(cfg: ParallelConfig) -> None:
-    w = TrainingWorkload(global_batch_size=16, seq_len=2048)
     c = cluster()
     try:
-        base = estimate(MODEL, c, w, cfg)  # type: ignore[arg-type]
-        more = estimate(MODEL, c, w, cfg.model_copy(update={"tp": cfg.tp * 2}))  # type: ignore[arg-type]
+        base = estimate(MODEL, c, W, cfg)
+        more = estimate(MODEL, c, W, cfg.model_copy(update={"tp": cfg.tp * 2}))
     except DomainError:
         return
     for a, b in zip(base.stages, more.stages, strict=True):
@@ -62,28 +68,26 @@ def test_more_tp_never_raises_weight_memory(cfg: ParallelConfig) -> None:
         )
 
 
-@settings(max_examples=60, suppress_health_check=[HealthCheck.too_slow], deadline=None)
+@examples(60)
 @given(cfg=configs, extra=st.floats(min_value=1.0, max_value=200.0))
 def test_fits_keeps_fitting_with_more_memory(cfg: ParallelConfig, extra: float) -> None:
-    w = TrainingWorkload(global_batch_size=16, seq_len=2048)
     try:
-        small = estimate(MODEL, cluster(40.0), w, cfg)  # type: ignore[arg-type]
+        small = estimate(MODEL, cluster(40.0), W, cfg)
     except DomainError:
         return
-    big = estimate(MODEL, cluster(40.0 + extra), w, cfg)  # type: ignore[arg-type]
+    big = estimate(MODEL, cluster(40.0 + extra), W, cfg)
     if small.feasible:
         assert big.feasible
     assert big.step_time_s == small.step_time_s  # memory size alone changes no time
 
 
-@settings(max_examples=40, suppress_health_check=[HealthCheck.too_slow], deadline=None)
+@examples(40)
 @given(cfg=configs)
 def test_recompute_costs_time_and_saves_memory(cfg: ParallelConfig) -> None:
-    w = TrainingWorkload(global_batch_size=16, seq_len=2048)
     c = cluster()
     try:
-        none = estimate(MODEL, c, w, cfg.model_copy(update={"recompute": "none"}))  # type: ignore[arg-type]
-        full = estimate(MODEL, c, w, cfg.model_copy(update={"recompute": "full"}))  # type: ignore[arg-type]
+        none = estimate(MODEL, c, W, cfg.model_copy(update={"recompute": "none"}))
+        full = estimate(MODEL, c, W, cfg.model_copy(update={"recompute": "full"}))
     except DomainError:
         return
     assert full.step_time_s >= none.step_time_s

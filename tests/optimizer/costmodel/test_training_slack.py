@@ -14,6 +14,7 @@ from optimizer.spec.model_loading import resolve_model
 from optimizer.spec.parallel_config import ParallelConfig
 from optimizer.spec.stage_layers import LayerRules
 from optimizer.spec.workload import TrainingWorkload
+from tests.optimizer.helpers import megatron_interleaved
 
 
 def test_the_slack_stops_at_8_gib_and_a_fitted_fraction_applies_as_fitted() -> None:
@@ -35,18 +36,8 @@ def test_nvidias_llama31_405b_fp8_gb200_recipe_fits_without_recompute() -> None:
     w = TrainingWorkload(
         global_batch_size=1536, seq_len=8192, precision="fp8", grad_dtype="bf16", fp8_param_gather=True
     )
-    cfg = ParallelConfig(
-        tp=4,
-        pp=16,
-        dp=4,
-        vp=4,
-        mbs=1,
-        schedule="interleaved-1f1b",
-        sequence_parallel=True,
-        tp_comm_overlap=True,
-        zero_stage=1,
-        layers_per_stage=LayerRules.of(model, 16, 4, True).default_split(),
-    )
+    split = LayerRules.of(model, 16, 4, True).default_split()
+    cfg = megatron_interleaved(tp=4, pp=16, dp=4, vp=4, mbs=1, tp_comm_overlap=True, layers_per_stage=split)
     e = estimate(model, resolve_cluster("gb200-nvl72:64"), w, cfg)
     assert e.feasible, e.reason
     assert w.tokens_per_step / e.step_time_s / 256 == pytest.approx(843, rel=0.10)

@@ -15,22 +15,13 @@ from optimizer.frameworks.capabilities import framework, unsupported_knob
 from optimizer.spec.model_loading import load_model_preset
 from optimizer.spec.parallel_config import ParallelConfig
 from optimizer.spec.workload import InferenceWorkload, TrainingWorkload
+from tests.optimizer.helpers import megatron_interleaved
 
 REGISTRY = json.loads((resources.files("optimizer.exports") / "export_options.json").read_text())
 W = TrainingWorkload(global_batch_size=2048, seq_len=8192)
 WI = InferenceWorkload(prompt_len=2048, output_len=256, batch=8, precision="fp8", kv_cache_dtype="fp8")
 TRAIN_CONFIGS = [
-    ParallelConfig(
-        tp=8,
-        pp=16,
-        dp=16,
-        vp=2,
-        schedule="interleaved-1f1b",
-        sequence_parallel=True,
-        zero_stage=1,
-        tp_comm_overlap=True,
-        layers_per_stage=[6] + [8] * 15,
-    ),
+    megatron_interleaved(tp=8, pp=16, dp=16, vp=2, tp_comm_overlap=True, layers_per_stage=[6] + [8] * 15),
     ParallelConfig(tp=8, pp=1, dp=8, zero_stage=3, recompute="full", mbs=2),
     ParallelConfig(tp=4, pp=9, dp=4, cp=2, recompute="selective", sequence_parallel=True, schedule="1f1b"),
     ParallelConfig(tp=4, pp=9, dp=4, recompute="selective", sequence_parallel=True, schedule="1f1b"),

@@ -11,6 +11,7 @@ import random
 
 import pytest
 
+from benchmarks.solver import h100_a100_l40s_yaml
 from optimizer.search.candidates import Candidate, TrainingSpace
 from optimizer.search.space import SearchSpace, parse_pins
 from optimizer.search.stage_model import StageModel
@@ -57,16 +58,7 @@ def test_bounds_never_exceed_the_exact_optimum(model: str, cluster: str, gbs: in
         assert not StageModel(ts, cand).solve(30.0).layers, cand.config  # the memory bound cut a layout that fits
 
 
-HETERO = """
-name: bounds-hetero
-pools:
-  - {name: h100, gpu: H100-SXM-80GB, nodes: 2, gpus_per_node: 8,
-     intra_node: {kind: nvlink, gbytes_per_s: 450, domain_size: 8}, inter_node: {nics_per_node: 8, gbits_per_s: 400}}
-  - {name: a100, gpu: A100-SXM-80GB, nodes: 2, gpus_per_node: 8,
-     intra_node: {kind: nvlink, gbytes_per_s: 300, domain_size: 8}, inter_node: {nics_per_node: 8, gbits_per_s: 200}}
-  - {name: l40s, gpu: L40S-48GB, nodes: 4, gpus_per_node: 4,
-     intra_node: {kind: pcie, pcie_gen: 4}, inter_node: {nics_per_node: 2, gbits_per_s: 200}}
-"""
+HETERO = h100_a100_l40s_yaml("bounds-hetero", h100_nodes=2, a100_nodes=2, l40s_nodes=4)
 
 
 def test_structure_bounds_never_exceed_the_structures_optimum() -> None:

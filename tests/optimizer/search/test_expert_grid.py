@@ -16,6 +16,7 @@ from optimizer.spec.model_loading import load_model_preset
 from optimizer.spec.model_spec import ModelSpec, MoESpec
 from optimizer.spec.parallel_config import ParallelConfig
 from optimizer.spec.workload import TrainingWorkload
+from tests.optimizer.helpers import megatron_interleaved
 
 QWEN3_235B = ModelSpec(
     name="qwen3-235b-a22b",
@@ -29,9 +30,7 @@ QWEN3_235B = ModelSpec(
     moe=MoESpec(num_experts=128, top_k=8, expert_ffn_hidden_size=1536),
 )
 W = TrainingWorkload(global_batch_size=8192, seq_len=4096, precision="fp8", grad_dtype="bf16")
-RECIPE = ParallelConfig(
-    tp=2, pp=8, dp=16, ep=32, etp=1, vp=4, schedule="interleaved-1f1b", sequence_parallel=True, zero_stage=1
-)
+RECIPE = megatron_interleaved(tp=2, pp=8, dp=16, ep=32, etp=1, vp=4)
 
 
 def test_published_qwen3_235b_layout_is_admitted_and_priced() -> None:

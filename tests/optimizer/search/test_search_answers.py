@@ -15,6 +15,7 @@ from optimizer.spec.cluster_spec import ClusterSpec
 from optimizer.spec.model_loading import resolve_model
 from optimizer.spec.objectives import format_objective, objective_name
 from optimizer.spec.workload import InferenceWorkload, TrainingWorkload
+from tests.optimizer.helpers import h100_a100_priced, live_and_failed_pools
 from tests.optimizer.search.test_planner import SMALL_SPACE, small_cluster, tiny_model
 
 
@@ -36,15 +37,7 @@ def test_cost_runners_up_on_the_issue_cluster() -> None:
     # The issue's reproduction: llama-2-13b on 1 x 8 H100 at 2.5 and 2 x 8 A100 at 1.2 per GPU-hour, gbs 32, seq
     # 4096, top 3. A tp=2 pp=1 dp=4 cp=1 plan on the H100 pool alone (one pool: no structure branching) was cheaper
     # than the third plan the search reported as proven, and not among the three.
-    cluster = build_cluster(
-        {
-            "name": "two",
-            "pools": [
-                {"name": "h100", "gpu": "H100-SXM-80GB", "nodes": 1, "gpus_per_node": 8, "price_per_gpu_hour": 2.5},
-                {"name": "a100", "gpu": "A100-SXM-80GB", "nodes": 2, "gpus_per_node": 8, "price_per_gpu_hour": 1.2},
-            ],
-        }
-    )
+    cluster = h100_a100_priced("two", h100_nodes=1)
     model = resolve_model("llama-2-13b")
     w = TrainingWorkload(global_batch_size=32, seq_len=4096, objective="cost")
     got = plan(model, cluster, w, top_k=3, time_limit_s=60)
@@ -109,21 +102,7 @@ def test_infeasibility_names_the_rule_when_memory_is_not_it() -> None:
 
 
 def _serving_cluster() -> ClusterSpec:
-    return build_cluster(
-        {
-            "name": "serve",
-            "pools": [
-                {"name": "live", "gpu": "H100-SXM-80GB", "nodes": 1, "gpus_per_node": 8},
-                {
-                    "name": "down",
-                    "gpu": "A100-SXM-80GB",
-                    "nodes": 1,
-                    "gpus_per_node": 8,
-                    "node_states": {"down-000": "failed"},
-                },
-            ],
-        }
-    )
+    return build_cluster({"name": "serve", "pools": live_and_failed_pools("A100-SXM-80GB")})
 
 
 def test_serving_on_pools_without_a_healthy_gpu_names_the_pools() -> None:

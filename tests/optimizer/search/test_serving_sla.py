@@ -8,6 +8,7 @@ import json
 import math
 import statistics
 from importlib import resources
+from typing import Any
 
 import pytest
 
@@ -29,16 +30,9 @@ from optimizer.spec.model_loading import load_model_preset
 from optimizer.spec.parallel_config import ParallelConfig
 from optimizer.spec.workload import InferenceWorkload, TrainingWorkload
 from optimizer.spec.workload_loading import build_inference
+from tests.optimizer.helpers import h100_a100_priced
 
-TWO_POOLS = build_cluster(
-    {
-        "name": "h100-a100",
-        "pools": [
-            {"name": "h100", "gpu": "H100-SXM-80GB", "nodes": 2, "gpus_per_node": 8, "price_per_gpu_hour": 2.5},
-            {"name": "a100", "gpu": "A100-SXM-80GB", "nodes": 2, "gpus_per_node": 8, "price_per_gpu_hour": 1.2},
-        ],
-    }
-)
+TWO_POOLS = h100_a100_priced("h100-a100", h100_nodes=2)
 MODEL = load_model_preset("llama-3-8b")
 
 
@@ -244,23 +238,17 @@ def test_published_serving_rows() -> None:
 
 
 REGISTRY = json.loads((resources.files("optimizer.exports") / "export_options.json").read_text())
+# The fleet exports' SLA: 4,096-token prompts at 3 requests/s within TPOT 40 ms and TTFT 3 s, FP8 KV, fewest GPUs.
+FLEET_SLA: dict[str, Any] = dict(
+    prompt_len=4096, output_len=256, rate=3, tpot_ms=40, ttft_ms=3000, kv_cache_dtype="fp8", objective="gpus"
+)
 
 
 @pytest.mark.parametrize("tool", ["vllm", "sglang", "trtllm"])
 @pytest.mark.parametrize("disaggregation", ["off", "on"])
 def test_fleet_exports_use_documented_options(tool: str, disaggregation: str) -> None:
     """Every option a fleet export emits is one the engine documents; the roles and limits are the plan's."""
-    w = InferenceWorkload(
-        prompt_len=4096,
-        output_len=256,
-        rate=3,
-        tpot_ms=40,
-        ttft_ms=3000,
-        engine=tool,
-        disaggregation=disaggregation,
-        kv_cache_dtype="fp8",
-        objective="gpus",
-    )
+    w = InferenceWorkload(**FLEET_SLA, engine=tool, disaggregation=disaggregation)
     res = plan(MODEL, TWO_POOLS, w, time_limit_s=20)
     assert res.fleet is not None
     exports = export_fleet(tool, MODEL, w, res.fleet, "meta-llama/Llama-3.1-8B")

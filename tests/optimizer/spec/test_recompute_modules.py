@@ -20,23 +20,11 @@ from optimizer.spec.model_loading import resolve_model
 from optimizer.spec.parallel_config import ParallelConfig
 from optimizer.spec.recompute_modules import searched_modules
 from optimizer.spec.workload import TrainingWorkload
+from tests.optimizer.helpers import deepseek_v3_h100
 
 W_DS = TrainingWorkload(global_batch_size=8192, seq_len=4096, precision="fp8", grad_dtype="bf16")
 # The recipe without the MTP layer ('m'), which the model does not price.
-DS_RECIPE = ParallelConfig(
-    tp=2,
-    pp=8,
-    vp=4,
-    dp=64,
-    ep=64,
-    etp=1,
-    mbs=1,
-    schedule="interleaved-1f1b",
-    sequence_parallel=True,
-    tp_comm_overlap=True,
-    zero_stage=1,
-    pipeline_layout="Et|(tt|)*30L",
-)
+DS_RECIPE = deepseek_v3_h100(tp_comm_overlap=True, pipeline_layout="Et|(tt|)*30L")
 
 
 def _ds(**update: object) -> ParallelConfig:
