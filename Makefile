@@ -40,6 +40,7 @@ test: lint browsers
 bench: setup
 	$(BIN)/python benchmarks/estimate_speed.py
 	$(BIN)/python benchmarks/model_accuracy.py
+	$(BIN)/python benchmarks/uncertainty.py
 	$(BIN)/python benchmarks/bridge_summary.py
 	$(BIN)/python benchmarks/solver.py
 	$(BIN)/python benchmarks/service.py
