@@ -210,10 +210,15 @@ def parse_residuals(doc: dict[str, Any]) -> tuple[Residual, ...]:
 
 
 @functools.cache
+def _shipped_doc() -> dict[str, Any]:
+    doc: dict[str, Any] = json.loads((resources.files("optimizer.costmodel") / "residuals.json").read_text())
+    return doc
+
+
+@functools.cache
 def residual_table() -> tuple[Residual, ...]:
     """The shipped residual table (optimizer/costmodel/residuals.json)."""
-    doc = json.loads((resources.files("optimizer.costmodel") / "residuals.json").read_text())
-    return parse_residuals(doc)
+    return parse_residuals(_shipped_doc())
 
 
 def weighted_quantile(pairs: list[tuple[float, float]], level: float) -> float:
@@ -401,3 +406,125 @@ def with_intervals(
             parts.append(f"TPOT: {tpot.basis}")
         update["interval_basis"] = ". ".join([*parts, f"Memory: {mem.basis}"]) + "."
     return est.model_copy(update=update)
+
+
+# ---- differences: the error of a predicted RATIO between two configurations of one setup (issue 38 §2) ----------
+
+# Pair regimes: both configurations on one GPU system (the planner's alternatives on one pool), or on two (Megatron-
+# Bridge rows of one setup on different systems; alternatives on different pools). Across GPUs the two levels' GPU
+# errors do not cancel: the interval is about twice as wide (docs/uncertainty.md section 6).
+SAME_GPU, ACROSS_GPUS = "same GPU", "across GPUs"
+
+
+@dataclass(frozen=True, slots=True)
+class PairResidual:
+    """Two measured configurations of one setup (same model, batch, sequence and stack; other knobs)."""
+
+    source: str
+    """The unit left out: a published-run group, or one Megatron-Bridge container's performance summary."""
+    kind: str
+    """bridge (benchmarks/data/megatron_bridge_summary.csv) or published (accuracy/data/published_runs.json)."""
+    a: str
+    """The first configuration (record id or row label)."""
+    b: str
+    """The second configuration."""
+    same_gpu: bool
+    """Whether both ran on one GPU system."""
+    predicted_ratio: float
+    """Predicted step time of a over b."""
+    measured_ratio: float
+    """Measured step time of a over b."""
+
+    @property
+    def residual(self) -> float:
+        """log(predicted ratio) - log(measured ratio)."""
+        return math.log(self.predicted_ratio) - math.log(self.measured_ratio)
+
+    @property
+    def regime(self) -> str:
+        """SAME_GPU or ACROSS_GPUS."""
+        return SAME_GPU if self.same_gpu else ACROSS_GPUS
+
+
+def parse_pairs(section: dict[str, Any]) -> tuple[PairResidual, ...]:
+    """The pairs of a residual table's `pairs` section."""
+    return tuple(
+        PairResidual(
+            source=p["source"],
+            kind=p["kind"],
+            a=p["a"],
+            b=p["b"],
+            same_gpu=bool(p["same_gpu"]),
+            predicted_ratio=float(p["predicted_ratio"]),
+            measured_ratio=float(p["measured_ratio"]),
+        )
+        for p in section["records"]
+    )
+
+
+@functools.cache
+def pair_table() -> tuple[PairResidual, ...]:
+    """The shipped same-setup pairs (the `pairs` section of residuals.json)."""
+    return parse_pairs(_shipped_doc()["pairs"])
+
+
+RATIO_METHOD = "split-conformal over pairs, both orientations"
+
+
+def ratio_offsets(
+    pairs: tuple[PairResidual, ...], regime: str, exclude_source: str | None = None
+) -> tuple[float, float, int, int]:
+    """(low, high) of the 80% interval of a ratio residual in `regime`, with the pairs and sources it rests on.
+
+    Split conformal [Lei et al. 2018 §2.2] over the regime's pairs, each in both orientations (a pair has no first
+    member: r(a, b) = -r(b, a), so the interval is symmetric about 0), each pair weighing one: a ratio cancels the
+    bias a source's runs share, which is why step times weigh sources, not runs. Measured: source-weighted quantiles
+    cover only 72% of the same-GPU pairs left out by source (the many-pair sources have the larger ratio errors),
+    per-pair quantiles 76% (benchmarks/uncertainty.py). `exclude_source` leaves one source out (the nested check)."""
+    chosen = [p for p in pairs if p.regime == regime and p.source != exclude_source]
+    units = [(x, 1.0) for p in chosen for x in (p.residual, -p.residual)]
+    if len(chosen) < MIN_RUNS:
+        return -math.inf, math.inf, len(chosen), len({p.source for p in chosen})
+    tail = (1 - COVERAGE) / 2
+    low, high = weighted_quantile(units, tail), weighted_quantile(units, 1 - tail)
+    return low, high, len(chosen), len({p.source for p in chosen})
+
+
+@dataclass(frozen=True, slots=True)
+class DifferenceQuantiles:
+    """The shipped 80% interval of a ratio residual in one regime (residuals.json `pairs.intervals`)."""
+
+    low: float
+    """10% point of log(predicted ratio) - log(measured ratio)."""
+    high: float
+    """90% point."""
+    pairs: int
+    """Pairs it rests on."""
+    sources: int
+    """Sources of those pairs."""
+    method: str
+    """How the quantiles were made."""
+
+
+@functools.cache
+def difference_quantiles(regime: str = SAME_GPU) -> DifferenceQuantiles:
+    """The shipped ratio-residual quantiles of a regime."""
+    iv = _shipped_doc()["pairs"]["intervals"][regime]
+    return DifferenceQuantiles(float(iv["low"]), float(iv["high"]), int(iv["pairs"]), int(iv["sources"]), iv["method"])
+
+
+def difference_interval(ratio: float, same_gpu: bool = True) -> tuple[float, float]:
+    """The 80% interval of the true step-time ratio of two configurations of one setup given their predicted ratio:
+    the true ratio is the predicted one x exp(-r), r the ratio residual (its regime: on one GPU system or two)."""
+    q = difference_quantiles(SAME_GPU if same_gpu else ACROSS_GPUS)
+    return ratio * math.exp(-q.high), ratio * math.exp(-q.low)
+
+
+def difference_basis(same_gpu: bool = True) -> str:
+    """How the difference interval was made, in words."""
+    regime = SAME_GPU if same_gpu else ACROSS_GPUS
+    q = difference_quantiles(regime)
+    return (
+        f"{COVERAGE:.0%} interval of a predicted ratio ({q.method}) from {q.pairs} pairs of measured configurations "
+        f"of one setup ({regime}) from {q.sources} sources (Megatron-Bridge containers and published sweeps)"
+    )
