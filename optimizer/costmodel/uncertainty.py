@@ -275,13 +275,8 @@ def _describe(query: RunFeatures, level: tuple[str, ...]) -> str:
     return " ".join(words[k] for k in level)
 
 
-def widening(query: RunFeatures, published: tuple[RunFeatures, ...]) -> tuple[float, list[str]]:
-    """(factor on the half-width, reasons): how far the query lies beyond every published run."""
-    factor, steps, reasons = 1.0, 0.0, []
-    for name in NOVEL_FEATURES:
-        if all(p.value(name) != query.value(name) for p in published):
-            factor *= WIDEN_UNSEEN
-            reasons.append(f"{name} {query.value(name)} has no published run")
+def _knob_distance(query: RunFeatures, published: tuple[RunFeatures, ...]) -> tuple[float, list[str]]:
+    steps, reasons = 0.0, []
     for name in NUMERIC_KNOBS:
         values = [int(p.value(name)) for p in published]
         q = int(query.value(name))
@@ -295,7 +290,30 @@ def widening(query: RunFeatures, published: tuple[RunFeatures, ...]) -> tuple[fl
         if all(p.value(name) != query.value(name) for p in published):
             steps += 1
             reasons.append(f"{name} {query.value(name)} in no published run")
-    return min(WIDEN_MAX, factor * (1 + WIDEN_PER_STEP * steps)), reasons
+    return steps, reasons
+
+
+def knob_steps(query: RunFeatures, runs: tuple[RunFeatures, ...]) -> float:
+    """How far the query's knobs lie beyond `runs`: doublings of a numeric knob beyond their range, plus one per
+    categorical knob value none of them used (the distance widening() counts; 0 inside their range)."""
+    return _knob_distance(query, runs)[0]
+
+
+def widening(query: RunFeatures, published: tuple[RunFeatures, ...]) -> tuple[float, list[str]]:
+    """(factor on the half-width, reasons): how far the query lies beyond every published run."""
+    factor, reasons = 1.0, []
+    for name in NOVEL_FEATURES:
+        if all(p.value(name) != query.value(name) for p in published):
+            factor *= WIDEN_UNSEEN
+            reasons.append(f"{name} {query.value(name)} has no published run")
+    steps, knob_reasons = _knob_distance(query, published)
+    return min(WIDEN_MAX, factor * (1 + WIDEN_PER_STEP * steps)), reasons + knob_reasons
+
+
+@functools.cache
+def published_features() -> tuple[RunFeatures, ...]:
+    """The knobs of every published step time of the shipped table."""
+    return tuple(r.features for r in residual_table() if r.metric == STEP_METRIC and r.features is not None)
 
 
 @functools.lru_cache(maxsize=1024)
@@ -373,6 +391,11 @@ def pooled_interval(
     return Interval(predicted * math.exp(lo), predicted * math.exp(hi), basis, n, regime)
 
 
+def memory_interval() -> Interval:
+    """The 80% interval of a peak-memory prediction, as a factor on it (the shipped memory residuals)."""
+    return pooled_interval(1.0, MEMORY_METRICS, "per-GPU peak memory records (all frameworks)")
+
+
 def with_intervals(
     est: Estimate,
     model: ModelSpec,
@@ -381,7 +404,7 @@ def with_intervals(
     config: ParallelConfig,
 ) -> Estimate:
     """The estimate with its 80% intervals and per-stage out-of-memory risk (the point estimate unchanged)."""
-    mem = pooled_interval(1.0, MEMORY_METRICS, "per-GPU peak memory records (all frameworks)")
+    mem = memory_interval()
     stages = [
         s.model_copy(update={"oom_risk": s.fits and s.memory_gb.total * mem.high > s.memory_gb.capacity})
         for s in est.stages

@@ -36,6 +36,9 @@ class SearchRequest(Generic[W]):
     """Called with the search's progress (live job status)."""
     cancelled: Callable[[], bool] | None = None
     """Polled; True stops the search (UNKNOWN, or FEASIBLE with the best plan so far)."""
+    measured: tuple[ParallelConfig, ...] = ()
+    """Training: configurations measured on this cluster; among plans the intervals cannot order, the planner
+    prefers the one nearest them (optimizer/search/decision.py)."""
 
     def with_changes(self, **changes: object) -> SearchRequest[W]:
         """A copy with some fields replaced (a framework's share of the time, a quiet progress)."""
