@@ -470,19 +470,8 @@ class PairResidual:
 
 
 def parse_pairs(section: dict[str, Any]) -> tuple[PairResidual, ...]:
-    """The pairs of a residual table's `pairs` section."""
-    return tuple(
-        PairResidual(
-            source=p["source"],
-            kind=p["kind"],
-            a=p["a"],
-            b=p["b"],
-            same_gpu=bool(p["same_gpu"]),
-            predicted_ratio=float(p["predicted_ratio"]),
-            measured_ratio=float(p["measured_ratio"]),
-        )
-        for p in section["records"]
-    )
+    """The pairs of a residual table's `pairs` section (its records' keys are PairResidual's fields)."""
+    return tuple(PairResidual(**p) for p in section["records"])
 
 
 @functools.cache

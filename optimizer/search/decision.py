@@ -166,20 +166,18 @@ class Decision:
         return self.ranked[0]
 
 
-def decide(found: list[Contender], cluster: ClusterSpec) -> Decision:
-    """Apply the rule to the contenders (any order)."""
+def decide(found: list[Contender], cluster: ClusterSpec, rule: bool = True) -> Decision:
+    """Apply the rule to the contenders (any order); without `rule`, the point estimate decides alone."""
     by_obj = sorted(found, key=lambda c: (c.objective, c.config.gpus))
-    safe = [c for c in by_obj if not c.oom_risk]
+    safe = [c for c in by_obj if not c.oom_risk] if rule else by_obj
     pool = safe or by_obj
     fastest = pool[0]
-    tied = [
-        c
-        for c in pool
-        if contains_zero(
-            ratio_interval_pct(c.objective, fastest.objective, same_gpu(cluster, c.config, fastest.config))
-        )
-    ]
-    pick = min(tied, key=Contender.key)
+
+    def tied(c: Contender) -> bool:
+        iv = ratio_interval_pct(c.objective, fastest.objective, same_gpu(cluster, c.config, fastest.config))
+        return c is fastest or (rule and contains_zero(iv))
+
+    pick = min((c for c in pool if tied(c)), key=Contender.key)
     skipped = [c for c in by_obj if c.objective < fastest.objective and c.oom_risk]
     rest = [c for c in by_obj if c is not pick]
     versus = ratio_interval_pct(fastest.objective, pick.objective, same_gpu(cluster, fastest.config, pick.config))

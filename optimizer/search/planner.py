@@ -67,11 +67,12 @@ def plan(
     cancelled: Callable[[], bool] | None = None,
     diagnose: bool = True,
     measured: Sequence[ParallelConfig] = (),
+    interval_rule: bool = True,
 ) -> PlanResult:
     """The best configuration under the cost model, with runners-up and an explanation. With `diagnose`, an
     infeasible result names the resource that runs out and searches for the smallest change that helps. Among
     training plans the intervals cannot order, the rule of optimizer/search/decision.py picks (`measured`: the
-    cluster's measured configurations, nearest first)."""
+    cluster's measured configurations, nearest first; `interval_rule` False: the point estimate decides alone)."""
     space = space or SearchSpace()
     # The spec checks here; the pins against the search space where the space is built, once per framework
     # (TrainingSearch checks them first; serving checks its pins without a space).
@@ -86,7 +87,17 @@ def plan(
         )
         return plan_sla(serving) if workload.sla_plan else plan_inference(serving)
     req = SearchRequest(
-        model, cluster, workload, space, time_limit_s, top_k, warm_start, progress, cancelled, tuple(measured)
+        model,
+        cluster,
+        workload,
+        space,
+        time_limit_s,
+        top_k,
+        warm_start,
+        progress,
+        cancelled,
+        tuple(measured),
+        interval_rule,
     )
     if workload.framework == "auto":
         return _plan_each_framework(req, diagnose)
@@ -230,7 +241,7 @@ def _plan_training(
     """The training search of one framework; `ts` is its search space when the caller has already built it."""
     ts = ts or TrainingSpace(req.model, req.cluster, req.workload, req.space)
     search = TrainingSearch(
-        ts, req.top_k, req.time_limit_s, req.progress, req.cancelled, first_feasible, measured=req.measured
+        ts, req.top_k, req.time_limit_s, req.progress, req.cancelled, first_feasible, req.measured, req.interval_rule
     )
     return search.run(req.warm_start, diagnose)
 
@@ -256,13 +267,15 @@ class TrainingSearch:
         cancelled: Callable[[], bool] | None,
         first_feasible: bool,
         measured: Sequence[ParallelConfig] = (),
+        interval_rule: bool = True,
     ) -> None:
         check_pins(ts)
         self.ts = ts
         self.top_k = top_k
         # Plans kept before the interval rule (optimizer/search/decision.py) picks and cuts them to top_k.
-        self.keep = top_k if first_feasible else max(top_k, RUNNERS_UP)
+        self.keep = max(top_k, RUNNERS_UP) if interval_rule and not first_feasible else top_k
         self.measured = tuple(measured)
+        self.interval_rule = interval_rule
         self.time_limit_s = time_limit_s
         self.progress = progress
         self.cancelled = cancelled
@@ -484,7 +497,7 @@ class TrainingSearch:
                 **counts,
             )
         found = [(obj, cfg, estimate(ts.model, ts.cluster, w, cfg)) for obj, _, cfg in ranked[: self.keep]]
-        decision = decide(contenders(ts.model, ts.cluster, w, found, self.measured), ts.cluster)
+        decision = decide(contenders(ts.model, ts.cluster, w, found, self.measured), ts.cluster, self.interval_rule)
         best_obj, best_cfg, est = decision.pick.objective, decision.pick.config, decision.pick.estimate
         alts = []
         for c in decision.ranked[1 : self.top_k]:
