@@ -28,12 +28,13 @@ from typing import Any
 import numpy as np
 
 import optimizer.costmodel as costmodel_package
+from accuracy.pair_errors import pair_section
 from accuracy.published_runs import CalibrationCase, Record, framework_of, load_records, pinned_setting, predict
 from accuracy.serving_runs import load_serving_records, run_serving
 from optimizer.costmodel import framework_runtime
 from optimizer.costmodel.constants import FLASH_ATTENTION_EFFICIENCY, FRAMEWORK_FACTOR, MOE_EAGER_HOST_S
 from optimizer.costmodel.terms import expert_parallel
-from optimizer.costmodel.uncertainty import RunFeatures, training_features
+from optimizer.costmodel.uncertainty import RunFeatures, parse_residuals, training_features
 
 RESIDUALS_PATH = Path(costmodel_package.__file__).parent / "residuals.json"
 # Points between the grid's ends at which each fold's sum of squared log errors is evaluated.
@@ -301,6 +302,7 @@ def leave_out_table() -> dict[str, Any]:
             "held": [{"name": n, "why": w} for n, w in HELD],
         },
         "records": rows,
+        "pairs": pair_section(parse_residuals({"records": rows})),
     }
 
 
@@ -341,7 +343,7 @@ def main() -> None:
         )
     if args.write:
         RESIDUALS_PATH.write_text(json.dumps(table, indent=1) + "\n")
-        print(f"wrote {RESIDUALS_PATH} ({len(table['records'])} figures)")
+        print(f"wrote {RESIDUALS_PATH} ({len(table['records'])} figures, {len(table['pairs']['records'])} pairs)")
 
 
 if __name__ == "__main__":

@@ -209,24 +209,34 @@ def _summary(rows: list[Row], title: str) -> Table:
 PAIR_TIE = 0.03
 
 
-def ordered_pairs(priced: list[tuple[dict[str, str], Row]]) -> tuple[int, int]:
-    """(pairs ordered as measured, pairs) among rows of one container, model, GPU count, batch and sequence length
-    (other GPUs, precisions or layouts): issue 12's comparison pairs, the faster one measured must be predicted
-    faster. Ties (measured within PAIR_TIE) are left out."""
-    groups: dict[tuple[str, ...], list[Row]] = {}
+def priced_rows() -> list[tuple[dict[str, str], Row]]:
+    """Every published row with its prediction."""
+    return [(rec, price(rec)) for rec in _rows()]
+
+
+def same_setup_pairs(priced: list[tuple[dict[str, str], Row]]) -> list[tuple[dict[str, str], Row, Row]]:
+    """(a row of the pair's group, a, b) for every pair of priced rows of one container, model, GPU count, batch and
+    sequence length (other GPUs, precisions or layouts): issue 12's comparison pairs, ties included."""
+    groups: dict[tuple[str, ...], list[tuple[dict[str, str], Row]]] = {}
     for rec, r in priced:
         if r.predicted_s is not None:
             key = (rec["container"], rec["model"], rec["gpus"], rec["gbs"], rec["seq_len"])
-            groups.setdefault(key, []).append(r)
+            groups.setdefault(key, []).append((rec, r))
+    return [
+        (rec, a, b) for members in groups.values() for i, (rec, a) in enumerate(members) for _, b in members[i + 1 :]
+    ]
+
+
+def ordered_pairs(priced: list[tuple[dict[str, str], Row]]) -> tuple[int, int]:
+    """(pairs ordered as measured, pairs) among the same-setup pairs: the faster one measured must be predicted
+    faster. Ties (measured within PAIR_TIE) are left out."""
     ok = total = 0
-    for members in groups.values():
-        for i, a in enumerate(members):
-            for b in members[i + 1 :]:
-                if abs(a.measured_s / b.measured_s - 1) < PAIR_TIE:
-                    continue
-                assert a.predicted_s is not None and b.predicted_s is not None
-                total += 1
-                ok += (a.measured_s < b.measured_s) == (a.predicted_s < b.predicted_s)
+    for _, a, b in same_setup_pairs(priced):
+        if abs(a.measured_s / b.measured_s - 1) < PAIR_TIE:
+            continue
+        assert a.predicted_s is not None and b.predicted_s is not None
+        total += 1
+        ok += (a.measured_s < b.measured_s) == (a.predicted_s < b.predicted_s)
     return ok, total
 
 
@@ -243,7 +253,7 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--all-rows", action="store_true", help="print every row, not only the summaries")
     args = ap.parse_args()
-    priced = [(rec, price(rec)) for rec in _rows()]
+    priced = priced_rows()
     rows = [r for _, r in priced]
     console = Console(width=160)
     if args.all_rows:

@@ -4,7 +4,8 @@ Nested leave-one-group-out: the interval of a record of source G is built from t
 rows (its residuals, its regime counts and its knob ranges), so the record is new to both the constants (refit
 without G in accuracy/leave_out.py) and the interval. Per regime and overall: runs, the share of measurements inside
 their interval (target 75-85%), the median interval width as % of the prediction, and the median |error| in-sample
-and left-out.
+and left-out. Then the difference intervals (section 6 of the doc): the nested coverage of the 80% interval of a
+predicted ratio on same-setup pairs of measured configurations, per regime, beside its width.
 
 Run: .venv/bin/python benchmarks/uncertainty.py
 """
@@ -19,13 +20,18 @@ from rich.console import Console
 from rich.table import Table
 
 from optimizer.costmodel.uncertainty import (
+    ACROSS_GPUS,
     MEMORY_METRICS,
+    SAME_GPU,
     STEP_METRIC,
     TPOT_METRICS,
     TTFT_METRICS,
     Interval,
+    PairResidual,
     Residual,
+    pair_table,
     pooled_interval,
+    ratio_offsets,
     residual_table,
     step_time_interval,
 )
@@ -107,6 +113,64 @@ def coverage_table(title: str, scored: list[Scored]) -> Table:
     return table
 
 
+@dataclass(frozen=True)
+class ScoredPair:
+    """One same-setup pair with its ratio interval built without its source."""
+
+    pair: PairResidual
+    low: float
+    high: float
+
+    @property
+    def covered(self) -> bool:
+        """Whether the ratio residual lies inside the interval (the measured ratio inside the predicted one's)."""
+        return self.low <= self.pair.residual <= self.high
+
+    @property
+    def width(self) -> float:
+        """Width of the interval of the true ratio, as a share of the predicted ratio."""
+        return math.exp(-self.low) - math.exp(-self.high)
+
+
+def nested_pairs(pairs: tuple[PairResidual, ...]) -> list[ScoredPair]:
+    """Every pair with its regime's interval from the other sources' pairs only."""
+    out = []
+    for p in pairs:
+        low, high, _, _ = ratio_offsets(pairs, p.regime, exclude_source=p.source)
+        out.append(ScoredPair(p, low, high))
+    return out
+
+
+def pair_coverage(scored: list[ScoredPair], by_source: bool = False) -> float:
+    """Share of pairs covered; with `by_source`, the mean over sources of each source's share."""
+    if not by_source:
+        return sum(s.covered for s in scored) / len(scored)
+    groups: dict[str, list[ScoredPair]] = {}
+    for s in scored:
+        groups.setdefault(s.pair.source, []).append(s)
+    return statistics.mean(pair_coverage(g) for g in groups.values())
+
+
+def pair_table_view(scored: list[ScoredPair]) -> Table:
+    table = Table(title="Difference intervals: nested leave-one-source-out 80% intervals of a predicted ratio")
+    for col in ("regime", "pairs", "sources", "coverage", "coverage (mean over sources)", "median width"):
+        table.add_column(col, justify="left" if col == "regime" else "right")
+    table.add_column("median |ratio error|", justify="right")
+    for regime in (SAME_GPU, ACROSS_GPUS, "overall"):
+        sel = [s for s in scored if regime in ("overall", s.pair.regime)]
+        table.add_row(
+            regime,
+            str(len(sel)),
+            str(len({s.pair.source for s in sel})),
+            f"{pair_coverage(sel):.0%}",
+            f"{pair_coverage(sel, by_source=True):.0%}",
+            f"{statistics.median(s.width for s in sel):.1%}",
+            f"{statistics.median(abs(math.expm1(s.pair.residual)) for s in sel):.1%}",
+            style="bold" if regime == "overall" else None,
+        )
+    return table
+
+
 def main() -> None:
     table = residual_table()
     console = Console(width=160)
@@ -119,6 +183,7 @@ def main() -> None:
         (TPOT_METRICS, "TPOT and throughput figures"),
     ):
         console.print(coverage_table(f"{what}: nested by source", nested_pooled(table, metrics, what)))
+    console.print(pair_table_view(nested_pairs(pair_table())))
 
 
 if __name__ == "__main__":

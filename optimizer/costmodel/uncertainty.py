@@ -210,10 +210,15 @@ def parse_residuals(doc: dict[str, Any]) -> tuple[Residual, ...]:
 
 
 @functools.cache
+def _shipped_doc() -> dict[str, Any]:
+    doc: dict[str, Any] = json.loads((resources.files("optimizer.costmodel") / "residuals.json").read_text())
+    return doc
+
+
+@functools.cache
 def residual_table() -> tuple[Residual, ...]:
     """The shipped residual table (optimizer/costmodel/residuals.json)."""
-    doc = json.loads((resources.files("optimizer.costmodel") / "residuals.json").read_text())
-    return parse_residuals(doc)
+    return parse_residuals(_shipped_doc())
 
 
 def weighted_quantile(pairs: list[tuple[float, float]], level: float) -> float:
@@ -270,13 +275,8 @@ def _describe(query: RunFeatures, level: tuple[str, ...]) -> str:
     return " ".join(words[k] for k in level)
 
 
-def widening(query: RunFeatures, published: tuple[RunFeatures, ...]) -> tuple[float, list[str]]:
-    """(factor on the half-width, reasons): how far the query lies beyond every published run."""
-    factor, steps, reasons = 1.0, 0.0, []
-    for name in NOVEL_FEATURES:
-        if all(p.value(name) != query.value(name) for p in published):
-            factor *= WIDEN_UNSEEN
-            reasons.append(f"{name} {query.value(name)} has no published run")
+def _knob_distance(query: RunFeatures, published: tuple[RunFeatures, ...]) -> tuple[float, list[str]]:
+    steps, reasons = 0.0, []
     for name in NUMERIC_KNOBS:
         values = [int(p.value(name)) for p in published]
         q = int(query.value(name))
@@ -290,7 +290,30 @@ def widening(query: RunFeatures, published: tuple[RunFeatures, ...]) -> tuple[fl
         if all(p.value(name) != query.value(name) for p in published):
             steps += 1
             reasons.append(f"{name} {query.value(name)} in no published run")
-    return min(WIDEN_MAX, factor * (1 + WIDEN_PER_STEP * steps)), reasons
+    return steps, reasons
+
+
+def knob_steps(query: RunFeatures, runs: tuple[RunFeatures, ...]) -> float:
+    """How far the query's knobs lie beyond `runs`: doublings of a numeric knob beyond their range, plus one per
+    categorical knob value none of them used (the distance widening() counts; 0 inside their range)."""
+    return _knob_distance(query, runs)[0]
+
+
+def widening(query: RunFeatures, published: tuple[RunFeatures, ...]) -> tuple[float, list[str]]:
+    """(factor on the half-width, reasons): how far the query lies beyond every published run."""
+    factor, reasons = 1.0, []
+    for name in NOVEL_FEATURES:
+        if all(p.value(name) != query.value(name) for p in published):
+            factor *= WIDEN_UNSEEN
+            reasons.append(f"{name} {query.value(name)} has no published run")
+    steps, knob_reasons = _knob_distance(query, published)
+    return min(WIDEN_MAX, factor * (1 + WIDEN_PER_STEP * steps)), reasons + knob_reasons
+
+
+@functools.cache
+def published_features() -> tuple[RunFeatures, ...]:
+    """The knobs of every published step time of the shipped table."""
+    return tuple(r.features for r in residual_table() if r.metric == STEP_METRIC and r.features is not None)
 
 
 @functools.lru_cache(maxsize=1024)
@@ -368,6 +391,11 @@ def pooled_interval(
     return Interval(predicted * math.exp(lo), predicted * math.exp(hi), basis, n, regime)
 
 
+def memory_interval() -> Interval:
+    """The 80% interval of a peak-memory prediction, as a factor on it (the shipped memory residuals)."""
+    return pooled_interval(1.0, MEMORY_METRICS, "per-GPU peak memory records (all frameworks)")
+
+
 def with_intervals(
     est: Estimate,
     model: ModelSpec,
@@ -376,7 +404,7 @@ def with_intervals(
     config: ParallelConfig,
 ) -> Estimate:
     """The estimate with its 80% intervals and per-stage out-of-memory risk (the point estimate unchanged)."""
-    mem = pooled_interval(1.0, MEMORY_METRICS, "per-GPU peak memory records (all frameworks)")
+    mem = memory_interval()
     stages = [
         s.model_copy(update={"oom_risk": s.fits and s.memory_gb.total * mem.high > s.memory_gb.capacity})
         for s in est.stages
@@ -401,3 +429,114 @@ def with_intervals(
             parts.append(f"TPOT: {tpot.basis}")
         update["interval_basis"] = ". ".join([*parts, f"Memory: {mem.basis}"]) + "."
     return est.model_copy(update=update)
+
+
+# ---- differences: the error of a predicted RATIO between two configurations of one setup (issue 38 §2) ----------
+
+# Pair regimes: both configurations on one GPU system (the planner's alternatives on one pool), or on two (Megatron-
+# Bridge rows of one setup on different systems; alternatives on different pools). Across GPUs the two levels' GPU
+# errors do not cancel: the interval is about twice as wide (docs/uncertainty.md section 6).
+SAME_GPU, ACROSS_GPUS = "same GPU", "across GPUs"
+
+
+@dataclass(frozen=True, slots=True)
+class PairResidual:
+    """Two measured configurations of one setup (same model, batch, sequence and stack; other knobs)."""
+
+    source: str
+    """The unit left out: a published-run group, or one Megatron-Bridge container's performance summary."""
+    kind: str
+    """bridge (benchmarks/data/megatron_bridge_summary.csv) or published (accuracy/data/published_runs.json)."""
+    a: str
+    """The first configuration (record id or row label)."""
+    b: str
+    """The second configuration."""
+    same_gpu: bool
+    """Whether both ran on one GPU system."""
+    predicted_ratio: float
+    """Predicted step time of a over b."""
+    measured_ratio: float
+    """Measured step time of a over b."""
+
+    @property
+    def residual(self) -> float:
+        """log(predicted ratio) - log(measured ratio)."""
+        return math.log(self.predicted_ratio) - math.log(self.measured_ratio)
+
+    @property
+    def regime(self) -> str:
+        """SAME_GPU or ACROSS_GPUS."""
+        return SAME_GPU if self.same_gpu else ACROSS_GPUS
+
+
+def parse_pairs(section: dict[str, Any]) -> tuple[PairResidual, ...]:
+    """The pairs of a residual table's `pairs` section (its records' keys are PairResidual's fields)."""
+    return tuple(PairResidual(**p) for p in section["records"])
+
+
+@functools.cache
+def pair_table() -> tuple[PairResidual, ...]:
+    """The shipped same-setup pairs (the `pairs` section of residuals.json)."""
+    return parse_pairs(_shipped_doc()["pairs"])
+
+
+RATIO_METHOD = "split-conformal over pairs, both orientations"
+
+
+def ratio_offsets(
+    pairs: tuple[PairResidual, ...], regime: str, exclude_source: str | None = None
+) -> tuple[float, float, int, int]:
+    """(low, high) of the 80% interval of a ratio residual in `regime`, with the pairs and sources it rests on.
+
+    Split conformal [Lei et al. 2018 §2.2] over the regime's pairs, each in both orientations (a pair has no first
+    member: r(a, b) = -r(b, a), so the interval is symmetric about 0), each pair weighing one: a ratio cancels the
+    bias a source's runs share, which is why step times weigh sources, not runs. Measured: source-weighted quantiles
+    cover only 72% of the same-GPU pairs left out by source (the many-pair sources have the larger ratio errors),
+    per-pair quantiles 76% (benchmarks/uncertainty.py). `exclude_source` leaves one source out (the nested check)."""
+    chosen = [p for p in pairs if p.regime == regime and p.source != exclude_source]
+    units = [(x, 1.0) for p in chosen for x in (p.residual, -p.residual)]
+    if len(chosen) < MIN_RUNS:
+        return -math.inf, math.inf, len(chosen), len({p.source for p in chosen})
+    tail = (1 - COVERAGE) / 2
+    low, high = weighted_quantile(units, tail), weighted_quantile(units, 1 - tail)
+    return low, high, len(chosen), len({p.source for p in chosen})
+
+
+@dataclass(frozen=True, slots=True)
+class DifferenceQuantiles:
+    """The shipped 80% interval of a ratio residual in one regime (residuals.json `pairs.intervals`)."""
+
+    low: float
+    """10% point of log(predicted ratio) - log(measured ratio)."""
+    high: float
+    """90% point."""
+    pairs: int
+    """Pairs it rests on."""
+    sources: int
+    """Sources of those pairs."""
+    method: str
+    """How the quantiles were made."""
+
+
+@functools.cache
+def difference_quantiles(regime: str = SAME_GPU) -> DifferenceQuantiles:
+    """The shipped ratio-residual quantiles of a regime."""
+    iv = _shipped_doc()["pairs"]["intervals"][regime]
+    return DifferenceQuantiles(float(iv["low"]), float(iv["high"]), int(iv["pairs"]), int(iv["sources"]), iv["method"])
+
+
+def difference_interval(ratio: float, same_gpu: bool = True) -> tuple[float, float]:
+    """The 80% interval of the true step-time ratio of two configurations of one setup given their predicted ratio:
+    the true ratio is the predicted one x exp(-r), r the ratio residual (its regime: on one GPU system or two)."""
+    q = difference_quantiles(SAME_GPU if same_gpu else ACROSS_GPUS)
+    return ratio * math.exp(-q.high), ratio * math.exp(-q.low)
+
+
+def difference_basis(same_gpu: bool = True) -> str:
+    """How the difference interval was made, in words."""
+    regime = SAME_GPU if same_gpu else ACROSS_GPUS
+    q = difference_quantiles(regime)
+    return (
+        f"{COVERAGE:.0%} interval of a predicted ratio ({q.method}) from {q.pairs} pairs of measured configurations "
+        f"of one setup ({regime}) from {q.sources} sources (Megatron-Bridge containers and published sweeps)"
+    )

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from optimizer.search.decision import Decision, oom_stages, reason
 from optimizer.search.result import (
     Alternative,
     BindingConstraint,
@@ -52,8 +53,38 @@ def describe(c: object, serving: bool = False) -> str:
     return " ".join(parts)
 
 
+def decision_text(d: Decision) -> str:
+    """What the interval rule decided, when it, not the point estimate, chose the plan (or flagged it)."""
+    parts = []
+    pick, fastest = d.pick, d.fastest
+    if pick is not fastest:
+        faster = 100 * (1 - fastest.objective / pick.objective)
+        lo, hi = d.fastest_interval_pct
+        parts.append(
+            f"Picked {describe(pick.config)} over {describe(fastest.config)} ({faster:.1f}% faster predicted, "
+            f"indistinguishable: difference interval {lo:+.1f}..{hi:+.1f}%) because {reason(pick, fastest)}."
+        )
+    for c in d.skipped_oom:
+        stages = ", ".join(str(i) for i in oom_stages(c.estimate))
+        parts.append(
+            f"Passed over {describe(c.config)} ({100 * (1 - c.objective / pick.objective):.1f}% faster predicted): "
+            f"its 80% upper memory bound exceeds the GPU's memory (stage {stages})."
+        )
+    if d.all_oom:
+        stages = ", ".join(str(i) for i in oom_stages(pick.estimate))
+        parts.append(
+            f"Out-of-memory risk: no plan found fits with margin; this one's 80% upper memory bound exceeds the GPU's "
+            f"memory (stage {stages})."
+        )
+    return " ".join(parts)
+
+
 def explain(
-    ts: TrainingSpace | None, planned: PlannedConfig, alts: list[Alternative], budget: int | None = None
+    ts: TrainingSpace | None,
+    planned: PlannedConfig,
+    alts: list[Alternative],
+    budget: int | None = None,
+    decision: Decision | None = None,
 ) -> Explanation:
     est, cfg = planned.estimate, planned.config
     binding = []
@@ -84,14 +115,20 @@ def explain(
             f"{describe(cfg, serving)}: TPOT {1000 * (est.tpot_s or 0):.2f} ms, TTFT {1000 * (est.ttft_s or 0):.1f} ms"
         )
     summary = head + "; time goes to " + ", ".join(f"{k} {v / est.step_time_s:.0%}" for k, v in top)
+    note = decision_text(decision) if decision is not None else ""
+    summary += f". {note}" if note else ""
     versus = None
     if alts:
         r = alts[0]
         rb = r.estimate.breakdown.model_dump()
         diffs = sorted(((k, rb.get(k, 0.0) - breakdown.get(k, 0.0)) for k in rb), key=lambda kv: -kv[1])
         worse = [f"{k} +{d:.3g} s" for k, d in diffs if d > 0][:3]
+        how = f"{r.delta_pct:.1f}% slower" if r.delta_pct >= 0 else f"{-r.delta_pct:.1f}% faster predicted"
+        if r.delta_interval_pct is not None and r.indistinguishable:
+            lo, hi = r.delta_interval_pct
+            how += f", indistinguishable: difference interval {lo:+.1f}..{hi:+.1f}%"
         versus = (
-            f"runner-up {describe(r.config, serving)} is {r.delta_pct:.1f}% slower (differs in "
+            f"runner-up {describe(r.config, serving)} is {how} (differs in "
             f"{', '.join(r.differs_in) or 'stage layout'}): " + (", ".join(worse) or "same terms, larger total")
         )
     return Explanation(summary=summary, binding=binding, time_breakdown=breakdown, versus_runner_up=versus)

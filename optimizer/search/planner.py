@@ -10,13 +10,14 @@ from __future__ import annotations
 import heapq
 import math
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from optimizer.costmodel.estimate import estimate
 from optimizer.errors import DomainError
 from optimizer.frameworks.capabilities import Framework, allows, check_model, check_workload, framework
 from optimizer.frameworks.validation import SERVING_EP_DISPATCH_RULE, precision_rule
 from optimizer.search.candidates import Candidate, KeyBatch, TrainingSpace
+from optimizer.search.decision import RUNNERS_UP, contenders, decide, ratio_interval_pct, same_gpu
 from optimizer.search.diagnosis import diagnose_infeasible
 from optimizer.search.explain import explain
 from optimizer.search.inference_planner import check_serving_pins, plan_inference
@@ -65,9 +66,13 @@ def plan(
     progress: ProgressFn | None = None,
     cancelled: Callable[[], bool] | None = None,
     diagnose: bool = True,
+    measured: Sequence[ParallelConfig] = (),
+    interval_rule: bool = True,
 ) -> PlanResult:
     """The best configuration under the cost model, with runners-up and an explanation. With `diagnose`, an
-    infeasible result names the resource that runs out and searches for the smallest change that helps."""
+    infeasible result names the resource that runs out and searches for the smallest change that helps. Among
+    training plans the intervals cannot order, the rule of optimizer/search/decision.py picks (`measured`: the
+    cluster's measured configurations, nearest first; `interval_rule` False: the point estimate decides alone)."""
     space = space or SearchSpace()
     # The spec checks here; the pins against the search space where the space is built, once per framework
     # (TrainingSearch checks them first; serving checks its pins without a space).
@@ -81,7 +86,19 @@ def plan(
             model, cluster, workload, space, time_limit_s, top_k=top_k, progress=progress, cancelled=cancelled
         )
         return plan_sla(serving) if workload.sla_plan else plan_inference(serving)
-    req = SearchRequest(model, cluster, workload, space, time_limit_s, top_k, warm_start, progress, cancelled)
+    req = SearchRequest(
+        model,
+        cluster,
+        workload,
+        space,
+        time_limit_s,
+        top_k,
+        warm_start,
+        progress,
+        cancelled,
+        tuple(measured),
+        interval_rule,
+    )
     if workload.framework == "auto":
         return _plan_each_framework(req, diagnose)
     return _plan_training(req, diagnose)
@@ -223,7 +240,9 @@ def _plan_training(
 ) -> PlanResult:
     """The training search of one framework; `ts` is its search space when the caller has already built it."""
     ts = ts or TrainingSpace(req.model, req.cluster, req.workload, req.space)
-    search = TrainingSearch(ts, req.top_k, req.time_limit_s, req.progress, req.cancelled, first_feasible)
+    search = TrainingSearch(
+        ts, req.top_k, req.time_limit_s, req.progress, req.cancelled, first_feasible, req.measured, req.interval_rule
+    )
     return search.run(req.warm_start, diagnose)
 
 
@@ -247,10 +266,16 @@ class TrainingSearch:
         progress: ProgressFn | None,
         cancelled: Callable[[], bool] | None,
         first_feasible: bool,
+        measured: Sequence[ParallelConfig] = (),
+        interval_rule: bool = True,
     ) -> None:
         check_pins(ts)
         self.ts = ts
         self.top_k = top_k
+        # Plans kept before the interval rule (optimizer/search/decision.py) picks and cuts them to top_k.
+        self.keep = max(top_k, RUNNERS_UP) if interval_rule and not first_feasible else top_k
+        self.measured = tuple(measured)
+        self.interval_rule = interval_rule
         self.time_limit_s = time_limit_s
         self.progress = progress
         self.cancelled = cancelled
@@ -279,9 +304,9 @@ class TrainingSearch:
         return time.perf_counter() - self.t0
 
     def threshold(self) -> float:
-        """The K-th best objective found (an open item at or above it cannot enter the top K)."""
+        """The K-th best objective found, K the plans kept (an open item at or above it cannot enter them)."""
         vals = sorted(v[0] for v in self.found.values())
-        return vals[self.top_k - 1] if len(vals) >= self.top_k else math.inf
+        return vals[self.keep - 1] if len(vals) >= self.keep else math.inf
 
     def limit_for(self, cand: Candidate) -> float:
         """What a candidate must beat to change the answer: the K-th best objective, and the best plan found of
@@ -460,24 +485,24 @@ class TrainingSearch:
                 explanation=Explanation(summary=f"No configuration fits: {report.detail}", infeasible=report),
                 **counts,
             )
-        best_obj, _, best_cfg = ranked[0]
-        lower = min(bound, best_obj)
-        status = "OPTIMAL" if self.stopped is None and lower >= best_obj else "FEASIBLE"
+        lower = min(bound, ranked[0][0])
+        status = "OPTIMAL" if self.stopped is None and lower >= ranked[0][0] else "FEASIBLE"
         if self.stopped == "first plan":  # a feasibility probe: no estimate, no explanation
             return PlanResult(
                 status="FEASIBLE",
                 framework=w.framework,
                 objective=objective,
-                objective_value=best_obj,
+                objective_value=ranked[0][0],
                 explanation=Explanation(summary="A plan exists (feasibility probe)."),
                 **counts,
             )
-        est = estimate(ts.model, ts.cluster, w, best_cfg)
+        found = [(obj, cfg, estimate(ts.model, ts.cluster, w, cfg)) for obj, _, cfg in ranked[: self.keep]]
+        decision = decide(contenders(ts.model, ts.cluster, w, found, self.measured), ts.cluster, self.interval_rule)
+        best_obj, best_cfg, est = decision.pick.objective, decision.pick.config, decision.pick.estimate
         alts = []
-        for obj, _, cfg in ranked[1 : self.top_k]:
-            alts.append(
-                Alternative.versus(estimate(ts.model, ts.cluster, w, cfg), cfg, obj, best_cfg, best_obj, MAIN_KNOBS)
-            )
+        for c in decision.ranked[1 : self.top_k]:
+            iv = ratio_interval_pct(c.objective, best_obj, same_gpu(ts.cluster, c.config, best_cfg))
+            alts.append(Alternative.versus(c.estimate, c.config, c.objective, best_cfg, best_obj, MAIN_KNOBS, iv))
         planned = PlannedConfig(config=best_cfg, estimate=est)
         pools = best_cfg.stage_pools or [ts.pools[0].name] * best_cfg.pp
         rate_s = ts.cluster.price_per_s(best_cfg.gpus_per_stage, pools)
@@ -490,7 +515,7 @@ class TrainingSearch:
             gap=None if status == "OPTIMAL" else max(0.0, (best_obj - lower) / best_obj),
             plan=planned,
             alternatives=alts,
-            explanation=explain(ts, planned, alts),
+            explanation=explain(ts, planned, alts, decision=decision),
             price_per_step=None if rate_s is None else est.step_time_s * rate_s,
             **counts,
         )

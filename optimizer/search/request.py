@@ -36,6 +36,12 @@ class SearchRequest(Generic[W]):
     """Called with the search's progress (live job status)."""
     cancelled: Callable[[], bool] | None = None
     """Polled; True stops the search (UNKNOWN, or FEASIBLE with the best plan so far)."""
+    measured: tuple[ParallelConfig, ...] = ()
+    interval_rule: bool = True
+    """Training: pick by the interval rule (optimizer/search/decision.py); False: by the point estimate alone (the
+    search's optimality checks against the exhaustive oracle)."""
+    """Training: configurations measured on this cluster; among plans the intervals cannot order, the planner
+    prefers the one nearest them (optimizer/search/decision.py)."""
 
     def with_changes(self, **changes: object) -> SearchRequest[W]:
         """A copy with some fields replaced (a framework's share of the time, a quiet progress)."""

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from pydantic import BaseModel, Field
 
 from optimizer.costmodel.result import Estimate
+from optimizer.search.decision import contains_zero
 from optimizer.search.fleet_result import FleetPlan
 from optimizer.spec.parallel_config import ParallelConfig
 
@@ -25,6 +26,15 @@ class Alternative(PlannedConfig):
     delta_s: float = Field(description="Objective minus the plan's, in the objective's unit (seconds for times).")
     delta_pct: float = Field(description="Relative to the plan's objective, percent.")
     differs_in: list[str] = Field(description="Main knobs whose value differs from the plan's.")
+    delta_interval_pct: tuple[float, float] | None = Field(
+        default=None,
+        description="80% interval of the true difference from the plan, percent, given the predicted one "
+        "(training: from same-setup pairs of measured configurations, docs/uncertainty.md section 6); None for "
+        "serving.",
+    )
+    indistinguishable: bool = Field(
+        default=False, description="The difference interval contains 0: the order against the plan is not known."
+    )
 
     @classmethod
     def versus(
@@ -35,14 +45,17 @@ class Alternative(PlannedConfig):
         best: ParallelConfig,
         best_objective: float,
         knobs: tuple[str, ...],
+        interval_pct: tuple[float, float] | None = None,
     ) -> Alternative:
-        """A runner-up described against the plan."""
+        """A runner-up described against the plan (`interval_pct`: the difference's 80% interval, when known)."""
         return cls(
             config=cfg,
             estimate=estimate,
             delta_s=objective - best_objective,
             delta_pct=100 * (objective - best_objective) / best_objective,
             differs_in=[k for k in knobs if getattr(cfg, k) != getattr(best, k)],
+            delta_interval_pct=interval_pct,
+            indistinguishable=interval_pct is not None and contains_zero(interval_pct),
         )
 
 

@@ -113,7 +113,7 @@ SMALL_SPACE = SearchSpace(pins=parse_pins(["mbs=1,2", "vp<=2", "cp=1"]))
 
 
 def check_against_oracle(model: ModelSpec, cluster: ClusterSpec, w: TrainingWorkload, space: SearchSpace) -> None:
-    got = plan(model, cluster, w, space, top_k=1, time_limit_s=120)
+    got = plan(model, cluster, w, space, top_k=1, time_limit_s=120, interval_rule=False)
     want = oracle_plan(model, cluster, w, space)
     if want is None:
         assert got.status == "INFEASIBLE" and got.plan is None
@@ -157,7 +157,7 @@ def test_top_k_equal_the_oracles_best_signatures(memory: float, second: float | 
     # K-th best found beats every open bound) must prove all K, not only the first.
     model, cluster = tiny_model(layers=4), small_cluster(memory, gpn=2 if second else 4, second=second)
     w = TrainingWorkload(global_batch_size=8, seq_len=2048)
-    got = plan(model, cluster, w, SMALL_SPACE, top_k=3, time_limit_s=120)
+    got = plan(model, cluster, w, SMALL_SPACE, top_k=3, time_limit_s=120, interval_rule=False)
     want = oracle_ranked(model, cluster, w, SMALL_SPACE)[:3]
     assert got.status == "OPTIMAL" and got.objective_value is not None and len(want) == 3
     objectives = [got.objective_value] + [got.objective_value + a.delta_s for a in got.alternatives]
@@ -211,10 +211,13 @@ def test_plan_matches_estimate_at_scale() -> None:
     r = plan(m, c, w, top_k=3, time_limit_s=60)
     assert r.status == "OPTIMAL" and r.plan is not None
     assert r.plan.estimate.step_time_s == pytest.approx(r.objective_value, abs=1e-6)
-    assert r.lower_bound == pytest.approx(r.objective_value)
+    # The interval rule may pick a plan slower than the proven optimum: the bound is the optimum's.
+    assert r.lower_bound is not None and r.lower_bound <= r.objective_value + 1e-9
     assert len(r.alternatives) == 2
     for alt in r.alternatives:
-        assert alt.delta_s >= 0 and alt.differs_in
+        assert alt.differs_in
+        # a runner-up faster than the plan is one the intervals cannot order, or one at risk of running out of memory
+        assert alt.delta_s >= 0 or alt.indistinguishable or any(s.oom_risk for s in alt.estimate.stages)
         assert alt.estimate.step_time_s == pytest.approx(r.objective_value + alt.delta_s, abs=1e-6)
     assert r.explanation.binding and r.explanation.versus_runner_up
 
@@ -317,7 +320,7 @@ def test_cost_objective_equals_oracle(second: float | None, prices: tuple[float,
     model = tiny_model(layers=4)
     cluster = small_cluster(2.5, gpn=2 if second else 4, second=second, prices=prices)
     w = TrainingWorkload(global_batch_size=8, seq_len=2048, objective="cost")
-    got = plan(model, cluster, w, SMALL_SPACE, top_k=1, time_limit_s=120)
+    got = plan(model, cluster, w, SMALL_SPACE, top_k=1, time_limit_s=120, interval_rule=False)
     want = oracle_plan(model, cluster, w, SMALL_SPACE)
     assert want is not None and got.status == "OPTIMAL" and got.objective == "price_per_step"
     assert got.objective_value == pytest.approx(want[0], rel=1e-6)
