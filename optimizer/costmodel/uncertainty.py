@@ -401,29 +401,3 @@ def with_intervals(
             parts.append(f"TPOT: {tpot.basis}")
         update["interval_basis"] = ". ".join([*parts, f"Memory: {mem.basis}"]) + "."
     return est.model_copy(update=update)
-
-
-# ---- PROVISIONAL (replaced at merge): the difference interval of two predictions on one cluster.
-@functools.cache
-def provisional_ratio_half_width() -> float:
-    """PROVISIONAL. Half the log-width of the median 80% step-time interval over the residual table's step-time
-    records (each record's interval at its own regime and widening): ~0.109, i.e. x/÷ 1.115. It treats the ratio of
-    two predictions as uncertain as one prediction, which errs wide: two layouts priced by the same model on the
-    same cluster share most of its bias. The difference interval proper (from paired residuals) replaces it."""
-    widths = sorted(
-        hi - lo
-        for r in residual_table()
-        if r.metric == STEP_METRIC and r.features is not None
-        for lo, hi, *_ in [_step_offsets(r.features, None, None)]
-    )
-    n = len(widths)
-    median = widths[n // 2] if n % 2 else (widths[n // 2 - 1] + widths[n // 2]) / 2
-    return median / 2
-
-
-def difference_interval(ratio: float) -> tuple[float, float]:
-    """PROVISIONAL (replaced at merge by the paired version): the 80% interval of the TRUE ratio t_a / t_b of two
-    step times whose predicted ratio is `ratio`: ratio x exp(-q) .. ratio x exp(+q), q = provisional_ratio_half_width().
-    """
-    q = provisional_ratio_half_width()
-    return ratio * math.exp(-q), ratio * math.exp(q)
