@@ -194,6 +194,7 @@ def plan_out(s: Session, p: Plan) -> S.PlanOut:
             "workload": workload_spec(WorkloadRepository(s).get(p.workload_id)),
             "result": PlanResult.model_validate(p.result),
             "diff": p.diff,
+            "decision": p.result.get("decision"),
         }
     )
 
@@ -211,6 +212,7 @@ def watch_out(s: Session, w: Watch) -> S.WatchOut:
         last_checked_at=w.last_checked_at,
         last_check=w.last_check,
         created_at=w.created_at,
+        switch_threshold_pct=w.switch_threshold_pct,
     )
 
 

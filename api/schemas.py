@@ -10,6 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from optimizer.calibration.measurements import Measurement
 from optimizer.errors import DomainError
 from optimizer.exports.plan_diff import PlanDiff
+from optimizer.search.replan_decision import ReplanDecision
 from optimizer.search.result import PlanResult
 from optimizer.spec.calibration import ClusterCalibration
 from optimizer.spec.gpu_catalog import GPUSpec
@@ -220,6 +221,9 @@ class PlanOut(PlanSummaryOut):
     workload: Workload
     result: PlanResult
     diff: dict[str, Any] | None = Field(description="Inputs and plan changes against the previous plan.")
+    decision: ReplanDecision | None = Field(
+        default=None, description="A watch's re-plan: the running layout kept, switched or shrunk, and why."
+    )
 
 
 class PlanDiffOut(BaseModel):
@@ -238,6 +242,13 @@ class WatchCreate(Strict):
     workload: Workload
     search: SearchOptions = Field(default_factory=SearchOptions)
     time_limit_s: float | None = Field(default=None, description="Solver time limit per re-plan, seconds.")
+    switch_threshold_pct: float | None = Field(
+        default=None,
+        ge=0,
+        le=100,
+        description="Percent a re-plan's new layout must be predicted faster (besides its 80% interval lying above "
+        "no gain) before it replaces the running one; default 5.",
+    )
 
 
 class WatchOut(BaseModel):
@@ -252,6 +263,7 @@ class WatchOut(BaseModel):
     last_checked_at: datetime | None
     last_check: str
     created_at: datetime
+    switch_threshold_pct: float | None = Field(default=None, description="None: the default (5%).")
 
 
 class ReplanOut(BaseModel):

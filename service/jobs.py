@@ -26,6 +26,7 @@ from optimizer.spec.parallel_config import ParallelConfig
 from optimizer.spec.workload import InferenceWorkload, TrainingWorkload
 from service.job_requests import JobRequest, SearchOptions, check, target
 from service.plans import fleet_of, inventory_between, planned, specs_of
+from service.replan_decisions import decided
 from store.db import Database
 from store.models import Job, Plan, PlanDocument, job_inputs
 from store.repositories.clusters import ClusterRepository
@@ -237,7 +238,9 @@ def _write_outcome(db: Database, job_id: int, result: PlanResult | None, error: 
 
 def store_plan(s: Session, job: Job, result: PlanResult) -> Plan:
     """The plan row of a finished job, linked to the previous plan of the same watch (or of the same inputs for
-    a user's job) with the diff against it."""
+    a user's job) with the diff against it. A watch's re-plan is first weighed against the layout the watch runs
+    (service/replan_decisions.py: kept, switched or shrunk)."""
+    result = decided(s, job, result)
     plans = PlanRepository(s)
     if job.watch_id is not None:
         previous = plans.latest(PlanFilter(watch_id=job.watch_id))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from sqlalchemy.orm import Session
 
+from optimizer.errors import DomainError
 from optimizer.spec.objectives import objective_name
 from optimizer.spec.workload import InferenceWorkload, TrainingWorkload
 from service.job_requests import SearchOptions, check, target
@@ -22,9 +23,12 @@ def create_watch(
     search: SearchOptions,
     time_limit_s: float | None,
     cfg: Settings,
+    switch_threshold_pct: float | None = None,
 ) -> Watch:
     """A new watch. When the cluster has an inventory and the model a version, the request its re-plans will
     submit is checked now rather than at night (a DomainError naming the field)."""
+    if switch_threshold_pct is not None and not 0 <= switch_threshold_pct <= 100:
+        raise DomainError("switch_threshold_pct", f"must be between 0 and 100 percent (got {switch_threshold_pct:g})")
     t = target(s, cluster_id, model_id)
     limit = cfg.time_limit(time_limit_s)
     if t.revision is not None and t.version is not None:
@@ -37,5 +41,6 @@ def create_watch(
         search=search.model_dump(mode="json"),
         objective=objective_name(workload),
         time_limit_s=limit,
+        switch_threshold_pct=switch_threshold_pct,
     )
     return WatchRepository(s).create(w)

@@ -160,6 +160,9 @@ class Watch(Base):
     last_plan_id: Mapped[int | None] = mapped_column(ForeignKey("plans.id", use_alter=True, ondelete="SET NULL"))
     last_checked_at: Mapped[datetime | None]
     last_check: Mapped[str] = mapped_column(String(256), default="", doc="What the last nightly check found.")
+    switch_threshold_pct: Mapped[float | None] = mapped_column(
+        Float, doc="Percent a re-plan's new layout must gain to replace the running one; None: the default (5)."
+    )
     created_at: Mapped[datetime] = mapped_column(default=now)
 
 

@@ -19,7 +19,17 @@ router = APIRouter(prefix="/v1/watches", tags=["watches"], responses=STANDARD)
 
 @router.post("", status_code=201, response_model=WatchOut, responses=WRITE)
 def create(body: WatchCreate, s: SessionDep, cfg: SettingsDep, _: Writer) -> WatchOut:
-    w = create_watch(s, body.name, body.cluster_id, body.model_id, body.workload, body.search, body.time_limit_s, cfg)
+    w = create_watch(
+        s,
+        body.name,
+        body.cluster_id,
+        body.model_id,
+        body.workload,
+        body.search,
+        body.time_limit_s,
+        cfg,
+        switch_threshold_pct=body.switch_threshold_pct,
+    )
     return watch_out(s, w)
 
 

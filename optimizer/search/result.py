@@ -10,6 +10,7 @@ from pydantic import BaseModel, Field
 from optimizer.costmodel.result import Estimate
 from optimizer.search.decision import contains_zero
 from optimizer.search.fleet_result import FleetPlan
+from optimizer.search.replan_decision import ReplanDecision
 from optimizer.spec.parallel_config import ParallelConfig
 
 
@@ -137,6 +138,11 @@ class PlanResult(BaseModel):
     rounding_note: str = (
         "CP-SAT works in integer nanoseconds; the plan's objective equals `meshplan estimate` of its configuration "
         "to within 1 microsecond."
+    )
+    decision: ReplanDecision | None = Field(
+        default=None,
+        description="A watch's re-plan: whether the running layout was kept, switched or shrunk, and why "
+        "(optimizer/search/keep_or_switch.py); None for other plans.",
     )
 
 

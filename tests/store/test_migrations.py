@@ -92,3 +92,51 @@ def test_plan_results_survive_the_move_to_their_own_table(empty_url: str) -> Non
             assert {p.id: p.result for p in s.scalars(select(Plan))} == before
     finally:
         db.dispose()
+
+
+def test_watch_switch_threshold_column_comes_and_goes_with_0005(empty_url: str) -> None:
+    """0005 adds the nullable watches.switch_threshold_pct (the default threshold when null); a downgrade drops it
+    and keeps the watches."""
+    from sqlalchemy import text
+
+    def columns() -> set[str]:
+        engine = create_engine(empty_url)
+        try:
+            return {c["name"] for c in inspect(engine).get_columns("watches")}
+        finally:
+            engine.dispose()
+
+    upgrade(empty_url, "0004")
+    assert "switch_threshold_pct" not in columns()
+    upgrade(empty_url)
+    assert "switch_threshold_pct" in columns()
+    engine = create_engine(empty_url)
+    try:
+        with engine.begin() as c:
+            c.execute(text("INSERT INTO clusters (name, head_revision, created_at) VALUES ('c', 0, '2025-01-01')"))
+            c.execute(text("INSERT INTO models (name, head_version, created_at) VALUES ('m', 0, '2025-01-01')"))
+            c.execute(
+                text(
+                    "INSERT INTO workloads (mode, spec, content_hash, created_at) "
+                    "VALUES ('training', '{}', 'h', '2025-01-01')"
+                )
+            )
+            ids = [c.execute(text(f"SELECT id FROM {t}")).scalar_one() for t in ("clusters", "models", "workloads")]
+            c.execute(
+                text(
+                    "INSERT INTO watches (name, cluster_id, model_id, workload_id, search, objective, time_limit_s, "
+                    "last_check, created_at) VALUES ('w', :c, :m, :w, '{}', 'step_time_s', 10, '', '2025-01-01')"
+                ),
+                {"c": ids[0], "m": ids[1], "w": ids[2]},
+            )
+            assert c.execute(text("SELECT switch_threshold_pct FROM watches")).scalar_one() is None
+    finally:
+        engine.dispose()
+    downgrade(empty_url, "0004")
+    assert "switch_threshold_pct" not in columns()
+    engine = create_engine(empty_url)
+    try:
+        with engine.connect() as c:
+            assert c.execute(text("SELECT name FROM watches")).scalar_one() == "w"
+    finally:
+        engine.dispose()
