@@ -61,7 +61,7 @@ def list_measurements(plan_id: RowId, s: SessionDep, _: Reader) -> list[Measurem
 @router.delete("/v1/plans/{plan_id}/measurements/{measurement_id}", status_code=204, responses=NOT_FOUND)
 def delete(plan_id: RowId, measurement_id: RowId, s: SessionDep, _: Writer) -> None:
     repo = MeasurementRepository(s)
-    repo.delete(repo.get(plan_id, measurement_id))
+    repo.delete(repo.one_of_plan(plan_id, measurement_id).id)
 
 
 @router.post("/v1/clusters/{cluster_id}/calibrations", response_model=CalibrateOut, responses=NOT_FOUND)
