@@ -22,6 +22,7 @@ from store.repositories.measurements import CalibrationRepository, MeasurementRe
 from store.repositories.plans import PlanRepository
 
 router = APIRouter(tags=["measurements"], responses=STANDARD)
+RunLog = Annotated[str, Body(media_type="text/plain", description="A training log or serving benchmark output.")]
 
 
 def _out(s: SessionDep, plan: Plan, row: MeasurementRow) -> MeasurementOut:
@@ -39,7 +40,7 @@ def add_log(
     plan_id: RowId,
     s: SessionDep,
     _: Writer,
-    body: Annotated[str, Body(media_type="text/plain", description="A training log or serving benchmark output.")],
+    body: RunLog,
     format: Annotated[LogFormatChoice, Query(description="The log's format (auto: detected).")] = "auto",
     warmup: Annotated[int, Query(ge=0, le=100_000, description="Steps skipped at the start.")] = DEFAULT_WARMUP,
     note: Annotated[str, Query(max_length=2000)] = "",
