@@ -24,16 +24,30 @@ from workers.dispatch import Dispatcher, InProcessDispatcher, make_dispatcher
 log = logging.getLogger("meshplan.api")
 
 
-class BodyLimit:
-    """413 for a request body above max_body_bytes (declared or streamed)."""
+class HttpMiddleware:
+    """A plain ASGI middleware that handles HTTP requests; every other scope (lifespan) passes through as is."""
 
-    def __init__(self, app: ASGIApp, limit: int) -> None:
-        self.app, self.limit = app, limit
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
+        await self.http(scope, receive, send)
+
+    async def http(self, scope: Scope, receive: Receive, send: Send) -> None:
+        raise NotImplementedError
+
+
+class BodyLimit(HttpMiddleware):
+    """413 for a request body above max_body_bytes (declared or streamed)."""
+
+    def __init__(self, app: ASGIApp, limit: int) -> None:
+        super().__init__(app)
+        self.limit = limit
+
+    async def http(self, scope: Scope, receive: Receive, send: Send) -> None:
         headers = dict(scope.get("headers") or [])
         declared = headers.get(b"content-length")
         too_big = JSONResponse({"detail": f"request body above {self.limit} bytes"}, status_code=413)
@@ -60,17 +74,15 @@ class _TooBig(Exception):
     pass
 
 
-class RequestMetrics:
+class RequestMetrics(HttpMiddleware):
     """Requests by method, route and status, and latency by route (plain ASGI: no extra task per request, as a
     BaseHTTPMiddleware would start)."""
 
     def __init__(self, app: ASGIApp, metrics: Metrics) -> None:
-        self.app, self.metrics = app, metrics
+        super().__init__(app)
+        self.metrics = metrics
 
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
+    async def http(self, scope: Scope, receive: Receive, send: Send) -> None:
         t0 = time.perf_counter()
         status = 500
 
@@ -88,7 +100,7 @@ class RequestMetrics:
             self.metrics.latency.labels(path).observe(time.perf_counter() - t0)
 
 
-class ConcurrencyLimit:
+class ConcurrencyLimit(HttpMiddleware):
     """At most `limit` requests in the handlers at once; the others wait here, on the event loop, holding neither
     a worker thread nor a database connection. Without it 50 clients starved the thread pool: requests holding a
     connection waited for a thread held by requests waiting for a connection [issue 16]. /healthz is never
@@ -97,11 +109,12 @@ class ConcurrencyLimit:
     EXEMPT = frozenset({"/healthz"})
 
     def __init__(self, app: ASGIApp, limit: int) -> None:
-        self.app, self.limit = app, limit
+        super().__init__(app)
+        self.limit = limit
         self._gate: asyncio.Semaphore | None = None
 
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or scope.get("path") in self.EXEMPT:
+    async def http(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope.get("path") in self.EXEMPT:
             await self.app(scope, receive, send)
             return
         if self._gate is None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, TypeVar
 
+from pydantic import BaseModel
 from sqlalchemy.orm import Session
 
 from api import schemas as S
@@ -22,6 +23,17 @@ from store.repositories.plans import PlanRepository
 from store.repositories.workloads import WorkloadRepository, workload_spec
 
 T = TypeVar("T")
+Out = TypeVar("Out", bound=BaseModel)
+
+
+def row_fields(out: type[BaseModel], row: object, **given: object) -> dict[str, object]:
+    """The fields of `out`: those `given`, the others read from `row`'s attributes of the same names."""
+    return {**{name: getattr(row, name) for name in out.model_fields if name not in given}, **given}
+
+
+def from_row(out: type[Out], row: object, **given: object) -> Out:
+    """An `out` body of `row` (see row_fields)."""
+    return out.model_validate(row_fields(out, row, **given))
 
 
 def page_out(p: Page[Any], items: list[T]) -> S.PageOut[T]:
@@ -30,74 +42,34 @@ def page_out(p: Page[Any], items: list[T]) -> S.PageOut[T]:
 
 
 def revision_out(rev: ClusterRevision) -> S.RevisionOut:
-    return S.RevisionOut(
-        number=rev.number,
-        content_hash=rev.content_hash,
-        recorded_at=rev.recorded_at,
-        cause=rev.cause,
-        healthy_gpus=rev.healthy_gpus,
-        total_gpus=rev.total_gpus,
-        diff=InventoryDiff.model_validate(rev.diff) if rev.diff else None,
-        inventory=rev.spec,
-    )
+    diff = InventoryDiff.model_validate(rev.diff) if rev.diff else None
+    return from_row(S.RevisionOut, rev, diff=diff, inventory=rev.spec)
 
 
 def pools_summary(spec: ClusterSpec) -> list[S.PoolSummary]:
-    out = []
-    for p in spec.pools:
-        states = p.state_counts()
-        out.append(
-            S.PoolSummary(
-                name=p.name,
-                gpu=p.gpu,
-                nodes=p.node_count,
-                gpus_per_node=p.gpus_per_node,
-                healthy_gpus=p.healthy_gpus,
-                nodes_by_state=dict(states),
-            )
-        )
-    return out
+    return [from_row(S.PoolSummary, p, nodes=p.node_count, nodes_by_state=dict(p.state_counts())) for p in spec.pools]
+
+
+def identity(row: Cluster | Model) -> dict[str, object]:
+    """What a cluster's or model's body shows of the row itself; the rest is its head revision's or version's."""
+    return {"id": row.id, "name": row.name, "created_at": row.created_at}
 
 
 def cluster_out(s: Session, c: Cluster) -> S.ClusterOut:
     head = ClusterRepository(s).head(c)
     assert head is not None
-    return S.ClusterOut(
-        id=c.id,
-        name=c.name,
-        created_at=c.created_at,
-        revision=head.number,
-        healthy_gpus=head.healthy_gpus,
-        total_gpus=head.total_gpus,
-        pools=pools_summary(revision_spec(c, head)),
-        inventory=head.spec,
-    )
+    pools = pools_summary(revision_spec(c, head))
+    return from_row(S.ClusterOut, head, **identity(c), revision=head.number, pools=pools, inventory=head.spec)
 
 
 def version_out(v: ModelVersion) -> S.VersionOut:
-    return S.VersionOut(
-        number=v.number,
-        created_at=v.created_at,
-        parameters=v.parameters,
-        num_layers=v.num_layers,
-        is_moe=v.is_moe,
-        spec=v.spec,
-    )
+    return from_row(S.VersionOut, v)
 
 
 def model_out(s: Session, m: Model) -> S.ModelOut:
     head = ModelRepository(s).head(m)
     assert head is not None
-    return S.ModelOut(
-        id=m.id,
-        name=m.name,
-        created_at=m.created_at,
-        version=head.number,
-        parameters=head.parameters,
-        num_layers=head.num_layers,
-        is_moe=head.is_moe,
-        spec=head.spec,
-    )
+    return from_row(S.ModelOut, head, **identity(m), version=head.number)
 
 
 def job_out(s: Session, j: Job) -> S.JobOut:
@@ -114,34 +86,15 @@ def jobs_out(s: Session, jobs: list[Job]) -> list[S.JobOut]:
 
 
 def _job_out(s: Session, j: Job, revs: dict[int, int], versions: dict[int, int], plan_id: int | None) -> S.JobOut:
-    return S.JobOut(
-        id=j.id,
-        status=j.status,
-        cluster_id=j.cluster_id,
+    return from_row(
+        S.JobOut,
+        j,
         cluster_revision=revs[j.cluster_revision_id],
-        model_id=j.model_id,
         model_version=versions[j.model_version_id],
         workload=workload_spec(WorkloadRepository(s).get(j.workload_id)),
         search=SearchOptions.model_validate(j.search),
-        objective=j.objective,
-        time_limit_s=j.time_limit_s,
-        top_k=j.top_k,
-        progress=S.JobProgress(
-            best_objective=j.best_objective,
-            bound=j.bound,
-            elapsed_s=j.elapsed_s,
-            candidates_solved=j.candidates_solved,
-            updated_at=j.progress_at,
-        ),
-        error=j.error,
-        trigger=j.trigger,
-        watch_id=j.watch_id,
-        attempts=j.attempts,
-        cancel_requested=j.cancel_requested,
+        progress=from_row(S.JobProgress, j, updated_at=j.progress_at),
         plan_id=plan_id,
-        created_at=j.created_at,
-        started_at=j.started_at,
-        finished_at=j.finished_at,
     )
 
 
@@ -149,28 +102,12 @@ def _summary_fields(
     s: Session, p: Plan, numbers: tuple[dict[int, int], dict[int, int]] | None = None
 ) -> dict[str, object]:
     revs, versions = numbers or input_numbers(s, [p])
-    return dict(
-        id=p.id,
-        job_id=p.job_id,
-        created_at=p.created_at,
-        trigger=p.trigger,
-        cluster_id=p.cluster_id,
+    return row_fields(
+        S.PlanSummaryOut,
+        p,
         cluster_revision=revs[p.cluster_revision_id],
-        model_id=p.model_id,
         model_version=versions[p.model_version_id],
-        watch_id=p.watch_id,
-        previous_plan_id=p.previous_plan_id,
-        solver_status=p.solver_status,
-        objective=p.objective,
-        objective_value=p.objective_value,
-        step_time_s=p.step_time_s,
-        gap=p.gap,
-        gpus=p.gpus,
-        mfu=p.mfu,
-        peak_memory_gb=p.peak_memory_gb,
-        summary=p.summary,
         change=str(p.diff.get("summary")) if p.diff else None,
-        calibration_id=p.calibration_id,
     )
 
 
@@ -200,47 +137,22 @@ def plan_out(s: Session, p: Plan) -> S.PlanOut:
 
 
 def watch_out(s: Session, w: Watch) -> S.WatchOut:
-    return S.WatchOut(
-        id=w.id,
-        name=w.name,
-        cluster_id=w.cluster_id,
-        model_id=w.model_id,
-        workload=workload_spec(WorkloadRepository(s).get(w.workload_id)),
-        search=SearchOptions.model_validate(w.search),
-        time_limit_s=w.time_limit_s,
-        last_plan_id=w.last_plan_id,
-        last_checked_at=w.last_checked_at,
-        last_check=w.last_check,
-        created_at=w.created_at,
-        switch_threshold_pct=w.switch_threshold_pct,
-    )
+    workload = workload_spec(WorkloadRepository(s).get(w.workload_id))
+    return from_row(S.WatchOut, w, workload=workload, search=SearchOptions.model_validate(w.search))
 
 
 def measurement_out(c: Comparison) -> S.MeasurementOut:
-    return S.MeasurementOut(
-        id=c.row.id,
-        plan_id=c.row.plan_id,
-        created_at=c.row.created_at,
-        source=c.row.source,
-        measurement=c.measurement,
-        measured_step_s=c.measured_step_s,
-        planned_step_s=c.planned_step_s,
-        uncalibrated_step_s=c.uncalibrated_step_s,
-        calibrated_step_s=c.calibrated_step_s,
-        error=c.error,
-        flagged=c.flagged,
-        predicted_memory_gb=c.row.predicted_memory_gb,
+    r = c.row
+    return from_row(
+        S.MeasurementOut,
+        c,
+        id=r.id,
+        plan_id=r.plan_id,
+        created_at=r.created_at,
+        source=r.source,
+        predicted_memory_gb=r.predicted_memory_gb,
     )
 
 
 def calibration_out(row: Calibration) -> S.CalibrationOut:
-    return S.CalibrationOut(
-        id=row.id,
-        cluster_id=row.cluster_id,
-        number=row.number,
-        created_at=row.created_at,
-        measurements=row.measurements,
-        change=row.change,
-        constants=ClusterCalibration.model_validate(row.constants),
-        report=row.report,
-    )
+    return from_row(S.CalibrationOut, row, constants=ClusterCalibration.model_validate(row.constants))

@@ -33,62 +33,28 @@ from tests.databases import create_pg_database, drop_pg_database  # noqa: E402
 MESHPLAN = str(Path(sys.executable).parent / "meshplan")
 REDIS_URL = "redis://127.0.0.1:6379/8"
 
+
+def h100_pools(nodes: int, *, nics: bool = False) -> dict[str, Any]:
+    """An inventory of one pool of `nodes` 8-GPU H100-SXM-80GB nodes; `nics`: with 8 x 400 Gb/s NICs a node."""
+    pool: dict[str, Any] = {"name": "h100", "gpu": "H100-SXM-80GB", "nodes": nodes, "gpus_per_node": 8}
+    if nics:
+        pool["inter_node"] = {"nics_per_node": 8, "gbits_per_s": 400}
+    return {"pools": [pool]}
+
+
+def training(global_batch_size: int, seq_len: int) -> dict[str, Any]:
+    """A training workload: sequences of `seq_len` tokens, `global_batch_size` sequences a step."""
+    return {"mode": "training", "global_batch_size": global_batch_size, "seq_len": seq_len}
+
+
+SERVING = {"mode": "inference", "prompt_len": 2048, "output_len": 256, "batch": 8}
+# label, model preset, inventory, workload, solver time limit (s)
 SCENARIOS: list[tuple[str, str, dict[str, Any], dict[str, Any], float]] = [
-    (
-        "(1) llama-3-70b, 2 x 8 H100 (infeasible)",
-        "llama-3-70b",
-        {"pools": [{"name": "h100", "gpu": "H100-SXM-80GB", "nodes": 2, "gpus_per_node": 8}]},
-        {"mode": "training", "global_batch_size": 512, "seq_len": 4096},
-        30,
-    ),
-    (
-        "(2) llama-3.1-405b, 16,384 H100",
-        "llama-3.1-405b",
-        {
-            "pools": [
-                {
-                    "name": "h100",
-                    "gpu": "H100-SXM-80GB",
-                    "nodes": 2048,
-                    "gpus_per_node": 8,
-                    "inter_node": {"nics_per_node": 8, "gbits_per_s": 400},
-                }
-            ]
-        },
-        {"mode": "training", "global_batch_size": 2048, "seq_len": 8192},
-        30,
-    ),
-    (
-        "(3) llama-2-70b, H100+A100+L40S",
-        "llama-2-70b",
-        {"yaml": HETERO},
-        {"mode": "training", "global_batch_size": 512, "seq_len": 4096},
-        30,
-    ),
-    (
-        "(4a) llama-2-70b serve, 8 H100",
-        "llama-2-70b",
-        {"pools": [{"name": "h100", "gpu": "H100-SXM-80GB", "nodes": 1, "gpus_per_node": 8}]},
-        {"mode": "inference", "prompt_len": 2048, "output_len": 256, "batch": 8},
-        30,
-    ),
-    (
-        "(5a) mixtral-8x7b, 8 x 8 H100",
-        "mixtral-8x7b",
-        {
-            "pools": [
-                {
-                    "name": "h100",
-                    "gpu": "H100-SXM-80GB",
-                    "nodes": 8,
-                    "gpus_per_node": 8,
-                    "inter_node": {"nics_per_node": 8, "gbits_per_s": 400},
-                }
-            ]
-        },
-        {"mode": "training", "global_batch_size": 1024, "seq_len": 4096},
-        30,
-    ),
+    ("(1) llama-3-70b, 2 x 8 H100 (infeasible)", "llama-3-70b", h100_pools(2), training(512, 4096), 30),
+    ("(2) llama-3.1-405b, 16,384 H100", "llama-3.1-405b", h100_pools(2048, nics=True), training(2048, 8192), 30),
+    ("(3) llama-2-70b, H100+A100+L40S", "llama-2-70b", {"yaml": HETERO}, training(512, 4096), 30),
+    ("(4a) llama-2-70b serve, 8 H100", "llama-2-70b", h100_pools(1), SERVING, 30),
+    ("(5a) mixtral-8x7b, 8 x 8 H100", "mixtral-8x7b", h100_pools(8, nics=True), training(1024, 4096), 30),
 ]
 
 

@@ -75,11 +75,6 @@ def submit(
     workload = WorkloadRepository(session).intern(req.workload)
     calibration = CalibrationRepository(session).current(cluster.id) if req.calibration == "cluster" else None
     job = Job(
-        cluster_id=cluster.id,
-        cluster_revision_id=rev.id,
-        model_id=model.id,
-        model_version_id=version.id,
-        workload_id=workload.id,
         watch_id=watch_id,
         warm_start_plan_id=warm_start_plan_id,
         search=req.search.model_dump(mode="json"),
@@ -93,7 +88,10 @@ def submit(
         trigger=trigger,
         calibration_id=calibration.id if calibration is not None else None,
     )
-    job.cluster_revision, job.model_version, job.workload = rev, version, workload
+    # the input ids, and the rows themselves (read-only links: answering the job reads them from the session)
+    job.cluster_id, job.cluster_revision_id, job.cluster_revision = cluster.id, rev.id, rev
+    job.model_id, job.model_version_id, job.model_version = model.id, version.id, version
+    job.workload_id, job.workload = workload.id, workload
     return JobRepository(session).submit(job)
 
 

@@ -21,7 +21,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.engine import Dialect
-from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
+from sqlalchemy.orm import DeclarativeBase, Mapped, declared_attr, mapped_column, relationship
 from sqlalchemy.types import TypeDecorator
 
 # One naming convention for every constraint, so that migrations name them the same on SQLite and PostgreSQL.
@@ -71,36 +71,90 @@ class Base(DeclarativeBase):
     }
 
 
-class GpuType(Base):
+# Column order in CREATE TABLE: SQLAlchemy puts a class's own columns before those it inherits unless their
+# sort_order is lower; these keep the id first, then a row's parent key, then the shared columns (LAST: after the
+# class's own).
+ID_FIRST, PARENT_KEY, SHARED, LAST = -3, -2, -1, 1
+
+
+class Row(Base):
+    """A table whose primary key is an integer `id`."""
+
+    __abstract__ = True
+    id: Mapped[int] = mapped_column(primary_key=True, sort_order=ID_FIRST)
+
+
+class Named(Row):
+    """A cluster or a model: a unique name; its documents live in numbered snapshots."""
+
+    __abstract__ = True
+    name: Mapped[str] = mapped_column(String(128), unique=True, sort_order=SHARED)
+    created_at: Mapped[datetime] = mapped_column(default=now, index=True, sort_order=LAST)
+
+
+def parent_key(table: str) -> Mapped[int]:
+    """A snapshot's `parent` column: the key of its parent row, deleted with it."""
+    return mapped_column(ForeignKey(f"{table}.id", ondelete="CASCADE"), index=True, sort_order=PARENT_KEY)
+
+
+class Snapshot(Row):
+    """An immutable numbered snapshot of a parent row's document (a cluster revision, a model version): its
+    `parent` column (`cluster_id`...) keys the parent row, one snapshot a number."""
+
+    __abstract__ = True
+    parent: ClassVar[str]
+
+    @declared_attr.directive
+    def __table_args__(cls) -> tuple[UniqueConstraint]:
+        return (UniqueConstraint(cls.parent, "number"),)
+
+    number: Mapped[int] = mapped_column(sort_order=SHARED)
+    spec: Mapped[dict[str, Any]] = mapped_column(sort_order=SHARED)
+    content_hash: Mapped[str] = mapped_column(String(64), index=True, sort_order=SHARED)
+
+
+class JobInputs(Row):
+    """The input rows of a job, which its plan copies (the same columns on both tables)."""
+
+    __abstract__ = True
+    cluster_id: Mapped[int] = mapped_column(
+        ForeignKey("clusters.id", ondelete="CASCADE"), index=True, sort_order=SHARED
+    )
+    cluster_revision_id: Mapped[int] = mapped_column(
+        ForeignKey("cluster_revisions.id", ondelete="CASCADE"), sort_order=SHARED
+    )
+    model_id: Mapped[int] = mapped_column(ForeignKey("models.id", ondelete="CASCADE"), index=True, sort_order=SHARED)
+    model_version_id: Mapped[int] = mapped_column(
+        ForeignKey("model_versions.id", ondelete="CASCADE"), sort_order=SHARED
+    )
+    workload_id: Mapped[int] = mapped_column(ForeignKey("workloads.id"), sort_order=SHARED)
+    watch_id: Mapped[int | None] = mapped_column(
+        ForeignKey("watches.id", ondelete="SET NULL"), index=True, sort_order=SHARED
+    )
+
+
+class GpuType(Row):
     """A GPU type defined by a user, beside the built-in catalog."""
 
     __tablename__ = "gpu_types"
-    id: Mapped[int] = mapped_column(primary_key=True)
     name: Mapped[str] = mapped_column(String(64), unique=True)
     spec: Mapped[dict[str, Any]]
     created_at: Mapped[datetime] = mapped_column(default=now)
 
 
-class Cluster(Base):
+class Cluster(Named):
     """A cluster; its inventory lives in immutable revisions."""
 
     __tablename__ = "clusters"
-    id: Mapped[int] = mapped_column(primary_key=True)
-    name: Mapped[str] = mapped_column(String(128), unique=True)
     head_revision: Mapped[int] = mapped_column(Integer, default=0, doc="Number of the current revision.")
-    created_at: Mapped[datetime] = mapped_column(default=now, index=True)
 
 
-class ClusterRevision(Base):
+class ClusterRevision(Snapshot):
     """A full inventory snapshot (pools, nodes, node states, fabric)."""
 
     __tablename__ = "cluster_revisions"
-    __table_args__ = (UniqueConstraint("cluster_id", "number"),)
-    id: Mapped[int] = mapped_column(primary_key=True)
-    cluster_id: Mapped[int] = mapped_column(ForeignKey("clusters.id", ondelete="CASCADE"), index=True)
-    number: Mapped[int]
-    spec: Mapped[dict[str, Any]]
-    content_hash: Mapped[str] = mapped_column(String(64), index=True)
+    parent = "cluster_id"
+    cluster_id: Mapped[int] = parent_key("clusters")
     healthy_gpus: Mapped[int]
     total_gpus: Mapped[int]
     cause: Mapped[str] = mapped_column(String(256), default="", doc="What recorded it (import, node change...).")
@@ -108,48 +162,39 @@ class ClusterRevision(Base):
     recorded_at: Mapped[datetime] = mapped_column(default=now, index=True)
 
 
-class Model(Base):
+class Model(Named):
     """A model; its spec lives in versions."""
 
     __tablename__ = "models"
-    id: Mapped[int] = mapped_column(primary_key=True)
-    name: Mapped[str] = mapped_column(String(128), unique=True)
     head_version: Mapped[int] = mapped_column(Integer, default=0)
-    created_at: Mapped[datetime] = mapped_column(default=now, index=True)
 
 
-class ModelVersion(Base):
+class ModelVersion(Snapshot):
     """One immutable version of a model spec."""
 
     __tablename__ = "model_versions"
-    __table_args__ = (UniqueConstraint("model_id", "number"),)
-    id: Mapped[int] = mapped_column(primary_key=True)
-    model_id: Mapped[int] = mapped_column(ForeignKey("models.id", ondelete="CASCADE"), index=True)
-    number: Mapped[int]
-    spec: Mapped[dict[str, Any]]
-    content_hash: Mapped[str] = mapped_column(String(64), index=True)
+    parent = "model_id"
+    model_id: Mapped[int] = parent_key("models")
     parameters: Mapped[int] = mapped_column(BigInteger)
     num_layers: Mapped[int]
     is_moe: Mapped[bool] = mapped_column(Boolean, default=False)
     created_at: Mapped[datetime] = mapped_column(default=now)
 
 
-class Workload(Base):
+class Workload(Row):
     """A training or serving workload; identical documents are stored once."""
 
     __tablename__ = "workloads"
-    id: Mapped[int] = mapped_column(primary_key=True)
     mode: Mapped[str] = mapped_column(String(16), index=True)
     spec: Mapped[dict[str, Any]]
     content_hash: Mapped[str] = mapped_column(String(64), unique=True)
     created_at: Mapped[datetime] = mapped_column(default=now)
 
 
-class Watch(Base):
+class Watch(Row):
     """A (cluster, model, workload, pins) to re-plan every night."""
 
     __tablename__ = "watches"
-    id: Mapped[int] = mapped_column(primary_key=True)
     name: Mapped[str] = mapped_column(String(128), unique=True)
     cluster_id: Mapped[int] = mapped_column(ForeignKey("clusters.id", ondelete="CASCADE"), index=True)
     model_id: Mapped[int] = mapped_column(ForeignKey("models.id", ondelete="CASCADE"), index=True)
@@ -166,7 +211,7 @@ class Watch(Base):
     created_at: Mapped[datetime] = mapped_column(default=now)
 
 
-class Job(Base):
+class Job(JobInputs):
     """One planning job: its exact inputs, its state and live progress."""
 
     __tablename__ = "jobs"
@@ -174,13 +219,6 @@ class Job(Base):
         UniqueConstraint("client", "idempotency_key"),
         Index("ix_jobs_status_created_at", "status", "created_at"),
     )
-    id: Mapped[int] = mapped_column(primary_key=True)
-    cluster_id: Mapped[int] = mapped_column(ForeignKey("clusters.id", ondelete="CASCADE"), index=True)
-    cluster_revision_id: Mapped[int] = mapped_column(ForeignKey("cluster_revisions.id", ondelete="CASCADE"))
-    model_id: Mapped[int] = mapped_column(ForeignKey("models.id", ondelete="CASCADE"), index=True)
-    model_version_id: Mapped[int] = mapped_column(ForeignKey("model_versions.id", ondelete="CASCADE"))
-    workload_id: Mapped[int] = mapped_column(ForeignKey("workloads.id"))
-    watch_id: Mapped[int | None] = mapped_column(ForeignKey("watches.id", ondelete="SET NULL"), index=True)
     warm_start_plan_id: Mapped[int | None] = mapped_column(ForeignKey("plans.id", use_alter=True, ondelete="SET NULL"))
     search: Mapped[dict[str, Any]] = mapped_column(doc="Pins, GPU budget, pools, schedules.")
     objective: Mapped[str] = mapped_column(String(32))
@@ -214,7 +252,7 @@ class Job(Base):
 
 
 # The input columns a plan copies from its job (the same names on both tables).
-JOB_INPUTS = ("cluster_id", "cluster_revision_id", "model_id", "model_version_id", "workload_id", "watch_id")
+JOB_INPUTS = tuple(JobInputs.__annotations__)
 
 
 def job_inputs(job: Job) -> dict[str, int | None]:
@@ -222,18 +260,11 @@ def job_inputs(job: Job) -> dict[str, int | None]:
     return {name: getattr(job, name) for name in JOB_INPUTS}
 
 
-class Plan(Base):
+class Plan(JobInputs):
     """A planning result, linked to its job, its inputs and the previous plan of the same watch."""
 
     __tablename__ = "plans"
-    id: Mapped[int] = mapped_column(primary_key=True)
-    job_id: Mapped[int] = mapped_column(ForeignKey("jobs.id", ondelete="CASCADE"), unique=True)
-    cluster_id: Mapped[int] = mapped_column(ForeignKey("clusters.id", ondelete="CASCADE"), index=True)
-    cluster_revision_id: Mapped[int] = mapped_column(ForeignKey("cluster_revisions.id", ondelete="CASCADE"))
-    model_id: Mapped[int] = mapped_column(ForeignKey("models.id", ondelete="CASCADE"), index=True)
-    model_version_id: Mapped[int] = mapped_column(ForeignKey("model_versions.id", ondelete="CASCADE"))
-    workload_id: Mapped[int] = mapped_column(ForeignKey("workloads.id"))
-    watch_id: Mapped[int | None] = mapped_column(ForeignKey("watches.id", ondelete="SET NULL"), index=True)
+    job_id: Mapped[int] = mapped_column(ForeignKey("jobs.id", ondelete="CASCADE"), unique=True, sort_order=PARENT_KEY)
     previous_plan_id: Mapped[int | None] = mapped_column(ForeignKey("plans.id", ondelete="SET NULL"))
     trigger: Mapped[str] = mapped_column(String(32), index=True)
     solver_status: Mapped[str] = mapped_column(String(16))
@@ -268,11 +299,10 @@ class PlanDocument(Base):
     result: Mapped[dict[str, Any]] = mapped_column(doc="The planner's PlanResult: plan, alternatives, explanation.")
 
 
-class Measurement(Base):
+class Measurement(Row):
     """What a run measured, against a plan (its configuration, inventory revision, model version, workload)."""
 
     __tablename__ = "measurements"
-    id: Mapped[int] = mapped_column(primary_key=True)
     plan_id: Mapped[int] = mapped_column(ForeignKey("plans.id", ondelete="CASCADE"), index=True)
     cluster_id: Mapped[int] = mapped_column(ForeignKey("clusters.id", ondelete="CASCADE"), index=True)
     config: Mapped[dict[str, Any]] = mapped_column(doc="The ParallelConfig that ran.")
@@ -287,12 +317,11 @@ class Measurement(Base):
     created_at: Mapped[datetime] = mapped_column(default=now, index=True)
 
 
-class Calibration(Base):
+class Calibration(Row):
     """A fitted calibration of a cluster (numbered versions; the newest is the cluster's current one)."""
 
     __tablename__ = "calibrations"
     __table_args__ = (UniqueConstraint("cluster_id", "number"),)
-    id: Mapped[int] = mapped_column(primary_key=True)
     cluster_id: Mapped[int] = mapped_column(ForeignKey("clusters.id", ondelete="CASCADE"), index=True)
     number: Mapped[int]
     constants: Mapped[dict[str, Any]] = mapped_column(doc="ClusterCalibration document: constants per pool.")
@@ -302,11 +331,10 @@ class Calibration(Base):
     created_at: Mapped[datetime] = mapped_column(default=now, index=True)
 
 
-class ApiToken(Base):
+class ApiToken(Row):
     """A bearer token, stored as its SHA-256."""
 
     __tablename__ = "api_tokens"
-    id: Mapped[int] = mapped_column(primary_key=True)
     name: Mapped[str] = mapped_column(String(128))
     token_hash: Mapped[str] = mapped_column(String(64), unique=True)
     scopes: Mapped[str] = mapped_column(String(64), doc="Comma-separated: read, write.")
@@ -315,10 +343,9 @@ class ApiToken(Base):
     last_used_at: Mapped[datetime | None]
 
 
-class ChangeGeneration(Base):
+class ChangeGeneration(Row):
     """One row (id 1) whose counter moves with every commit that can alter a cached read, on SQLite (PostgreSQL
     publishes with NOTIFY instead); see store.changes."""
 
     __tablename__ = "change_generations"
-    id: Mapped[int] = mapped_column(primary_key=True)
     n: Mapped[int] = mapped_column(BigInteger, default=0, doc="Published commits so far (a count, no unit).")

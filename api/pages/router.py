@@ -4,6 +4,7 @@ Reads need a token, kept in a cookie after /login (or none with the open_reads s
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any
 from urllib.parse import parse_qs, quote, urlencode
@@ -11,6 +12,7 @@ from urllib.parse import parse_qs, quote, urlencode
 from fastapi import APIRouter, Depends, FastAPI, Query, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from fastapi.templating import Jinja2Templates
+from sqlalchemy.orm import Session
 
 from api.convert import (
     calibration_out,
@@ -108,10 +110,24 @@ def home() -> Response:
     return RedirectResponse("/plans", status_code=303)
 
 
-@router.get("/clusters", response_class=HTMLResponse)
-def clusters_page(request: Request, s: SessionDep, _: Viewer) -> HTMLResponse:
-    items = [cluster_out(s, c) for c in ClusterRepository(s).page(PageRequest(limit=200)).items]
-    return page(request, "clusters.html", "Clusters", clusters=items)
+def list_page(path: str, template: str, title: str, rows: Callable[[Session], list[Any]]) -> None:
+    """GET `path`: the page `template` shows `rows`, named after the template (clusters.html: `clusters`)."""
+
+    name = Path(template).stem
+
+    def show(request: Request, s: SessionDep, _: Viewer) -> HTMLResponse:
+        return page(request, template, title, **{name: rows(s)})
+
+    router.add_api_route(path, show, methods=["GET"], response_class=HTMLResponse, name=f"{name}_page")
+
+
+LISTED = PageRequest(limit=200)  # the newest clusters or models a list page shows
+list_page(
+    "/clusters",
+    "clusters.html",
+    "Clusters",
+    lambda s: [cluster_out(s, c) for c in ClusterRepository(s).page(LISTED).items],
+)
 
 
 @router.get("/clusters/{cluster_id}", response_class=HTMLResponse)
@@ -145,10 +161,9 @@ def cluster_page(request: Request, cluster_id: RowId, s: SessionDep, _: Viewer) 
     )
 
 
-@router.get("/models", response_class=HTMLResponse)
-def models_page(request: Request, s: SessionDep, _: Viewer) -> HTMLResponse:
-    items = [model_out(s, m) for m in ModelRepository(s).page(PageRequest(limit=200)).items]
-    return page(request, "models.html", "Models", models=items)
+list_page(
+    "/models", "models.html", "Models", lambda s: [model_out(s, m) for m in ModelRepository(s).page(LISTED).items]
+)
 
 
 @router.get("/models/{model_id}", response_class=HTMLResponse)
@@ -172,10 +187,7 @@ def model_page(request: Request, model_id: RowId, s: SessionDep, _: Viewer) -> H
     return page(request, "model.html", f"Model {m.name}", m=m, summary=summary, versions=versions)
 
 
-@router.get("/jobs", response_class=HTMLResponse)
-def jobs_page(request: Request, s: SessionDep, _: Viewer) -> HTMLResponse:
-    items = jobs_out(s, JobRepository(s).page(PageRequest(limit=100)).items)
-    return page(request, "jobs.html", "Jobs", jobs=items)
+list_page("/jobs", "jobs.html", "Jobs", lambda s: jobs_out(s, JobRepository(s).page(PageRequest(limit=100)).items))
 
 
 @router.get("/jobs/{job_id}", response_class=HTMLResponse)
@@ -187,21 +199,27 @@ def job_page(request: Request, job_id: RowId, s: SessionDep, _: Viewer) -> HTMLR
     return page(request, "job.html", f"Job {j.id}", j=j, workload=workload, refresh=refresh)
 
 
+IdFilter = Annotated[int | None, Query(ge=1, le=MAX_ID)]
+
+
+def plan_inputs(cluster_id: IdFilter = None, model_id: IdFilter = None, watch_id: IdFilter = None) -> PlanFilter:
+    """The plan history page's filters: ?cluster_id, ?model_id, ?watch_id."""
+    return PlanFilter(cluster_id=cluster_id, model_id=model_id, watch_id=watch_id)
+
+
 @router.get("/plans", response_class=HTMLResponse)
 def plans_page(
     request: Request,
     s: SessionDep,
     _: Viewer,
-    cluster_id: Annotated[int | None, Query(ge=1, le=MAX_ID)] = None,
-    model_id: Annotated[int | None, Query(ge=1, le=MAX_ID)] = None,
-    watch_id: Annotated[int | None, Query(ge=1, le=MAX_ID)] = None,
+    f: Annotated[PlanFilter, Depends(plan_inputs)],
     offset: Annotated[int, Query(ge=0, le=MAX_ID)] = 0,
 ) -> HTMLResponse:
     limit = 50
-    f = PlanFilter(cluster_id=cluster_id, model_id=model_id, watch_id=watch_id)
     p = PlanRepository(s).history(f, PageRequest(offset=offset, limit=limit))
-    scope = " ".join(f"{k} {v}" for k, v in (("cluster", cluster_id), ("model", model_id), ("watch", watch_id)) if v)
-    base = {k: v for k, v in (("cluster_id", cluster_id), ("model_id", model_id), ("watch_id", watch_id)) if v}
+    ids = (("cluster", f.cluster_id), ("model", f.model_id), ("watch", f.watch_id))
+    scope = " ".join(f"{k} {v}" for k, v in ids if v)
+    base = {f"{k}_id": v for k, v in ids if v}
     prev_url = f"/plans?{urlencode({**base, 'offset': max(0, offset - limit)})}" if offset else None
     next_url = f"/plans?{urlencode({**base, 'offset': offset + limit})}" if offset + limit < p.total else None
     return page(

@@ -9,6 +9,7 @@ from fastapi import APIRouter, Body, Query
 from api.convert import cluster_out, page_out, revision_out
 from api.deps import NameQuery, Paging, Reader, RowId, SessionDep, SettingsDep, Writer, send_after_commit
 from api.responses import NOT_FOUND, STANDARD, WRITE
+from api.routers.rows import add_list_get_delete
 from api.schemas import (
     ClusterCreate,
     ClusterOut,
@@ -29,6 +30,10 @@ from store.models import MAX_ID
 from store.repositories.clusters import ClusterRepository, revision_spec
 
 router = APIRouter(prefix="/v1/clusters", tags=["clusters"], responses=STANDARD)
+ClusterYaml = Annotated[str, Body(media_type="application/yaml", description="The cluster YAML format.")]
+AgainstRevision = Annotated[
+    int | None, Query(ge=1, le=MAX_ID, description="Revision to compare with; default the one before.")
+]
 
 
 @router.post("", status_code=201, response_model=ClusterOut, responses=WRITE)
@@ -37,12 +42,7 @@ def create(body: ClusterCreate, s: SessionDep, _: Writer) -> ClusterOut:
 
 
 @router.post("/import/yaml", status_code=201, response_model=ClusterOut, responses=WRITE)
-def import_yaml(
-    s: SessionDep,
-    _: Writer,
-    name: NameQuery,
-    body: Annotated[str, Body(media_type="application/yaml", description="The cluster YAML format.")],
-) -> ClusterOut:
+def import_yaml(s: SessionDep, _: Writer, name: NameQuery, body: ClusterYaml) -> ClusterOut:
     return _create(s, name, yaml_mapping(body, "body", "the body", "with `pools`"), "imported from YAML")
 
 
@@ -66,20 +66,7 @@ def _create(s: SessionDep, name: str, document: dict[str, Any], cause: str) -> C
     return cluster_out(s, cluster)
 
 
-@router.get("", response_model=PageOut[ClusterOut])
-def list_clusters(s: SessionDep, _: Reader, page: Paging) -> PageOut[ClusterOut]:
-    p = ClusterRepository(s).page(page)
-    return page_out(p, [cluster_out(s, c) for c in p.items])
-
-
-@router.get("/{cluster_id}", response_model=ClusterOut, responses=NOT_FOUND)
-def get(cluster_id: RowId, s: SessionDep, _: Reader) -> ClusterOut:
-    return cluster_out(s, ClusterRepository(s).get(cluster_id))
-
-
-@router.delete("/{cluster_id}", status_code=204, responses=NOT_FOUND)
-def delete(cluster_id: RowId, s: SessionDep, _: Writer) -> None:
-    ClusterRepository(s).delete(cluster_id)
+add_list_get_delete(router, ClusterRepository, cluster_out, ClusterOut, "clusters", "cluster_id")
 
 
 def _replan(s: SessionDep, cfg: SettingsDep, cluster_id: int) -> list[int]:
@@ -127,13 +114,7 @@ def revision(cluster_id: RowId, number: RowId, s: SessionDep, _: Reader) -> Revi
 
 @router.get("/{cluster_id}/revisions/{number}/diff", response_model=RevisionDiffOut, responses=NOT_FOUND)
 def revision_diff(
-    cluster_id: RowId,
-    number: RowId,
-    s: SessionDep,
-    _: Reader,
-    against: Annotated[
-        int | None, Query(ge=1, le=MAX_ID, description="Revision to compare with; default the one before.")
-    ] = None,
+    cluster_id: RowId, number: RowId, s: SessionDep, _: Reader, against: AgainstRevision = None
 ) -> RevisionDiffOut:
     repo = ClusterRepository(s)
     cluster = repo.get(cluster_id)

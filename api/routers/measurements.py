@@ -22,6 +22,7 @@ from store.repositories.measurements import CalibrationRepository, MeasurementRe
 from store.repositories.plans import PlanRepository
 
 router = APIRouter(tags=["measurements"], responses=STANDARD)
+RunLog = Annotated[str, Body(media_type="text/plain", description="A training log or serving benchmark output.")]
 
 
 def _out(s: SessionDep, plan: Plan, row: MeasurementRow) -> MeasurementOut:
@@ -39,7 +40,7 @@ def add_log(
     plan_id: RowId,
     s: SessionDep,
     _: Writer,
-    body: Annotated[str, Body(media_type="text/plain", description="A training log or serving benchmark output.")],
+    body: RunLog,
     format: Annotated[LogFormatChoice, Query(description="The log's format (auto: detected).")] = "auto",
     warmup: Annotated[int, Query(ge=0, le=100_000, description="Steps skipped at the start.")] = DEFAULT_WARMUP,
     note: Annotated[str, Query(max_length=2000)] = "",
@@ -61,7 +62,7 @@ def list_measurements(plan_id: RowId, s: SessionDep, _: Reader) -> list[Measurem
 @router.delete("/v1/plans/{plan_id}/measurements/{measurement_id}", status_code=204, responses=NOT_FOUND)
 def delete(plan_id: RowId, measurement_id: RowId, s: SessionDep, _: Writer) -> None:
     repo = MeasurementRepository(s)
-    repo.delete(repo.get(plan_id, measurement_id))
+    repo.delete(repo.one_of_plan(plan_id, measurement_id).id)
 
 
 @router.post("/v1/clusters/{cluster_id}/calibrations", response_model=CalibrateOut, responses=NOT_FOUND)

@@ -9,6 +9,7 @@ from fastapi import APIRouter, Body
 from api.convert import model_out, page_out, version_out
 from api.deps import NameQuery, Paging, Reader, RowId, SessionDep, Writer
 from api.responses import NOT_FOUND, STANDARD, WRITE
+from api.routers.rows import add_list_get_delete
 from api.schemas import ModelCreate, ModelOut, ModelVersionCreate, PageOut, VersionOut, VersionResult
 from optimizer.spec.model_loading import model_from_hf_config
 from optimizer.spec.model_spec import ModelSpec
@@ -17,6 +18,7 @@ from service.catalog import create_model, model_from_document
 from store.repositories.models import ModelRepository
 
 router = APIRouter(prefix="/v1/models", tags=["models"], responses=STANDARD)
+ModelYaml = Annotated[str, Body(media_type="application/yaml", description="ModelSpec fields (model.yaml).")]
 
 
 def _spec(name: str, spec: dict[str, Any] | None, hf: dict[str, Any] | None) -> ModelSpec:
@@ -33,32 +35,14 @@ def create(body: ModelCreate, s: SessionDep, _: Writer) -> ModelOut:
 
 
 @router.post("/import/yaml", status_code=201, response_model=ModelOut, responses=WRITE)
-def import_yaml(
-    s: SessionDep,
-    _: Writer,
-    name: NameQuery,
-    body: Annotated[str, Body(media_type="application/yaml", description="ModelSpec fields (model.yaml).")],
-) -> ModelOut:
+def import_yaml(s: SessionDep, _: Writer, name: NameQuery, body: ModelYaml) -> ModelOut:
     doc = yaml_mapping(body, "body", "the body", "of model fields")
     doc.pop("name", None)
     model, _v = create_model(s, name, model_from_document(name, doc))
     return model_out(s, model)
 
 
-@router.get("", response_model=PageOut[ModelOut])
-def list_models(s: SessionDep, _: Reader, page: Paging) -> PageOut[ModelOut]:
-    p = ModelRepository(s).page(page)
-    return page_out(p, [model_out(s, m) for m in p.items])
-
-
-@router.get("/{model_id}", response_model=ModelOut, responses=NOT_FOUND)
-def get(model_id: RowId, s: SessionDep, _: Reader) -> ModelOut:
-    return model_out(s, ModelRepository(s).get(model_id))
-
-
-@router.delete("/{model_id}", status_code=204, responses=NOT_FOUND)
-def delete(model_id: RowId, s: SessionDep, _: Writer) -> None:
-    ModelRepository(s).delete(model_id)
+add_list_get_delete(router, ModelRepository, model_out, ModelOut, "models", "model_id")
 
 
 @router.post("/{model_id}/versions", response_model=VersionResult, responses=WRITE)

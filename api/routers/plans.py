@@ -22,6 +22,7 @@ from store.repositories.plans import PlanFilter, PlanRepository
 
 router = APIRouter(prefix="/v1/plans", tags=["plans"], responses=STANDARD)
 Trigger = Literal["user", "nightly", "inventory_change"]
+AgainstPlan = Annotated[int | None, Query(ge=1, le=MAX_ID, description="Plan to compare with; default the previous.")]
 
 
 @router.get("", response_model=PageOut[PlanSummaryOut])
@@ -52,14 +53,7 @@ def get(plan_id: RowId, s: SessionDep, _: Reader) -> PlanOut:
 
 
 @router.get("/{plan_id}/diff", response_model=PlanDiffOut, responses=NOT_FOUND)
-def diff(
-    plan_id: RowId,
-    s: SessionDep,
-    _: Reader,
-    against: Annotated[
-        int | None, Query(ge=1, le=MAX_ID, description="Plan to compare with; default the previous.")
-    ] = None,
-) -> PlanDiffOut:
+def diff(plan_id: RowId, s: SessionDep, _: Reader, against: AgainstPlan = None) -> PlanDiffOut:
     before, after = plan_pair(s, plan_id, against)
     d = plan_change(before, after)
     return PlanDiffOut(

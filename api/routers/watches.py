@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 
-from api.convert import job_out, page_out, watch_out
-from api.deps import DispatcherDep, Paging, Reader, RowId, SessionDep, SettingsDep, Writer, send_after_commit
+from api.convert import job_out, watch_out
+from api.deps import DispatcherDep, RowId, SessionDep, SettingsDep, Writer, send_after_commit
 from api.responses import NOT_FOUND, STANDARD, WRITE
-from api.schemas import PageOut, ReplanOut, WatchCreate, WatchOut
+from api.routers.rows import add_list_get_delete
+from api.schemas import ReplanOut, WatchCreate, WatchOut
 from service.replan import check_watch
 from service.watches import create_watch
 from store.repositories.jobs import JobRepository
@@ -33,20 +34,7 @@ def create(body: WatchCreate, s: SessionDep, cfg: SettingsDep, _: Writer) -> Wat
     return watch_out(s, w)
 
 
-@router.get("", response_model=PageOut[WatchOut])
-def list_watches(s: SessionDep, _: Reader, page: Paging) -> PageOut[WatchOut]:
-    p = WatchRepository(s).page(page)
-    return page_out(p, [watch_out(s, w) for w in p.items])
-
-
-@router.get("/{watch_id}", response_model=WatchOut, responses=NOT_FOUND)
-def get(watch_id: RowId, s: SessionDep, _: Reader) -> WatchOut:
-    return watch_out(s, WatchRepository(s).get(watch_id))
-
-
-@router.delete("/{watch_id}", status_code=204, responses=NOT_FOUND)
-def delete(watch_id: RowId, s: SessionDep, _: Writer) -> None:
-    WatchRepository(s).delete(watch_id)
+add_list_get_delete(router, WatchRepository, watch_out, WatchOut, "watches", "watch_id")
 
 
 @router.post("/{watch_id}/replan", status_code=202, response_model=ReplanOut, responses=NOT_FOUND)

@@ -6,26 +6,19 @@ from datetime import datetime, timedelta
 
 from sqlalchemy import and_, case, func, or_, select, update
 from sqlalchemy.exc import IntegrityError
-from sqlalchemy.orm import Session
 
-from store.errors import ConflictError, NotFoundError
+from store.errors import ConflictError
 from store.models import Job, now
-from store.repositories.paging import Page, PageRequest, paginate
+from store.repositories.base import Repository
+from store.repositories.paging import Page, PageRequest
 
 ACTIVE = ("queued", "running")
 FINISHED = ("succeeded", "failed", "cancelled")
 LEASE_S = 10.0  # a running job whose worker has not beaten for this long is claimable again
 
 
-class JobRepository:
-    def __init__(self, session: Session) -> None:
-        self.s = session
-
-    def get(self, job_id: int) -> Job:
-        row = self.s.get(Job, job_id)
-        if row is None:
-            raise NotFoundError("job", job_id)
-        return row
+class JobRepository(Repository[Job]):
+    row_type, kind = Job, "job"
 
     def by_key(self, client: str, key: str) -> Job | None:
         return self.s.scalar(select(Job).where(Job.client == client, Job.idempotency_key == key))
@@ -61,12 +54,7 @@ class JobRepository:
         return existing
 
     def page(self, page: PageRequest, status: str | None = None, cluster_id: int | None = None) -> Page[Job]:
-        q = select(Job)
-        if status:
-            q = q.where(Job.status == status)
-        if cluster_id:
-            q = q.where(Job.cluster_id == cluster_id)
-        return paginate(self.s, q.order_by(Job.created_at.desc(), Job.id.desc()), page)
+        return self.newest(page, status=status or None, cluster_id=cluster_id or None)
 
     def queued_ids(self) -> list[int]:
         return list(self.s.scalars(select(Job.id).where(Job.status == "queued").order_by(Job.id)))

@@ -10,6 +10,7 @@ from sqlalchemy.orm import Session
 from optimizer.spec.calibration import ClusterCalibration, change_between
 from store.errors import NotFoundError
 from store.models import Calibration, Measurement, Plan
+from store.repositories.base import Repository
 
 
 def calibration_spec(row: Calibration | None) -> ClusterCalibration | None:
@@ -19,19 +20,14 @@ def calibration_spec(row: Calibration | None) -> ClusterCalibration | None:
     return ClusterCalibration.model_validate({**row.constants, "version": row.number})
 
 
-class MeasurementRepository:
-    def __init__(self, session: Session) -> None:
-        self.s = session
+class MeasurementRepository(Repository[Measurement]):
+    row_type, kind = Measurement, "measurement"
 
-    def add(self, row: Measurement) -> Measurement:
-        self.s.add(row)
-        self.s.flush()
-        return row
-
-    def get(self, plan_id: int, measurement_id: int) -> Measurement:
-        row = self.s.get(Measurement, measurement_id)
+    def one_of_plan(self, plan_id: int, measurement_id: int) -> Measurement:
+        """The measurement, when it is one of this plan's (else NotFoundError)."""
+        row = self.find(measurement_id)
         if row is None or row.plan_id != plan_id:
-            raise NotFoundError("measurement", measurement_id)
+            raise NotFoundError(self.kind, measurement_id)
         return row
 
     def of_plan(self, plan_id: int) -> list[Measurement]:
@@ -55,10 +51,6 @@ class MeasurementRepository:
         if cluster_id is not None:
             q = q.where(Measurement.cluster_id == cluster_id)
         return [(cid, newest) for cid, newest in self.s.execute(q).all()]
-
-    def delete(self, row: Measurement) -> None:
-        self.s.delete(row)
-        self.s.flush()
 
 
 class CalibrationRepository:

@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 from sqlalchemy import select
-from sqlalchemy.orm import Session
 
 from optimizer.spec.inventory import content_hash, spec_document
 from optimizer.spec.model_spec import ModelSpec
 from store.errors import NotFoundError
 from store.models import Model, ModelVersion
-from store.repositories.base import insert_unique, numbers_by_id
+from store.repositories.base import Repository, get_row, insert_unique, numbers_by_id
 from store.repositories.paging import Page, PageRequest, paginate
 
 
@@ -18,31 +17,14 @@ def version_spec(model: Model, version: ModelVersion) -> ModelSpec:
     return ModelSpec.model_validate({**version.spec, "name": model.name})
 
 
-class ModelRepository:
-    def __init__(self, session: Session) -> None:
-        self.s = session
+class ModelRepository(Repository[Model]):
+    row_type, kind = Model, "model"
 
     def create(self, name: str) -> Model:
         return insert_unique(self.s, Model(name=name, head_version=0), "name", f"a model named {name!r} exists")
 
-    def get(self, model_id: int, *, for_update: bool = False) -> Model:
-        q = select(Model).where(Model.id == model_id)
-        if for_update:
-            q = q.with_for_update()
-        row = self.s.scalar(q)
-        if row is None:
-            raise NotFoundError("model", model_id)
-        return row
-
     def by_name(self, name: str) -> Model | None:
         return self.s.scalar(select(Model).where(Model.name == name))
-
-    def page(self, page: PageRequest) -> Page[Model]:
-        return paginate(self.s, select(Model).order_by(Model.created_at.desc(), Model.id.desc()), page)
-
-    def delete(self, model_id: int) -> None:
-        self.s.delete(self.get(model_id))
-        self.s.flush()
 
     def head(self, model: Model) -> ModelVersion | None:
         return self.version(model, model.head_version) if model.head_version else None
@@ -56,10 +38,7 @@ class ModelRepository:
         return row
 
     def version_by_id(self, version_id: int) -> ModelVersion:
-        row = self.s.get(ModelVersion, version_id)
-        if row is None:
-            raise NotFoundError("version", version_id)
-        return row
+        return get_row(self.s, ModelVersion, version_id, "version")
 
     def numbers(self, version_ids: set[int]) -> dict[int, int]:
         """Version number by version id: from this session when it holds the row, else one query."""

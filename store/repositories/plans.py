@@ -6,10 +6,10 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from sqlalchemy import select
-from sqlalchemy.orm import Session, selectinload
+from sqlalchemy.orm import selectinload
 
-from store.errors import NotFoundError
 from store.models import Plan
+from store.repositories.base import Repository
 from store.repositories.paging import Page, PageRequest, paginate
 
 
@@ -23,23 +23,8 @@ class PlanFilter:
     until: datetime | None = None
 
 
-class PlanRepository:
-    def __init__(self, session: Session) -> None:
-        self.s = session
-
-    def add(self, plan: Plan) -> Plan:
-        self.s.add(plan)
-        self.s.flush()
-        return plan
-
-    def get(self, plan_id: int) -> Plan:
-        row = self.s.get(Plan, plan_id)
-        if row is None:
-            raise NotFoundError("plan", plan_id)
-        return row
-
-    def find(self, plan_id: int) -> Plan | None:
-        return self.s.get(Plan, plan_id)
+class PlanRepository(Repository[Plan]):
+    row_type, kind = Plan, "plan"
 
     def by_job(self, job_id: int) -> Plan | None:
         return self.s.scalar(select(Plan).where(Plan.job_id == job_id))

@@ -10,8 +10,8 @@ from sqlalchemy import or_, select, update
 from sqlalchemy.orm import Session
 
 from optimizer.errors import DomainError
-from store.errors import NotFoundError
 from store.models import ApiToken, now
+from store.repositories.base import get_row
 
 SCOPES = ("read", "write")
 PREFIX = "mp_"
@@ -58,9 +58,7 @@ class TokenRepository:
         return list(self.s.scalars(select(ApiToken).order_by(ApiToken.id)))
 
     def revoke(self, token_id: int) -> ApiToken:
-        row = self.s.get(ApiToken, token_id)
-        if row is None:
-            raise NotFoundError("token", token_id)
+        row = get_row(self.s, ApiToken, token_id, "token")
         row.revoked = True
         self.s.flush()
         return row

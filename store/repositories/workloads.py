@@ -4,14 +4,13 @@ from __future__ import annotations
 
 from pydantic import TypeAdapter
 from sqlalchemy import select
-from sqlalchemy.orm import Session
 
 from optimizer.spec.inventory import content_hash
 from optimizer.spec.workload import InferenceWorkload, TrainingWorkload
 from optimizer.spec.workload import Workload as WorkloadSpec
-from store.errors import ConflictError, NotFoundError
+from store.errors import ConflictError
 from store.models import Workload
-from store.repositories.base import insert_unique
+from store.repositories.base import Repository, insert_unique
 
 _ADAPTER: TypeAdapter[TrainingWorkload | InferenceWorkload] = TypeAdapter(WorkloadSpec)
 
@@ -20,15 +19,8 @@ def workload_spec(row: Workload) -> TrainingWorkload | InferenceWorkload:
     return _ADAPTER.validate_python(row.spec)
 
 
-class WorkloadRepository:
-    def __init__(self, session: Session) -> None:
-        self.s = session
-
-    def get(self, workload_id: int) -> Workload:
-        row = self.s.get(Workload, workload_id)
-        if row is None:
-            raise NotFoundError("workload", workload_id)
-        return row
+class WorkloadRepository(Repository[Workload]):
+    row_type, kind = Workload, "workload"
 
     def intern(self, spec: TrainingWorkload | InferenceWorkload) -> Workload:
         """The row of this workload document, created when new (concurrent callers get the same row)."""
