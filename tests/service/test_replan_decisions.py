@@ -18,7 +18,8 @@ from tests.factories import cluster_and_model, training_watch
 def test_a_replan_below_the_watch_threshold_keeps_the_running_layout(
     db: Database, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(keep_or_switch, "difference_interval", lambda r: (r / 1.05, r * 1.05))
+    # A narrow interval (+-1%): the gain is significant, so the threshold alone decides.
+    monkeypatch.setattr(keep_or_switch, "difference_interval", lambda r: (r / 1.01, r * 1.01))
     with db.session() as s:
         cluster, model = cluster_and_model(s, nodes=2)
         watch = training_watch(s, cluster, model)
@@ -28,7 +29,7 @@ def test_a_replan_below_the_watch_threshold_keeps_the_running_layout(
     with db.session() as s:
         plan = PlanRepository(s).by_job(first)
         assert plan is not None and plan.result["decision"] is None  # a first plan weighs nothing
-        # The watch runs a layout ~9% slower than the optimum (gradient reduction not overlapped).
+        # The watch runs a slower layout than the optimum (gradient reduction not overlapped: a few percent).
         optimum = ParallelConfig.model_validate(plan.result["plan"]["config"])
         running = optimum.model_copy(update={"overlap_grad_reduce": False})
         doc = plan.document.result
@@ -40,7 +41,7 @@ def test_a_replan_below_the_watch_threshold_keeps_the_running_layout(
         assert kept is not None
         decision = kept.result["decision"]
         assert decision["outcome"] == "kept" and decision["threshold_pct"] == 20.0
-        assert 0.05 < decision["gain"] < 0.2 and decision["text"].endswith("below the 20% threshold")
+        assert 0.01 < decision["gain"] < 0.2 and decision["text"].endswith("below the 20% threshold")
         assert ParallelConfig.model_validate(kept.result["plan"]["config"]) == running
         assert ParallelConfig.model_validate(kept.result["alternatives"][0]["config"]) == optimum
         assert kept.step_time_s == kept.result["plan"]["estimate"]["step_time_s"]
