@@ -274,16 +274,18 @@ def render_plan(r: object) -> None:
     render_estimate(r.plan.estimate, "plan", "cluster")
     if r.alternatives:
         t = Table(title="Alternatives")
-        for col in ("configuration", r.objective, "delta", "differs in"):
+        for col in ("configuration", r.objective, "delta", "delta, 80%", "differs in"):
             t.add_column(col)
         from optimizer.search.explain import describe
 
         for a in r.alternatives:
             val = (r.objective_value or 0) + a.delta_s
+            band = a.delta_interval_pct
             t.add_row(
                 describe(a.config, a.estimate.mode == "inference"),
                 f"{val:.4g}",
-                f"+{a.delta_pct:.1f}%",
+                f"{a.delta_pct:+.1f}%",
+                "" if band is None else f"{band[0]:+.0f}..{band[1]:+.0f}%" + (" same" if a.indistinguishable else ""),
                 ", ".join(a.differs_in),
             )
         out.print(t)
