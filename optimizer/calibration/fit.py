@@ -390,6 +390,11 @@ def fit_calibration(points: Sequence[FitPoint]) -> FitReport:
                 identified=True,
             )
         )
+    # What the cluster's runs leave unexplained after the fit: the residuals the intervals narrow to
+    # (costmodel/uncertainty.py cluster_interval), with the constants they paid for.
+    kept = [math.log(r.measured_s / r.after_s) for r in runs if not r.outlier and r.after_s > 0]
+    identified = sum(1 for c in constants if c.identified and c.name != "memory_reserve")
+    calibration = calibration.model_copy(update={"run_residuals": tuple(kept), "fitted_constants": identified})
     return FitReport(
         calibration=calibration,
         constants=constants,

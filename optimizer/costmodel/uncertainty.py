@@ -18,7 +18,10 @@ from dataclasses import dataclass, fields
 from importlib import resources
 from typing import Any
 
+from scipy.stats import t as student_t
+
 from optimizer.costmodel.result import Estimate
+from optimizer.spec.calibration import ClusterCalibration
 from optimizer.spec.cluster_spec import ClusterSpec
 from optimizer.spec.model_spec import ModelSpec
 from optimizer.spec.names import priced_framework
@@ -396,6 +399,48 @@ def memory_interval() -> Interval:
     return pooled_interval(1.0, MEMORY_METRICS, "per-GPU peak memory records (all frameworks)")
 
 
+# A cluster's own runs replace the published-run interval once they leave at least this many degrees of freedom
+# after the fit (a t interval on fewer is wider than the published one anyway).
+MIN_CLUSTER_DOF = 2
+
+
+def cluster_interval(predicted: float, calibration: ClusterCalibration | None) -> Interval | None:
+    """80% prediction interval from the cluster's own measured runs: the residuals its calibration fit left, a
+    normal-theory prediction interval (mean +- t(0.9, n - p) s sqrt(1 + 1/n), p the constants the fit identified;
+    Hahn & Meeker, Statistical Intervals, 2nd ed., section 4.6). None when the runs leave fewer than
+    MIN_CLUSTER_DOF degrees of freedom."""
+    if calibration is None:
+        return None
+    res = calibration.run_residuals
+    n, dof = len(res), len(res) - calibration.fitted_constants
+    if dof < MIN_CLUSTER_DOF or n < 2:
+        return None
+    mean = sum(res) / n
+    sd = math.sqrt(sum((r - mean) ** 2 for r in res) / (n - 1))
+    half = float(student_t.ppf(COVERAGE + (1 - COVERAGE) / 2, dof)) * sd * math.sqrt(1 + 1 / n)
+    basis = (
+        f"{COVERAGE:.0%} interval from {n} of this cluster's measured runs (calibration {calibration.version}; "
+        f"t interval, {dof} degrees of freedom after {calibration.fitted_constants} fitted constants)"
+    )
+    return Interval(predicted * math.exp(mean - half), predicted * math.exp(mean + half), basis, n, "this cluster")
+
+
+def narrower(published: Interval, own: Interval | None) -> Interval:
+    """The cluster's own interval where it is narrower than the published-run one (its runs pin the error), else
+    the published one, saying why the cluster's runs did not narrow it."""
+    if own is None:
+        return published
+    if own.high / own.low < published.high / published.low:
+        return own
+    return Interval(
+        published.low,
+        published.high,
+        f"{published.basis}; this cluster's {own.runs} measured runs give a wider interval, not used",
+        published.runs,
+        published.regime,
+    )
+
+
 def with_intervals(
     est: Estimate,
     model: ModelSpec,
@@ -415,6 +460,7 @@ def with_intervals(
     }
     if isinstance(workload, TrainingWorkload):
         step = step_time_interval(training_features(model, cluster, workload, config), est.step_time_s)
+        step = narrower(step, cluster_interval(est.step_time_s, cluster.calibration))
         update["step_time_interval_s"] = (step.low, step.high)
         update["interval_basis"] = f"step time: {step.basis}. Memory: {mem.basis}."
     else:

@@ -70,6 +70,14 @@ class ClusterCalibration(BaseModel):
 
     version: int = Field(default=0, ge=0, description="Stored calibration number (0: not stored).")
     pools: dict[str, PoolCalibration] = Field(default_factory=dict, description="Constants by pool name.")
+    run_residuals: tuple[float, ...] = Field(
+        default=(),
+        description="log(measured / calibrated prediction) of each step time the fit kept (outliers left out): "
+        "what this cluster's own runs say about the error that remains.",
+    )
+    fitted_constants: int = Field(
+        default=0, ge=0, description="Step-time constants the fit identified: degrees of freedom the residuals lost."
+    )
 
     def of(self, pool: str) -> PoolCalibration:
         """The constants of `pool`."""
