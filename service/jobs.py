@@ -31,7 +31,7 @@ from store.db import Database
 from store.models import Job, Plan, PlanDocument, job_inputs
 from store.repositories.clusters import ClusterRepository
 from store.repositories.jobs import JobRepository
-from store.repositories.measurements import CalibrationRepository, calibration_spec
+from store.repositories.measurements import CalibrationRepository, MeasurementRepository, calibration_spec
 from store.repositories.models import ModelRepository
 from store.repositories.plans import PlanFilter, PlanRepository
 from store.repositories.watches import WatchRepository
@@ -52,6 +52,8 @@ class JobInputs:
     time_limit_s: float
     top_k: int
     warm_start: ParallelConfig | None
+    measured: tuple[ParallelConfig, ...] = ()
+    """Configurations of this model measured on this cluster: the territory the interval rule prefers."""
 
 
 def submit(
@@ -103,6 +105,11 @@ def load_inputs(session: Session, job: Job) -> JobInputs:
         if prev is not None and prev.result.get("plan"):
             warm = ParallelConfig.model_validate(prev.result["plan"]["config"])
     calibration = calibration_spec(CalibrationRepository(session).find(job.calibration_id))
+    measured = tuple(
+        ParallelConfig.model_validate(m.config)
+        for m, p in MeasurementRepository(session).of_cluster(job.cluster_id)
+        if p.model_id == job.model_id and m.config
+    )
     return JobInputs(
         model=specs.model,
         cluster=specs.cluster.with_calibration(calibration),
@@ -111,6 +118,7 @@ def load_inputs(session: Session, job: Job) -> JobInputs:
         time_limit_s=job.time_limit_s,
         top_k=job.top_k,
         warm_start=warm,
+        measured=measured,
     )
 
 
@@ -182,6 +190,7 @@ def run_job(db: Database, job_id: int, cfg: Settings | None = None) -> str:
                 time_limit_s=inputs.time_limit_s,
                 max_time_limit_s=max(inputs.time_limit_s, cfg.max_time_limit_s),
                 warm_start=inputs.warm_start,
+                measured=inputs.measured,
                 progress=watcher.progress,
                 cancelled=watcher.cancel.is_set,
             )
