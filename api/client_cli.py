@@ -33,6 +33,7 @@ TIMEOUT_S = 60.0
 def register(app: typer.Typer) -> None:
     app.command("measure")(measure)
     app.command("calibrate")(calibrate)
+    app.command("watch")(watch)
 
 
 def _call(url: str, token: str | None, path: str, body: bytes | None, content_type: str) -> Any:
@@ -157,3 +158,38 @@ def calibrate(
             "yes" if k["identified"] else f"no: {k['reason']}",
         )
     Console().print(t)
+
+
+def watch(
+    cluster_id: Annotated[int, typer.Argument(help="The cluster to watch.", min=1, max=2_147_483_647)],
+    model_id: Annotated[int, typer.Argument(help="The model to plan.", min=1, max=2_147_483_647)],
+    name: Annotated[str, typer.Option(help="The watch's name (unique).")],
+    gbs: Annotated[int, typer.Option(help="Global batch, sequences.", min=1)],
+    seq_len: Annotated[int, typer.Option(help="Sequence length, tokens.", min=1)],
+    threshold: Annotated[
+        float | None,
+        typer.Option(
+            help="Percent (0-100) a nightly re-plan's layout must be predicted faster, beyond its 80% interval, "
+            "before it replaces the running one (default 5)."
+        ),
+    ] = None,
+    url: UrlOpt = DEFAULT_URL,
+    token: TokenOpt = None,
+) -> None:
+    """Watch a (cluster, model, training workload): re-planned every night, keeping the running layout unless a
+    new one is significantly faster."""
+    try:
+        if threshold is not None and not 0 <= threshold <= 100:
+            raise DomainError("--threshold", f"must be between 0 and 100 percent (got {threshold:g})")
+        doc = {
+            "name": name,
+            "cluster_id": cluster_id,
+            "model_id": model_id,
+            "workload": {"mode": "training", "global_batch_size": gbs, "seq_len": seq_len},
+            "switch_threshold_pct": threshold,
+        }
+        out = _call(url, token, "/v1/watches", json.dumps(doc).encode(), "application/json")
+    except DomainError as exc:
+        fail(exc)
+    pct = out.get("switch_threshold_pct")
+    Console().print(f"watch {out['id']} ({out['name']}): switch threshold {5.0 if pct is None else pct:g}%")
