@@ -1,7 +1,7 @@
 """What a planning job's submission carries (`JobRequest`, its `SearchOptions`) and the checks it passes before
 anything is stored: the rows it names exist, and what the specs decide without building a search space
-(`check_request`, the cheap half of the optimizer's preflight). What only the search space can tell (a pin that
-leaves a knob no value on these pools) fails the job when it runs, with the same message."""
+(`check_request`, the checks `plan` runs before it builds a search space). What only the search space can tell (a
+pin that leaves a knob no value on these pools) fails the job when it runs, with the same message."""
 
 from __future__ import annotations
 

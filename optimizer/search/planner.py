@@ -168,10 +168,10 @@ def check_request(
     time_limit_s: float,
     max_time_limit_s: float,
 ) -> None:
-    """The part of `preflight` decided from the specs alone, without building a search space (a job submission
-    runs it; the job's `plan` runs the whole preflight): the time limit, a healthy GPU, known pools, the precision,
-    the framework's rules for the model, the workload and each pin, tp against the heads, prices for a cost
-    objective."""
+    """The checks decided from the specs alone, without building a search space (a job submission runs them, and
+    `plan` first; the pins against the search space are checked where the search builds it): the time limit, a
+    healthy GPU, known pools, the precision, the framework's rules for the model, the workload and each pin, tp
+    against the heads, prices for a cost objective."""
     if not MIN_TIME_LIMIT_S <= time_limit_s <= max_time_limit_s:
         raise DomainError(
             "time_limit", f"must be between {MIN_TIME_LIMIT_S} and {max_time_limit_s} seconds (got {time_limit_s})"
@@ -210,26 +210,6 @@ def _rules_allowed(model: ModelSpec, w: TrainingWorkload, space: SearchSpace, fw
     except DomainError:
         return False
     return True
-
-
-def preflight(
-    model: ModelSpec,
-    cluster: ClusterSpec,
-    workload: TrainingWorkload | InferenceWorkload,
-    space: SearchSpace,
-    *,
-    time_limit_s: float,
-    max_time_limit_s: float,
-) -> None:
-    """The checks `plan` makes before it solves: `check_request`, then the pins against the search space they leave
-    (some configuration for serving; non-empty knob domains for training)."""
-    check_request(model, cluster, workload, space, time_limit_s=time_limit_s, max_time_limit_s=max_time_limit_s)
-    if isinstance(workload, InferenceWorkload):
-        check_serving_pins(model, cluster, workload, space)
-    elif workload.framework != "auto" or not any(
-        _space_if_pins_allowed(model, cluster, workload, space, f) for f in FRAMEWORKS
-    ):
-        check_pins(TrainingSpace(model, cluster, workload, space))
 
 
 def _plan_training(
@@ -283,7 +263,7 @@ class TrainingSearch:
         self.t0 = time.perf_counter()
         # Objective: step time, or price per step = step time x sum over stages of its GPUs x its pool's price
         # per GPU-second. Every bound is in the objective's unit: time bounds x the least price rate they allow.
-        self.cost = ts.w.objective == "cost"  # preflight checked that every allowed pool has a price
+        self.cost = ts.w.objective == "cost"  # check_request checked that every allowed pool has a price
         self.min_price = min((ts.cluster.price_per_s(1, [p.name]) or 0.0 for p in ts.pools), default=0.0)
         self.prices = {p.name: ts.cluster.price_per_s(1, [p.name]) or 0.0 for p in ts.pools}
         bound_of = (lambda k: ts.key_cost_bound(k, self.prices)) if self.cost else ts.key_bound

@@ -7,7 +7,7 @@ import pytest
 
 from optimizer.errors import DomainError
 from optimizer.search.oracle import oracle_ranked
-from optimizer.search.planner import has_plan, plan, preflight
+from optimizer.search.planner import has_plan, plan
 from optimizer.search.result import Progress
 from optimizer.search.space import SearchSpace, parse_pins
 from optimizer.spec.cluster_loading import build_cluster
@@ -116,7 +116,7 @@ def test_serving_pins_that_leave_nothing_are_named_before_the_search() -> None:
     w = InferenceWorkload(prompt_len=512, output_len=128, batch=8)
     space = SearchSpace(pins=parse_pins(["tp=3"]))
     with pytest.raises(DomainError) as exc:
-        preflight(resolve_model("llama-3-8b"), _serving_cluster(), w, space, time_limit_s=10, max_time_limit_s=60)
+        plan(resolve_model("llama-3-8b"), _serving_cluster(), w, space, time_limit_s=10)
     assert exc.value.field == "pin.tp" and "num_attention_heads=32" in exc.value.rule
 
 
