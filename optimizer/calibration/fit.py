@@ -36,7 +36,7 @@ from optimizer.costmodel.estimate import estimate
 from optimizer.costmodel.result import Estimate
 from optimizer.errors import DomainError
 from optimizer.frameworks.validation import assign_pools
-from optimizer.spec.calibration import BOUNDS, MEANING, ClusterCalibration, PoolCalibration
+from optimizer.spec.calibration import BOUNDS, MEANING, ClusterCalibration, PoolCalibration, Prior, Priors
 from optimizer.spec.cluster_spec import ClusterSpec
 from optimizer.spec.model_spec import ModelSpec
 from optimizer.spec.parallel_config import ParallelConfig
@@ -109,6 +109,9 @@ class ConstantFit(BaseModel):
     runs: int = Field(description="Runs whose prediction depends on it (the support).")
     identified: bool
     reason: str = Field(default="", description="Why it stayed at its prior, when it did.")
+    prior_source: str = Field(
+        default="sourced", description="Where the prior's centre comes from: 'sourced' or an acceptance test."
+    )
 
 
 class RunFit(BaseModel):
@@ -170,8 +173,9 @@ class _Linearised:
 class CalibrationFit:
     """The state of one fit: the runs with a step time, the parameters their pools carry, the current point."""
 
-    def __init__(self, points: Sequence[FitPoint]) -> None:
+    def __init__(self, points: Sequence[FitPoint], priors: Priors | None = None) -> None:
         self.timed = [p for p in points if p.step_time_s is not None]
+        self.priors: Priors = priors or {}
         pools: list[str] = []
         for p in self.timed:
             for name in self._pools_of(p):
@@ -180,7 +184,11 @@ class CalibrationFit:
         self.params = [_Param(pool, k) for pool in pools for k in TIME_CONSTANTS]
         self.index = {p.key: i for i, p in enumerate(self.params)}
         self.log_measured = np.array([math.log(p.step_time_s or 1.0) for p in self.timed])
-        self.prior_sd = np.array([PRIOR_SPREAD[p.name] for p in self.params])
+        given = [self.priors.get(p.pool, {}).get(p.name) for p in self.params]
+        # Each constant's prior: an acceptance test's figure where the pool has one, else the sourced value.
+        self.measured_prior = np.array([g is not None for g in given], dtype=bool)
+        self.prior_mu = np.array([math.log(g.value) if g else 0.0 for g in given])
+        self.prior_sd = np.array([g.spread if g else PRIOR_SPREAD[p.name] for g, p in zip(given, self.params)])
         lo = [math.log(BOUNDS[p.name][0]) for p in self.params]
         hi = [math.log(BOUNDS[p.name][1]) for p in self.params]
         self.bounds = (np.array(lo), np.array(hi))
@@ -198,7 +206,10 @@ class CalibrationFit:
 
     # ---- evaluation --------------------------------------------------------------------------------------------
     def calibration(self, x: np.ndarray, reserve: dict[str, float] | None = None) -> ClusterCalibration:
-        values: dict[str, dict[str, float]] = {}
+        values: dict[str, dict[str, float]] = {
+            pool: {k: prior.value for k, prior in consts.items() if k in TIME_CONSTANTS}
+            for pool, consts in self.priors.items()
+        }
         for i, p in enumerate(self.params):
             values.setdefault(p.pool, {})[p.name] = float(math.exp(x[i]))
         for pool, slack in (reserve or {}).items():
@@ -226,23 +237,26 @@ class CalibrationFit:
 
     # ---- solving -----------------------------------------------------------------------------------------------
     def _solve_linear(self, lin: _Linearised, free: np.ndarray, keep: np.ndarray) -> np.ndarray:
-        """Robust bounded linear least squares with the prior, over the free parameters (the others stay at 0):
+        """Robust bounded linear least squares with the prior, over the free parameters (the others stay at their
+        prior's centre):
         iteratively reweighted (soft-L1 weights on the runs only, the prior stays quadratic), each round a bounded
         linear least-squares solve (scipy.optimize.lsq_linear)."""
         idx = np.flatnonzero(free)
-        x = np.zeros(len(self.params))
+        x = self.prior_mu.copy()
         if idx.size == 0 or not keep.any():
             return x
         jac = lin.jac[keep][:, idx] / self.run_spread
-        target = (self.log_measured[keep] - lin.f0[keep] + lin.jac[keep] @ lin.x0) / self.run_spread
+        fixed = lin.jac[keep] @ np.where(free, 0.0, x)  # the fixed constants' part of the prediction
+        target = (self.log_measured[keep] - lin.f0[keep] + lin.jac[keep] @ lin.x0 - fixed) / self.run_spread
         prior = np.diag(1.0 / self.prior_sd[idx])
         lo, hi = self.bounds[0][idx], self.bounds[1][idx]
-        z = np.zeros(idx.size)
+        mu = self.prior_mu[idx]
+        z = np.clip(mu, lo, hi)
         for _ in range(IRLS_ROUNDS):
             r = jac @ z - target  # in run spreads
             w = (1.0 + r**2) ** -0.25  # sqrt of the soft-L1 weight 1 / sqrt(1 + r^2)
             a = np.vstack([jac * w[:, None], prior])
-            b = np.concatenate([target * w, np.zeros(idx.size)])
+            b = np.concatenate([target * w, mu / self.prior_sd[idx]])
             z_new = lsq_linear(a, b, bounds=(lo, hi)).x
             if float(np.max(np.abs(z_new - z))) < 1e-4:
                 z = z_new
@@ -264,8 +278,12 @@ class CalibrationFit:
     def run(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, _Linearised]:
         """(x, posterior spread, free mask, kept-run mask, the last linearisation). Sets `prior_log_times` and
         `run_spread`: fitted once with the prior spread, then again with the spread the residuals show."""
-        first = self.linearise(np.zeros(len(self.params)))
+        first = self.linearise(self.prior_mu.copy())
         self.prior_log_times = first.f0.copy()
+        if self.measured_prior.any():  # "before" means the sourced constants, not the acceptance tests'
+            sourced = self.calibration(np.zeros(len(self.params)))
+            sourced = sourced.model_copy(update={"pools": {}})
+            self.prior_log_times = np.array([self._log_time(p, sourced) for p in self.timed])
         # The spread is estimated from a fit where every constant a run depends on is free: fixing one the data
         # barely pin would leave its whole effect in the residuals and inflate the spread.
         _x, _sd, _free, keep, lin = self._run_once(first, identify=False)
@@ -278,7 +296,7 @@ class CalibrationFit:
         self, lin: _Linearised, identify: bool = True
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, _Linearised]:
         k = len(self.params)
-        x = np.zeros(k)
+        x = self.prior_mu.copy()
         free = np.any(np.abs(lin.jac) >= INFORMS, axis=0) if lin.jac.size else np.ones(k, dtype=bool)
         keep = np.ones(len(self.timed), dtype=bool)
         # Identifiability at the prior point: fix the least pinned constant until every free one is pinned.
@@ -324,10 +342,32 @@ def _reserve_fit(points: Sequence[FitPoint]) -> tuple[dict[str, float], dict[str
     return value, spread, runs
 
 
-def fit_calibration(points: Sequence[FitPoint]) -> FitReport:
-    """Fit a cluster's calibration to its measured runs (see the module docstring)."""
+def _prior_source(priors: Priors, pool: str, name: str) -> str:
+    prior = priors.get(pool, {}).get(name)
+    return prior.source or "acceptance test" if prior is not None else "sourced"
+
+
+def _acceptance_only(pool: str, name: str, prior: Prior) -> ConstantFit:
+    """A constant no timed run depends on, set by the pool's acceptance test alone."""
+    return ConstantFit(
+        pool=pool,
+        name=name,
+        meaning=MEANING[name],
+        prior=prior.value,
+        value=prior.value,
+        spread=prior.spread,
+        runs=0,
+        identified=True,
+        reason="set by its acceptance test (no training run depends on it)",
+        prior_source=prior.source or "acceptance test",
+    )
+
+
+def fit_calibration(points: Sequence[FitPoint], priors: Priors | None = None) -> FitReport:
+    """Fit a cluster's calibration to its measured runs (see the module docstring), starting from `priors` where
+    acceptance tests measured a constant (the sourced values elsewhere)."""
     t0 = time.perf_counter()
-    fit = CalibrationFit(points)
+    fit = CalibrationFit(points, priors)
     reserve, reserve_sd, reserve_runs = _reserve_fit(points)
     constants: list[ConstantFit] = []
     runs: list[RunFit] = []
@@ -339,19 +379,23 @@ def fit_calibration(points: Sequence[FitPoint]) -> FitReport:
         for j, p in enumerate(fit.params):
             support = int(np.sum(np.abs(lin.jac[keep, j]) >= INFORMS))
             reason = ""
+            measured = bool(fit.measured_prior[j])
             if not free[j]:
                 reason = "no run depends on it" if support == 0 else "the runs cannot tell it from the other constants"
+                if measured:
+                    reason = f"held at its acceptance test: {reason}"
             constants.append(
                 ConstantFit(
                     pool=p.pool,
                     name=p.name,
                     meaning=MEANING[p.name],
-                    prior=1.0,
+                    prior=float(math.exp(fit.prior_mu[j])),
                     value=float(math.exp(x[j])),
                     spread=float(sd[j]),
                     runs=support,
-                    identified=bool(free[j]),
+                    identified=bool(free[j]) or measured,
                     reason=reason,
+                    prior_source=_prior_source(fit.priors, p.pool, p.name),
                 )
             )
         for i, point in enumerate(fit.timed):
@@ -377,6 +421,11 @@ def fit_calibration(points: Sequence[FitPoint]) -> FitReport:
         calibration = fit.calibration(x, reserve)
     else:
         calibration = fit.calibration(np.zeros(0), reserve)
+    fitted = {(c.pool, c.name) for c in constants}
+    for pool, consts in (priors or {}).items():
+        for name, prior in consts.items():
+            if name in TIME_CONSTANTS and (pool, name) not in fitted:
+                constants.append(_acceptance_only(pool, name, prior))
     for pool, v in reserve.items():
         constants.append(
             ConstantFit(
@@ -393,7 +442,7 @@ def fit_calibration(points: Sequence[FitPoint]) -> FitReport:
     # What the cluster's runs leave unexplained after the fit: the residuals the intervals narrow to
     # (costmodel/uncertainty.py cluster_interval), with the constants they paid for.
     kept = [math.log(r.measured_s / r.after_s) for r in runs if not r.outlier and r.after_s > 0]
-    identified = sum(1 for c in constants if c.identified and c.name != "memory_reserve")
+    identified = sum(1 for c in constants if c.identified and c.name != "memory_reserve" and c.runs > 0)
     calibration = calibration.model_copy(update={"run_residuals": tuple(kept), "fitted_constants": identified})
     return FitReport(
         calibration=calibration,

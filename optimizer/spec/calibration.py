@@ -63,6 +63,22 @@ class PoolCalibration(BaseModel):
 IDENTITY = PoolCalibration()
 
 
+class Prior(BaseModel):
+    """What is known about one constant of one pool before its training runs are fitted: by default the sourced
+    value (1) with the spread of published clusters; an acceptance test (nccl-tests, a GEMM sweep) measured on the
+    pool moves the centre and narrows the spread."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    value: float = Field(gt=0, description="Centre of the prior, as a factor on the sourced value.")
+    spread: float = Field(gt=0, le=2.0, description="Standard deviation, log units (about the relative spread).")
+    source: str = Field(default="", description="Where the centre comes from (e.g. 'all_reduce_perf, 2 nodes').")
+
+
+# Priors by pool name, then constant name (only the constants a measurement pinned; the rest keep the defaults).
+Priors = dict[str, dict[str, Prior]]
+
+
 class ClusterCalibration(BaseModel):
     """The calibration of a cluster: constants per pool name (pools not listed use the identity)."""
 

@@ -13,7 +13,7 @@ from optimizer.calibration.fit import FitPoint, fit_calibration
 from optimizer.calibration.measurements import Measurement
 from optimizer.costmodel.estimate import estimate
 from optimizer.errors import DomainError
-from optimizer.spec.calibration import ClusterCalibration, PoolCalibration
+from optimizer.spec.calibration import ClusterCalibration, PoolCalibration, Prior
 from optimizer.spec.cluster_loading import load_cluster_preset
 from optimizer.spec.model_loading import load_model_preset
 from optimizer.spec.workload import TrainingWorkload
@@ -126,3 +126,24 @@ def test_measurement_against_its_workload() -> None:
         m.check_against(W, 80.0)
     with pytest.raises(DomainError, match="more than the GPU"):
         Measurement(peak_allocated_gb=100.0).check_against(W, 80.0)
+
+
+def test_acceptance_prior_moves_the_start_and_is_reported() -> None:
+    """A pool whose nccl-tests measured its fabric at 0.6 of the sourced bandwidth starts there: with no run
+    depending on the network, the constant stays at the acceptance figure and says so."""
+    rng = random.Random(5)
+    configs = random_configs(MODEL, CLUSTER, W, 6, rng)
+    truth = ClusterCalibration(pools={POOL: PoolCalibration(compute=0.9)})
+    pts = synthetic_points(MODEL, CLUSTER, W, configs, truth, 0.0, rng)
+    priors = {POOL: {"network": Prior(value=0.6, spread=0.05, source="all_reduce_perf, 4 nodes")}}
+    report = fit_calibration(pts, priors)
+    net = next(c for c in report.constants if c.name == "network")
+    assert net.prior == pytest.approx(0.6)
+    assert net.prior_source == "all_reduce_perf, 4 nodes"
+    assert net.identified
+    assert abs(net.value / 0.6 - 1) < 0.15
+    plain = fit_calibration(pts)
+    assert next(c for c in plain.constants if c.name == "network").prior == 1.0
+    # Only acceptance tests, no runs: the calibration is the acceptance figures.
+    only = fit_calibration([], priors)
+    assert only.calibration.of(POOL).network == pytest.approx(0.6)
