@@ -188,7 +188,9 @@ class CalibrationFit:
         # Each constant's prior: an acceptance test's figure where the pool has one, else the sourced value.
         self.measured_prior = np.array([g is not None for g in given], dtype=bool)
         self.prior_mu = np.array([math.log(g.value) if g else 0.0 for g in given])
-        self.prior_sd = np.array([g.spread if g else PRIOR_SPREAD[p.name] for g, p in zip(given, self.params)])
+        self.prior_sd = np.array(
+            [g.spread if g else PRIOR_SPREAD[p.name] for g, p in zip(given, self.params, strict=True)]
+        )
         lo = [math.log(BOUNDS[p.name][0]) for p in self.params]
         hi = [math.log(BOUNDS[p.name][1]) for p in self.params]
         self.bounds = (np.array(lo), np.array(hi))
