@@ -381,10 +381,10 @@ def fit_calibration(points: Sequence[FitPoint], priors: Priors | None = None) ->
         for j, p in enumerate(fit.params):
             support = int(np.sum(np.abs(lin.jac[keep, j]) >= INFORMS))
             reason = ""
-            measured = bool(fit.measured_prior[j])
+            from_test = bool(fit.measured_prior[j])
             if not free[j]:
                 reason = "no run depends on it" if support == 0 else "the runs cannot tell it from the other constants"
-                if measured:
+                if from_test:
                     reason = f"held at its acceptance test: {reason}"
             constants.append(
                 ConstantFit(
@@ -395,7 +395,7 @@ def fit_calibration(points: Sequence[FitPoint], priors: Priors | None = None) ->
                     value=float(math.exp(x[j])),
                     spread=float(sd[j]),
                     runs=support,
-                    identified=bool(free[j]) or measured,
+                    identified=bool(free[j]) or from_test,
                     reason=reason,
                     prior_source=_prior_source(fit.priors, p.pool, p.name),
                 )
