@@ -22,8 +22,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from accuracy.bridge_rows import priced_rows, same_setup_pairs
 from accuracy.published_runs import load_records
-from benchmarks.bridge_summary import priced_rows, same_setup_pairs
 from optimizer.costmodel.uncertainty import (
     ACROSS_GPUS,
     RATIO_METHOD,

@@ -492,7 +492,7 @@ class PairResidual:
     source: str
     """The unit left out: a published-run group, or one Megatron-Bridge container's performance summary."""
     kind: str
-    """bridge (benchmarks/data/megatron_bridge_summary.csv) or published (accuracy/data/published_runs.json)."""
+    """bridge (accuracy/data/megatron_bridge_summary.csv) or published (accuracy/data/published_runs.json)."""
     a: str
     """The first configuration (record id or row label)."""
     b: str
