@@ -1,5 +1,6 @@
-"""`meshplan measure | calibrate`: record what a run measured against a plan, and fit the cluster's calibration,
-through a running service (MESHPLAN_URL, MESHPLAN_TOKEN) [issue 14]."""
+"""`meshplan measure | calibrate | next-measurement`: record what a run measured against a plan, fit the cluster's
+calibration, and ask which measurement would narrow a plan's prediction most, through a running service
+(MESHPLAN_URL, MESHPLAN_TOKEN) [issues 14, 33]."""
 
 from __future__ import annotations
 
@@ -34,17 +35,21 @@ def register(app: typer.Typer) -> None:
     app.command("measure")(measure)
     app.command("calibrate")(calibrate)
     app.command("watch")(watch)
+    app.command("next-measurement")(next_measurement)
 
 
-def _call(url: str, token: str | None, path: str, body: bytes | None, content_type: str) -> Any:
-    """POST to the service; an error answer becomes a DomainError with the service's own message."""
+def _call(url: str, token: str | None, path: str, body: bytes | None, content_type: str, method: str = "POST") -> Any:
+    """POST (or GET) to the service; an error answer becomes a DomainError with the service's own message."""
     if not token:
-        raise DomainError("--token", "a write-scope API token is needed (--token or MESHPLAN_TOKEN)")
+        scope = "an API token" if method == "GET" else "a write-scope API token"
+        raise DomainError("--token", f"{scope} is needed (--token or MESHPLAN_TOKEN)")
     if not url.startswith(("http://", "https://")):
         raise DomainError("--url", f"must start with http:// or https:// (got {url!r})")
-    req = urllib.request.Request(url.rstrip("/") + path, data=body or b"", method="POST")
+    data = None if method == "GET" else body or b""
+    req = urllib.request.Request(url.rstrip("/") + path, data=data, method=method)
     req.add_header("Authorization", f"Bearer {token}")
-    req.add_header("Content-Type", content_type)
+    if data is not None:
+        req.add_header("Content-Type", content_type)
     try:
         with urllib.request.urlopen(req, timeout=TIMEOUT_S) as resp:
             return json.loads(resp.read() or b"null")
@@ -193,3 +198,40 @@ def watch(
         fail(exc)
     pct = out.get("switch_threshold_pct")
     Console().print(f"watch {out['id']} ({out['name']}): switch threshold {5.0 if pct is None else pct:g}%")
+
+
+def next_measurement(
+    plan_id: Annotated[int, typer.Argument(help="The training plan to narrow.", min=1, max=2_147_483_647)],
+    steps: Annotated[int, typer.Option(help="Steps a short run logs after warm-up.", min=1, max=10_000)] = 20,
+    top: Annotated[int, typer.Option(help="Candidates to list.", min=1, max=100)] = 5,
+    url: UrlOpt = DEFAULT_URL,
+    token: TokenOpt = None,
+) -> None:
+    """Which short run or acceptance test would narrow a training plan's predicted step time the most per
+    GPU-hour, with its cluster's current calibration."""
+    try:
+        query = urllib.parse.urlencode({"steps": steps, "top": top})
+        out = _call(url, token, f"/v1/plans/{plan_id}/next-measurement?{query}", None, "", method="GET")
+    except DomainError as exc:
+        fail(exc)
+    console = Console()
+    console.print(
+        f"Plan {plan_id} ({out['target']}): predicted step {out['step_time_s']:.4g} s, the constants' share of its "
+        f"80% interval ±{out['interval_before_pct']:.1f}% (±{out['total_interval_pct']:.1f}% with the per-run "
+        f"floor); {out['basis']}."
+    )
+    t = Table(title="Next measurement, best narrowing per GPU-hour first")
+    for col in ("#", "measurement", "GPUs", "GPU-hours", "interval after", "narrows by"):
+        t.add_column(col, justify="left" if col == "measurement" else "right")
+    for i, c in enumerate(out["candidates"], 1):
+        t.add_row(
+            str(i),
+            c["label"] if c["kind"] == "acceptance_test" else f"{c['steps']}-step run of {c['label']}",
+            str(c["gpus"]),
+            f"{c['gpu_hours']:.2f}",
+            f"±{c['interval_after_pct']:.1f}%",
+            f"{c['relative_reduction']:.0%}",
+        )
+    console.print(t)
+    if out["candidates"]:
+        console.print(out["candidates"][0]["sentence"])

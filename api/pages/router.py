@@ -3,6 +3,7 @@ Reads need a token, kept in a cookie after /login (or none with the open_reads s
 
 from __future__ import annotations
 
+import contextlib
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
@@ -43,6 +44,7 @@ from optimizer.spec.inventory import InventoryDiff
 from optimizer.spec.names import TOOLS
 from optimizer.spec.objectives import LABELS, format_objective
 from service.calibration import cluster_points, comparisons
+from service.next_measurement import plan_next_measurement
 from service.plans import inventory_change, plan_change, plan_pair, planned, specs_of
 from store.models import MAX_ID
 from store.repositories.clusters import ClusterRepository, revision_spec
@@ -295,6 +297,10 @@ def plan_page(request: Request, plan_id: RowId, s: SessionDep, _: Viewer) -> HTM
     ctx["measurements"] = [measurement_out(c) for c in comparisons(s, row)]
     if best is not None and any(m.flagged for m in ctx["measurements"]):
         ctx["suspects"] = likely_terms(best.estimate.breakdown.model_dump())
+    if best is not None and best.estimate.mode == "training" and not p.result.fleet:
+        # a target the cost model no longer prices (e.g. a changed catalogue) has nothing to suggest
+        with contextlib.suppress(DomainError):
+            ctx["next_measurement"] = plan_next_measurement(s, plan_id, top=3)
     return page(request, "plan.html", f"Plan {p.id}", **ctx)
 
 

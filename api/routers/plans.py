@@ -11,11 +11,13 @@ from api.convert import page_out, plan_out, plan_summaries_out
 from api.deps import Paging, Reader, RowId, SessionDep
 from api.responses import NOT_FOUND, STANDARD
 from api.schemas import PageOut, PlanDiffOut, PlanOut, PlanSummaryOut
+from optimizer.calibration.next_measurement import DEFAULT_STEPS, NextMeasurement
 from optimizer.errors import DomainError
 from optimizer.exports.launch import Export, export, export_fleet
 from optimizer.search.fleet_result import FleetPlan
 from optimizer.spec.names import ToolName
 from optimizer.spec.workload import InferenceWorkload
+from service.next_measurement import plan_next_measurement
 from service.plans import inventory_change, plan_change, plan_pair, planned, specs_of
 from store.models import MAX_ID
 from store.repositories.plans import PlanFilter, PlanRepository
@@ -59,6 +61,19 @@ def diff(plan_id: RowId, s: SessionDep, _: Reader, against: AgainstPlan = None) 
     return PlanDiffOut(
         plan_id=plan_id, against=before.id, diff=d, summary=d.summary(), inventory=inventory_change(s, before, after)
     )
+
+
+@router.get("/{plan_id}/next-measurement", response_model=NextMeasurement, responses=NOT_FOUND)
+def next_measurement(
+    plan_id: RowId,
+    s: SessionDep,
+    _: Reader,
+    steps: Annotated[int, Query(ge=1, le=10_000, description="Steps a short run logs after warm-up.")] = DEFAULT_STEPS,
+    top: Annotated[int, Query(ge=1, le=100, description="Candidates returned, best first.")] = 10,
+) -> NextMeasurement:
+    """Which short run or acceptance test would narrow this training plan's predicted step time the most per
+    GPU-hour, with the cluster's current calibration (serving plans: 422)."""
+    return plan_next_measurement(s, plan_id, steps, top)
 
 
 @router.get("/{plan_id}/export/{tool}", response_model=Export, responses=NOT_FOUND)

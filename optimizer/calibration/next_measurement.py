@@ -321,16 +321,25 @@ def posterior_from_report(
 # ---- sensitivities ------------------------------------------------------------------------------------------------
 
 
-class _Pricer:
-    """Log step times under trial constants: the posterior mean with one constant moved."""
+class Pricer:
+    """Log step times under trial constants: `mean` (log factors of `keys`, 'pool.name') applied over `calibration`
+    (its other constants, e.g. the memory reserve, unchanged), with one constant moved at a time."""
 
-    def __init__(self, req: NextMeasurementRequest) -> None:
-        self.req = req
-        self.keys = list(req.posterior.constants)
-        self.mean = np.array(req.posterior.mean, dtype=float)
-        self.base = req.calibration or ClusterCalibration()
+    def __init__(
+        self,
+        keys: Sequence[str],
+        mean: Sequence[float] | np.ndarray,
+        calibration: ClusterCalibration | None,
+        model: ModelSpec,
+        cluster: ClusterSpec,
+    ) -> None:
+        self.keys = list(keys)
+        self.mean = np.array(mean, dtype=float)
+        self.base = calibration or ClusterCalibration()
+        self.model, self.cluster = model, cluster
 
     def calibration(self, x: np.ndarray) -> ClusterCalibration:
+        """The calibration with the constants at `x` (log factors)."""
         pools: dict[str, PoolCalibration] = dict(self.base.pools)
         for k, v in zip(self.keys, x, strict=True):
             pool, name = k.split(".", 1)
@@ -338,16 +347,19 @@ class _Pricer:
             pools[pool] = pools.get(pool, PoolCalibration()).model_copy(update={name: float(math.exp(v))})
         return self.base.model_copy(update={"pools": pools})
 
-    def log_time(self, run: ShortRun, x: np.ndarray) -> float:
-        cluster = (run.cluster or self.req.cluster).with_calibration(self.calibration(x))
-        est = estimate(run.model or self.req.model, cluster, run.workload, run.config)
-        if est.step_time_s is None or est.step_time_s <= 0:
+    def log_time(self, run: ShortRun, x: np.ndarray | None = None) -> float:
+        """log(step time, s) of `run` with the constants at `x` (default: the mean)."""
+        cal = self.calibration(self.mean if x is None else x)
+        est = estimate(
+            run.model or self.model, (run.cluster or self.cluster).with_calibration(cal), run.workload, run.config
+        )
+        if est.step_time_s <= 0:
             raise DomainError("config", "the cost model gives no step time for this configuration")
         return math.log(est.step_time_s)
 
     def jacobian(self, run: ShortRun) -> np.ndarray:
-        """d log T / d log theta at the posterior mean (central differences), zero for pools the run does not use."""
-        used = {p.name for p in assign_pools(run.cluster or self.req.cluster, run.config)}
+        """d log T / d log theta at the mean (central differences), zero for pools the run does not use."""
+        used = {p.name for p in assign_pools(run.cluster or self.cluster, run.config)}
         j = np.zeros(len(self.keys))
         for i, k in enumerate(self.keys):
             if k.split(".", 1)[0] not in used:
@@ -357,6 +369,10 @@ class _Pricer:
             down[i] -= FD_STEP
             j[i] = (self.log_time(run, up) - self.log_time(run, down)) / (2 * FD_STEP)
         return j
+
+
+def _pricer(req: NextMeasurementRequest) -> Pricer:
+    return Pricer(req.posterior.constants, req.posterior.mean, req.calibration, req.model, req.cluster)
 
 
 # ---- candidates ---------------------------------------------------------------------------------------------------
@@ -471,9 +487,11 @@ def variants(req: NextMeasurementRequest) -> list[ShortRun]:
     return out
 
 
-def _priced(req: NextMeasurementRequest, run: ShortRun, adapt: bool) -> tuple[ShortRun, float] | None:
-    """The run (when `adapt` and it does not fit: with full recompute) as the cost model accepts it and it fits in
-    memory, with its predicted step time at the posterior mean; None when it does not."""
+def _priced(
+    req: NextMeasurementRequest, run: ShortRun, adapt: bool, need_fit: bool = True
+) -> tuple[ShortRun, float] | None:
+    """The run (when `adapt` and it does not fit: with full recompute) as the cost model accepts it and (when
+    `need_fit`) it fits in memory, with its predicted step time at the posterior mean; None when it does not."""
     cluster = (run.cluster or req.cluster).with_calibration(req.calibration)
     tries = [run]
     if adapt and run.config.recompute != "full":
@@ -484,7 +502,7 @@ def _priced(req: NextMeasurementRequest, run: ShortRun, adapt: bool) -> tuple[Sh
             est = estimate(r.model or req.model, cluster, r.workload, r.config)
         except (DomainError, ValueError):
             continue
-        if est.feasible and est.step_time_s > 0:
+        if (est.feasible or not need_fit) and est.step_time_s > 0:
             return r, est.step_time_s
     return None
 
@@ -558,20 +576,21 @@ class _Target:
         return c.model_copy(update={"sentence": self.sentence(c)})
 
 
-def _target(req: NextMeasurementRequest, pricer: _Pricer) -> _Target:
+def _target(req: NextMeasurementRequest, pricer: Pricer) -> _Target:
     keys = pricer.keys
     cov = np.array(req.posterior.covariance, dtype=float)
     if cov.shape != (len(keys), len(keys)) or len(req.posterior.mean) != len(keys):
         raise DomainError("posterior", f"needs a mean and a {len(keys)}x{len(keys)} covariance for its constants")
-    priced = _priced(req, ShortRun(label="", purpose="", pool="", workload=req.workload, config=req.config), False)
+    run = ShortRun(label="", purpose="", pool="", workload=req.workload, config=req.config)
+    priced = _priced(req, run, adapt=False, need_fit=False)
     if priced is None:
-        raise DomainError("config", "the target does not fit in memory or breaks a rule: nothing to narrow")
+        raise DomainError("config", "the cost model gives the target no step time: nothing to narrow")
     g = pricer.jacobian(priced[0])
     before = math.sqrt(max(0.0, float(g @ cov @ g)))
     return _Target(keys, cov, g, before, req.run_spread, config_words(req.config), priced[1])
 
 
-def _short_run(req: NextMeasurementRequest, pricer: _Pricer, target: _Target, run: ShortRun) -> Candidate:
+def _short_run(req: NextMeasurementRequest, pricer: Pricer, target: _Target, run: ShortRun) -> Candidate:
     cluster = run.cluster or req.cluster
     steps = req.steps + WARMUP_STEPS
     hours = run.config.gpus * (steps * (run.step_time_s or 0.0) + SHORT_RUN_SETUP_S) / 3600
@@ -640,7 +659,7 @@ def _answer(req: NextMeasurementRequest, target: _Target, cands: list[Candidate]
 def next_measurement(req: NextMeasurementRequest) -> NextMeasurement:
     """The target's current spread and every candidate measurement (short runs generated from the target, the
     acceptance tests of its pools) ranked by narrowing per GPU-hour."""
-    pricer = _Pricer(req)
+    pricer = _pricer(req)
     target = _target(req, pricer)
     cands: list[Candidate] = []
     seen: set[str] = set()
@@ -659,7 +678,7 @@ def next_measurement(req: NextMeasurementRequest) -> NextMeasurement:
 def rank_runs(req: NextMeasurementRequest, runs: Sequence[ShortRun]) -> NextMeasurement:
     """The given runs (e.g. configurations a user could run, or runs already measured elsewhere) ranked as
     candidates for the target, as they are (no recompute added); runs the cost model refuses are left out."""
-    pricer = _Pricer(req)
+    pricer = _pricer(req)
     target = _target(req, pricer)
     cands = []
     for run in runs:
