@@ -187,7 +187,9 @@ def _track(
     answer = rank_runs(req, [_run(pts[i], f"{i}: {pts[i].label}") for i in others])
     if not answer.candidates:
         return None
-    top = answer.candidates[0]
+    # the largest predicted narrowing (not the product's per-GPU-hour rank: published runs are full-size jobs, not
+    # short runs, and the question here is whether the predicted narrowing happens)
+    top = max(answer.candidates, key=lambda c: c.reduction)
     pick = int(top.label.split(":", 1)[0])
     out = Track()
     out.pred_before.append(math.hypot(answer.spread_before, sigma))
@@ -214,7 +216,7 @@ def real_groups(console: Console, n_groups: int, n_targets: int) -> None:
         groups = groups[:n_groups]
     table = _table(
         "Real cluster groups: predicted spread of the target (1 sd, constants + per-run floor) and its actual error, "
-        "% (log), before -> after fitting the top-ranked run of the group",
+        "% (log), before -> after fitting the run of the group predicted to narrow it most",
         ("group", "start", "n"),
     )
     totals: dict[tuple[str, str], tuple[Track, Track]] = {}
@@ -236,9 +238,10 @@ def real_groups(console: Console, n_groups: int, n_targets: int) -> None:
                 bayes.add(got_b[0])
                 if len(examples) < 2 and start_name == "1 run" and group.kind == "bridge" and target == targets[0]:
                     tr, answer = got_b
+                    best = max(answer.candidates, key=lambda c: c.reduction)
                     examples.append(
                         f"{group.name}, target {config_words(pts[target].config)} ({pts[target].model.name}): "
-                        f"{answer.candidates[0].sentence} Actual |error| (Bayes): {abs(tr.err_before[0]):.1%} -> "
+                        f"{best.sentence} Actual |error| (Bayes): {abs(tr.err_before[0]):.1%} -> "
                         f"{abs(tr.err_after[0]):.1%}."
                     )
             if not prod.err_before:
@@ -258,7 +261,7 @@ def real_groups(console: Console, n_groups: int, n_targets: int) -> None:
 # Synthetic clusters where the model's assumptions hold: hidden constants drawn from the prior (log-normal with
 # fit.PRIOR_SPREAD), every run off the model by N(0, RUN_SPREAD) in log: does the predicted spread match the error?
 SCENARIOS = (("llama-3-70b", "dgx-h100:8"), ("llama-2-13b", "dgx-a100:8"), ("llama-3-8b", "l40s-pcie:4"))
-TRIALS = 8
+TRIALS = 16
 CONFIGS = 10
 
 
@@ -266,7 +269,7 @@ def synthetic(console: Console, trials: int) -> None:
     w = TrainingWorkload(global_batch_size=256, seq_len=4096)
     table = _table(
         f"Synthetic clusters: hidden constants drawn from the prior, {RUN_SPREAD:.0%} per-run error; one run measured, "
-        f"the top-ranked of {CONFIGS - 2} others added; % (log)",
+        f"the one of {CONFIGS - 2} others predicted to narrow the target most added; % (log)",
         ("scenario", "n"),
     )
     all_p, all_b = Track(), Track()
@@ -299,12 +302,14 @@ def main() -> None:
     ap.add_argument("--groups", type=int, default=0, help="Real groups to check (0: all).")
     ap.add_argument("--targets", type=int, default=TARGETS, help="Targets per real group.")
     ap.add_argument("--trials", type=int, default=TRIALS, help="Synthetic trials per scenario (0: none).")
+    ap.add_argument("--no-real", action="store_true", help="Skip the real cluster groups.")
     args = ap.parse_args()
     t0 = time.perf_counter()
     console = Console(width=240)
     if args.trials:
         synthetic(console, args.trials)
-    real_groups(console, args.groups, args.targets)
+    if not args.no_real:
+        real_groups(console, args.groups, args.targets)
     console.print(f"{time.perf_counter() - t0:.0f} s")
 
 

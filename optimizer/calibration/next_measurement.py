@@ -163,7 +163,7 @@ class Candidate(BaseModel):
     kind: str = Field(description="'short_run' (a training configuration for a few steps) or 'acceptance_test'.")
     label: str = Field(description="What to run, in words (configuration and nodes, or the test's command).")
     purpose: str = Field(description="What it isolates.")
-    pool: str = Field(description="The pool it runs on.")
+    pool: str = Field(description="The pool it runs on ('a+b' when its stages span several).")
     config: ParallelConfig | None = Field(default=None, description="Short run: its configuration.")
     global_batch_size: int | None = Field(default=None, description="Short run: its global batch, sequences.")
     pins: list[str] = Field(
@@ -194,7 +194,7 @@ class ShortRun(BaseModel):
 
     label: str = Field(description="What it is, in words.")
     purpose: str = Field(description="What it isolates.")
-    pool: str = Field(description="The pool it runs on (its first stage's).")
+    pool: str = Field(description="The pool it runs on ('a+b' when its stages span several).")
     model: ModelSpec | None = Field(default=None, description="Its model (None: the target's).")
     cluster: ClusterSpec | None = Field(default=None, description="Its cluster inventory (None: the target's).")
     workload: TrainingWorkload = Field(description="Its training workload.")
@@ -472,7 +472,7 @@ def variants(req: NextMeasurementRequest) -> list[ShortRun]:
         ShortRun(
             label=f"the target itself, {_on_nodes(cluster, t)}",
             purpose="the target's own mix of compute and communication",
-            pool=assign_pools(cluster, t)[0].name,
+            pool="+".join(dict.fromkeys(p.name for p in assign_pools(cluster, t))),
             workload=w,
             config=t,
         )
@@ -481,9 +481,14 @@ def variants(req: NextMeasurementRequest) -> list[ShortRun]:
         node = cluster.pool(pool)
         for purpose, tp, pp, dp in _shapes(req, node.gpus_per_node, node.healthy_nodes):
             shaped = _reshaped(t, w, pool, tp, pp, dp)
-            if shaped is not None:
-                cfg, wl = shaped
-                out.append(ShortRun(label=_on_nodes(cluster, cfg), purpose=purpose, pool=pool, workload=wl, config=cfg))
+            if shaped is None:
+                continue
+            cfg, wl = shaped
+            try:
+                label = _on_nodes(cluster, cfg)
+            except DomainError:  # more GPUs than the pool has healthy
+                continue
+            out.append(ShortRun(label=label, purpose=purpose, pool=pool, workload=wl, config=cfg))
     return out
 
 
