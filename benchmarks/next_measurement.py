@@ -130,10 +130,22 @@ class Track:
     err_before: list[float] = field(default_factory=list)
     err_after: list[float] = field(default_factory=list)
     err_random: list[float] = field(default_factory=list)
+    # synthetic only: the constants' error on the target (prediction vs the noiseless truth) over the constants'
+    # predicted spread, before and after; a z-score whose sd is 1 when the constants' share is right
+    z_before: list[float] = field(default_factory=list)
+    z_after: list[float] = field(default_factory=list)
 
     def add(self, other: Track) -> None:
-        for k in ("pred_before", "pred_after", "err_before", "err_after", "err_random"):
+        for k in ("pred_before", "pred_after", "err_before", "err_after", "err_random", "z_before", "z_after"):
             getattr(self, k).extend(getattr(other, k))
+
+    def z_words(self) -> str:
+        """The z-scores' spread, before and after."""
+        if not self.z_before:
+            return "-"
+        sd_b = math.sqrt(statistics.fmean(z * z for z in self.z_before))
+        sd_a = math.sqrt(statistics.fmean(z * z for z in self.z_after))
+        return f"{sd_b:.2f} / {sd_a:.2f}"
 
     @staticmethod
     def _pair(a: Sequence[float], b: Sequence[float], how: Callable[[Sequence[float]], float]) -> str:
@@ -166,7 +178,12 @@ TRACK_COLUMNS = ("pred sd", "rms err", "median |err|", "random pick", "shrank", 
 
 
 def _track(
-    fitter: Fitter, pts: list[FitPoint], target: int, start: list[int], others: list[int]
+    fitter: Fitter,
+    pts: list[FitPoint],
+    target: int,
+    start: list[int],
+    others: list[int],
+    truth: ClusterCalibration | None = None,
 ) -> tuple[Track, NextMeasurement] | None:
     """Rank the `others` for the target after fitting `start`; fit the top one (and each other, for the random
     pick) and score the target."""
@@ -194,8 +211,14 @@ def _track(
     out = Track()
     out.pred_before.append(math.hypot(answer.spread_before, sigma))
     out.pred_after.append(math.hypot(top.spread_after, sigma))
+    after = fitter([*measured, pts[pick]], pools)[0]
     out.err_before.append(_log_error(t, cal))
-    out.err_after.append(_log_error(t, fitter([*measured, pts[pick]], pools)[0]))
+    out.err_after.append(_log_error(t, after))
+    if truth is not None:
+        noiseless = math.log(estimate(t.model, t.cluster.with_calibration(truth), t.workload, t.config).step_time_s)
+        for cal_, spread, zs in ((cal, answer.spread_before, out.z_before), (after, top.spread_after, out.z_after)):
+            t_cal = estimate(t.model, t.cluster.with_calibration(cal_), t.workload, t.config).step_time_s
+            zs.append((math.log(t_cal) - noiseless) / max(spread, 1e-9))
     out.err_random.append(statistics.fmean(abs(_log_error(t, fitter([*measured, pts[i]], pools)[0])) for i in others))
     return out, answer
 
@@ -216,43 +239,51 @@ def real_groups(console: Console, n_groups: int, n_targets: int) -> None:
         groups = groups[:n_groups]
     table = _table(
         "Real cluster groups: predicted spread of the target (1 sd, constants + per-run floor) and its actual error, "
-        "% (log), before -> after fitting the run of the group predicted to narrow it most",
+        "% (log), before -> after fitting the run of the group predicted to narrow it most (per group: any other "
+        "run; totals also for runs of the target's own model only)",
         ("group", "start", "n"),
     )
-    totals: dict[tuple[str, str], tuple[Track, Track]] = {}
+    totals: dict[tuple[str, str, str], tuple[Track, Track]] = {}
     examples: list[str] = []
     for group in groups:
         pts = list(group.points)
         rng = random.Random(f"{SEED}/{group.name}")
         targets = sorted(rng.sample(range(len(pts)), min(n_targets, len(pts))))
         for start_name in ("none", "1 run"):
-            prod, bayes = Track(), Track()
+            tracks = {pool: (Track(), Track()) for pool in ("any run", "same model")}
             for target in targets:
                 start = [] if start_name == "none" else [rng.choice([i for i in range(len(pts)) if i != target])]
                 others = [i for i in range(len(pts)) if i != target and i not in start]
-                got_p = _track(product_fit, pts, target, start, others)
-                got_b = _track(bayes_fit, pts, target, start, others)
-                if got_p is None or got_b is None:
-                    continue
-                prod.add(got_p[0])
-                bayes.add(got_b[0])
-                if len(examples) < 2 and start_name == "1 run" and group.kind == "bridge" and target == targets[0]:
-                    tr, answer = got_b
-                    best = max(answer.candidates, key=lambda c: c.reduction)
-                    examples.append(
-                        f"{group.name}, target {config_words(pts[target].config)} ({pts[target].model.name}): "
-                        f"{best.sentence} Actual |error| (Bayes): {abs(tr.err_before[0]):.1%} -> "
-                        f"{abs(tr.err_after[0]):.1%}."
-                    )
-            if not prod.err_before:
-                continue
-            name = group.name.replace("bridge ", "").replace("DGX-", "")[:28]
-            table.add_row(name, start_name, str(len(prod.err_before)), *prod.cells(), *bayes.cells())
-            tp, tb = totals.setdefault((group.kind, start_name), (Track(), Track()))
-            tp.add(prod)
-            tb.add(bayes)
-    for (kind, start_name), (tp, tb) in sorted(totals.items()):
-        table.add_row(f"ALL {kind}", start_name, str(len(tp.err_before)), *tp.cells(), *tb.cells(), style="bold")
+                same = [i for i in others if pts[i].model.name == pts[target].model.name]
+                for pool, cands in (("any run", others), ("same model", same)):
+                    if not cands:
+                        continue
+                    got_p = _track(product_fit, pts, target, start, cands)
+                    got_b = _track(bayes_fit, pts, target, start, cands)
+                    if got_p is None or got_b is None:
+                        continue
+                    tracks[pool][0].add(got_p[0])
+                    tracks[pool][1].add(got_b[0])
+                    if len(examples) < 2 and pool == "same model" and start_name == "1 run":
+                        tr, answer = got_b
+                        best = max(answer.candidates, key=lambda c: c.reduction)
+                        examples.append(
+                            f"{group.name}, target {config_words(pts[target].config)} ({pts[target].model.name}): "
+                            f"{best.sentence} Actual |error| (Bayes): {abs(tr.err_before[0]):.1%} -> "
+                            f"{abs(tr.err_after[0]):.1%}."
+                        )
+            prod, bayes = tracks["any run"]
+            if prod.err_before:
+                name = group.name.replace("bridge ", "").replace("DGX-", "")[:28]
+                table.add_row(name, start_name, str(len(prod.err_before)), *prod.cells(), *bayes.cells())
+            for pool, (tp_, tb_) in tracks.items():
+                tp, tb = totals.setdefault((group.kind, pool, start_name), (Track(), Track()))
+                tp.add(tp_)
+                tb.add(tb_)
+    for (kind, pool, start_name), (tp, tb) in sorted(totals.items()):
+        if tp.err_before:
+            row = (f"ALL {kind}, {pool}", start_name, str(len(tp.err_before)), *tp.cells(), *tb.cells())
+            table.add_row(*row, style="bold")
     console.print(table)
     for line in examples:
         console.print(f"Example: {line}")
@@ -287,7 +318,7 @@ def synthetic(console: Console, trials: int) -> None:
                 continue
             others = list(range(2, len(pts)))
             for fitter, track in ((product_fit, prod), (bayes_fit, bayes)):
-                got = _track(fitter, pts, 0, [1], others)
+                got = _track(fitter, pts, 0, [1], others, truth)
                 if got is not None:
                     track.add(got[0])
         table.add_row(f"{model_name} / {cluster_name}", str(len(prod.err_before)), *prod.cells(), *bayes.cells())
@@ -295,6 +326,10 @@ def synthetic(console: Console, trials: int) -> None:
         all_b.add(bayes)
     table.add_row("ALL", str(len(all_p.err_before)), *all_p.cells(), *all_b.cells(), style="bold")
     console.print(table)
+    console.print(
+        "The constants' share alone (prediction vs the noiseless truth, over the predicted sqrt(g'Sg)): rms z-score "
+        f"before / after = {all_b.z_words()} (Bayes), {all_p.z_words()} (fit); 1 is exact."
+    )
 
 
 def main() -> None:
