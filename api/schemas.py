@@ -309,3 +309,7 @@ class CalibrationOut(BaseModel):
 class CalibrateOut(BaseModel):
     created: bool = Field(description="False when the refit moved no constant (the current version stands).")
     calibration: CalibrationOut
+    fit: dict[str, Any] = Field(
+        description="This refit's evidence: the measurements it used and each constant, whether or not it created "
+        "a version (with created false, `calibration.report` is the standing version's)."
+    )

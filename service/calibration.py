@@ -18,6 +18,7 @@ from optimizer.costmodel.estimate import estimate
 from optimizer.errors import DomainError
 from optimizer.frameworks.validation import assign_pools
 from optimizer.spec.calibration import change_between
+from optimizer.spec.names import named_framework
 from optimizer.spec.parallel_config import ParallelConfig
 from optimizer.spec.workload import TrainingWorkload
 from service.plans import Specs, planned, specs_of
@@ -105,6 +106,7 @@ def _points(s: Session, cluster_id: int) -> list[FitPoint]:
                 step_time_s=row.step_time_s,
                 peak_allocated_gb=figures.peak_allocated_gb,
                 peak_reserved_gb=figures.peak_reserved_gb,
+                unmodelled=figures.unmodelled_reason(named_framework(sp.workload.framework)),
             )
         )
     return points
@@ -118,14 +120,24 @@ def fit_cluster(s: Session, cluster_id: int) -> FitReport:
     return fit_calibration(points)
 
 
-def recalibrate(s: Session, cluster_id: int) -> tuple[Calibration, bool]:
-    """Fit and store a new calibration version when a constant moved. Returns (current row, created)."""
+@dataclass(frozen=True)
+class Recalibration:
+    """A refit: the cluster's current calibration row, whether the refit created it, and the refit's own report
+    (the measurements it used, whether or not a new version was stored)."""
+
+    row: Calibration
+    created: bool
+    report: FitReport
+
+
+def recalibrate(s: Session, cluster_id: int) -> Recalibration:
+    """Fit and store a new calibration version when a constant moved."""
     report = fit_cluster(s, cluster_id)
     repo = CalibrationRepository(s)
     current = repo.current(cluster_id)
     change = change_between(calibration_spec(current), report.calibration)
     if current is not None and change < SAME_CALIBRATION:
-        return current, False
+        return Recalibration(current, False, report)
     row = Calibration(
         cluster_id=cluster_id,
         constants=report.calibration.model_dump(mode="json", exclude={"version"}),
@@ -133,7 +145,7 @@ def recalibrate(s: Session, cluster_id: int) -> tuple[Calibration, bool]:
         measurements=report.measurements,
         change=change,
     )
-    return repo.add(row), True
+    return Recalibration(repo.add(row), True, report)
 
 
 def recalibrate_stale(s: Session, cluster_id: int | None = None) -> list[int]:
@@ -146,7 +158,7 @@ def recalibrate_stale(s: Session, cluster_id: int | None = None) -> list[int]:
             continue
         try:
             with s.begin_nested():
-                _row, created = recalibrate(s, cid)
+                created = recalibrate(s, cid).created
         except DomainError:
             continue
         if created:

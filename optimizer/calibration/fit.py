@@ -43,7 +43,7 @@ from optimizer.spec.parallel_config import ParallelConfig
 from optimizer.spec.workload import TrainingWorkload
 
 # The step-time constants fitted from step times (memory_reserve comes from memory figures).
-TIME_CONSTANTS: tuple[str, ...] = ("compute", "intra_node", "network")
+TIME_CONSTANTS: tuple[str, ...] = ("compute", "memory_bound", "attention", "host", "intra_node", "network")
 
 # Prior of each constant, log units: how far a cluster's own constant sits from the sourced value. Compute: the
 # spread of the cluster-level bias across cluster groups the model was not fitted to (between-group sd of the mean
@@ -52,12 +52,23 @@ TIME_CONSTANTS: tuple[str, ...] = ("compute", "intra_node", "network")
 # the sourced value across sites [nccl-tests issue reports]. Heavy-tailed (Student-t, PRIOR_TAIL degrees of
 # freedom): a run a few percent off barely moves a constant (most of that is the run's own scatter), a cluster
 # consistently 20% off moves it nearly all the way [robust hierarchical priors, Gelman et al. BDA3 §17.2].
-PRIOR_SPREAD: dict[str, float] = {"compute": 0.05, "intra_node": 0.25, "network": 0.35}
+# Memory-bound kernels and the attention core: their efficiencies vary with kernel versions more than dense GEMMs
+# do (HBM efficiency of fused elementwise kernels 0.6-0.9 [constants HBM_EFFICIENCY sources]; flash-attention
+# generations differ by 1.3-2x [FlashAttention-3 paper, Table 1]): 0.10. Host issue rate: several-fold across CPUs,
+# Python and driver versions [CUDA Graphs blog]: 0.5.
+PRIOR_SPREAD: dict[str, float] = {
+    "compute": 0.05,
+    "memory_bound": 0.10,
+    "attention": 0.10,
+    "host": 0.5,
+    "intra_node": 0.25,
+    "network": 0.35,
+}
 PRIOR_TAIL = 1.0
 # The identification test measures what the data pin against these wider reference spreads (the spread of
 # published clusters of one GPU family around the sourced values, +-15% for compute), so that a tight prior does
 # not read as "not identified".
-REFERENCE_SPREAD: dict[str, float] = {"compute": 0.15, "intra_node": 0.25, "network": 0.35}
+REFERENCE_SPREAD: dict[str, float] = {**PRIOR_SPREAD, "compute": 0.15, "memory_bound": 0.2, "attention": 0.2}
 # Each run's own scatter around its cluster's bias, log units, before the data speak: the within-group sd of the
 # model's log error (accuracy/blind_calibration.py on the 32 cluster groups: dense runs 0.061, MoE runs 0.143;
 # measured 2026-11-25). The fit re-estimates a common scale of these from its own residuals, the prior worth
@@ -103,6 +114,7 @@ class FitPoint:
     step_time_s: float | None = None
     peak_allocated_gb: float | None = None
     peak_reserved_gb: float | None = None
+    unmodelled: str = ""  # what this run used that the cost model does not price: compared, never fitted
 
 
 class ConstantFit(BaseModel):
@@ -134,6 +146,9 @@ class RunFit(BaseModel):
     before_s: float
     after_s: float
     outlier: bool = Field(description="Left out of the fit (more than 2x off after the robust fit).")
+    left_out: str = Field(
+        default="", description="Why the run was not fitted at all: something it used that the model does not price."
+    )
     flagged: bool = Field(description="More than 20% off after the fit.")
     sensitivity: dict[str, float] = Field(
         description="d log(step time) / d log(constant), per pool.constant: the terms most likely responsible."
@@ -184,7 +199,9 @@ class CalibrationFit:
     """The state of one fit: the runs with a step time, the parameters their pools carry, the current point."""
 
     def __init__(self, points: Sequence[FitPoint], priors: Priors | None = None) -> None:
-        self.timed = [p for p in points if p.step_time_s is not None]
+        # Runs the model cannot express are left out before anything is fitted (they would inflate the spread and
+        # make the identification test refuse every constant).
+        self.timed = [p for p in points if p.step_time_s is not None and not p.unmodelled]
         self.priors: Priors = priors or {}
         pools: list[str] = []
         for p in self.timed:
@@ -237,14 +254,20 @@ class CalibrationFit:
             raise DomainError("measurement", f"{point.label}: the cost model gives no step time for this run")
         return math.log(est.step_time_s)
 
-    def linearise(self, x: np.ndarray) -> _Linearised:
+    def linearise(
+        self, x: np.ndarray, previous: _Linearised | None = None, free: np.ndarray | None = None
+    ) -> _Linearised:
+        """The model linearised at `x`. With `previous` and `free`, only the free constants' columns are
+        differenced again (the fixed ones keep their previous slopes: they are not fitted, only reported)."""
         n, k = len(self.timed), len(self.params)
         f0 = np.zeros(n)
-        jac = np.zeros((n, k))
+        jac = np.zeros((n, k)) if previous is None else previous.jac.copy()
         base = self.calibration(x)
         for i, point in enumerate(self.timed):
             f0[i] = self._log_time(point, base)
             for j in self.touches[i]:
+                if previous is not None and free is not None and not free[j]:
+                    continue
                 xs = x.copy()
                 xs[j] += FD_STEP
                 jac[i, j] = (self._log_time(point, self.calibration(xs)) - f0[i]) / FD_STEP
@@ -307,19 +330,21 @@ class CalibrationFit:
             self.prior_log_times = np.array([self._log_time(p, sourced) for p in self.timed])
         # The spread is estimated from a fit where every constant a run depends on is free: fixing one the data
         # barely pin would leave its whole effect in the residuals and inflate the spread.
+        # Outliers are found here, before the identification test, so that a wild run cannot make it refuse a
+        # constant the other runs pin.
         _x, _sd, _free, keep, lin = self._run_once(first, identify=False)
         resid = ((lin.f0 - self.log_measured) / self.run_base)[keep]
         var = (RUN_SPREAD_WEIGHT + float(np.sum(resid**2))) / (RUN_SPREAD_WEIGHT + resid.size)
         self.sigma = np.maximum(RUN_SPREAD_FLOOR, self.run_base * math.sqrt(var))
-        return self._run_once(first)
+        return self._run_once(first, keep=keep)
 
     def _run_once(
-        self, lin: _Linearised, identify: bool = True
+        self, lin: _Linearised, identify: bool = True, keep: np.ndarray | None = None
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, _Linearised]:
         k = len(self.params)
         x = self.prior_mu.copy()
         free = np.any(np.abs(lin.jac) >= INFORMS, axis=0) if lin.jac.size else np.ones(k, dtype=bool)
-        keep = np.ones(len(self.timed), dtype=bool)
+        keep = np.ones(len(self.timed), dtype=bool) if keep is None else keep.copy()
         # Identifiability at the prior point: fix the least pinned constant until every free one is pinned.
         ref = self.reference_sd
         while identify:
@@ -337,7 +362,7 @@ class CalibrationFit:
                 x_new = self._solve_linear(lin, free, keep)
             step = float(np.max(np.abs(x_new - x))) if k else 0.0
             x = x_new
-            lin = self.linearise(x)
+            lin = self.linearise(x, lin, free)
             if step < CONVERGED:
                 break
         sd = self._posterior_sd(lin.jac[keep], free, keep)
@@ -362,6 +387,24 @@ def _reserve_fit(points: Sequence[FitPoint]) -> tuple[dict[str, float], dict[str
         spread[pool] = math.sqrt(1 / (prec_prior + prec_run * len(slacks)))
         runs[pool] = len(slacks)
     return value, spread, runs
+
+
+def _left_out_run(point: FitPoint, calibration: ClusterCalibration) -> RunFit:
+    """A run the model cannot express: compared with both predictions, never fitted."""
+    measured = float(point.step_time_s or 0.0)
+    before = estimate(point.model, point.cluster, point.workload, point.config).step_time_s or 0.0
+    cluster = point.cluster.with_calibration(calibration)
+    after = estimate(point.model, cluster, point.workload, point.config).step_time_s or 0.0
+    return RunFit(
+        label=point.label,
+        measured_s=measured,
+        before_s=before,
+        after_s=after,
+        outlier=False,
+        left_out=point.unmodelled,
+        flagged=abs(after / measured - 1) > FLAG_RELATIVE,
+        sensitivity={},
+    )
 
 
 def _prior_source(priors: Priors, pool: str, name: str) -> str:
@@ -443,6 +486,7 @@ def fit_calibration(points: Sequence[FitPoint], priors: Priors | None = None) ->
         calibration = fit.calibration(x, reserve)
     else:
         calibration = fit.calibration(np.zeros(0), reserve)
+    runs += [_left_out_run(p, calibration) for p in points if p.step_time_s is not None and p.unmodelled]
     fitted = {(c.pool, c.name) for c in constants}
     for pool, consts in (priors or {}).items():
         for name, prior in consts.items():
@@ -463,7 +507,7 @@ def fit_calibration(points: Sequence[FitPoint], priors: Priors | None = None) ->
         )
     # What the cluster's runs leave unexplained after the fit: the residuals the intervals narrow to
     # (costmodel/uncertainty.py cluster_interval), with the constants they paid for.
-    kept = [math.log(r.measured_s / r.after_s) for r in runs if not r.outlier and r.after_s > 0]
+    kept = [math.log(r.measured_s / r.after_s) for r in runs if not r.outlier and not r.left_out and r.after_s > 0]
     identified = sum(1 for c in constants if c.identified and c.name != "memory_reserve" and c.runs > 0)
     calibration = calibration.model_copy(update={"run_residuals": tuple(kept), "fitted_constants": identified})
     return FitReport(

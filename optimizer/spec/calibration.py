@@ -17,13 +17,18 @@ from pydantic import BaseModel, ConfigDict, Field
 # gpu_memory_utilization=0.9 does [VL optimization docs; Z20 §3.2 ZeRO-R].
 FRAGMENTATION_FRACTION = 0.10
 
-ConstantName = Literal["compute", "intra_node", "network", "memory_reserve"]
+ConstantName = Literal["compute", "memory_bound", "attention", "host", "intra_node", "network", "memory_reserve"]
 
 # Range a fitted constant may take: wider than any published cluster's spread around the sourced values
 # (the Hopper framework factor's records spread +-15% [benchmarks/model_accuracy.py]; NCCL bus bandwidth on a
 # misconfigured fabric falls to a fifth of line rate [NCCL tests issue reports]).
 BOUNDS: dict[str, tuple[float, float]] = {
     "compute": (0.3, 2.0),
+    "memory_bound": (0.3, 2.0),
+    "attention": (0.3, 2.0),
+    # Host issue time: Python / driver overhead spans several-fold across CPUs and stacks [PyTorch issue reports
+    # on launch-bound small models; CUDA Graphs blog].
+    "host": (0.2, 5.0),
     "intra_node": (0.2, 2.0),
     "network": (0.1, 2.0),
     "memory_reserve": (0.0, 0.5),
@@ -31,7 +36,12 @@ BOUNDS: dict[str, tuple[float, float]] = {
 
 # What each constant scales, in words the plan page and CLI print.
 MEANING: dict[str, str] = {
-    "compute": "GEMM and attention throughput (x the sourced efficiency)",
+    "compute": "GEMM and attention throughput (x the sourced efficiency); scales with FLOPs",
+    "memory_bound": "device-memory streaming rate of the memory-bound kernels (norms, activations, residuals, "
+    "operand streaming, casts, optimizer step; x the sourced HBM efficiency); scales with bytes",
+    "attention": "attention-core throughput (x the sourced flash-attention efficiency); scales with s^2 FLOPs",
+    "host": "host rate issuing a layer's kernels per micro-batch (x the sourced launch rate); its time scales with "
+    "layers x micro-batches, exposed where a layer's GPU work is shorter",
     "intra_node": "NVLink / PCIe bus bandwidth (x the sourced efficiency)",
     "network": "NIC bus bandwidth between nodes (x the sourced efficiency)",
     "memory_reserve": "device memory kept free for allocator slack, fraction of capacity (training: <= 8 GiB)",
@@ -44,6 +54,15 @@ class PoolCalibration(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     compute: float = Field(default=1.0, ge=BOUNDS["compute"][0], le=BOUNDS["compute"][1], description="Factor.")
+    memory_bound: float = Field(
+        default=1.0, ge=BOUNDS["memory_bound"][0], le=BOUNDS["memory_bound"][1], description="Factor on HBM rate."
+    )
+    attention: float = Field(
+        default=1.0, ge=BOUNDS["attention"][0], le=BOUNDS["attention"][1], description="Factor on attention rate."
+    )
+    host: float = Field(
+        default=1.0, ge=BOUNDS["host"][0], le=BOUNDS["host"][1], description="Factor on host issue rate."
+    )
     intra_node: float = Field(
         default=1.0, ge=BOUNDS["intra_node"][0], le=BOUNDS["intra_node"][1], description="Factor."
     )
@@ -128,8 +147,8 @@ TERM_CONSTANT: dict[str, str] = {
     "pp_comm": "network",
     "dp_comm": "network",
     "zero_gather": "network",
-    "optimizer": "none (HBM-bound)",
-    "launch": "none (host-bound)",
+    "optimizer": "memory_bound",
+    "launch": "host",
 }
 
 

@@ -237,14 +237,17 @@ class ClusterSpec(BaseModel):
         return self._calibration.of(pool.name) if self._calibration is not None else IDENTITY
 
     def compute_gpu(self, pool: NodePool) -> GPUSpec:
-        """The GPU spec the cost model computes with: peak FLOP/s scaled by the pool's calibrated compute
-        factor (the catalogued spec when uncalibrated)."""
+        """The GPU spec the cost model computes with: peak FLOP/s scaled by the pool's calibrated compute factor
+        and device-memory bandwidth by its memory-bound factor (the catalogued spec when uncalibrated)."""
         gpu = self.gpu_of(pool)
-        k = self.calibration_of(pool).compute
-        if k == 1.0:
+        cal = self.calibration_of(pool)
+        k, mem = cal.compute, cal.memory_bound
+        if k == 1.0 and mem == 1.0:
             return gpu
         fp8 = gpu.fp8_tflops * k if gpu.fp8_tflops is not None else None
-        return gpu.model_copy(update={"bf16_tflops": gpu.bf16_tflops * k, "fp8_tflops": fp8})
+        return gpu.model_copy(
+            update={"bf16_tflops": gpu.bf16_tflops * k, "fp8_tflops": fp8, "memory_tbps": gpu.memory_tbps * mem}
+        )
 
     def fabric_of(self, pool: NodePool) -> IntraNodeFabric:
         """The pool's intra-node fabric with every default filled from its GPU type."""
