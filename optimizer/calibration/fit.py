@@ -26,6 +26,7 @@ import statistics
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
@@ -39,6 +40,7 @@ from optimizer.frameworks.validation import assign_pools
 from optimizer.spec.calibration import BOUNDS, MEANING, ClusterCalibration, PoolCalibration, Prior, Priors
 from optimizer.spec.cluster_spec import ClusterSpec
 from optimizer.spec.model_spec import ModelSpec
+from optimizer.spec.names import priced_framework
 from optimizer.spec.parallel_config import ParallelConfig
 from optimizer.spec.workload import TrainingWorkload
 
@@ -55,12 +57,16 @@ TIME_CONSTANTS: tuple[str, ...] = ("compute", "memory_bound", "attention", "host
 # Memory-bound kernels and the attention core: their efficiencies vary with kernel versions more than dense GEMMs
 # do (HBM efficiency of fused elementwise kernels 0.6-0.9 [constants HBM_EFFICIENCY sources]; flash-attention
 # generations differ by 1.3-2x [FlashAttention-3 paper, Table 1]): 0.10. Host issue rate: several-fold across CPUs,
-# Python and driver versions [CUDA Graphs blog]: 0.5.
+# Python and driver versions [CUDA Graphs blog]: 0.5. FP8 over BF16 and one framework over another on the same
+# cluster: the spread of the cost model's per-framework and FP8 factors across published stacks (+-10%,
+# costmodel/framework_runtime.py and benchmarks/model_accuracy.py per-framework medians): 0.10.
 PRIOR_SPREAD: dict[str, float] = {
     "compute": 0.05,
     "memory_bound": 0.10,
     "attention": 0.10,
     "host": 0.5,
+    "fp8_compute": 0.10,
+    "framework_compute": 0.10,
     "intra_node": 0.25,
     "network": 0.35,
 }
@@ -68,7 +74,14 @@ PRIOR_TAIL = 1.0
 # The identification test measures what the data pin against these wider reference spreads (the spread of
 # published clusters of one GPU family around the sourced values, +-15% for compute), so that a tight prior does
 # not read as "not identified".
-REFERENCE_SPREAD: dict[str, float] = {**PRIOR_SPREAD, "compute": 0.15, "memory_bound": 0.2, "attention": 0.2}
+REFERENCE_SPREAD: dict[str, float] = {
+    **PRIOR_SPREAD,
+    "compute": 0.15,
+    "memory_bound": 0.2,
+    "attention": 0.2,
+    "fp8_compute": 0.2,
+    "framework_compute": 0.2,
+}
 # Each run's own scatter around its cluster's bias, log units, before the data speak: the within-group sd of the
 # model's log error (accuracy/blind_calibration.py on the 32 cluster groups: dense runs 0.061, MoE runs 0.143;
 # measured 2026-11-25). The fit re-estimates a common scale of these from its own residuals, the prior worth
@@ -182,10 +195,24 @@ class FitReport(BaseModel):
 class _Param:
     pool: str
     name: str
+    framework: str = ""  # for framework_compute: whose
+
+    @property
+    def label(self) -> str:
+        """The constant's name as reports print it (framework_compute.deepspeed)."""
+        return f"{self.name}.{self.framework}" if self.framework else self.name
 
     @property
     def key(self) -> str:
-        return f"{self.pool}.{self.name}"
+        return f"{self.pool}.{self.label}"
+
+    def applies_to(self, point: FitPoint) -> bool:
+        """Whether a run's prediction can depend on this constant at all."""
+        if self.name == "fp8_compute":
+            return point.workload.precision == "fp8"
+        if self.name == "framework_compute":
+            return priced_framework(point.workload.framework) == self.framework
+        return True
 
 
 class _Linearised:
@@ -209,6 +236,7 @@ class CalibrationFit:
                 if name not in pools:
                     pools.append(name)
         self.params = [_Param(pool, k) for pool in pools for k in TIME_CONSTANTS]
+        self.params += [p for pool in pools for p in self._level_params(pool)]
         self.index = {p.key: i for i, p in enumerate(self.params)}
         self.log_measured = np.array([math.log(p.step_time_s or 1.0) for p in self.timed])
         given = [self.priors.get(p.pool, {}).get(p.name) for p in self.params]
@@ -224,12 +252,30 @@ class CalibrationFit:
         self.bounds = (np.array(lo), np.array(hi))
         # The parameters each run's prediction can depend on (its stages' pools).
         self.touches = [
-            [self.index[f"{pool}.{k}"] for pool in self._pools_of(p) for k in TIME_CONSTANTS] for p in self.timed
+            [j for j, prm in enumerate(self.params) if prm.pool in self._pools_of(p) and prm.applies_to(p)]
+            for p in self.timed
         ]
         self.prior_log_times = np.zeros(len(self.timed))
         # Each run's own spread before the data speak: its regime's run-to-run scatter around its cluster's bias.
         self.run_base = np.array([RUN_SPREAD_MOE if p.model.moe is not None else RUN_SPREAD for p in self.timed])
         self.sigma = self.run_base.copy()
+
+    def _level_params(self, pool: str) -> list[_Param]:
+        """Hierarchical constants of a pool, only where its runs could pin them: an FP8 factor when it ran both
+        precisions; a factor per framework other than its most measured one when it ran more than one."""
+        runs = [p for p in self.timed if pool in self._pools_of(p)]
+        out = []
+        precisions = {p.workload.precision == "fp8" for p in runs}
+        if precisions == {True, False}:
+            out.append(_Param(pool, "fp8_compute"))
+        counts: dict[str, int] = {}
+        for p in runs:
+            fw = priced_framework(p.workload.framework)
+            counts[fw] = counts.get(fw, 0) + 1
+        if len(counts) > 1:
+            reference = max(sorted(counts), key=lambda fw: counts[fw])
+            out += [_Param(pool, "framework_compute", fw) for fw in sorted(counts) if fw != reference]
+        return out
 
     @staticmethod
     def _pools_of(p: FitPoint) -> list[str]:
@@ -238,12 +284,15 @@ class CalibrationFit:
 
     # ---- evaluation --------------------------------------------------------------------------------------------
     def calibration(self, x: np.ndarray, reserve: dict[str, float] | None = None) -> ClusterCalibration:
-        values: dict[str, dict[str, float]] = {
+        values: dict[str, dict[str, Any]] = {
             pool: {k: prior.value for k, prior in consts.items() if k in TIME_CONSTANTS}
             for pool, consts in self.priors.items()
         }
         for i, p in enumerate(self.params):
-            values.setdefault(p.pool, {})[p.name] = float(math.exp(x[i]))
+            if p.framework:
+                values.setdefault(p.pool, {}).setdefault("framework_compute", {})[p.framework] = float(math.exp(x[i]))
+            else:
+                values.setdefault(p.pool, {})[p.name] = float(math.exp(x[i]))
         for pool, slack in (reserve or {}).items():
             values.setdefault(pool, {})["memory_reserve"] = slack
         return ClusterCalibration(pools={k: PoolCalibration(**v) for k, v in values.items()})
@@ -452,7 +501,7 @@ def fit_calibration(points: Sequence[FitPoint], priors: Priors | None = None) ->
             constants.append(
                 ConstantFit(
                     pool=p.pool,
-                    name=p.name,
+                    name=p.label,
                     meaning=MEANING[p.name],
                     prior=float(math.exp(fit.prior_mu[j])),
                     value=float(math.exp(x[j])),

@@ -250,9 +250,10 @@ class CostContext:
         return self._moe_prefix[start + layers] - self._moe_prefix[start]
 
     def gpu(self, pool: NodePool) -> GPUSpec:
-        g = self._gpus.get(pool.name)
+        key = f"{pool.name}/{self.fw.name}"  # a calibration may carry a framework's own compute factor
+        g = self._gpus.get(key)
         if g is None:
-            g = self._gpus[pool.name] = self.cluster.compute_gpu(pool)
+            g = self._gpus[key] = self.cluster.compute_gpu(pool, self.fw.name)
         return g
 
     def reserve(self, pool: NodePool) -> float:

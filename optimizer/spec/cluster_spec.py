@@ -12,6 +12,7 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, model_validator
 from optimizer.errors import DomainError, UnknownNameError
 from optimizer.spec.calibration import IDENTITY, ClusterCalibration, PoolCalibration
 from optimizer.spec.gpu_catalog import GPUSpec, resolve_gpu
+from optimizer.spec.names import FrameworkName
 
 NodeState = Literal["healthy", "drained", "failed"]
 
@@ -236,15 +237,17 @@ class ClusterSpec(BaseModel):
         """The fitted constants of a pool (the identity when uncalibrated)."""
         return self._calibration.of(pool.name) if self._calibration is not None else IDENTITY
 
-    def compute_gpu(self, pool: NodePool) -> GPUSpec:
+    def compute_gpu(self, pool: NodePool, framework: FrameworkName | None = None) -> GPUSpec:
         """The GPU spec the cost model computes with: peak FLOP/s scaled by the pool's calibrated compute factor
-        and device-memory bandwidth by its memory-bound factor (the catalogued spec when uncalibrated)."""
+        (times `framework`'s own where the calibration has one; FP8 peaks also by the FP8 factor) and device-memory
+        bandwidth by its memory-bound factor (the catalogued spec when uncalibrated)."""
         gpu = self.gpu_of(pool)
         cal = self.calibration_of(pool)
-        k, mem = cal.compute, cal.memory_bound
-        if k == 1.0 and mem == 1.0:
+        own = cal.framework_compute.get(framework, 1.0) if framework is not None else 1.0
+        k, mem = cal.compute * own, cal.memory_bound
+        if k == 1.0 and mem == 1.0 and cal.fp8_compute == 1.0:
             return gpu
-        fp8 = gpu.fp8_tflops * k if gpu.fp8_tflops is not None else None
+        fp8 = gpu.fp8_tflops * k * cal.fp8_compute if gpu.fp8_tflops is not None else None
         return gpu.model_copy(
             update={"bf16_tflops": gpu.bf16_tflops * k, "fp8_tflops": fp8, "memory_tbps": gpu.memory_tbps * mem}
         )

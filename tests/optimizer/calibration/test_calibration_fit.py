@@ -188,3 +188,26 @@ def test_host_cost_has_its_own_signature() -> None:
     host = next(c for c in report.constants if c.name == "host")
     assert host.identified and 0.25 < host.value < 0.45, host
     assert _median_error(test, report.calibration) < 0.5 * _median_error(test, None)
+
+
+def test_a_framework_gets_its_own_factor_only_where_the_cluster_runs_two() -> None:
+    """Hierarchical: the cluster's compute is shared; DeepSpeed on the same cluster runs 15% slower than the model
+    prices it, which a framework-level factor absorbs (identified from its own runs); a cluster that runs one
+    framework gets no such constant."""
+    cluster = load_cluster_preset("dgx-a100:4")
+    model = load_model_preset("llama-2-13b")
+    pool = cluster.pools[0].name
+    truth = ClusterCalibration(pools={pool: PoolCalibration(compute=0.95, framework_compute={"deepspeed": 0.85})})
+    rng = random.Random(6)
+    meg = TrainingWorkload(global_batch_size=128, seq_len=4096)
+    ds = meg.model_copy(update={"framework": "deepspeed"})
+    pts = synthetic_points(model, cluster, meg, random_configs(model, cluster, meg, 8, rng), truth, 0.02, rng)
+    pts += synthetic_points(model, cluster, ds, random_configs(model, cluster, ds, 6, rng), truth, 0.02, rng)
+    report = fit_calibration(pts)
+    names = {c.name: c for c in report.constants}
+    own = names["framework_compute.deepspeed"]
+    assert own.identified and own.value == pytest.approx(0.85, rel=0.06), own
+    assert names["compute"].value == pytest.approx(0.95, rel=0.05)
+    assert report.calibration.of(pool).framework_compute["deepspeed"] == pytest.approx(own.value)
+    alone = fit_calibration(pts[:8])
+    assert not any(c.name.startswith("framework_compute") for c in alone.constants)
