@@ -61,6 +61,18 @@ class Node(BaseModel):
         min_length=1, max_length=128, pattern=r"^[A-Za-z0-9._:-]+$", description="Host name, unique in the cluster."
     )
     state: NodeState = Field(default="healthy", description="Only healthy nodes are planned on.")
+    switches: list[str] = Field(
+        default_factory=list,
+        max_length=8,
+        description="The network switches above the node, leaf first (Slurm topology.conf tree, Topograph "
+        "fabric tiers, Kueue topology levels); empty: unknown (the pool's pod_size stands in).",
+    )
+    nvlink_domain: str | None = Field(
+        default=None,
+        max_length=128,
+        description="The NVLink domain the node's GPUs share with other nodes (GB200 / GB300 NVL72 clique "
+        "nvidia.com/gpu.clique, Slurm topology block); None: the node's own.",
+    )
 
 
 # The largest fleets announced hold about 100,000-200,000 GPUs (12,500-25,000 nodes of 8): a pool of more nodes is
@@ -132,7 +144,7 @@ class NodePool(BaseModel):
     def node_list(self) -> list[Node]:
         """Every node with its state (generated names `<pool>-000`... for a count)."""
         if isinstance(self.nodes, list):
-            return [Node(name=n.name, state=self.node_states.get(n.name, n.state)) for n in self.nodes]
+            return [n.model_copy(update={"state": self.node_states.get(n.name, n.state)}) for n in self.nodes]
         names = [self.node_name(i) for i in range(self.nodes)]
         return [Node(name=n, state=self.node_states.get(n, "healthy")) for n in names]
 
