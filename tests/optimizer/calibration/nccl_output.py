@@ -54,16 +54,18 @@ def nccl_output(
             f"#  Rank {r:2d} Group  0 Pid {4000 + r:6d} on {f'node{host:03d}':>10s} device {dev:2d} "
             f"[{0:04x}:{0x18 + dev:02x}:{0:02x}] {gpu}"
         )
+    widths = (10, 12, 8, 6, 6, 7, 6, 6, 6, 7, 6, 6, 6)  # writeResultHeader's %10s  %12s  %8s ...
+
+    def header(*cols: str) -> str:
+        return "# " + "  ".join(f"{c:>{w}}" for c, w in zip(cols, widths, strict=True)) + " "
+
     lines += [
         "#",
-        "# " + " " * 10 + "  " + " " * 12 + "  " + " " * 8 + "  " + " " * 6 + "  " + " " * 6
-        + "           out-of-place                       in-place          ",
-        "# %10s  %12s  %8s  %6s  %6s  %7s  %6s  %6s  %6s  %7s  %6s  %6s  %6s "
-        % ("size", "count", "type", "redop", "root", "time", "algbw", "busbw", "#wrong", "time", "algbw", "busbw",
-           "#wrong"),
-        "# %10s  %12s  %8s  %6s  %6s  %7s  %6s  %6s  %6s  %7s  %6s  %6s  %6s "
-        % ("(B)", "(elements)", "", "", "", "(us)", "(GB/s)", "(GB/s)", "", "(us)", "(GB/s)", "(GB/s)", ""),
-    ]
+        "# " + "  ".join(" " * w for w in widths[:5]) + " " * 11 + "out-of-place" + " " * 23 + "in-place" + " " * 10,
+        header("size", "count", "type", "redop", "root", "time", "algbw", "busbw", "#wrong", "time", "algbw", "busbw",
+               "#wrong"),
+        header("(B)", "(elements)", "", "", "", "(us)", "(GB/s)", "(GB/s)", "", "(us)", "(GB/s)", "(GB/s)", ""),
+    ]  # fmt: skip
     size, busbws = 8, []
     while size <= max_bytes:
         body = []
