@@ -20,6 +20,7 @@ from optimizer.frameworks.validation import assign_pools
 from optimizer.spec.calibration import change_between
 from optimizer.spec.parallel_config import ParallelConfig
 from optimizer.spec.workload import TrainingWorkload
+from service.acceptance import acceptance_priors
 from service.plans import Specs, planned, specs_of
 from store.models import Calibration, Plan
 from store.models import Measurement as MeasurementRow
@@ -111,11 +112,16 @@ def _points(s: Session, cluster_id: int) -> list[FitPoint]:
 
 
 def fit_cluster(s: Session, cluster_id: int) -> FitReport:
-    """Fit the cluster's calibration to its measurements (not stored)."""
+    """Fit the cluster's calibration to its measurements, starting from its acceptance tests' figures where a pool
+    has them [issue 33] (not stored)."""
     points = _points(s, cluster_id)
-    if not points:
-        raise DomainError("cluster_id", f"cluster {cluster_id} has no training measurements to calibrate with")
-    return fit_calibration(points)
+    priors = acceptance_priors(s, cluster_id)
+    if not points and not priors:
+        raise DomainError(
+            "cluster_id",
+            f"cluster {cluster_id} has no training measurements or acceptance tests to calibrate with",
+        )
+    return fit_calibration(points, priors)
 
 
 def recalibrate(s: Session, cluster_id: int) -> tuple[Calibration, bool]:
