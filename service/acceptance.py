@@ -27,7 +27,7 @@ from store.repositories.clusters import ClusterRepository, revision_spec
 
 
 @dataclass(frozen=True)
-class TestView:
+class AcceptanceView:
     """A recorded test (or a checked one, not stored: `row` None) with its figures against the current inventory."""
 
     row: AcceptanceTest | None
@@ -88,7 +88,7 @@ def run_of(row: AcceptanceTest) -> TestRun:
     return NcclTestRun.model_validate(row.figures)
 
 
-def _views(s: Session, cluster_id: int, spec: ClusterSpec, extra: PoolRun | None = None) -> list[TestView]:
+def _views(s: Session, cluster_id: int, spec: ClusterSpec, extra: PoolRun | None = None) -> list[AcceptanceView]:
     rows = AcceptanceTestRepository(s).of_cluster(cluster_id)
     tests = [PoolRun(r.pool, run_of(r)) for r in rows]
     given: list[tuple[AcceptanceTest | None, PoolRun, str]] = [(r, t, r.note) for r, t in zip(rows, tests, strict=True)]
@@ -96,7 +96,7 @@ def _views(s: Session, cluster_id: int, spec: ClusterSpec, extra: PoolRun | None
         given.insert(0, (None, extra, ""))
     ev = evaluate([t for _, t, _ in given], spec)
     return [
-        TestView(
+        AcceptanceView(
             row=row,
             cluster_id=cluster_id,
             pool=t.pool,
@@ -121,7 +121,7 @@ def record_test(
     note: str = "",
     collective: Collective | None = None,
     dry_run: bool = False,
-) -> TestView:
+) -> AcceptanceView:
     """Parse, check and (unless `dry_run`) store one test of a pool of the cluster; its figures against the cost
     model's come back. Nothing is stored when any check fails."""
     spec = _spec(s, cluster_id)
@@ -145,7 +145,7 @@ def record_test(
     return next(v for v in _views(s, cluster_id, spec) if v.row is row)
 
 
-def list_tests(s: Session, cluster_id: int) -> list[TestView]:
+def list_tests(s: Session, cluster_id: int) -> list[AcceptanceView]:
     """The cluster's tests, newest first, with their figures against the current inventory."""
     return _views(s, cluster_id, _spec(s, cluster_id))
 

@@ -16,7 +16,7 @@ from optimizer.calibration.nccl_tests import Collective
 from service.acceptance import list_tests, record_test
 
 router = APIRouter(tags=["acceptance tests"], responses=STANDARD)
-TestText = Annotated[
+OutputText = Annotated[
     str,
     Body(media_type="text/plain", description="The output as printed: nccl-tests (*_perf) or mamf-finder.py."),
 ]
@@ -29,7 +29,7 @@ def add(
     cluster_id: RowId,
     s: SessionDep,
     _: Writer,
-    body: TestText,
+    body: OutputText,
     response: Response,
     kind: Annotated[Kind, Query(description="nccl-tests or gemm (mamf-finder.py).")],
     pool: Annotated[

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime
-
-from sqlalchemy import func, select
+from sqlalchemy import select
 
 from store.models import AcceptanceTest
 from store.repositories.base import Repository
@@ -25,8 +23,3 @@ class AcceptanceTestRepository(Repository[AcceptanceTest]):
             .limit(limit)
         )
         return list(self.s.scalars(q))
-
-    def newest_at(self, cluster_id: int) -> datetime | None:
-        """When the cluster's newest test was recorded (None: it has none)."""
-        q = select(func.max(AcceptanceTest.created_at)).where(AcceptanceTest.cluster_id == cluster_id)
-        return self.s.scalar(q)
