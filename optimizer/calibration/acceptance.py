@@ -33,7 +33,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, computed_field
 
 from optimizer.calibration.gemm_bench import FIELD as GEMM_FIELD
 from optimizer.calibration.gemm_bench import GemmBenchRun
@@ -95,10 +95,10 @@ class AcceptanceFigure(BaseModel):
     source: str = Field(description="The test, e.g. 'all_reduce_perf, 2 nodes x 8 GPUs'.")
     note: str = Field(default="", description="Caveats: a bound reached, in-network reduction, a tier not pinned.")
 
+    @computed_field(description="Measured / sourced.")  # type: ignore[prop-decorator]
     @property
     def ratio(self) -> float:
-        """Measured / sourced."""
-        return self.measured / self.sourced if self.sourced else math.inf
+        return self.measured / self.sourced if self.sourced > 0 else 0.0
 
 
 @dataclass(frozen=True)
@@ -132,7 +132,9 @@ class Evaluation(BaseModel):
 
     pools: list[str] = Field(description="Per test, its pool.")
     figures: list[list[AcceptanceFigure]] = Field(description="Per test, its figures ([] when it cannot be read).")
-    newest: list[bool] = Field(description="Per test: the newest of its pool, kind, subject and scope.")
+    newest: list[bool] = Field(
+        description="Per test: the newest of its pool, kind, subject and scope, and readable (it sets the priors)."
+    )
     errors: list[str] = Field(description="Per test: why it could not be evaluated ('' when it was).")
     priors: Priors = Field(description="Pool -> constant -> prior, from the newest tests.")
 
