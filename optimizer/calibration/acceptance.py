@@ -203,11 +203,17 @@ def _level_bounds(collective: str, levels: Sequence[Level], per_host: int) -> li
     for lv in levels:
         inner *= lv.members
         if collective in RING:
+            # A ring's busbw is its slowest link's rate [NT doc/PERFORMANCE.md]; across nodes one ring channel per
+            # NIC, so the node's NICs together (each rank's share x ranks per node) [NT #160].
             out.append(lv.bw * (per_host if lv.network else 1))
         elif collective == "alltoall":
-            leaving = (inner - inner // lv.members) / n  # costmodel/network.all_to_all
+            # Each rank sends the share of its buffer that leaves the level over its own share of the level
+            # [costmodel/network.all_to_all]; busbw = size / time x (n-1)/n [NT src/alltoall.cu AlltoAllGetBw].
+            leaving = (inner - inner // lv.members) / n
             out.append(lv.bw * ((n - 1) / n) / leaving)
-        else:  # sendrecv
+        else:
+            # sendrecv: rank r sends to r+1; busbw = algbw [NT src/sendrecv.cu]: the slowest pair's link, one GPU's
+            # share of it [costmodel/network.p2p].
             out.append(lv.bw)
     return out
 
