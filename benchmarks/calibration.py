@@ -176,11 +176,11 @@ def blind_tables(console: Console) -> None:
         transfer.add_column(col)
     pairs = [t for g in groups for t in cross_model(g)]
     for kind in ("published", "bridge"):
-        sel = [t for t in pairs if t.kind == kind]
-        before = statistics.median(abs(e) for t in sel for e in t.before)
-        after = statistics.median(abs(e) for t in sel for e in t.after)
+        chosen = [t for t in pairs if t.kind == kind]
+        before = statistics.median(abs(e) for t in chosen for e in t.before)
+        after = statistics.median(abs(e) for t in chosen for e in t.after)
         transfer.add_row(
-            kind, str(len(sel)), f"{before:.1%}", f"{after:.1%}", "yes" if after <= TARGET_TRANSFER else "no"
+            kind, str(len(chosen)), f"{before:.1%}", f"{after:.1%}", "yes" if after <= TARGET_TRANSFER else "no"
         )
     console.print(transfer)
     console.print(

@@ -9,6 +9,7 @@ cluster's newest version unless asked not to, and record which one they used.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import datetime
 
 from sqlalchemy.orm import Session
 
@@ -21,9 +22,11 @@ from optimizer.spec.calibration import change_between
 from optimizer.spec.names import named_framework
 from optimizer.spec.parallel_config import ParallelConfig
 from optimizer.spec.workload import TrainingWorkload
+from service.acceptance import acceptance_priors
 from service.plans import Specs, planned, specs_of
 from store.models import Calibration, Plan
 from store.models import Measurement as MeasurementRow
+from store.repositories.acceptance import AcceptanceTestRepository
 from store.repositories.measurements import CalibrationRepository, MeasurementRepository, calibration_spec
 from store.repositories.plans import PlanRepository
 
@@ -113,11 +116,16 @@ def _points(s: Session, cluster_id: int) -> list[FitPoint]:
 
 
 def fit_cluster(s: Session, cluster_id: int) -> FitReport:
-    """Fit the cluster's calibration to its measurements (not stored)."""
+    """Fit the cluster's calibration to its measurements, starting from its acceptance tests' figures where a pool
+    has them [issue 33] (not stored)."""
     points = _points(s, cluster_id)
-    if not points:
-        raise DomainError("cluster_id", f"cluster {cluster_id} has no training measurements to calibrate with")
-    return fit_calibration(points)
+    priors = acceptance_priors(s, cluster_id)
+    if not points and not priors:
+        raise DomainError(
+            "cluster_id",
+            f"cluster {cluster_id} has no training measurements or acceptance tests to calibrate with",
+        )
+    return fit_calibration(points, priors)
 
 
 @dataclass(frozen=True)
@@ -149,10 +157,16 @@ def recalibrate(s: Session, cluster_id: int) -> Recalibration:
 
 
 def recalibrate_stale(s: Session, cluster_id: int | None = None) -> list[int]:
-    """Refit every cluster (or one) that has measurements newer than its current calibration (the nightly pass).
-    Returns the clusters whose calibration changed."""
+    """Refit every cluster (or one) that has measurements or acceptance tests newer than its current calibration
+    (the nightly pass). Returns the clusters whose calibration changed."""
     changed = []
-    for cid, newest in MeasurementRepository(s).newest_by_cluster(cluster_id):
+    newest_evidence: dict[int, datetime] = {}
+    for cid, newest in [
+        *MeasurementRepository(s).newest_by_cluster(cluster_id),
+        *AcceptanceTestRepository(s).newest_by_cluster(cluster_id),
+    ]:
+        newest_evidence[cid] = max(newest, newest_evidence.get(cid, newest))
+    for cid, newest in sorted(newest_evidence.items()):
         current = CalibrationRepository(s).current(cid)
         if current is not None and current.created_at >= newest:
             continue
