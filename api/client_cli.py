@@ -1,6 +1,6 @@
-"""`meshplan measure | calibrate | next-measurement`: record what a run measured against a plan, fit the cluster's
-calibration, and ask which measurement would narrow a plan's prediction most, through a running service
-(MESHPLAN_URL, MESHPLAN_TOKEN) [issues 14, 33]."""
+"""`meshplan measure | calibrate | measure-cluster | next-measurement`: record what a run measured against a plan,
+a cluster's acceptance tests (nccl-tests, mamf-finder), fit the cluster's calibration, and ask which measurement would
+narrow a plan's prediction most, through a running service (MESHPLAN_URL, MESHPLAN_TOKEN) [issues 14, 33]."""
 
 from __future__ import annotations
 
@@ -16,6 +16,8 @@ from rich.console import Console
 from rich.table import Table
 
 from api.cli_output import fail
+from optimizer.calibration.gemm_bench import parse_gemm_bench
+from optimizer.calibration.nccl_tests import COLLECTIVES, Collective, parse_nccl_tests
 from optimizer.errors import DomainError
 from optimizer.spec.yaml_documents import read_document
 
@@ -34,12 +36,22 @@ TIMEOUT_S = 60.0
 def register(app: typer.Typer) -> None:
     app.command("measure")(measure)
     app.command("calibrate")(calibrate)
+    app.command("measure-cluster")(measure_cluster)
     app.command("watch")(watch)
     app.command("next-measurement")(next_measurement)
 
 
-def _call(url: str, token: str | None, path: str, body: bytes | None, content_type: str, method: str = "POST") -> Any:
-    """POST (or GET) to the service; an error answer becomes a DomainError with the service's own message."""
+def _call(
+    url: str,
+    token: str | None,
+    path: str,
+    body: bytes | None,
+    content_type: str,
+    not_found: str = "plan_id",
+    method: str = "POST",
+) -> Any:
+    """POST (or GET) to the service; an error answer becomes a DomainError with the service's own message (a 404
+    names `not_found`)."""
     if not token:
         scope = "an API token" if method == "GET" else "a write-scope API token"
         raise DomainError("--token", f"{scope} is needed (--token or MESHPLAN_TOKEN)")
@@ -54,7 +66,7 @@ def _call(url: str, token: str | None, path: str, body: bytes | None, content_ty
         with urllib.request.urlopen(req, timeout=TIMEOUT_S) as resp:
             return json.loads(resp.read() or b"null")
     except urllib.error.HTTPError as exc:
-        raise DomainError(_field(exc), _message(exc)) from None
+        raise DomainError(not_found if exc.code == 404 else f"HTTP {exc.code}", _message(exc)) from None
     except (urllib.error.URLError, TimeoutError, OSError) as exc:
         reason = getattr(exc, "reason", exc)
         raise DomainError("--url", f"cannot reach {url}: {reason}") from None
@@ -65,10 +77,6 @@ def _detail(exc: urllib.error.HTTPError) -> Any:
         return json.loads(exc.read() or b"{}").get("detail")
     except (ValueError, AttributeError):
         return None
-
-
-def _field(exc: urllib.error.HTTPError) -> str:
-    return "plan_id" if exc.code == 404 else f"HTTP {exc.code}"
 
 
 def _message(exc: urllib.error.HTTPError) -> str:
@@ -235,3 +243,90 @@ def next_measurement(
     console.print(t)
     if out["candidates"]:
         console.print(out["candidates"][0]["sentence"])
+
+
+def _collective_hint(path: Path, text: str) -> Collective | None:
+    """The collective of an nccl-tests output whose version does not print it, from its file name
+    (`all_gather_2x8.txt`); None when the output names it itself."""
+    if "Collective test concluded:" in text:
+        return None
+    return next((c for c in COLLECTIVES if c in path.name), None)
+
+
+def measure_cluster(
+    cluster_id: Annotated[int, typer.Argument(help="The cluster the tests ran on.", min=1, max=2_147_483_647)],
+    nccl_tests: Annotated[
+        list[Path] | None,
+        typer.Option("--nccl-tests", help="An nccl-tests output (all_reduce_perf...; repeat for more)."),
+    ] = None,
+    gemm: Annotated[
+        list[Path] | None, typer.Option("--gemm", help="A mamf-finder.py output file (repeat for more dtypes).")
+    ] = None,
+    pool: Annotated[str | None, typer.Option(help="The pool they ran on (default: the cluster's only pool).")] = None,
+    url: UrlOpt = DEFAULT_URL,
+    token: TokenOpt = None,
+) -> None:
+    """Record a pool's acceptance tests (nccl-tests, the MAMF GEMM sweep) and print their figures against the cost
+    model's. Every file is parsed here and checked by the service before any is stored: one bad file stores none."""
+    files = [("nccl-tests", "--nccl-tests", p) for p in nccl_tests or []] + [("gemm", "--gemm", p) for p in gemm or []]
+    try:
+        if not files:
+            raise DomainError("--nccl-tests", "give at least one --nccl-tests or --gemm file")
+        posts: list[tuple[str, Path, str, dict[str, str]]] = []
+        for kind, option, path in files:
+            text = read_document(path, option)
+            query = {"kind": kind, "note": path.name[:2000], **({"pool": pool} if pool else {})}
+            try:
+                if kind == "gemm":
+                    parse_gemm_bench(text)
+                else:
+                    hint = _collective_hint(path, text)
+                    parse_nccl_tests(text, hint)
+                    query.update({"collective": hint} if hint else {})
+            except DomainError as exc:
+                raise DomainError(f"{option} {path}", exc.rule) from None
+            posts.append((option, path, text, query))
+        outs = []
+        for dry_run in (True, False):  # the service checks every file against the pool, then stores them
+            for option, path, text, query in posts:
+                q = urllib.parse.urlencode({**query, "dry_run": str(dry_run).lower()})
+                try:
+                    out = _call(
+                        url,
+                        token,
+                        f"/v1/clusters/{cluster_id}/acceptance-tests?{q}",
+                        text.encode(),
+                        "text/plain",
+                        not_found="cluster_id",
+                    )
+                except DomainError as exc:
+                    if exc.field in ("HTTP 422", "HTTP 413"):  # this file's fault: name it
+                        rule = exc.rule if exc.field == "HTTP 422" else f"{exc.field}: {exc.rule}"
+                        raise DomainError(f"{option} {path}", rule) from None
+                    raise
+                if not dry_run:
+                    outs.append((path, out))
+    except DomainError as exc:
+        fail(exc)
+    t = Table(title=f"Cluster {cluster_id}: acceptance tests, measured vs sourced")
+    for col in ("test", "pool", "quantity", "measured", "sourced", "pins"):
+        t.add_column(col, justify="right" if col in ("measured", "sourced") else "left")
+    notes = []
+    for path, out in outs:
+        for f in out["comparison"]:
+            pins = f"{f['constant']} = {f['factor']:.3f}" if f["constant"] else "-"
+            t.add_row(
+                path.name,
+                out["pool"],
+                f"{f['quantity']} ({f['tier']})",
+                f"{f['measured']:.4g} {f['unit']}",
+                f"{f['sourced']:.4g}",
+                pins,
+            )
+            if f["note"] and f["quantity"] != "latency":  # the latency note is the same for every test
+                notes.append(f"{path.name}: {f['note']}")
+    console = Console()
+    console.print(t)
+    for note in dict.fromkeys(notes):
+        console.print(note, markup=False, highlight=False)
+    console.print(f"Stored {len(outs)} tests. `meshplan calibrate {cluster_id}` fits the calibration from them.")

@@ -13,6 +13,7 @@ from optimizer.search.result import PlanResult
 from optimizer.spec.calibration import ClusterCalibration
 from optimizer.spec.cluster_spec import ClusterSpec
 from optimizer.spec.inventory import InventoryDiff
+from service.acceptance import AcceptanceView
 from service.calibration import Comparison
 from service.job_requests import SearchOptions
 from store.models import Calibration, Cluster, ClusterRevision, Job, Model, ModelVersion, Plan, Watch
@@ -156,3 +157,19 @@ def measurement_out(c: Comparison) -> S.MeasurementOut:
 
 def calibration_out(row: Calibration) -> S.CalibrationOut:
     return from_row(S.CalibrationOut, row, constants=ClusterCalibration.model_validate(row.constants))
+
+
+def acceptance_out(v: AcceptanceView) -> S.AcceptanceTestOut:
+    return S.AcceptanceTestOut(
+        id=v.id,
+        cluster_id=v.cluster_id,
+        pool=v.pool,
+        kind=v.kind,
+        subject=v.subject,
+        note=v.note,
+        created_at=v.created_at,
+        figures=v.run.model_dump(mode="json"),
+        comparison=v.figures,
+        sets_priors=v.sets_priors,
+        error=v.error,
+    )

@@ -7,6 +7,7 @@ from typing import Any, Generic, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from optimizer.calibration.acceptance import AcceptanceFigure
 from optimizer.calibration.measurements import Measurement
 from optimizer.errors import DomainError
 from optimizer.exports.plan_diff import PlanDiff
@@ -309,3 +310,31 @@ class CalibrationOut(BaseModel):
 class CalibrateOut(BaseModel):
     created: bool = Field(description="False when the refit moved no constant (the current version stands).")
     calibration: CalibrationOut
+    fit: dict[str, Any] = Field(
+        description="This refit's evidence: the measurements it used and each constant, whether or not it created "
+        "a version (with created false, `calibration.report` is the standing version's)."
+    )
+
+
+# ---- acceptance tests [issue 33]
+class AcceptanceTestOut(BaseModel):
+    id: int | None = Field(description="The stored test (None: a dry run, checked and not stored).")
+    cluster_id: int
+    pool: str = Field(description="The pool it ran on.")
+    kind: str = Field(description="nccl-tests or gemm.")
+    subject: str = Field(description="The collective (nccl-tests) or the input dtype (gemm).")
+    note: str = Field(description="File name or free text.")
+    created_at: datetime | None = Field(description="When it was recorded (None: a dry run).")
+    figures: dict[str, Any] = Field(
+        description="The parsed run: ranks, hosts, GPU and the size / time / algbw / busbw table (nccl-tests); "
+        "dtype, device and the best mean / median / max TFLOP/s with their shapes (gemm)."
+    )
+    comparison: list[AcceptanceFigure] = Field(
+        description="Measured vs the cost model's sourced figures (GB/s, us, TFLOP/s), each with the calibration "
+        "constant it pins and that constant's value."
+    )
+    sets_priors: bool = Field(
+        description="The newest test of its pool, kind, subject and scope (one node or several): its figures are "
+        "the calibration's priors."
+    )
+    error: str = Field(description="Why it cannot be read against the cluster's current inventory ('' when it can).")

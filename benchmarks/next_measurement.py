@@ -1,22 +1,27 @@
-"""Is the next-measurement prediction honest? [issue 33 §3] On real cluster groups (accuracy/blind_calibration.py),
-for each target run of a group and a starting state (no run measured yet, or one other run of the group measured),
-optimizer/calibration/next_measurement.py ranks the group's other runs as candidate short runs and predicts the
-target's spread after the top one; then the cluster is actually fitted with that run added (fit_calibration, as the
-service does) and the target's error is compared before and after.
+"""Is the next-measurement prediction honest? [issue 33 §3]
 
-Two fits are compared. "fit" is the product's (optimizer/calibration/fit.py, with its identification rule: a constant
-whose spread the runs do not halve stays at its sourced value). "Bayes" is the linear-Gaussian update the
-prediction assumes: Gauss-Newton on the same log residuals with the same prior spreads (fit.PRIOR_SPREAD) and run
-spread (fit.RUN_SPREAD), every constant free, its posterior the Laplace covariance at the optimum; the predicted
-spreads of that track come from this posterior.
+Real cluster groups (accuracy/blind_calibration.py): for each target run of a group and a starting state (no run
+measured yet, or one other run of the group measured), optimizer/calibration/next_measurement.py ranks the group's
+other runs (all of them, or only the target model's own) as candidate short runs and predicts the target's spread
+after the one that narrows it most; then the cluster is actually fitted with that run added and the target's error
+is compared before and after.
 
-Printed per group and starting state: the predicted spread (1 sd, constants and the per-run floor together,
-percent) before and after the top candidate; for each fit, the median |error| on the target before and after adding
-it, the median |error| after adding a random other run of the group instead (the mean over the other candidates:
-what the ranking is worth) and the share of targets whose |error| shrank; and how often the target's error fell
-inside the predicted 80% interval before and after (Bayes track).
+Synthetic clusters (accuracy/synthetic_fit.py) where the model's assumptions hold: hidden constants drawn from the
+prior, every run off the model by its regime's spread; one run measured, the most narrowing of eight others added.
 
-Run: .venv/bin/python benchmarks/next_measurement.py [--groups N] [--targets N]
+Two fits are compared. "fit" is the product's (optimizer/calibration/fit.py: Student-t priors, robust weights, and
+its identification rule: a constant the runs do not pin stays at its sourced value). "Bayes" is the linear-Gaussian
+update the prediction assumes: Gauss-Newton on the same log residuals with Gaussian priors of the same spreads
+(fit.PRIOR_SPREAD) and each run's regime spread (fit.RUN_SPREAD, RUN_SPREAD_MOE), every constant free, its posterior
+the Laplace covariance at the optimum; the predicted spreads of that track come from this posterior.
+
+Printed per group (or scenario) and starting state, for each fit, before -> after: the predicted spread (1 sd,
+constants and the per-run floor together), the rms and the median |error| on the target (log, percent); the median
+|error| after adding a random other candidate instead (the mean over them: what the ranking is worth); the share of
+targets whose |error| shrank; how often the error fell inside the predicted 80% interval. Synthetic only: the
+constants' share alone as a z-score (1 is exact).
+
+Run: .venv/bin/python benchmarks/next_measurement.py [--groups N] [--targets N] [--trials N] [--no-real]
 """
 
 from __future__ import annotations
@@ -35,7 +40,7 @@ from rich.table import Table
 
 from accuracy.blind_calibration import ClusterGroup, cluster_groups
 from accuracy.synthetic_fit import random_configs, synthetic_points
-from optimizer.calibration.fit import PRIOR_SPREAD, RUN_SPREAD, FitPoint, fit_calibration
+from optimizer.calibration.fit import PRIOR_SPREAD, RUN_SPREAD, TIME_CONSTANTS, FitPoint, fit_calibration
 from optimizer.calibration.next_measurement import (
     Z80,
     NextMeasurement,
@@ -43,6 +48,7 @@ from optimizer.calibration.next_measurement import (
     Posterior,
     Pricer,
     ShortRun,
+    base_spread,
     config_words,
     posterior_from_report,
     prior_posterior,
@@ -55,6 +61,7 @@ from optimizer.frameworks.validation import assign_pools
 from optimizer.spec.calibration import BOUNDS, ClusterCalibration, PoolCalibration
 from optimizer.spec.cluster_loading import load_cluster_preset
 from optimizer.spec.model_loading import load_model_preset
+from optimizer.spec.model_spec import ModelSpec
 from optimizer.spec.workload import TrainingWorkload
 
 SEED = 33
@@ -62,7 +69,7 @@ TARGETS = 6  # targets per group (all runs when fewer)
 GN_ROUNDS = 5
 
 # A fit: the measured runs -> (calibration, posterior over `keys`, run spread).
-Fitter = Callable[[list[FitPoint], list[str]], tuple[ClusterCalibration | None, Posterior, float]]
+Fitter = Callable[[list[FitPoint], list[str], ModelSpec], tuple[ClusterCalibration | None, Posterior, float]]
 
 
 def _log_error(p: FitPoint, cal: ClusterCalibration | None) -> float:
@@ -84,21 +91,27 @@ def _run(p: FitPoint, label: str = "") -> ShortRun:
     )
 
 
-def product_fit(points: list[FitPoint], pools: list[str]) -> tuple[ClusterCalibration | None, Posterior, float]:
-    """fit_calibration, its posterior rebuilt from its report as the service does."""
+def product_fit(
+    points: list[FitPoint], pools: list[str], model: ModelSpec
+) -> tuple[ClusterCalibration | None, Posterior, float]:
+    """fit_calibration, its posterior rebuilt from its report as the service does; the run spread of `model`."""
     if not points:
-        return None, prior_posterior(None, pools), run_spread_of(None)
+        return None, prior_posterior(None, pools), run_spread_of(None, model)
     report = fit_calibration(points)
     cal = report.calibration
-    return cal, posterior_from_report(cal, report.constants, report.runs, pools), run_spread_of(cal)
+    return cal, posterior_from_report(cal, report.constants, report.runs, pools), run_spread_of(cal, model)
 
 
-def bayes_fit(points: list[FitPoint], pools: list[str]) -> tuple[ClusterCalibration | None, Posterior, float]:
-    """Gauss-Newton MAP in log space with the fit's prior spreads and run spread, every constant free."""
+def bayes_fit(
+    points: list[FitPoint], pools: list[str], model: ModelSpec
+) -> tuple[ClusterCalibration | None, Posterior, float]:
+    """Gauss-Newton MAP in log space with the fit's prior spreads (Gaussian, not its Student-t) and each run's
+    regime spread, every constant free."""
     keys = step_constants(pools)
     if not points:
-        return None, prior_posterior(None, pools), RUN_SPREAD
+        return None, prior_posterior(None, pools), base_spread(model)
     tau = np.array([PRIOR_SPREAD[k.split(".", 1)[1]] for k in keys])
+    sigma = np.array([base_spread(p.model) for p in points])
     prec = np.diag(1.0 / tau**2)
     lo = np.array([math.log(BOUNDS[k.split(".", 1)[1]][0]) for k in keys])
     hi = np.array([math.log(BOUNDS[k.split(".", 1)[1]][1]) for k in keys])
@@ -110,15 +123,16 @@ def bayes_fit(points: list[FitPoint], pools: list[str]) -> tuple[ClusterCalibrat
         pricer = Pricer(keys, x, None, points[0].model, points[0].cluster)
         f = np.array([pricer.log_time(r) for r in runs])
         jac = np.array([pricer.jacobian(r) for r in runs])
-        a = jac.T @ jac / RUN_SPREAD**2 + prec
-        b = jac.T @ (y - f) / RUN_SPREAD**2 - prec @ x
+        js = jac / sigma[:, None]
+        a = js.T @ js + prec
+        b = js.T @ ((y - f) / sigma) - prec @ x
         step = np.linalg.solve(a, b)
         x = np.clip(x + step, lo, hi)
         if float(np.max(np.abs(step))) < 0.005:
             break
     cal = Pricer(keys, x, None, points[0].model, points[0].cluster).calibration(x)
     posterior = Posterior(constants=keys, mean=x.tolist(), covariance=np.linalg.inv(a).tolist(), basis="Bayes")
-    return cal, posterior, RUN_SPREAD
+    return cal, posterior, base_spread(model)
 
 
 @dataclass
@@ -190,7 +204,7 @@ def _track(
     t = pts[target]
     pools = list(dict.fromkeys(p.name for p in assign_pools(t.cluster, t.config)))
     measured = [pts[i] for i in start]
-    cal, posterior, sigma = fitter(measured, pools)
+    cal, posterior, sigma = fitter(measured, pools, t.model)
     req = NextMeasurementRequest(
         model=t.model,
         cluster=t.cluster,
@@ -211,7 +225,7 @@ def _track(
     out = Track()
     out.pred_before.append(math.hypot(answer.spread_before, sigma))
     out.pred_after.append(math.hypot(top.spread_after, sigma))
-    after = fitter([*measured, pts[pick]], pools)[0]
+    after = fitter([*measured, pts[pick]], pools, t.model)[0]
     out.err_before.append(_log_error(t, cal))
     out.err_after.append(_log_error(t, after))
     if truth is not None:
@@ -219,7 +233,9 @@ def _track(
         for cal_, spread, zs in ((cal, answer.spread_before, out.z_before), (after, top.spread_after, out.z_after)):
             t_cal = estimate(t.model, t.cluster.with_calibration(cal_), t.workload, t.config).step_time_s
             zs.append((math.log(t_cal) - noiseless) / max(spread, 1e-9))
-    out.err_random.append(statistics.fmean(abs(_log_error(t, fitter([*measured, pts[i]], pools)[0])) for i in others))
+    out.err_random.append(
+        statistics.fmean(abs(_log_error(t, fitter([*measured, pts[i]], pools, t.model)[0])) for i in others)
+    )
     return out, answer
 
 
@@ -310,7 +326,9 @@ def synthetic(console: Console, trials: int) -> None:
         prod, bayes = Track(), Track()
         for trial in range(trials):
             rng = random.Random(f"{SEED}/{model_name}/{trial}")
-            hidden = {k: math.exp(rng.gauss(0, sd)) for k, sd in PRIOR_SPREAD.items()}
+            hidden = {
+                k: min(BOUNDS[k][1], max(BOUNDS[k][0], math.exp(rng.gauss(0, PRIOR_SPREAD[k])))) for k in TIME_CONSTANTS
+            }
             truth = ClusterCalibration(pools={pool: PoolCalibration(**hidden)})
             configs = random_configs(model, cluster, w, CONFIGS, rng)
             pts = synthetic_points(model, cluster, w, configs, truth, RUN_SPREAD, rng)

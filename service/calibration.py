@@ -9,6 +9,7 @@ cluster's newest version unless asked not to, and record which one they used.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import datetime
 
 from sqlalchemy.orm import Session
 
@@ -18,11 +19,14 @@ from optimizer.costmodel.estimate import estimate
 from optimizer.errors import DomainError
 from optimizer.frameworks.validation import assign_pools
 from optimizer.spec.calibration import change_between
+from optimizer.spec.names import named_framework
 from optimizer.spec.parallel_config import ParallelConfig
 from optimizer.spec.workload import TrainingWorkload
+from service.acceptance import acceptance_priors
 from service.plans import Specs, planned, specs_of
 from store.models import Calibration, Plan
 from store.models import Measurement as MeasurementRow
+from store.repositories.acceptance import AcceptanceTestRepository
 from store.repositories.measurements import CalibrationRepository, MeasurementRepository, calibration_spec
 from store.repositories.plans import PlanRepository
 
@@ -105,27 +109,43 @@ def _points(s: Session, cluster_id: int) -> list[FitPoint]:
                 step_time_s=row.step_time_s,
                 peak_allocated_gb=figures.peak_allocated_gb,
                 peak_reserved_gb=figures.peak_reserved_gb,
+                unmodelled=figures.unmodelled_reason(named_framework(sp.workload.framework)),
             )
         )
     return points
 
 
 def fit_cluster(s: Session, cluster_id: int) -> FitReport:
-    """Fit the cluster's calibration to its measurements (not stored)."""
+    """Fit the cluster's calibration to its measurements, starting from its acceptance tests' figures where a pool
+    has them [issue 33] (not stored)."""
     points = _points(s, cluster_id)
-    if not points:
-        raise DomainError("cluster_id", f"cluster {cluster_id} has no training measurements to calibrate with")
-    return fit_calibration(points)
+    priors = acceptance_priors(s, cluster_id)
+    if not points and not priors:
+        raise DomainError(
+            "cluster_id",
+            f"cluster {cluster_id} has no training measurements or acceptance tests to calibrate with",
+        )
+    return fit_calibration(points, priors)
 
 
-def recalibrate(s: Session, cluster_id: int) -> tuple[Calibration, bool]:
-    """Fit and store a new calibration version when a constant moved. Returns (current row, created)."""
+@dataclass(frozen=True)
+class Recalibration:
+    """A refit: the cluster's current calibration row, whether the refit created it, and the refit's own report
+    (the measurements it used, whether or not a new version was stored)."""
+
+    row: Calibration
+    created: bool
+    report: FitReport
+
+
+def recalibrate(s: Session, cluster_id: int) -> Recalibration:
+    """Fit and store a new calibration version when a constant moved."""
     report = fit_cluster(s, cluster_id)
     repo = CalibrationRepository(s)
     current = repo.current(cluster_id)
     change = change_between(calibration_spec(current), report.calibration)
     if current is not None and change < SAME_CALIBRATION:
-        return current, False
+        return Recalibration(current, False, report)
     row = Calibration(
         cluster_id=cluster_id,
         constants=report.calibration.model_dump(mode="json", exclude={"version"}),
@@ -133,20 +153,26 @@ def recalibrate(s: Session, cluster_id: int) -> tuple[Calibration, bool]:
         measurements=report.measurements,
         change=change,
     )
-    return repo.add(row), True
+    return Recalibration(repo.add(row), True, report)
 
 
 def recalibrate_stale(s: Session, cluster_id: int | None = None) -> list[int]:
-    """Refit every cluster (or one) that has measurements newer than its current calibration (the nightly pass).
-    Returns the clusters whose calibration changed."""
+    """Refit every cluster (or one) that has measurements or acceptance tests newer than its current calibration
+    (the nightly pass). Returns the clusters whose calibration changed."""
     changed = []
-    for cid, newest in MeasurementRepository(s).newest_by_cluster(cluster_id):
+    newest_evidence: dict[int, datetime] = {}
+    for cid, newest in [
+        *MeasurementRepository(s).newest_by_cluster(cluster_id),
+        *AcceptanceTestRepository(s).newest_by_cluster(cluster_id),
+    ]:
+        newest_evidence[cid] = max(newest, newest_evidence.get(cid, newest))
+    for cid, newest in sorted(newest_evidence.items()):
         current = CalibrationRepository(s).current(cid)
         if current is not None and current.created_at >= newest:
             continue
         try:
             with s.begin_nested():
-                _row, created = recalibrate(s, cid)
+                created = recalibrate(s, cid).created
         except DomainError:
             continue
         if created:

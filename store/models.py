@@ -331,6 +331,25 @@ class Calibration(Row):
     created_at: Mapped[datetime] = mapped_column(default=now, index=True)
 
 
+ACCEPTANCE_KINDS = ("nccl-tests", "gemm")
+
+
+class AcceptanceTest(Row):
+    """A pool's acceptance test as its tool printed it (nccl-tests, a mamf-finder GEMM sweep), parsed [issue 33]."""
+
+    __tablename__ = "acceptance_tests"
+    cluster_id: Mapped[int] = mapped_column(ForeignKey("clusters.id", ondelete="CASCADE"), index=True)
+    pool: Mapped[str] = mapped_column(String(64), doc="The pool it ran on.")
+    kind: Mapped[str] = mapped_column(String(16), doc="nccl-tests or gemm.")
+    subject: Mapped[str] = mapped_column(String(32), doc="The collective (nccl-tests) or the dtype (gemm).")
+    figures: Mapped[dict[str, Any]] = mapped_column(
+        doc="The parsed run (optimizer/calibration/nccl_tests.NcclTestRun or gemm_bench.GemmBenchRun)."
+    )
+    raw: Mapped[str] = mapped_column(Text, doc="The output as posted.")
+    note: Mapped[str] = mapped_column(String(2000), default="", doc="File name or free text.")
+    created_at: Mapped[datetime] = mapped_column(default=now, index=True)
+
+
 class ApiToken(Row):
     """A bearer token, stored as its SHA-256."""
 

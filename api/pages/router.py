@@ -43,6 +43,7 @@ from optimizer.spec.calibration import likely_terms
 from optimizer.spec.inventory import InventoryDiff
 from optimizer.spec.names import TOOLS
 from optimizer.spec.objectives import LABELS, format_objective
+from service.acceptance import cluster_acceptance
 from service.calibration import cluster_points, comparisons
 from service.next_measurement import plan_next_measurement
 from service.plans import inventory_change, plan_change, plan_pair, planned, specs_of
@@ -148,6 +149,7 @@ def cluster_page(request: Request, cluster_id: RowId, s: SessionDep, _: Viewer) 
     revisions = [{**r.__dict__, "diff": InventoryDiff.model_validate(r.diff) if r.diff else None} for r in revs]
     calibrations = [calibration_out(r) for r in CalibrationRepository(s).history(cluster_id)]
     points = cluster_points(s, cluster_id)
+    acceptance = cluster_acceptance(s, cluster_id)
     return page(
         request,
         "cluster.html",
@@ -160,6 +162,8 @@ def cluster_page(request: Request, cluster_id: RowId, s: SessionDep, _: Viewer) 
         current=calibrations[-1] if calibrations else None,
         errors_svg=prediction_errors(points) if points else None,
         measured=len(points),
+        acceptance=acceptance.table(),
+        acceptance_errors=[e for e in acceptance.errors if e],
     )
 
 

@@ -68,8 +68,12 @@ def delete(plan_id: RowId, measurement_id: RowId, s: SessionDep, _: Writer) -> N
 @router.post("/v1/clusters/{cluster_id}/calibrations", response_model=CalibrateOut, responses=NOT_FOUND)
 def calibrate(cluster_id: RowId, s: SessionDep, _: Writer) -> CalibrateOut:
     ClusterRepository(s).get(cluster_id)
-    row, created = recalibrate(s, cluster_id)
-    return CalibrateOut(created=created, calibration=calibration_out(row))
+    done = recalibrate(s, cluster_id)
+    return CalibrateOut(
+        created=done.created,
+        calibration=calibration_out(done.row),
+        fit=done.report.model_dump(mode="json", exclude={"calibration"}),
+    )
 
 
 @router.get("/v1/clusters/{cluster_id}/calibrations", response_model=list[CalibrationOut], responses=NOT_FOUND)

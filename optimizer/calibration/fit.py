@@ -26,6 +26,7 @@ import statistics
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
@@ -39,21 +40,54 @@ from optimizer.frameworks.validation import assign_pools
 from optimizer.spec.calibration import BOUNDS, MEANING, ClusterCalibration, PoolCalibration, Prior, Priors
 from optimizer.spec.cluster_spec import ClusterSpec
 from optimizer.spec.model_spec import ModelSpec
+from optimizer.spec.names import priced_framework
 from optimizer.spec.parallel_config import ParallelConfig
 from optimizer.spec.workload import TrainingWorkload
 
 # The step-time constants fitted from step times (memory_reserve comes from memory figures).
-TIME_CONSTANTS: tuple[str, ...] = ("compute", "intra_node", "network")
+TIME_CONSTANTS: tuple[str, ...] = ("compute", "memory_bound", "attention", "host", "intra_node", "network")
 
-# Prior spread of each constant, in log units (about the relative spread): compute efficiency varies +-15% across
-# published clusters of one GPU family (the Hopper framework factor's records, benchmarks/model_accuracy.py);
-# bandwidth efficiency more: NCCL busbw on one fabric type spans 0.6-1.0 of the sourced value across sites
-# [nccl-tests issue reports].
-PRIOR_SPREAD: dict[str, float] = {"compute": 0.15, "intra_node": 0.25, "network": 0.35}
-# Per-run residual spread, log units, before the data speak: the cost model's own median error on published runs
-# (4-8%, benchmarks/model_accuracy.py) plus run-to-run noise (1-3%). The fit then re-estimates it from its own
-# residuals, with this value worth RUN_SPREAD_WEIGHT runs (a conjugate prior on the variance), and refits.
-RUN_SPREAD = 0.08
+# Prior of each constant, log units: how far a cluster's own constant sits from the sourced value. Compute: the
+# spread of the cluster-level bias across cluster groups the model was not fitted to (between-group sd of the mean
+# log error of Megatron-Bridge's dense rows per (system, container): 0.044, 19 groups; published sources 0.031;
+# accuracy/blind_calibration.py, measured 2026-11-25). Bandwidths: NCCL busbw on one fabric type spans 0.6-1.0 of
+# the sourced value across sites [nccl-tests issue reports]. Heavy-tailed (Student-t, PRIOR_TAIL degrees of
+# freedom): a run a few percent off barely moves a constant (most of that is the run's own scatter), a cluster
+# consistently 20% off moves it nearly all the way [robust hierarchical priors, Gelman et al. BDA3 §17.2].
+# Memory-bound kernels and the attention core: their efficiencies vary with kernel versions more than dense GEMMs
+# do (HBM efficiency of fused elementwise kernels 0.6-0.9 [constants HBM_EFFICIENCY sources]; flash-attention
+# generations differ by 1.3-2x [FlashAttention-3 paper, Table 1]): 0.10. Host issue rate: several-fold across CPUs,
+# Python and driver versions [CUDA Graphs blog]: 0.5. FP8 over BF16 and one framework over another on the same
+# cluster: the spread of the cost model's per-framework and FP8 factors across published stacks (+-10%,
+# costmodel/framework_runtime.py and benchmarks/model_accuracy.py per-framework medians): 0.10.
+PRIOR_SPREAD: dict[str, float] = {
+    "compute": 0.05,
+    "memory_bound": 0.10,
+    "attention": 0.10,
+    "host": 0.5,
+    "fp8_compute": 0.10,
+    "framework_compute": 0.10,
+    "intra_node": 0.25,
+    "network": 0.35,
+}
+PRIOR_TAIL = 1.0
+# The identification test measures what the data pin against these wider reference spreads (the spread of
+# published clusters of one GPU family around the sourced values, +-15% for compute), so that a tight prior does
+# not read as "not identified".
+REFERENCE_SPREAD: dict[str, float] = {
+    **PRIOR_SPREAD,
+    "compute": 0.15,
+    "memory_bound": 0.2,
+    "attention": 0.2,
+    "fp8_compute": 0.2,
+    "framework_compute": 0.2,
+}
+# Each run's own scatter around its cluster's bias, log units, before the data speak: the within-group sd of the
+# model's log error (accuracy/blind_calibration.py on the 32 cluster groups: dense runs 0.061, MoE runs 0.143;
+# measured 2026-11-25). The fit re-estimates a common scale of these from its own residuals, the prior worth
+# RUN_SPREAD_WEIGHT runs (a conjugate prior on the variance), and refits.
+RUN_SPREAD = 0.06
+RUN_SPREAD_MOE = 0.14
 RUN_SPREAD_WEIGHT = 5.0
 RUN_SPREAD_FLOOR = 0.01
 # Memory: allocator slack per run, fraction of capacity (spread of reserved - allocated across runs of one job
@@ -93,6 +127,7 @@ class FitPoint:
     step_time_s: float | None = None
     peak_allocated_gb: float | None = None
     peak_reserved_gb: float | None = None
+    unmodelled: str = ""  # what this run used that the cost model does not price: compared, never fitted
 
 
 class ConstantFit(BaseModel):
@@ -124,6 +159,9 @@ class RunFit(BaseModel):
     before_s: float
     after_s: float
     outlier: bool = Field(description="Left out of the fit (more than 2x off after the robust fit).")
+    left_out: str = Field(
+        default="", description="Why the run was not fitted at all: something it used that the model does not price."
+    )
     flagged: bool = Field(description="More than 20% off after the fit.")
     sensitivity: dict[str, float] = Field(
         description="d log(step time) / d log(constant), per pool.constant: the terms most likely responsible."
@@ -157,10 +195,24 @@ class FitReport(BaseModel):
 class _Param:
     pool: str
     name: str
+    framework: str = ""  # for framework_compute: whose
+
+    @property
+    def label(self) -> str:
+        """The constant's name as reports print it (framework_compute.deepspeed)."""
+        return f"{self.name}.{self.framework}" if self.framework else self.name
 
     @property
     def key(self) -> str:
-        return f"{self.pool}.{self.name}"
+        return f"{self.pool}.{self.label}"
+
+    def applies_to(self, point: FitPoint) -> bool:
+        """Whether a run's prediction can depend on this constant at all."""
+        if self.name == "fp8_compute":
+            return point.workload.precision == "fp8"
+        if self.name == "framework_compute":
+            return priced_framework(point.workload.framework) == self.framework
+        return True
 
 
 class _Linearised:
@@ -174,7 +226,9 @@ class CalibrationFit:
     """The state of one fit: the runs with a step time, the parameters their pools carry, the current point."""
 
     def __init__(self, points: Sequence[FitPoint], priors: Priors | None = None) -> None:
-        self.timed = [p for p in points if p.step_time_s is not None]
+        # Runs the model cannot express are left out before anything is fitted (they would inflate the spread and
+        # make the identification test refuse every constant).
+        self.timed = [p for p in points if p.step_time_s is not None and not p.unmodelled]
         self.priors: Priors = priors or {}
         pools: list[str] = []
         for p in self.timed:
@@ -182,12 +236,14 @@ class CalibrationFit:
                 if name not in pools:
                     pools.append(name)
         self.params = [_Param(pool, k) for pool in pools for k in TIME_CONSTANTS]
+        self.params += [p for pool in pools for p in self._level_params(pool)]
         self.index = {p.key: i for i, p in enumerate(self.params)}
         self.log_measured = np.array([math.log(p.step_time_s or 1.0) for p in self.timed])
         given = [self.priors.get(p.pool, {}).get(p.name) for p in self.params]
         # Each constant's prior: an acceptance test's figure where the pool has one, else the sourced value.
         self.measured_prior = np.array([g is not None for g in given], dtype=bool)
         self.prior_mu = np.array([math.log(g.value) if g else 0.0 for g in given])
+        self.reference_sd = np.array([REFERENCE_SPREAD[p.name] for p in self.params])
         self.prior_sd = np.array(
             [g.spread if g else PRIOR_SPREAD[p.name] for g, p in zip(given, self.params, strict=True)]
         )
@@ -196,10 +252,30 @@ class CalibrationFit:
         self.bounds = (np.array(lo), np.array(hi))
         # The parameters each run's prediction can depend on (its stages' pools).
         self.touches = [
-            [self.index[f"{pool}.{k}"] for pool in self._pools_of(p) for k in TIME_CONSTANTS] for p in self.timed
+            [j for j, prm in enumerate(self.params) if prm.pool in self._pools_of(p) and prm.applies_to(p)]
+            for p in self.timed
         ]
         self.prior_log_times = np.zeros(len(self.timed))
-        self.run_spread = RUN_SPREAD
+        # Each run's own spread before the data speak: its regime's run-to-run scatter around its cluster's bias.
+        self.run_base = np.array([RUN_SPREAD_MOE if p.model.moe is not None else RUN_SPREAD for p in self.timed])
+        self.sigma = self.run_base.copy()
+
+    def _level_params(self, pool: str) -> list[_Param]:
+        """Hierarchical constants of a pool, only where its runs could pin them: an FP8 factor when it ran both
+        precisions; a factor per framework other than its most measured one when it ran more than one."""
+        runs = [p for p in self.timed if pool in self._pools_of(p)]
+        out = []
+        precisions = {p.workload.precision == "fp8" for p in runs}
+        if precisions == {True, False}:
+            out.append(_Param(pool, "fp8_compute"))
+        counts: dict[str, int] = {}
+        for p in runs:
+            fw = priced_framework(p.workload.framework)
+            counts[fw] = counts.get(fw, 0) + 1
+        if len(counts) > 1:
+            reference = max(sorted(counts), key=lambda fw: counts[fw])
+            out += [_Param(pool, "framework_compute", fw) for fw in sorted(counts) if fw != reference]
+        return out
 
     @staticmethod
     def _pools_of(p: FitPoint) -> list[str]:
@@ -208,12 +284,15 @@ class CalibrationFit:
 
     # ---- evaluation --------------------------------------------------------------------------------------------
     def calibration(self, x: np.ndarray, reserve: dict[str, float] | None = None) -> ClusterCalibration:
-        values: dict[str, dict[str, float]] = {
+        values: dict[str, dict[str, Any]] = {
             pool: {k: prior.value for k, prior in consts.items() if k in TIME_CONSTANTS}
             for pool, consts in self.priors.items()
         }
         for i, p in enumerate(self.params):
-            values.setdefault(p.pool, {})[p.name] = float(math.exp(x[i]))
+            if p.framework:
+                values.setdefault(p.pool, {}).setdefault("framework_compute", {})[p.framework] = float(math.exp(x[i]))
+            else:
+                values.setdefault(p.pool, {})[p.name] = float(math.exp(x[i]))
         for pool, slack in (reserve or {}).items():
             values.setdefault(pool, {})["memory_reserve"] = slack
         return ClusterCalibration(pools={k: PoolCalibration(**v) for k, v in values.items()})
@@ -224,14 +303,20 @@ class CalibrationFit:
             raise DomainError("measurement", f"{point.label}: the cost model gives no step time for this run")
         return math.log(est.step_time_s)
 
-    def linearise(self, x: np.ndarray) -> _Linearised:
+    def linearise(
+        self, x: np.ndarray, previous: _Linearised | None = None, free: np.ndarray | None = None
+    ) -> _Linearised:
+        """The model linearised at `x`. With `previous` and `free`, only the free constants' columns are
+        differenced again (the fixed ones keep their previous slopes: they are not fitted, only reported)."""
         n, k = len(self.timed), len(self.params)
         f0 = np.zeros(n)
-        jac = np.zeros((n, k))
+        jac = np.zeros((n, k)) if previous is None else previous.jac.copy()
         base = self.calibration(x)
         for i, point in enumerate(self.timed):
             f0[i] = self._log_time(point, base)
             for j in self.touches[i]:
+                if previous is not None and free is not None and not free[j]:
+                    continue
                 xs = x.copy()
                 xs[j] += FD_STEP
                 jac[i, j] = (self._log_time(point, self.calibration(xs)) - f0[i]) / FD_STEP
@@ -247,18 +332,21 @@ class CalibrationFit:
         x = self.prior_mu.copy()
         if idx.size == 0 or not keep.any():
             return x
-        jac = lin.jac[keep][:, idx] / self.run_spread
+        sigma = self.sigma[keep]
+        jac = lin.jac[keep][:, idx] / sigma[:, None]
         fixed = lin.jac[keep] @ np.where(free, 0.0, x)  # the fixed constants' part of the prediction
-        target = (self.log_measured[keep] - lin.f0[keep] + lin.jac[keep] @ lin.x0 - fixed) / self.run_spread
-        prior = np.diag(1.0 / self.prior_sd[idx])
+        target = (self.log_measured[keep] - lin.f0[keep] + lin.jac[keep] @ lin.x0 - fixed) / sigma
+        prior_sd = self.prior_sd[idx]
         lo, hi = self.bounds[0][idx], self.bounds[1][idx]
         mu = self.prior_mu[idx]
         z = np.clip(mu, lo, hi)
         for _ in range(IRLS_ROUNDS):
             r = jac @ z - target  # in run spreads
             w = (1.0 + r**2) ** -0.25  # sqrt of the soft-L1 weight 1 / sqrt(1 + r^2)
-            a = np.vstack([jac * w[:, None], prior])
-            b = np.concatenate([target * w, mu / self.prior_sd[idx]])
+            u = (z - mu) / prior_sd  # in prior spreads
+            v = np.sqrt((PRIOR_TAIL + 1) / (PRIOR_TAIL + u**2))  # sqrt of the Student-t IRLS weight
+            a = np.vstack([jac * w[:, None], np.diag(v / prior_sd)])
+            b = np.concatenate([target * w, v * mu / prior_sd])
             z_new = lsq_linear(a, b, bounds=(lo, hi)).x
             if float(np.max(np.abs(z_new - z))) < 1e-4:
                 z = z_new
@@ -267,12 +355,15 @@ class CalibrationFit:
         x[idx] = z
         return x
 
-    def _posterior_sd(self, jac: np.ndarray, free: np.ndarray) -> np.ndarray:
+    def _posterior_sd(self, jac: np.ndarray, free: np.ndarray, keep: np.ndarray, reference: bool = False) -> np.ndarray:
+        """Posterior spread of each constant (the free ones; the fixed keep their prior's), with the fit's priors or
+        (`reference`) with the wide reference spreads the identification test measures against."""
         idx = np.flatnonzero(free)
-        sd = self.prior_sd.copy()
+        prior_sd = self.reference_sd if reference else self.prior_sd
+        sd = prior_sd.copy()
         if idx.size:
-            j = jac[:, idx] / self.run_spread
-            info = j.T @ j + np.diag(1.0 / self.prior_sd[idx] ** 2)
+            j = jac[:, idx] / self.sigma[keep][:, None]
+            info = j.T @ j + np.diag(1.0 / prior_sd[idx] ** 2)
             cov = np.linalg.inv(info)
             sd[idx] = np.sqrt(np.diag(cov))
         return sd
@@ -288,26 +379,29 @@ class CalibrationFit:
             self.prior_log_times = np.array([self._log_time(p, sourced) for p in self.timed])
         # The spread is estimated from a fit where every constant a run depends on is free: fixing one the data
         # barely pin would leave its whole effect in the residuals and inflate the spread.
+        # Outliers are found here, before the identification test, so that a wild run cannot make it refuse a
+        # constant the other runs pin.
         _x, _sd, _free, keep, lin = self._run_once(first, identify=False)
-        resid = (lin.f0 - self.log_measured)[keep]
-        var = (RUN_SPREAD_WEIGHT * RUN_SPREAD**2 + float(np.sum(resid**2))) / (RUN_SPREAD_WEIGHT + resid.size)
-        self.run_spread = max(RUN_SPREAD_FLOOR, math.sqrt(var))
-        return self._run_once(first)
+        resid = ((lin.f0 - self.log_measured) / self.run_base)[keep]
+        var = (RUN_SPREAD_WEIGHT + float(np.sum(resid**2))) / (RUN_SPREAD_WEIGHT + resid.size)
+        self.sigma = np.maximum(RUN_SPREAD_FLOOR, self.run_base * math.sqrt(var))
+        return self._run_once(first, keep=keep)
 
     def _run_once(
-        self, lin: _Linearised, identify: bool = True
+        self, lin: _Linearised, identify: bool = True, keep: np.ndarray | None = None
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, _Linearised]:
         k = len(self.params)
         x = self.prior_mu.copy()
         free = np.any(np.abs(lin.jac) >= INFORMS, axis=0) if lin.jac.size else np.ones(k, dtype=bool)
-        keep = np.ones(len(self.timed), dtype=bool)
+        keep = np.ones(len(self.timed), dtype=bool) if keep is None else keep.copy()
         # Identifiability at the prior point: fix the least pinned constant until every free one is pinned.
+        ref = self.reference_sd
         while identify:
-            sd = self._posterior_sd(lin.jac[keep], free)
-            weak = [j for j in np.flatnonzero(free) if sd[j] > IDENTIFIED_SHRINK * self.prior_sd[j]]
+            sd = self._posterior_sd(lin.jac[keep], free, keep, reference=True)
+            weak = [j for j in np.flatnonzero(free) if sd[j] > IDENTIFIED_SHRINK * ref[j]]
             if not weak:
                 break
-            free[max(weak, key=lambda j: sd[j] / self.prior_sd[j])] = False
+            free[max(weak, key=lambda j: sd[j] / ref[j])] = False
         for _ in range(MAX_ROUNDS):
             x_new = self._solve_linear(lin, free, keep)
             resid = lin.f0 + lin.jac @ (x_new - lin.x0) - self.log_measured
@@ -317,10 +411,10 @@ class CalibrationFit:
                 x_new = self._solve_linear(lin, free, keep)
             step = float(np.max(np.abs(x_new - x))) if k else 0.0
             x = x_new
-            lin = self.linearise(x)
+            lin = self.linearise(x, lin, free)
             if step < CONVERGED:
                 break
-        sd = self._posterior_sd(lin.jac[keep], free)
+        sd = self._posterior_sd(lin.jac[keep], free, keep)
         return x, sd, free, keep, lin
 
 
@@ -342,6 +436,24 @@ def _reserve_fit(points: Sequence[FitPoint]) -> tuple[dict[str, float], dict[str
         spread[pool] = math.sqrt(1 / (prec_prior + prec_run * len(slacks)))
         runs[pool] = len(slacks)
     return value, spread, runs
+
+
+def _left_out_run(point: FitPoint, calibration: ClusterCalibration) -> RunFit:
+    """A run the model cannot express: compared with both predictions, never fitted."""
+    measured = float(point.step_time_s or 0.0)
+    before = estimate(point.model, point.cluster, point.workload, point.config).step_time_s or 0.0
+    cluster = point.cluster.with_calibration(calibration)
+    after = estimate(point.model, cluster, point.workload, point.config).step_time_s or 0.0
+    return RunFit(
+        label=point.label,
+        measured_s=measured,
+        before_s=before,
+        after_s=after,
+        outlier=False,
+        left_out=point.unmodelled,
+        flagged=abs(after / measured - 1) > FLAG_RELATIVE,
+        sensitivity={},
+    )
 
 
 def _prior_source(priors: Priors, pool: str, name: str) -> str:
@@ -389,7 +501,7 @@ def fit_calibration(points: Sequence[FitPoint], priors: Priors | None = None) ->
             constants.append(
                 ConstantFit(
                     pool=p.pool,
-                    name=p.name,
+                    name=p.label,
                     meaning=MEANING[p.name],
                     prior=float(math.exp(fit.prior_mu[j])),
                     value=float(math.exp(x[j])),
@@ -423,6 +535,7 @@ def fit_calibration(points: Sequence[FitPoint], priors: Priors | None = None) ->
         calibration = fit.calibration(x, reserve)
     else:
         calibration = fit.calibration(np.zeros(0), reserve)
+    runs += [_left_out_run(p, calibration) for p in points if p.step_time_s is not None and p.unmodelled]
     fitted = {(c.pool, c.name) for c in constants}
     for pool, consts in (priors or {}).items():
         for name, prior in consts.items():
@@ -443,7 +556,7 @@ def fit_calibration(points: Sequence[FitPoint], priors: Priors | None = None) ->
         )
     # What the cluster's runs leave unexplained after the fit: the residuals the intervals narrow to
     # (costmodel/uncertainty.py cluster_interval), with the constants they paid for.
-    kept = [math.log(r.measured_s / r.after_s) for r in runs if not r.outlier and r.after_s > 0]
+    kept = [math.log(r.measured_s / r.after_s) for r in runs if not r.outlier and not r.left_out and r.after_s > 0]
     identified = sum(1 for c in constants if c.identified and c.name != "memory_reserve" and c.runs > 0)
     calibration = calibration.model_copy(update={"run_residuals": tuple(kept), "fitted_constants": identified})
     return FitReport(

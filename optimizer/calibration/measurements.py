@@ -15,6 +15,9 @@ LogSource = Literal["manual", "megatron", "torchtitan", "deepspeed", "nemo", "vl
 # A step longer than a day or a GPU with more than 10 TB is a typing error, not a measurement.
 MAX_STEP_S = 86_400.0
 MAX_MEMORY_GB = 10_000.0
+# Measured stacks that the cost model prices as another: NeMo trains with Megatron-Core [NeMo docs, "NeMo 2.0 uses
+# Megatron-Core for model parallelism"].
+SAME_STACK = {"nemo": "megatron"}
 
 
 class Measurement(BaseModel):
@@ -42,6 +45,22 @@ class Measurement(BaseModel):
     steps: int | None = Field(default=None, ge=1, le=100_000_000, description="Steps the figures are a median of.")
     source: LogSource = Field(default="manual", description="Typed in, or the log format it was parsed from.")
     note: str = Field(default="", max_length=2000, description="Free text.")
+    unmodelled: list[str] = Field(
+        default_factory=list,
+        max_length=20,
+        description="Knobs the run used that the cost model does not price (e.g. 'fp8 row-wise scaling'): the run is "
+        "compared with its prediction but left out of the calibration fit, with this reason.",
+    )
+
+    def unmodelled_reason(self, planned_framework: str | None) -> str:
+        """Why this run cannot calibrate a model priced for `planned_framework` ('' when it can; None: the planner
+        chose): knobs the user named, or a run of another framework than the plan priced."""
+        reasons = [k.strip() for k in self.unmodelled if k.strip()]
+        fw = self.framework or "other"
+        ran = SAME_STACK.get(fw, fw)
+        if planned_framework is not None and ran not in ("other", planned_framework):
+            reasons.append(f"ran on {self.framework}, the plan priced {planned_framework}")
+        return "; ".join(reasons)
 
     @model_validator(mode="after")
     def _check(self) -> Measurement:

@@ -109,10 +109,12 @@ def parse_nccl_tests(text: str, collective: Collective | None = None) -> NcclTes
     avg: float | None = None
     found: Collective | None = None
     header = False
+    last = 0
     for n, raw in enumerate(text.splitlines(), start=1):
         line = raw.rstrip()
         if not line.strip():
             continue
+        last = n
         if m := _RANK.match(line):
             ranks[int(m.group(1))] = (m.group(2), m.group(4))
         elif line.startswith("#") and "size" in line and "busbw" in line:
@@ -154,6 +156,10 @@ def parse_nccl_tests(text: str, collective: Collective | None = None) -> NcclTes
         raise DomainError(FIELD, "not nccl-tests output: no '# size count type redop root time algbw busbw' header")
     if not rows:
         raise DomainError(FIELD, "no result rows after the table header (truncated output?)")
+    if avg is None:  # every run ends its table with the footer (src/common.cu), also when it fails a check
+        raise DomainError(
+            FIELD, f"line {last}: the output ends without the '# Avg bus bandwidth' footer (truncated output?)"
+        )
     kind = found or collective
     if kind is None:
         raise DomainError(

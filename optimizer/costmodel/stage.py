@@ -41,7 +41,12 @@ from optimizer.costmodel.terms.data_parallel import (
     zero3_exposed,
     zero3_transient_bytes,
 )
-from optimizer.costmodel.terms.expert_parallel import eager_launch_gaps, ep_all_to_all, ep_overlapped
+from optimizer.costmodel.terms.expert_parallel import (
+    dense_launch_gaps,
+    eager_launch_gaps,
+    ep_all_to_all,
+    ep_overlapped,
+)
 from optimizer.costmodel.terms.offload import offload_exposed, offloaded_bytes
 from optimizer.costmodel.terms.pipeline import pp_hop, pp_message_bytes
 from optimizer.costmodel.terms.recompute import module_recompute, op_sac_recompute
@@ -177,6 +182,7 @@ class CostContext:
         # Bytes per logit at the loss's peak: the framework's own loss unless the workload says which it runs.
         self.attention_kernel = w.attention_kernel or self.fw.attention_kernel
         self.eager_moe = (w.cuda_graphs or "none") != "full_iteration"
+        self.eager_dense = (w.cuda_graphs or "none") == "none"
         self.logit_bytes = self.rt.logit_bytes
         if w.fused_loss is not None:
             self.logit_bytes = LOGIT_BYTES if w.fused_loss else UNFUSED_LOGIT_BYTES
@@ -244,9 +250,10 @@ class CostContext:
         return self._moe_prefix[start + layers] - self._moe_prefix[start]
 
     def gpu(self, pool: NodePool) -> GPUSpec:
-        g = self._gpus.get(pool.name)
+        key = f"{pool.name}/{self.fw.name}"  # a calibration may carry a framework's own compute factor
+        g = self._gpus.get(key)
         if g is None:
-            g = self._gpus[pool.name] = self.cluster.compute_gpu(pool)
+            g = self._gpus[key] = self.cluster.compute_gpu(pool, self.fw.name)
         return g
 
     def reserve(self, pool: NodePool) -> float:
@@ -382,9 +389,12 @@ class LayerCompute:
     """Unfused scale-mask-softmax and its dropout (zero with flash attention)."""
 
 
-def layer_compute(ctx: CostContext, gpu: GPUSpec, lf: LayerFlops, moe_layer: bool) -> LayerCompute:
+def layer_compute(
+    ctx: CostContext, gpu: GPUSpec, lf: LayerFlops, moe_layer: bool, attention_rate: float = 1.0
+) -> LayerCompute:
     """Compute time of one layer per micro-batch [formulas B]: GEMMs at their efficiency, the attention core (flash
-    kernel or explicit softmax), the HBM-bound kernels, the GEMMs' streaming and FP8 casts."""
+    kernel or explicit softmax; `attention_rate` is the pool's calibrated attention factor), the HBM-bound kernels,
+    the GEMMs' streaming and FP8 casts."""
     m, c, w = ctx.model, ctx.c, ctx.w
     tp, tokens = c.tp, ctx.tokens
     rows, cols = tokens, lf.largest_gemm_cols / tp
@@ -401,6 +411,8 @@ def layer_compute(ctx: CostContext, gpu: GPUSpec, lf: LayerFlops, moe_layer: boo
         fa_fwd, fa_bwd = fa_fwd * length, fa_bwd * length
         t_attn = attn_flops / (peak_flops(gpu, False) * fa_fwd)
         t_attn_bwd = FLASH_BWD_FLOP_RATIO * attn_flops / (peak_flops(gpu, False) * fa_bwd)
+    if attention_rate != 1.0:
+        t_attn, t_attn_bwd = t_attn / attention_rate, t_attn_bwd / attention_rate
     repl, shard = elementwise_bytes_per_token(m, moe_layer, m.dropout)
     ew = tokens * (repl / (tp if c.sequence_parallel else 1) + shard / tp)
     softmax = 0.0
@@ -436,7 +448,8 @@ def layer_cost(ctx: CostContext, pool: NodePool, gpu: GPUSpec, lf: LayerFlops, m
     """One layer's compute, recompute and exposed communication per micro-batch on `pool`'s GPU `gpu`."""
     m, c, w = ctx.model, ctx.c, ctx.w
     tp, tokens = c.tp, ctx.tokens
-    pc = layer_compute(ctx, gpu, lf, moe_layer)
+    cal = ctx.cluster.calibration_of(pool)
+    pc = layer_compute(ctx, gpu, lf, moe_layer, cal.attention)
     fwd, bwd, t_gemm, t_routed = pc.fwd, pc.bwd, pc.gemm, pc.routed
     moe = m.moe if moe_layer else None
     op_sac = c.recompute == "selective" and ctx.rt.selective_recompute == "every_other_matmul"
@@ -490,7 +503,9 @@ def layer_cost(ctx: CostContext, pool: NodePool, gpu: GPUSpec, lf: LayerFlops, m
         ep_raw = ep_all_to_all(tiers, m.moe, c.ep, c.expert_tp, tokens, sp_div, m.hidden_size, c.ep_dispatch, again)
     launch_f = launch_b = 0.0
     if moe is not None and ctx.eager_moe:
-        launch_f, launch_b = eager_launch_gaps(t_routed)
+        launch_f, launch_b = eager_launch_gaps(t_routed, cal.host)
+    elif moe is None and ctx.eager_dense:
+        launch_f, launch_b = dense_launch_gaps(fwd, bwd, cal.host)
     ep_total = ep_raw
     if ep_raw and c.ep_comm_overlap:
         ep_total = ep_overlapped(ep_raw, fwd + launch_f, bwd + launch_b)

@@ -11,27 +11,66 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from optimizer.errors import DomainError
+from optimizer.spec.names import FrameworkName
 
 # Allocator fragmentation and temporary buffers: keep 10% of device memory free, as vLLM's default
 # gpu_memory_utilization=0.9 does [VL optimization docs; Z20 §3.2 ZeRO-R].
 FRAGMENTATION_FRACTION = 0.10
 
-ConstantName = Literal["compute", "intra_node", "network", "memory_reserve"]
+ConstantName = Literal[
+    "compute",
+    "memory_bound",
+    "attention",
+    "host",
+    "fp8_compute",
+    "framework_compute",
+    "intra_node",
+    "network",
+    "memory_reserve",
+]
 
 # Range a fitted constant may take: wider than any published cluster's spread around the sourced values
 # (the Hopper framework factor's records spread +-15% [benchmarks/model_accuracy.py]; NCCL bus bandwidth on a
 # misconfigured fabric falls to a fifth of line rate [NCCL tests issue reports]).
 BOUNDS: dict[str, tuple[float, float]] = {
     "compute": (0.3, 2.0),
+    "memory_bound": (0.3, 2.0),
+    "attention": (0.3, 2.0),
+    # Host issue time: Python / driver overhead spans several-fold across CPUs and stacks [PyTorch issue reports
+    # on launch-bound small models; CUDA Graphs blog].
+    "host": (0.2, 5.0),
+    "fp8_compute": (0.5, 2.0),
+    "framework_compute": (0.5, 2.0),
     "intra_node": (0.2, 2.0),
     "network": (0.1, 2.0),
     "memory_reserve": (0.0, 0.5),
 }
 
+# The constants that are one number per pool (framework_compute is one per framework).
+SCALARS: tuple[str, ...] = (
+    "compute",
+    "memory_bound",
+    "attention",
+    "host",
+    "fp8_compute",
+    "intra_node",
+    "network",
+    "memory_reserve",
+)
+
 # What each constant scales, in words the plan page and CLI print.
 MEANING: dict[str, str] = {
-    "compute": "GEMM and attention throughput (x the sourced efficiency)",
+    "compute": "GEMM and attention throughput (x the sourced efficiency); scales with FLOPs",
+    "memory_bound": "device-memory streaming rate of the memory-bound kernels (norms, activations, residuals, "
+    "operand streaming, casts, optimizer step; x the sourced HBM efficiency); scales with bytes",
+    "attention": "attention-core throughput (x the sourced flash-attention efficiency); scales with s^2 FLOPs",
+    "fp8_compute": "FP8 GEMM throughput relative to the pool's calibrated BF16 rate; scales with FP8 FLOPs",
+    "framework_compute": "one framework's compute throughput relative to the pool's; scales with its runs' FLOPs",
+    "host": "host rate issuing a layer's kernels per micro-batch (x the sourced launch rate); its time scales with "
+    "layers x micro-batches, exposed where a layer's GPU work is shorter",
     "intra_node": "NVLink / PCIe bus bandwidth (x the sourced efficiency)",
     "network": "NIC bus bandwidth between nodes (x the sourced efficiency)",
     "memory_reserve": "device memory kept free for allocator slack, fraction of capacity (training: <= 8 GiB)",
@@ -44,6 +83,36 @@ class PoolCalibration(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     compute: float = Field(default=1.0, ge=BOUNDS["compute"][0], le=BOUNDS["compute"][1], description="Factor.")
+    memory_bound: float = Field(
+        default=1.0, ge=BOUNDS["memory_bound"][0], le=BOUNDS["memory_bound"][1], description="Factor on HBM rate."
+    )
+    attention: float = Field(
+        default=1.0, ge=BOUNDS["attention"][0], le=BOUNDS["attention"][1], description="Factor on attention rate."
+    )
+    host: float = Field(
+        default=1.0, ge=BOUNDS["host"][0], le=BOUNDS["host"][1], description="Factor on host issue rate."
+    )
+    fp8_compute: float = Field(
+        default=1.0,
+        ge=BOUNDS["fp8_compute"][0],
+        le=BOUNDS["fp8_compute"][1],
+        description="Factor on FP8 GEMM throughput, on top of `compute` (fitted only where runs of both precisions "
+        "pin it).",
+    )
+    framework_compute: dict[FrameworkName, float] = Field(
+        default_factory=dict,
+        description="A framework's own factor on compute, on top of `compute` (fitted only for a cluster whose runs "
+        "use more than one framework; the most measured one is the reference, 1).",
+    )
+
+    @model_validator(mode="after")
+    def _framework_bounds(self) -> PoolCalibration:
+        lo, hi = BOUNDS["framework_compute"]
+        for fw, v in self.framework_compute.items():
+            if not lo <= v <= hi:
+                raise DomainError(f"framework_compute.{fw}", f"must be in [{lo}, {hi}]")
+        return self
+
     intra_node: float = Field(
         default=1.0, ge=BOUNDS["intra_node"][0], le=BOUNDS["intra_node"][1], description="Factor."
     )
@@ -107,9 +176,12 @@ def change_between(before: ClusterCalibration | None, after: ClusterCalibration 
     worst = 0.0
     for name in set(new.pools) | set(base.pools):
         a, b = new.of(name), base.of(name)
-        for k in BOUNDS:
+        for k in SCALARS:
             va, vb = a.value(k), b.value(k)
             worst = max(worst, abs(va - vb) / max(abs(vb), 1e-9))
+        for fw in set(a.framework_compute) | set(b.framework_compute):
+            va, vb = a.framework_compute.get(fw, 1.0), b.framework_compute.get(fw, 1.0)
+            worst = max(worst, abs(va - vb) / vb)
     return worst
 
 
@@ -128,8 +200,8 @@ TERM_CONSTANT: dict[str, str] = {
     "pp_comm": "network",
     "dp_comm": "network",
     "zero_gather": "network",
-    "optimizer": "none (HBM-bound)",
-    "launch": "none (host-bound)",
+    "optimizer": "memory_bound",
+    "launch": "host",
 }
 
 

@@ -12,6 +12,7 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, model_validator
 from optimizer.errors import DomainError, UnknownNameError
 from optimizer.spec.calibration import IDENTITY, ClusterCalibration, PoolCalibration
 from optimizer.spec.gpu_catalog import GPUSpec, resolve_gpu
+from optimizer.spec.names import FrameworkName
 
 NodeState = Literal["healthy", "drained", "failed"]
 
@@ -60,6 +61,18 @@ class Node(BaseModel):
         min_length=1, max_length=128, pattern=r"^[A-Za-z0-9._:-]+$", description="Host name, unique in the cluster."
     )
     state: NodeState = Field(default="healthy", description="Only healthy nodes are planned on.")
+    switches: list[str] = Field(
+        default_factory=list,
+        max_length=8,
+        description="The network switches above the node, leaf first (Slurm topology.conf tree, Topograph "
+        "fabric tiers, Kueue topology levels); empty: unknown (the pool's pod_size stands in).",
+    )
+    nvlink_domain: str | None = Field(
+        default=None,
+        max_length=128,
+        description="The NVLink domain the node's GPUs share with other nodes (GB200 / GB300 NVL72 clique "
+        "nvidia.com/gpu.clique, Slurm topology block); None: the node's own.",
+    )
 
 
 # The largest fleets announced hold about 100,000-200,000 GPUs (12,500-25,000 nodes of 8): a pool of more nodes is
@@ -131,7 +144,7 @@ class NodePool(BaseModel):
     def node_list(self) -> list[Node]:
         """Every node with its state (generated names `<pool>-000`... for a count)."""
         if isinstance(self.nodes, list):
-            return [Node(name=n.name, state=self.node_states.get(n.name, n.state)) for n in self.nodes]
+            return [n.model_copy(update={"state": self.node_states.get(n.name, n.state)}) for n in self.nodes]
         names = [self.node_name(i) for i in range(self.nodes)]
         return [Node(name=n, state=self.node_states.get(n, "healthy")) for n in names]
 
@@ -236,15 +249,20 @@ class ClusterSpec(BaseModel):
         """The fitted constants of a pool (the identity when uncalibrated)."""
         return self._calibration.of(pool.name) if self._calibration is not None else IDENTITY
 
-    def compute_gpu(self, pool: NodePool) -> GPUSpec:
-        """The GPU spec the cost model computes with: peak FLOP/s scaled by the pool's calibrated compute
-        factor (the catalogued spec when uncalibrated)."""
+    def compute_gpu(self, pool: NodePool, framework: FrameworkName | None = None) -> GPUSpec:
+        """The GPU spec the cost model computes with: peak FLOP/s scaled by the pool's calibrated compute factor
+        (times `framework`'s own where the calibration has one; FP8 peaks also by the FP8 factor) and device-memory
+        bandwidth by its memory-bound factor (the catalogued spec when uncalibrated)."""
         gpu = self.gpu_of(pool)
-        k = self.calibration_of(pool).compute
-        if k == 1.0:
+        cal = self.calibration_of(pool)
+        own = cal.framework_compute.get(framework, 1.0) if framework is not None else 1.0
+        k, mem = cal.compute * own, cal.memory_bound
+        if k == 1.0 and mem == 1.0 and cal.fp8_compute == 1.0:
             return gpu
-        fp8 = gpu.fp8_tflops * k if gpu.fp8_tflops is not None else None
-        return gpu.model_copy(update={"bf16_tflops": gpu.bf16_tflops * k, "fp8_tflops": fp8})
+        fp8 = gpu.fp8_tflops * k * cal.fp8_compute if gpu.fp8_tflops is not None else None
+        return gpu.model_copy(
+            update={"bf16_tflops": gpu.bf16_tflops * k, "fp8_tflops": fp8, "memory_tbps": gpu.memory_tbps * mem}
+        )
 
     def fabric_of(self, pool: NodePool) -> IntraNodeFabric:
         """The pool's intra-node fabric with every default filled from its GPU type."""

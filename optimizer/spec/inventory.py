@@ -36,9 +36,8 @@ def with_node_state(cluster: ClusterSpec, node: str, state: NodeState) -> Cluste
             continue
         data = pool.model_dump(mode="json")
         if isinstance(pool.nodes, list):  # named nodes carry their own state
-            current = {n.name: n.state for n in pool.node_list}
-            current[node] = state
-            data.update(nodes=[{"name": k, "state": v} for k, v in current.items()], node_states={})
+            nodes = [n.model_copy(update={"state": state}) if n.name == node else n for n in pool.node_list]
+            data.update(nodes=[n.model_dump(mode="json", exclude_defaults=True) for n in nodes], node_states={})
         else:  # counted nodes: states of the generated names, healthy by default
             overrides = {**pool.node_states, node: state}
             data.update(node_states={k: v for k, v in overrides.items() if v != "healthy"})

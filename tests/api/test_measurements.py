@@ -65,6 +65,7 @@ def test_measure_calibrate_and_plan_with_it(client: TestClient) -> None:
     assert 0.70 < compute < 0.80, cal["calibration"]["report"]
     again = ok(client.post(f"/v1/clusters/{cluster['id']}/calibrations"))
     assert not again["created"] and again["calibration"]["number"] == 1  # same evidence, same version
+    assert again["fit"]["measurements"] == 6 and len(again["fit"]["runs"]) == 6
 
     # the next plan of the same configuration uses it (and predicts slower), unless asked not to; the diff names the
     # calibration. Every main knob is pinned: among configurations whose difference is inside its interval the
@@ -99,6 +100,15 @@ def test_measure_calibrate_and_plan_with_it(client: TestClient) -> None:
     assert client.delete(f"/v1/plans/{plan['id']}/measurements/{mid}").status_code == 204
     assert client.delete(f"/v1/plans/{plan['id']}/measurements/{mid}").status_code == 404
     assert ok(client.get(f"/v1/plans/{plan['id']}/measurements")) == []
+    # One run deleted, one more added exactly as the calibration predicts it: whether or not a constant moves, the
+    # answer reports the measurements this refit used (the new one, not the deleted one), not the standing version's.
+    calibrated = ok(client.get(f"/v1/plans/{plans[1]['id']}/measurements"))[0]["calibrated_step_s"]
+    added = ok(client.post(f"/v1/plans/{plans[1]['id']}/measurements", json={"step_time_s": calibrated}), 201)
+    third = ok(client.post(f"/v1/clusters/{cluster['id']}/calibrations"))
+    labels = [r["label"] for r in third["fit"]["runs"]]
+    assert third["fit"]["measurements"] == 6 and len(labels) == 6
+    assert any(lab.startswith(f"measurement {added['id']} ") for lab in labels)
+    assert not any(lab.startswith(f"measurement {mid} ") for lab in labels)
 
 
 def test_log_ingestion_and_bad_measurements(client: TestClient) -> None:

@@ -7,7 +7,7 @@ from math import prod
 
 from optimizer.costmodel import network as net
 from optimizer.costmodel.compute import overlapped
-from optimizer.costmodel.constants import BF16_BYTES, MOE_EAGER_HOST_S
+from optimizer.costmodel.constants import BF16_BYTES, KERNEL_LAUNCH_S, KERNELS_PER_LAYER, MOE_EAGER_HOST_S
 from optimizer.costmodel.ep_dispatch import deepep_network_share
 from optimizer.spec.model_spec import MoESpec
 
@@ -45,14 +45,41 @@ def ep_all_to_all(
     return (EP_ALL_TO_ALLS_RECOMPUTED if again else EP_ALL_TO_ALLS) * net.all_to_all(lv, per_rank, scale)
 
 
-def eager_launch_gaps(t_routed: float) -> tuple[float, float]:
+def eager_launch_gaps(t_routed: float, host_rate: float = 1.0) -> tuple[float, float]:
     """(forward, backward) host-launch time an eager MoE layer exposes per micro-batch, seconds.
 
     After the dispatcher's device-to-host sync the GPU runs only what the host has issued since, so the host's issue
     time for the rest of the layer (MOE_EAGER_HOST_S, a third forward and two thirds backward) is exposed where the
     routed experts' GEMMs (`t_routed` forward, 2x backward) are shorter [constants.MOE_EAGER_HOST_S]. Full-iteration
-    CUDA graphs replay it without the host."""
-    return max(0.0, MOE_EAGER_HOST_S / 3 - t_routed), max(0.0, 2 * MOE_EAGER_HOST_S / 3 - 2 * t_routed)
+    CUDA graphs replay it without the host. `host_rate` is the pool's calibrated host factor (issue time /
+    host_rate)."""
+    host = MOE_EAGER_HOST_S / host_rate
+    return max(0.0, host / 3 - t_routed), max(0.0, 2 * host / 3 - 2 * t_routed)
+
+
+def dense_launch_gaps(fwd: float, bwd: float, host_rate: float = 1.0) -> tuple[float, float]:
+    """(forward, backward) host-issue time an eager dense layer exposes per micro-batch, seconds: the host issues
+    the layer's kernels (KERNELS_PER_LAYER forward, twice as many backward, KERNEL_LAUNCH_S each) ahead of the GPU,
+    which waits only where its own work on the layer (`fwd`, `bwd`) is shorter [constants KERNEL_LAUNCH_S]; this is
+    what makes a small model on many GPUs slower than its FLOPs say. Zero for every layer whose forward takes more
+    than ~50 us; CUDA graphs (per-layer or full-iteration) replay without the host."""
+    issue = KERNELS_PER_LAYER * KERNEL_LAUNCH_S / host_rate
+    return _exposed(fwd, issue), _exposed(bwd, 2 * issue)
+
+
+# The host issues ahead of the GPU through the launch queue, so the two overlap; near the point where they take as
+# long neither hides the other fully (as compute and memory near a roofline's ridge, compute.roofline_time). A
+# p-norm with p = 4 is within 1.5% of their maximum once one is twice the other, and smooth, so that a calibration
+# can see a host that is nearly exposed (assumed; the pool's host factor absorbs the exact shape).
+HOST_SMOOTHING_P = 4.0
+
+
+def _exposed(gpu_s: float, host_s: float) -> float:
+    """What a host issue time of `host_s` adds to `gpu_s` of GPU work."""
+    if host_s <= 0.0:
+        return 0.0
+    p = HOST_SMOOTHING_P
+    return float((gpu_s**p + host_s**p) ** (1.0 / p)) - gpu_s
 
 
 def ep_overlapped(ep_raw: float, window_f: float, window_b: float) -> float:

@@ -50,3 +50,12 @@ def test_bad_output_names_the_line_and_the_rule(text: str, words: str) -> None:
     with pytest.raises(DomainError) as exc:
         parse_nccl_tests(text)
     assert exc.value.field == "nccl_tests" and words in exc.value.rule
+
+
+def test_output_cut_before_its_footer_is_truncated() -> None:
+    """A run killed mid-table has rows but no '# Avg bus bandwidth' footer: its plateau would be a smaller message's."""
+    cut = SINGLE.split("  1073741824")[0]
+    with pytest.raises(DomainError) as exc:
+        parse_nccl_tests(cut)
+    assert exc.value.field == "nccl_tests" and "without the '# Avg bus bandwidth' footer" in exc.value.rule
+    assert exc.value.rule.startswith(f"line {len(cut.splitlines())}:")
