@@ -192,3 +192,11 @@ class MeasuredRun:
     step_time: Annotated[
         float | None, typer.Option("--measured-step-time", help="A run's seconds per step, to compare.")
     ] = None
+    ran: Annotated[
+        bool,
+        typer.Option(
+            "--ran",
+            help="The configuration ran (implied by --log or --measured-step-time): state the memory overrun the "
+            "model predicts instead of refusing it.",
+        ),
+    ] = False
