@@ -75,6 +75,15 @@ class Numerics:
             "Megatron-Bridge's FP8 recipes run.",
         ),
     ] = False
+    precision_aware_optimizer: Annotated[
+        bool,
+        typer.Option(
+            "--precision-aware-optimizer",
+            help="Training with --precision bf16 on Megatron: --use-precision-aware-optimizer (fp32 master weights "
+            "kept as 16-bit remainders of the bf16 weights, 2 B per parameter less), as NeMo's BF16 performance "
+            "recipes run.",
+        ),
+    ] = False
     attention_kernel: Annotated[
         str | None,
         typer.Option(
