@@ -48,8 +48,8 @@ def reported_plan(
         est = estimate(model, cluster, w, config, admit=True)
     except DomainError as exc:  # config.tp -> search.ran.tp; a workload or cluster field keeps its name
         field = exc.field
-        if field.startswith("config."):
-            field = "search.ran." + field.removeprefix("config.")
+        if field == "config" or field.startswith("config."):
+            field = "search.ran" + field.removeprefix("config")
         raise DomainError(field, exc.rule) from None
     pools = [p.name for p in assign_pools(cluster, config)]
     rate_s = cluster.price_per_s(config.gpus_per_stage, pools)
