@@ -44,6 +44,8 @@ def test_a_run_the_planner_refuses_is_reported_measured_and_bounds_the_reserve(c
         plan["step_time_s"] == est["step_time_s"] > 0 and "Reported as run" in plan["result"]["explanation"]["summary"]
     )
 
+    html = client.get(f"/plans/{plan['id']}").text
+    assert 'id="overrun"' in html and "reported as run" in html and ">REPORTED<" in html
     path = f"/v1/plans/{plan['id']}/measurements"
     m = ok(client.post(f"{path}?cluster_id={cluster['id']}", json={"step_time_s": 40.0}), 201)
     assert m["planned_step_s"] == plan["step_time_s"] and m["predicted_memory_gb"] > 80
