@@ -70,8 +70,8 @@ def estimate(
         spec, clus = resolve_target(target, calibration)
         work = build_workload(shape, numerics, objective, framework)
         config = build_parallel_config(parallel, placement)
-        result = run_estimate(spec, clus, work, config)
         measured = measured_figures(run, work, config.gpus)
+        result = run_estimate(spec, clus, work, config, admit=run.ran or measured is not None)
     except DomainError as exc:
         fail(exc)
     if as_json:
@@ -98,6 +98,8 @@ def _band(interval: tuple[float, float] | None, unit: str) -> str:
 def render_estimate(e: Estimate, model: str, cluster: str) -> None:
     """Readable tables: verdict, per-stage memory, time breakdown."""
     verdict = "[green]fits[/green]" if e.feasible else f"[red]does not fit[/red]: {e.reason}"
+    if e.admitted:  # reported as run: priced as given, the overrun stated
+        verdict = "[green]ran (reported)[/green]" if e.feasible else f"[yellow]ran (reported)[/yellow]: {e.reason}"
     out.print(f"[bold]{model}[/bold] on [bold]{cluster}[/bold] ({e.gpus} GPUs, {e.mode}): {verdict}")
     if e.mode == "training":
         out.print(
@@ -112,6 +114,8 @@ def render_estimate(e: Estimate, model: str, cluster: str) -> None:
             f"{e.tokens_per_s:,.0f} output tokens/s"
         )
     out.print(f"peak memory {e.peak_memory_gb:.1f} GB{_band(e.peak_memory_interval_gb, 'GB')}")
+    if e.memory_overrun_gb is not None:
+        out.print(f"memory overrun {e.memory_overrun_gb:.1f} GB per GPU (predicted peak minus the GPU's memory)")
     if e.interval_basis:
         out.print(f"[dim]80% intervals: {e.interval_basis}[/dim]")
     for s in e.stages:

@@ -60,6 +60,7 @@ def build_workload(
             grad_dtype=numerics.grad_dtype,
             fused_loss=numerics.fused_loss,
             fp8_param_gather=numerics.fp8_param_gather or None,
+            precision_aware_optimizer=numerics.precision_aware_optimizer or None,
             attention_kernel=numerics.attention_kernel,
             cuda_graphs=numerics.cuda_graphs,
         )

@@ -75,6 +75,15 @@ class Numerics:
             "Megatron-Bridge's FP8 recipes run.",
         ),
     ] = False
+    precision_aware_optimizer: Annotated[
+        bool,
+        typer.Option(
+            "--precision-aware-optimizer",
+            help="Training with --precision bf16 on Megatron: --use-precision-aware-optimizer (fp32 master weights "
+            "kept as 16-bit remainders of the bf16 weights, 2 B per parameter less), as NeMo's BF16 performance "
+            "recipes run.",
+        ),
+    ] = False
     attention_kernel: Annotated[
         str | None,
         typer.Option(
@@ -192,3 +201,11 @@ class MeasuredRun:
     step_time: Annotated[
         float | None, typer.Option("--measured-step-time", help="A run's seconds per step, to compare.")
     ] = None
+    ran: Annotated[
+        bool,
+        typer.Option(
+            "--ran",
+            help="The configuration ran (implied by --log or --measured-step-time): state the memory overrun the "
+            "model predicts instead of refusing it.",
+        ),
+    ] = False

@@ -1,13 +1,17 @@
-"""`meshplan measure | calibrate | measure-cluster | next-measurement`: record what a run measured against a plan,
-a cluster's acceptance tests (nccl-tests, mamf-finder), fit the cluster's calibration, and ask which measurement would
-narrow a plan's prediction most, through a running service (MESHPLAN_URL, MESHPLAN_TOKEN) [issues 14, 33]."""
+"""`meshplan measure | report-run | calibrate | measure-cluster | next-measurement`: record what a run measured
+against a plan (or a configuration that ran, which the planner may refuse, as a reported plan), a cluster's
+acceptance tests (nccl-tests, mamf-finder), fit the cluster's calibration, and ask which measurement would narrow a
+plan's prediction most, through a running service (MESHPLAN_URL, MESHPLAN_TOKEN) [issues 14, 33]."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import time
 import urllib.error
 import urllib.parse
 import urllib.request
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -15,6 +19,9 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from api.cli_inputs import build_parallel_config, build_workload
+from api.cli_option_groups import OptionGroup, with_option_groups
+from api.cli_options import FrameworkOpt, Numerics, ParallelOptions, PlacementOptions, WorkloadShape
 from api.cli_output import fail
 from optimizer.calibration.gemm_bench import parse_gemm_bench
 from optimizer.calibration.nccl_tests import COLLECTIVES, Collective, parse_nccl_tests
@@ -29,12 +36,18 @@ TokenOpt = Annotated[
     str | None,
     typer.Option(envvar="MESHPLAN_TOKEN", help="A write-scope API token (env MESHPLAN_TOKEN)."),
 ]
+ClusterOpt = Annotated[
+    int | None,
+    typer.Option("--cluster", help="The cluster the run ran on (service id): checked against the plan's.", min=1),
+]
 DEFAULT_URL = "http://127.0.0.1:8000"
 TIMEOUT_S = 60.0
+POLL_S = 0.2
 
 
 def register(app: typer.Typer) -> None:
     app.command("measure")(measure)
+    app.command("report-run")(report_run)
     app.command("calibrate")(calibrate)
     app.command("measure-cluster")(measure_cluster)
     app.command("watch")(watch)
@@ -47,11 +60,10 @@ def _call(
     path: str,
     body: bytes | None,
     content_type: str,
-    not_found: str = "plan_id",
     method: str = "POST",
+    not_found: str = "plan_id",
 ) -> Any:
-    """POST (or GET) to the service; an error answer becomes a DomainError with the service's own message (a 404
-    names `not_found`)."""
+    """POST (or GET) to the service; an error answer becomes a DomainError with the service's own message."""
     if not token:
         scope = "an API token" if method == "GET" else "a write-scope API token"
         raise DomainError("--token", f"{scope} is needed (--token or MESHPLAN_TOKEN)")
@@ -100,33 +112,58 @@ def measure(
         str, typer.Option("--format", help="auto, megatron, torchtitan, deepspeed, nemo, vllm, sglang.")
     ] = "auto",
     warmup: Annotated[int, typer.Option(help="Log steps skipped at the start.", min=0, max=100_000)] = 3,
+    cluster: ClusterOpt = None,
     url: UrlOpt = DEFAULT_URL,
     token: TokenOpt = None,
 ) -> None:
     """Record what a run of a plan measured (figures or its log) and print it next to the prediction."""
+    figures = Figures(step_time, tokens_per_s, peak_allocated_gb, peak_reserved_gb, steps, framework_version, note)
     try:
         if log is not None:
-            if any(v is not None for v in (step_time, tokens_per_s, peak_allocated_gb, peak_reserved_gb)):
+            if figures.given():
                 raise DomainError("--log", "give a log or figures, not both")
             text = read_document(log, "--log")
-            query = urllib.parse.urlencode({"format": log_format, "warmup": warmup, "note": note})
-            out = _call(url, token, f"/v1/plans/{plan_id}/measurements/log?{query}", text.encode(), "text/plain")
+            query = {"format": log_format, "warmup": warmup, "note": note}
+            query |= {"cluster_id": cluster} if cluster is not None else {}
+            path = f"/v1/plans/{plan_id}/measurements/log?{urllib.parse.urlencode(query)}"
+            out = _call(url, token, path, text.encode(), "text/plain")
         else:
-            doc: dict[str, Any] = {
-                k: v
-                for k, v in (
-                    ("step_time_s", step_time),
-                    ("tokens_per_s", tokens_per_s),
-                    ("peak_allocated_gb", peak_allocated_gb),
-                    ("peak_reserved_gb", peak_reserved_gb),
-                    ("steps", steps),
-                )
-                if v is not None
-            }
-            doc.update({k: v for k, v in (("framework_version", framework_version), ("note", note)) if v})
-            out = _call(url, token, f"/v1/plans/{plan_id}/measurements", json.dumps(doc).encode(), "application/json")
+            out = _post_figures(url, token, plan_id, figures, cluster)
     except DomainError as exc:
         fail(exc)
+    _print_measurement(out, plan_id)
+
+
+@dataclass(frozen=True)
+class Figures:
+    """What a run measured, as typed in (None: not given)."""
+
+    step_time_s: float | None = None
+    tokens_per_s: float | None = None
+    peak_allocated_gb: float | None = None
+    peak_reserved_gb: float | None = None
+    steps: int | None = None
+    framework_version: str = ""
+    note: str = ""
+
+    def given(self) -> bool:
+        """Whether any measured figure was given."""
+        return any(
+            v is not None for v in (self.step_time_s, self.tokens_per_s, self.peak_allocated_gb, self.peak_reserved_gb)
+        )
+
+    def document(self) -> dict[str, Any]:
+        """The measurement's JSON body (the figures given)."""
+        return {k: v for k, v in dataclasses.asdict(self).items() if v is not None and v != ""}
+
+
+def _post_figures(url: str, token: str | None, plan_id: int, figures: Figures, cluster: int | None) -> Any:
+    query = f"?cluster_id={cluster}" if cluster is not None else ""
+    body = json.dumps(figures.document()).encode()
+    return _call(url, token, f"/v1/plans/{plan_id}/measurements{query}", body, "application/json")
+
+
+def _print_measurement(out: dict[str, Any], plan_id: int) -> None:
     t = Table(title=f"Measurement {out['id']} of plan {plan_id}")
     for col in ("measured s", "as planned s", "sourced constants s", "current calibration s", "error"):
         t.add_column(col, justify="right")
@@ -144,6 +181,69 @@ def measure(
         f"{err:+.1%}{flag}" if err is not None else "-",
     )
     Console().print(t)
+
+
+@with_option_groups
+def report_run(
+    *,
+    cluster_id: Annotated[int, typer.Argument(help="The cluster it ran on (service id).", min=1, max=2_147_483_647)],
+    model_id: Annotated[int, typer.Argument(help="The model it trained (service id).", min=1, max=2_147_483_647)],
+    gbs: Annotated[int, typer.Option(help="Global batch, sequences.", min=1)],
+    seq_len: Annotated[int, typer.Option(help="Sequence length, tokens.", min=1)],
+    numerics: OptionGroup[Numerics],
+    framework: FrameworkOpt = "megatron",
+    parallel: OptionGroup[ParallelOptions],
+    placement: OptionGroup[PlacementOptions],
+    step_time: Annotated[float | None, typer.Option("--step-time", help="Seconds per step, measured.")] = None,
+    tokens_per_s: Annotated[float | None, typer.Option(help="Tokens per second, whole job, measured.")] = None,
+    peak_allocated_gb: Annotated[float | None, typer.Option(help="torch.cuda.max_memory_allocated, GB.")] = None,
+    peak_reserved_gb: Annotated[float | None, typer.Option(help="torch.cuda.max_memory_reserved, GB.")] = None,
+    note: Annotated[str, typer.Option(help="Free text.")] = "",
+    url: UrlOpt = DEFAULT_URL,
+    token: TokenOpt = None,
+) -> None:
+    """Report a training configuration that ran (which the planner may refuse): the service plans it as given,
+    states any memory overrun the model predicts, and records the run's figures against that plan when given."""
+    figures = Figures(step_time, tokens_per_s, peak_allocated_gb, peak_reserved_gb, note=note)
+    try:
+        work = build_workload(WorkloadShape(gbs=gbs, seq_len=seq_len), numerics, None, framework)
+        config = build_parallel_config(parallel, placement)
+        doc = {
+            "cluster_id": cluster_id,
+            "model_id": model_id,
+            "workload": work.model_dump(mode="json"),
+            "search": {"ran": config.model_dump(mode="json", exclude_defaults=True)},
+        }
+        job = _call(url, token, "/v1/jobs", json.dumps(doc).encode(), "application/json", not_found="cluster_id")
+        job = _wait(url, token, int(job["id"]))
+        if job["status"] != "succeeded" or job.get("plan_id") is None:
+            raise DomainError("search.ran", f"job {job['id']} {job['status']}: {job.get('error') or 'no plan'}")
+        plan_id = int(job["plan_id"])
+        plan = _call(url, token, f"/v1/plans/{plan_id}", None, "application/json", method="GET")
+        measured = _post_figures(url, token, plan_id, figures, cluster_id) if figures.given() else None
+    except DomainError as exc:
+        fail(exc)
+    est = plan["result"]["plan"]["estimate"]
+    Console().print(
+        f"plan {plan_id} ({plan['solver_status']}): step time {est['step_time_s']:.4g} s, peak memory "
+        f"{est['peak_memory_gb']:.1f} GB per GPU"
+    )
+    if est.get("memory_overrun_gb") is not None:
+        Console().print(f"[yellow]memory overrun {est['memory_overrun_gb']:.1f} GB per GPU[/yellow]: {est['reason']}")
+    if measured is not None:
+        _print_measurement(measured, plan_id)
+
+
+def _wait(url: str, token: str | None, job_id: int) -> dict[str, Any]:
+    """The job once it has finished (polled; at most TIMEOUT_S)."""
+    deadline = time.monotonic() + TIMEOUT_S
+    while True:
+        job: dict[str, Any] = _call(url, token, f"/v1/jobs/{job_id}", None, "application/json", method="GET")
+        if job["status"] in ("succeeded", "failed", "cancelled"):
+            return job
+        if time.monotonic() > deadline:
+            raise DomainError("--url", f"job {job_id} did not finish within {TIMEOUT_S:g} s")
+        time.sleep(POLL_S)
 
 
 def calibrate(

@@ -67,9 +67,16 @@ def _config(plan: Plan) -> ParallelConfig:
     return best.config
 
 
-def record_measurement(s: Session, plan_id: int, m: Measurement) -> MeasurementRow:
-    """Store what a run of plan `plan_id` measured (checked against the plan's workload and GPU)."""
+def record_measurement(s: Session, plan_id: int, m: Measurement, cluster_id: int | None = None) -> MeasurementRow:
+    """Store what a run of plan `plan_id` measured (checked against the plan's workload and GPU, and against the
+    cluster the caller says it ran on, `cluster_id`, when given)."""
     plan = PlanRepository(s).get(plan_id)
+    if cluster_id is not None and cluster_id != plan.cluster_id:
+        raise DomainError(
+            "cluster_id",
+            f"the run ran on cluster {cluster_id}, but plan {plan.id} is a plan of cluster {plan.cluster_id}: record "
+            f"it against a plan of cluster {cluster_id} (a reported configuration, search.ran, makes one)",
+        )
     config = _config(plan)
     specs = specs_of(s, plan)
     gpu_gb = min(specs.cluster.gpu_of(p).memory_bytes for p in assign_pools(specs.cluster, config)) / 1e9

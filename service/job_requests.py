@@ -1,6 +1,7 @@
 """What a planning job's submission carries (`JobRequest`, its `SearchOptions`) and the checks it passes before
 anything is stored: the rows it names exist, and what the specs decide without building a search space
-(`check_request`, the checks `plan` runs before it builds a search space). What only the search space can tell (a
+(`check_request`, the checks `plan` runs before it builds a search space; a reported configuration, `search.ran`,
+against every rule of the cost model). What only the search space can tell (a
 pin that leaves a knob no value on these pools) fails the job when it runs, with the same message."""
 
 from __future__ import annotations
@@ -13,7 +14,9 @@ from sqlalchemy.orm import Session
 
 from optimizer.errors import DomainError
 from optimizer.search.planner import check_request
+from optimizer.search.reported import reported_plan
 from optimizer.search.space import DEFAULT_SCHEDULES, SearchSpace, parse_pins
+from optimizer.spec.parallel_config import ParallelConfig
 from optimizer.spec.workload import InferenceWorkload, TrainingWorkload
 from optimizer.spec.workload import Workload as WorkloadSpec
 from store.models import MAX_ID, Cluster, ClusterRevision, Model, ModelVersion
@@ -31,6 +34,22 @@ class SearchOptions(BaseModel):
     max_gpus: int | None = Field(default=None, ge=1, le=10_000_000, description="GPU budget.")
     pools: list[str] | None = Field(default=None, max_length=256, description="Pools the plan may use.")
     schedules: list[str] | None = Field(default=None, max_length=8, description="Pipeline schedules searched.")
+    ran: ParallelConfig | None = Field(
+        default=None,
+        description="A training configuration that ran (reported): no search; the plan holds it with its estimate, "
+        "any memory overrun the model predicts stated instead of refused (solver_status REPORTED), and its "
+        "measurements attach to it as to any plan. Leave pins, max_gpus, pools and schedules out.",
+    )
+
+    def check_ran(self) -> None:
+        """A reported configuration is planned as given: nothing to search beside it."""
+        if self.ran is None:
+            return
+        given = [k for k in ("pins", "max_gpus", "pools", "schedules") if getattr(self, k)]
+        if given:
+            raise DomainError(
+                f"search.{given[0]}", "a reported configuration (search.ran) is planned as given: leave it out"
+            )
 
     def space(self) -> SearchSpace:
         """The declared search space (pins parsed; a bad pin names itself under `search.`)."""
@@ -102,12 +121,10 @@ def check(
         raise DomainError("cluster_id", f"cluster {t.cluster.id} has no inventory yet")
     if t.version is None:
         raise DomainError("model_id", f"model {t.model.id} has no version yet")
-    check_request(
-        version_spec(t.model, t.version),
-        revision_spec(t.cluster, t.revision),
-        workload,
-        search.space(),
-        time_limit_s=time_limit_s,
-        max_time_limit_s=cfg.max_time_limit_s,
-    )
+    model, cluster = version_spec(t.model, t.version), revision_spec(t.cluster, t.revision)
+    search.check_ran()
+    space = search.space()
+    check_request(model, cluster, workload, space, time_limit_s=time_limit_s, max_time_limit_s=cfg.max_time_limit_s)
+    if search.ran is not None:  # its rules now, so that a bad configuration stores nothing (one estimate)
+        reported_plan(model, cluster, workload, search.ran)
     return t.revision, t.version

@@ -16,6 +16,7 @@ from optimizer.exports.plan_diff import diff_fleets, diff_plans
 from optimizer.search.explain import describe
 from optimizer.search.fleet_result import FleetPlan
 from optimizer.search.planner import plan
+from optimizer.search.reported import reported_plan
 from optimizer.search.result import PlannedConfig, PlanResult, Progress
 from optimizer.search.space import SearchSpace
 from optimizer.spec.cluster_spec import ClusterSpec
@@ -54,6 +55,8 @@ class JobInputs:
     warm_start: ParallelConfig | None
     measured: tuple[ParallelConfig, ...] = ()
     """Configurations of this model measured on this cluster: the territory the interval rule prefers."""
+    ran: ParallelConfig | None = None
+    """A configuration reported as run: planned as given (optimizer/search/reported.py), no search."""
 
 
 def submit(
@@ -110,15 +113,17 @@ def load_inputs(session: Session, job: Job) -> JobInputs:
         for m, p in MeasurementRepository(session).of_cluster(job.cluster_id)
         if p.model_id == job.model_id and m.config
     )
+    search = SearchOptions.model_validate(job.search)
     return JobInputs(
         model=specs.model,
         cluster=specs.cluster.with_calibration(calibration),
         workload=specs.workload,
-        space=SearchOptions.model_validate(job.search).space(),
+        space=search.space(),
         time_limit_s=job.time_limit_s,
         top_k=job.top_k,
         warm_start=warm,
         measured=measured,
+        ran=search.ran,
     )
 
 
@@ -181,19 +186,7 @@ def run_job(db: Database, job_id: int, cfg: Settings | None = None) -> str:
     error: str | None = None
     with _Watcher(db, job_id, cfg.job_progress_interval_s) as watcher:
         try:
-            result = plan(
-                inputs.model,
-                inputs.cluster,
-                inputs.workload,
-                inputs.space,
-                top_k=inputs.top_k,
-                time_limit_s=inputs.time_limit_s,
-                max_time_limit_s=max(inputs.time_limit_s, cfg.max_time_limit_s),
-                warm_start=inputs.warm_start,
-                measured=inputs.measured,
-                progress=watcher.progress,
-                cancelled=watcher.cancel.is_set,
-            )
+            result = solve(inputs, cfg, watcher)
         except DomainError as exc:
             error = str(exc)
         except Exception as exc:  # a bug: the job says so, the worker lives on
@@ -201,6 +194,25 @@ def run_job(db: Database, job_id: int, cfg: Settings | None = None) -> str:
             error = f"internal error ({type(exc).__name__}); see the worker log"
         cancelled = watcher.cancel.is_set()
     return _complete(db, job_id, result, error, cancelled)
+
+
+def solve(inputs: JobInputs, cfg: Settings, watcher: _Watcher) -> PlanResult:
+    """The job's plan: a reported configuration as given, else the planner's search."""
+    if inputs.ran is not None:
+        return reported_plan(inputs.model, inputs.cluster, inputs.workload, inputs.ran)
+    return plan(
+        inputs.model,
+        inputs.cluster,
+        inputs.workload,
+        inputs.space,
+        top_k=inputs.top_k,
+        time_limit_s=inputs.time_limit_s,
+        max_time_limit_s=max(inputs.time_limit_s, cfg.max_time_limit_s),
+        warm_start=inputs.warm_start,
+        measured=inputs.measured,
+        progress=watcher.progress,
+        cancelled=watcher.cancel.is_set,
+    )
 
 
 # A solved plan is worth waiting for: its final write is retried through a short database outage before the

@@ -29,6 +29,8 @@ def create_watch(
     submit is checked now rather than at night (a DomainError naming the field)."""
     if switch_threshold_pct is not None and not 0 <= switch_threshold_pct <= 100:
         raise DomainError("switch_threshold_pct", f"must be between 0 and 100 percent (got {switch_threshold_pct:g})")
+    if search.ran is not None:
+        raise DomainError("search.ran", "a watch re-plans every night; report a run that ran with a job instead")
     t = target(s, cluster_id, model_id)
     limit = cfg.time_limit(time_limit_s)
     if t.revision is not None and t.version is not None:

@@ -15,13 +15,17 @@ from optimizer.calibration.measurements import Measurement
 from optimizer.calibration.run_logs import DEFAULT_WARMUP, LogFormatChoice, parse_log
 from service.calibration import comparisons, recalibrate, record_measurement
 from service.plans import planned, specs_of
+from store.models import MAX_ID, Plan
 from store.models import Measurement as MeasurementRow
-from store.models import Plan
 from store.repositories.clusters import ClusterRepository
 from store.repositories.measurements import CalibrationRepository, MeasurementRepository
 from store.repositories.plans import PlanRepository
 
 router = APIRouter(tags=["measurements"], responses=STANDARD)
+RanOn = Annotated[
+    int | None,
+    Query(ge=1, le=MAX_ID, description="The cluster the run ran on: checked against the plan's (422 when another)."),
+]
 RunLog = Annotated[str, Body(media_type="text/plain", description="A training log or serving benchmark output.")]
 
 
@@ -30,8 +34,8 @@ def _out(s: SessionDep, plan: Plan, row: MeasurementRow) -> MeasurementOut:
 
 
 @router.post("/v1/plans/{plan_id}/measurements", status_code=201, response_model=MeasurementOut, responses=WRITE)
-def add(plan_id: RowId, body: Measurement, s: SessionDep, _: Writer) -> MeasurementOut:
-    row = record_measurement(s, plan_id, body)
+def add(plan_id: RowId, body: Measurement, s: SessionDep, _: Writer, cluster_id: RanOn = None) -> MeasurementOut:
+    row = record_measurement(s, plan_id, body, cluster_id)
     return _out(s, PlanRepository(s).get(plan_id), row)
 
 
@@ -44,13 +48,14 @@ def add_log(
     format: Annotated[LogFormatChoice, Query(description="The log's format (auto: detected).")] = "auto",
     warmup: Annotated[int, Query(ge=0, le=100_000, description="Steps skipped at the start.")] = DEFAULT_WARMUP,
     note: Annotated[str, Query(max_length=2000)] = "",
+    cluster_id: RanOn = None,
 ) -> MeasurementOut:
     plan = PlanRepository(s).get(plan_id)
     best = planned(plan)
     specs = specs_of(s, plan)
     parsed = parse_log(body, format, specs.workload, best.config.gpus if best else None, warmup)
     m = parsed.measurement.model_copy(update={"note": note}) if note else parsed.measurement
-    row = record_measurement(s, plan_id, m)
+    row = record_measurement(s, plan_id, m, cluster_id)
     return _out(s, plan, row)
 
 

@@ -32,6 +32,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 from scipy.optimize import lsq_linear
 
+from optimizer.calibration.memory_fit import fit_reserve
 from optimizer.costmodel.constants import FRAGMENTATION_FRACTION
 from optimizer.costmodel.estimate import estimate
 from optimizer.costmodel.result import Estimate
@@ -90,10 +91,6 @@ RUN_SPREAD = 0.06
 RUN_SPREAD_MOE = 0.14
 RUN_SPREAD_WEIGHT = 5.0
 RUN_SPREAD_FLOOR = 0.01
-# Memory: allocator slack per run, fraction of capacity (spread of reserved - allocated across runs of one job
-# [PyTorch CUDA caching allocator notes]), and the prior on the sourced 10%.
-RESERVE_RUN_SPREAD = 0.02
-RESERVE_PRIOR_SPREAD = 0.05
 # A run whose residual after the robust fit exceeds a factor 2 is an outlier: left out and refitted. One beyond
 # 20% is flagged (kept) with the constants it is most sensitive to.
 OUTLIER_LOG = math.log(2.0)
@@ -418,26 +415,6 @@ class CalibrationFit:
         return x, sd, free, keep, lin
 
 
-def _reserve_fit(points: Sequence[FitPoint]) -> tuple[dict[str, float], dict[str, float], dict[str, int]]:
-    """Allocator slack per pool from runs with both allocated and reserved peaks: (value, spread, runs)."""
-    by_pool: dict[str, list[float]] = {}
-    for p in points:
-        if p.peak_allocated_gb is None or p.peak_reserved_gb is None:
-            continue
-        first = assign_pools(p.cluster, p.config)[0]
-        capacity = p.cluster.gpu_of(first).memory_bytes / 1e9
-        by_pool.setdefault(first.name, []).append((p.peak_reserved_gb - p.peak_allocated_gb) / capacity)
-    value, spread, runs = {}, {}, {}
-    for pool, slacks in by_pool.items():
-        prec_prior, prec_run = 1 / RESERVE_PRIOR_SPREAD**2, 1 / RESERVE_RUN_SPREAD**2
-        post = (FRAGMENTATION_FRACTION * prec_prior + prec_run * sum(slacks)) / (prec_prior + prec_run * len(slacks))
-        lo, hi = BOUNDS["memory_reserve"]
-        value[pool] = min(hi, max(lo, post))
-        spread[pool] = math.sqrt(1 / (prec_prior + prec_run * len(slacks)))
-        runs[pool] = len(slacks)
-    return value, spread, runs
-
-
 def _left_out_run(point: FitPoint, calibration: ClusterCalibration) -> RunFit:
     """A run the model cannot express: compared with both predictions, never fitted."""
     measured = float(point.step_time_s or 0.0)
@@ -482,7 +459,8 @@ def fit_calibration(points: Sequence[FitPoint], priors: Priors | None = None) ->
     acceptance tests measured a constant (the sourced values elsewhere)."""
     t0 = time.perf_counter()
     fit = CalibrationFit(points, priors)
-    reserve, reserve_sd, reserve_runs = _reserve_fit(points)
+    reserve_fits = fit_reserve(points)
+    reserve = {pool: r.value for pool, r in reserve_fits.items()}
     constants: list[ConstantFit] = []
     runs: list[RunFit] = []
     before: list[float] = []
@@ -541,17 +519,18 @@ def fit_calibration(points: Sequence[FitPoint], priors: Priors | None = None) ->
         for name, prior in consts.items():
             if name in TIME_CONSTANTS and (pool, name) not in fitted:
                 constants.append(_acceptance_only(pool, name, prior))
-    for pool, v in reserve.items():
+    for pool, r in reserve_fits.items():
         constants.append(
             ConstantFit(
                 pool=pool,
                 name="memory_reserve",
                 meaning=MEANING["memory_reserve"],
                 prior=FRAGMENTATION_FRACTION,
-                value=v,
-                spread=reserve_sd[pool],
-                runs=reserve_runs[pool],
+                value=r.value,
+                spread=r.spread,
+                runs=r.runs,
                 identified=True,
+                reason=r.reason,
             )
         )
     # What the cluster's runs leave unexplained after the fit: the residuals the intervals narrow to
@@ -564,7 +543,7 @@ def fit_calibration(points: Sequence[FitPoint], priors: Priors | None = None) ->
         constants=constants,
         runs=runs,
         measurements=len(points),
-        memory_runs=sum(reserve_runs.values()),
+        memory_runs=sum(r.runs for r in reserve_fits.values()),
         median_error_before=statistics.median(before) if before else None,
         median_error_after=statistics.median(after) if after else None,
         elapsed_s=time.perf_counter() - t0,

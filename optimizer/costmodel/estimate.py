@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from optimizer.costmodel.inference import estimate_inference
-from optimizer.costmodel.result import Estimate
+from optimizer.costmodel.result import Estimate, admitted
 from optimizer.costmodel.training import estimate_training
 from optimizer.costmodel.uncertainty import with_intervals
 from optimizer.frameworks.validation import validate
@@ -18,16 +18,23 @@ def estimate(
     cluster: ClusterSpec,
     workload: TrainingWorkload | InferenceWorkload,
     config: ParallelConfig,
+    *,
+    admit: bool = False,
 ) -> Estimate:
     """Memory per stage and step time (training) or TTFT/TPOT (inference) of one configuration.
 
     Raises DomainError when the configuration breaks a rule; a configuration that is valid but does not fit in
     memory returns feasible=False with the reason. Every estimate carries its 80% intervals from out-of-sample errors
     (costmodel/uncertainty.py) beside the point estimate, which they leave unchanged.
+
+    `admit`: the configuration is reported as having run (a measurement posted for it): the estimate is marked
+    admitted and, where the model predicts that it does not fit, states the overrun (memory_overrun_gb, reason,
+    a note) instead of refusing it; `feasible` keeps the model's verdict.
     """
     layout = validate(model, cluster, workload, config)
     if isinstance(workload, TrainingWorkload):
         est = estimate_training(model, cluster, workload, config, layout)
     else:
         est = estimate_inference(model, cluster, workload, config, layout)
-    return with_intervals(est, model, cluster, workload, config)
+    est = with_intervals(est, model, cluster, workload, config)
+    return admitted(est) if admit else est

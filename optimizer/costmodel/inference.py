@@ -21,7 +21,14 @@ from optimizer.costmodel.constants import (
     KERNELS_PER_LAYER,
 )
 from optimizer.costmodel.memory import reserve_bytes, stage_params
-from optimizer.costmodel.result import Estimate, MemoryBreakdown, StageEstimate, StepBreakdown, memory_shortfall
+from optimizer.costmodel.result import (
+    Estimate,
+    MemoryBreakdown,
+    StageEstimate,
+    StepBreakdown,
+    memory_overrun_gb,
+    memory_shortfall,
+)
 from optimizer.frameworks.validation import Layout
 from optimizer.spec.cluster_spec import ClusterSpec, NodePool
 from optimizer.spec.model_spec import ModelSpec
@@ -330,6 +337,7 @@ def estimate_inference(
         stages=stage_out,
         breakdown=bd,
         peak_memory_gb=max(s.memory_gb.total for s in stage_out),
+        memory_overrun_gb=memory_overrun_gb(stage_out),
         ttft_s=ttft,
         tpot_s=tpot,
         notes=["TTFT is the prefill of the whole batch; TPOT is one decode step at the mean context length."],

@@ -37,7 +37,7 @@ def stage_params(
 
 
 def state_bytes_per_param(
-    zero_stage: int, shards: int, grad_bytes: int, fp8: bool, fp8_params: bool = False
+    zero_stage: int, shards: int, grad_bytes: int, fp8: bool, fp8_params: bool = False, remainders: bool = False
 ) -> tuple[float, float, float]:
     """(weights, gradients, optimizer) bytes per parameter after ZeRO sharding over `shards` ranks.
 
@@ -46,13 +46,17 @@ def state_bytes_per_param(
     1-byte FP8 copy of each weight [TE fp8_primer]. With FP8 primary weights (`fp8_params`, Megatron
     --fp8-param-gather) there is no bf16 copy: the FP8 weight and the transposed FP8 copy TE keeps for the
     backward's data-gradient GEMM, 1 + 1 B (TE Float8Tensor rowwise and columnwise data; MXFP8 the same bytes
-    plus a scale per 32) [MLM README 'FP8 Primary Weights'; TE quantized_model_init].
+    plus a scale per 32) [MLM README 'FP8 Primary Weights'; TE quantized_model_init]. With Megatron's
+    precision-aware optimizer (`remainders`) TE FusedAdam keeps the fp32 master weight as the 16 bits the bf16
+    weight lacks, an int16 per parameter: 2 + 8 B of optimizer state [TE d0067d0 optimizers/fused_adam.py
+    _initialize_state: torch.zeros_like(param, dtype=torch.int16) when store_param_remainders; MLM d98e8a6
+    optimizer/__init__.py passes OptimizerConfig.store_param_remainders, default True].
     """
     w = 2.0 + (1.0 if fp8 else 0.0)
     if fp8_params:
         w = 2.0
     g = float(grad_bytes)
-    o = 12.0
+    o = 10.0 if remainders else 12.0
     if zero_stage >= 1:
         o /= shards
     if zero_stage >= 2:

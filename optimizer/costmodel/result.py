@@ -85,12 +85,28 @@ class Estimate(BaseModel):
     interval_basis: str | None = Field(
         default=None, description="How the intervals were made: the runs and regime used, any widening and why."
     )
+    memory_overrun_gb: float | None = Field(
+        default=None,
+        description="GB per GPU by which the worst stage's predicted peak (allocated + reserve) exceeds its GPU's "
+        "memory, i.e. predicted allocated peak minus usable capacity; None when every stage fits.",
+    )
+    admitted: bool = Field(
+        default=False,
+        description="The configuration is reported as having run: priced as given, any memory overrun stated "
+        "(memory_overrun_gb, notes) instead of refused.",
+    )
 
     @property
     def peak_allocated_gb(self) -> float:
         """The largest stage's memory without the reserve: what torch.cuda.max_memory_allocated reports (the CUDA
         context, NCCL buffers and allocator slack are outside the PyTorch allocator's count)."""
         return max((s.memory_gb.total - s.memory_gb.reserve for s in self.stages), default=0.0)
+
+
+def memory_overrun_gb(stages: list[StageEstimate]) -> float | None:
+    """GB per GPU by which the worst stage's predicted total exceeds its GPU's memory, or None if all fit."""
+    over = max((s.memory_gb.total - s.memory_gb.capacity for s in stages), default=0.0)
+    return over if over > 0 else None
 
 
 def memory_shortfall(stages: list[StageEstimate]) -> str | None:
@@ -102,4 +118,30 @@ def memory_shortfall(stages: list[StageEstimate]) -> str | None:
     return (
         f"stage {worst.index} needs {worst.memory_gb.total:.1f} GB per GPU; {worst.gpu} has "
         f"{worst.memory_gb.capacity:.1f} GB"
+    )
+
+
+def admitted(est: Estimate) -> Estimate:
+    """`est` for a configuration reported as having run: priced as given, and where the model predicts that it
+    does not fit, the overrun stated (reason, memory_overrun_gb, a note) instead of a refusal. A run that ran at a
+    configuration the model overruns says the model's memory (its reserve or an allocator term) is pessimistic by
+    at least that much on this cluster: its measurements bound the reserve when the cluster is calibrated
+    (optimizer/calibration/memory_fit.py)."""
+    over = memory_overrun_gb(est.stages)
+    if over is None:
+        return est.model_copy(update={"admitted": True, "memory_overrun_gb": None})
+    worst = max(est.stages, key=lambda s: s.memory_gb.total - s.memory_gb.capacity)
+    m = worst.memory_gb
+    reason = (
+        f"reported as run; the model predicts an overrun of {over:.1f} GB per GPU: stage {worst.index} needs "
+        f"{m.total:.1f} GB ({m.total - m.reserve:.1f} GB allocated + {m.reserve:.1f} GB reserve) on {worst.gpu} with "
+        f"{m.capacity:.1f} GB"
+    )
+    note = (
+        f"Reported as run: the model's memory is at least {over:.1f} GB per GPU pessimistic for this run (its "
+        f"{m.reserve:.1f} GB reserve for CUDA context, communicator buffers and allocator slack, or an allocator "
+        "term); the cluster's calibration bounds the reserve with it once the run's measurement is recorded."
+    )
+    return est.model_copy(
+        update={"admitted": True, "memory_overrun_gb": over, "reason": reason, "notes": [*est.notes, note]}
     )

@@ -681,9 +681,9 @@ def _stage_cost(
     # DeepSpeed's BF16_Optimizer keeps its states as ZeRO-1 does, with bf16 grads + the full fp32 accumulation
     # buffer (2 + 4 B) [frameworks: bf16_optimizer].
     state_zero, state_grad = (1, 2 + 4) if ctx.bf16_optimizer else (c.zero_stage, ctx.grad_bytes)
-    fp8_params = ctx.w.fp8_param_gather
-    wb, gb, ob = state_bytes_per_param(state_zero, dpc, state_grad, ctx.fp8, fp8_params)
-    ewb, egb, eob = state_bytes_per_param(state_zero, edp, state_grad, ctx.fp8, fp8_params)
+    fp8_params, rem = ctx.w.fp8_param_gather, ctx.w.precision_aware_optimizer
+    wb, gb, ob = state_bytes_per_param(state_zero, dpc, state_grad, ctx.fp8, fp8_params, rem)
+    ewb, egb, eob = state_bytes_per_param(state_zero, edp, state_grad, ctx.fp8, fp8_params, rem)
     dense_total = dense_p + emb_p
     dp_t, zero_t = _dp_sync_time(ctx, pool, dense_total, expert_p, layers, fwd, bwd)
     opt_t = optimizer_step_time(gpu, dense_total, expert_p, c.zero_stage, dpc, edp)

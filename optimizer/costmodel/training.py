@@ -6,7 +6,14 @@ from __future__ import annotations
 from optimizer.costmodel.compute import layer_flops
 from optimizer.costmodel.constants import FRAMEWORK_FACTOR, FRAMEWORK_FACTOR_DEFAULT
 from optimizer.costmodel.memory import inflight_microbatches
-from optimizer.costmodel.result import Estimate, MemoryBreakdown, StageEstimate, StepBreakdown, memory_shortfall
+from optimizer.costmodel.result import (
+    Estimate,
+    MemoryBreakdown,
+    StageEstimate,
+    StepBreakdown,
+    memory_overrun_gb,
+    memory_shortfall,
+)
 from optimizer.costmodel.stage import CostContext, StageCost, layout_stages
 from optimizer.costmodel.terms.pipeline import pipeline_fill
 from optimizer.frameworks.validation import Layout
@@ -108,6 +115,7 @@ def estimate_training(
         stages=stage_out,
         breakdown=bd,
         peak_memory_gb=max(s.memory_gb.total for s in stage_out),
+        memory_overrun_gb=memory_overrun_gb(stage_out),
         notes=_notes(cluster, layout, bd.launch),
     )
 

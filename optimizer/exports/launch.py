@@ -83,7 +83,7 @@ def _export(
     if isinstance(workload, TrainingWorkload) and tool in TRAINING_TOOLS:
         planned_for = framework or named_framework(workload.framework)
         check_model(framework_spec(tool), model, "export")
-        check_workload(framework_spec(tool), workload.fp8_param_gather, "export")
+        check_workload(framework_spec(tool), workload, "export")
         bad = unsupported_knob(framework_spec(tool), c)
         if bad is not None:
             knob, text = bad
@@ -279,6 +279,8 @@ def _megatron(model: ModelSpec, w: TrainingWorkload, c: ParallelConfig, layers: 
             pairs.append(("--fp8-param-gather", None))
     else:
         pairs.append(("--bf16", None) if w.precision == "bf16" else ("--fp16", None))
+    if w.precision_aware_optimizer:
+        pairs.append(("--use-precision-aware-optimizer", None))
     # The attention kernel the plan priced, as Megatron's --attention-backend (AttnBackend: flash, fused, unfused,
     # local, auto; megatron/core/transformer/enums.py, d98e8a6): FA3 class = TE FusedAttention (cuDNN), FA2 class =
     # TE FlashAttention (flash-attn), no flash attention = unfused. Unpinned, TE's own choice (auto) is what was

@@ -21,6 +21,7 @@ from optimizer.spec.gpu_catalog import GPUSpec, has_transformer_engine
 from optimizer.spec.model_spec import ModelSpec
 from optimizer.spec.names import FRAMEWORKS, AttentionKernel, FrameworkName
 from optimizer.spec.parallel_config import CpComm, EpDispatch, ParallelConfig, Recompute, Schedule
+from optimizer.spec.workload import TrainingWorkload
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,6 +70,8 @@ class Framework:
     """Offloads the activations of whole layers to host memory (ParallelConfig.offload_layers)."""
     fp8_param_gather: bool
     """Keeps FP8 primary weights and all-gathers them in FP8 (TrainingWorkload.fp8_param_gather)."""
+    precision_aware_optimizer: bool
+    """Keeps the fp32 master weights as 16-bit remainders (TrainingWorkload.precision_aware_optimizer)."""
     attention_kernel: AttentionKernel
     """The fused-attention kernel it runs by default (TrainingWorkload.attention_kernel overrides)."""
     sources: tuple[tuple[str, str], ...]
@@ -102,6 +105,7 @@ MEGATRON = Framework(
     mtp=True,
     activation_offload=True,
     fp8_param_gather=True,
+    precision_aware_optimizer=True,
     attention_kernel="fa3",
     sources=(
         (
@@ -119,6 +123,14 @@ MEGATRON = Framework(
             "fp8_param_gather",
             "--fp8-param-gather (TE quantized_model_init): FP8 primary weights, all-gathered in FP8; "
             "Megatron-Bridge's FP8 mixed-precision configs set it (training/mixed_precision.py)",
+        ),
+        (
+            "precision_aware_optimizer",
+            "--use-precision-aware-optimizer: TE FusedAdam with master_weights and store_param_remainders "
+            "(OptimizerConfig default True; megatron/core/optimizer/__init__.py, d98e8a6), which keeps an int16 "
+            "remainder beside each bf16 parameter (transformer_engine/pytorch/optimizers/fused_adam.py "
+            "_initialize_state, d0067d0); NeMo's performance scripts set it for BF16 (scripts/performance/helpers.py "
+            "set_precision_configs, 830b06a)",
         ),
         (
             "expert_gemm",
@@ -229,6 +241,7 @@ DEEPSPEED = Framework(
     mtp=False,
     activation_offload=False,
     fp8_param_gather=False,
+    precision_aware_optimizer=False,
     attention_kernel="fa2",
     sources=(
         (
@@ -254,6 +267,10 @@ DEEPSPEED = Framework(
         ("ep", "deepspeed/moe ep_size"),
         ("mtp", "no multi-token prediction module in DeepSpeed or Megatron-DeepSpeed"),
         ("fp8_param_gather", "no FP8 primary weights in DeepSpeed's ZeRO or Megatron-DeepSpeed"),
+        (
+            "precision_aware_optimizer",
+            "DeepSpeed's optimizers keep full fp32 master weights (runtime/bf16_optimizer.py, zero/stage_1_and_2.py)",
+        ),
         (
             "offload_layers",
             "activation_checkpointing.cpu_checkpointing moves the checkpoints of full recompute, not a layer's "
@@ -320,6 +337,7 @@ TORCHTITAN = Framework(
     mtp=False,
     activation_offload=False,
     fp8_param_gather=False,
+    precision_aware_optimizer=False,
     attention_kernel="fa3",
     sources=(
         (
@@ -353,6 +371,10 @@ TORCHTITAN = Framework(
             "fp8_param_gather",
             "quantize.linear.float8.enable_fsdp_float8_all_gather casts the gathered weights to FP8, but the "
             "sharded parameters stay high precision: not Megatron's FP8 primary weights",
+        ),
+        (
+            "precision_aware_optimizer",
+            "torch.optim AdamW on FSDP2's fp32 sharded parameters: no master-weight remainders",
         ),
         (
             "expert_gemm",
@@ -490,13 +512,11 @@ def check_model(fw: Framework, model: ModelSpec, field: str = "model") -> None:
         )
 
 
-def check_workload(fw: Framework, fp8_param_gather: bool, field: str = "workload") -> None:
+def check_workload(fw: Framework, w: TrainingWorkload, field: str = "workload") -> None:
     """Raise a DomainError naming the workload's knob when `fw` cannot run it."""
-    if fp8_param_gather and not fw.fp8_param_gather:
-        raise DomainError(
-            f"{field}.fp8_param_gather",
-            f"fp8_param_gather is not available in {fw.name} ({fw.source('fp8_param_gather')})",
-        )
+    for knob in ("fp8_param_gather", "precision_aware_optimizer"):
+        if getattr(w, knob) and not getattr(fw, knob):
+            raise DomainError(f"{field}.{knob}", f"{knob} is not available in {fw.name} ({fw.source(knob)})")
 
 
 def allows(fw: Framework, knob: str, value: object) -> bool:

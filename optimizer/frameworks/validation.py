@@ -318,7 +318,7 @@ def validate(
         m = _check_training(model, workload, config)
         check_config(fw, config)
         check_model(fw, model)
-        check_workload(fw, workload.fp8_param_gather)
+        check_workload(fw, workload)
         check_fp8_param_gather(workload, config)
     else:
         if config.cp > 1:

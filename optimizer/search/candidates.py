@@ -738,7 +738,12 @@ class TrainingSpace:
             grad_bytes = 4 if self.w.grad_dtype == "fp32" else 2
 
             def per_param(zero: int, shards: int) -> float:
-                return sum(state_bytes_per_param(zero, shards, grad_bytes, fp8, self.w.fp8_param_gather))
+                w = self.w
+                return sum(
+                    state_bytes_per_param(
+                        zero, shards, grad_bytes, fp8, w.fp8_param_gather, w.precision_aware_optimizer
+                    )
+                )
 
             hit = {
                 zero: np.array(

@@ -1,5 +1,6 @@
 """When nothing fits: which resource runs out, and the smallest change (recompute and ZeRO pins, GPU budget, more
-nodes, a smaller batch) that makes a plan exist, each found by a feasibility probe the caller supplies."""
+nodes, bf16 gradients, a smaller batch) that makes a plan exist, each found by a feasibility probe the caller
+supplies."""
 
 from __future__ import annotations
 
@@ -93,6 +94,20 @@ def diagnose_infeasible(ts: TrainingSpace, probe: Probe | None = None) -> Infeas
                     )
                 )
                 break
+    # bf16 gradients: Megatron keeps fp32 main grads unless told (--grad-reduce-in-bf16; NeMo's performance recipes
+    # set grad_reduce_in_fp32=False: scripts/performance/helpers.py set_precision_configs), 2 B per parameter less.
+    if (
+        w.mode == "training"
+        and w.grad_dtype == "fp32"
+        and feasible(model, cluster, w.model_copy(update={"grad_dtype": "bf16"}), space)
+    ):
+        suggestions.append(
+            Suggestion(
+                change="bf16 gradients: grad_dtype bf16",
+                detail="Megatron --grad-reduce-in-bf16, as NeMo's and Megatron-Bridge's performance recipes run "
+                "(grad_reduce_in_fp32=False): 2 B per parameter instead of 4",
+            )
+        )
     # A smaller batch only shrinks activations: when one sequence does not fit, no halving will (one probe).
     if (
         w.mode == "training"

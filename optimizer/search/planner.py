@@ -556,7 +556,7 @@ def check_pin_rules(fw: Framework, model: ModelSpec, w: TrainingWorkload, sp: Se
     """Pins that contradict each other, the model or the framework, and what the framework cannot run of the model
     and the workload: an error naming both."""
     check_model(fw, model)
-    check_workload(fw, w.fp8_param_gather)
+    check_workload(fw, w)
     for knob, knob_pin in sp.pins.items():
         pinned = knob_pin.values or ()
         if pinned and not any(allows(fw, knob, v) for v in pinned):

@@ -107,7 +107,8 @@ class PlanResult(BaseModel):
 
     status: str = Field(
         description="OPTIMAL (proven), FEASIBLE (time limit or an unproven sub-solve; see gap), INFEASIBLE (nothing "
-        "fits: proven) or UNKNOWN (no plan found within the limit; nothing is claimed)."
+        "fits: proven), UNKNOWN (no plan found within the limit; nothing is claimed) or REPORTED (a configuration "
+        "the user reports as run, planned as given without a search; any memory overrun stated in its estimate)."
     )
     objective: str = Field(
         description="step_time_s, price_per_step (training cost), tpot_s or gpu_seconds_per_token (throughput)."

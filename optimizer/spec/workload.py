@@ -52,6 +52,12 @@ class TrainingWorkload(BaseModel):
         description="FP8 primary weights (Megatron --fp8-param-gather, set by Megatron-Bridge's FP8 recipes): no "
         "bf16 copy of the weights, parameters all-gathered in FP8. Needs precision fp8.",
     )
+    precision_aware_optimizer: bool = Field(
+        default=False,
+        description="Megatron --use-precision-aware-optimizer (TE FusedAdam; NeMo's BF16 performance recipes set "
+        "it): the fp32 master weight is kept as the 16 bits the bf16 weight lacks (store_param_remainders), 2 B "
+        "per parameter instead of 4. Needs precision bf16.",
+    )
     fused_loss: bool | None = Field(
         default=None,
         description="The loss is a fused cross entropy that never holds fp32 logits beside their gradient "
@@ -69,6 +75,14 @@ class TrainingWorkload(BaseModel):
         if self.fp8_param_gather and self.precision != "fp8":
             raise DomainError(
                 "workload.fp8_param_gather", f"FP8 primary weights need precision fp8 (got {self.precision})"
+            )
+        if self.precision_aware_optimizer and self.precision != "bf16":
+            # TE FusedAdam stores remainders only for bf16 parameters (fused_adam.py store_param_remainders); under
+            # FP8 current scaling Megatron keeps its own fp32 master copy (optimizer_config.py
+            # use_precision_aware_optimizer_no_fp8_or_ds_fp8).
+            raise DomainError(
+                "workload.precision_aware_optimizer",
+                f"the master-weight remainders need bf16 parameters, precision bf16 (got {self.precision})",
             )
         return self
 

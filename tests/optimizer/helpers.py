@@ -41,3 +41,10 @@ def live_and_failed_pools(down_gpu: str) -> list[dict[str, Any]]:
         {"name": "live", "gpu": "H100-SXM-80GB", "nodes": 1, "gpus_per_node": 8},
         {"name": "down", "gpu": down_gpu, "nodes": 1, "gpus_per_node": 8, "node_states": {"down-000": "failed"}},
     ]
+
+
+def llama405b_h100_512(**fields: Any) -> ParallelConfig:
+    """Llama 3.1 405B on 512 H100 as NVIDIA's DGX Cloud Benchmarking recipe runs it with NeMo 25.07.01
+    (NVIDIA/dgxc-benchmarking llama3.1, v25.08.01 2fc17d4: tp 8, pp 8, cp 2, vp 8, mbs 1 over dp 4, global batch
+    256, BF16 and FP8, through NeMo's scripts/performance/llm/pretrain_llama31_405b.py: TP-comm overlap)."""
+    return megatron_interleaved(tp=8, pp=8, cp=2, vp=8, dp=4, mbs=1, tp_comm_overlap=True, **fields)

@@ -70,13 +70,15 @@ def dense_launch_gaps(fwd: float, bwd: float, host_rate: float = 1.0) -> tuple[f
 # The host issues ahead of the GPU through the launch queue, so the two overlap; near the point where they take as
 # long neither hides the other fully (as compute and memory near a roofline's ridge, compute.roofline_time). A
 # p-norm with p = 4 is within 1.5% of their maximum once one is twice the other, and smooth, so that a calibration
-# can see a host that is nearly exposed (assumed; the pool's host factor absorbs the exact shape).
+# can see a host that is nearly exposed (assumed; the pool's host factor absorbs the exact shape). Where the GPU's
+# work is HOST_HIDDEN_RATIO times the host's or more, the host is hidden outright (the p-norm would add under 0.1%).
 HOST_SMOOTHING_P = 4.0
+HOST_HIDDEN_RATIO = 4.0
 
 
 def _exposed(gpu_s: float, host_s: float) -> float:
     """What a host issue time of `host_s` adds to `gpu_s` of GPU work."""
-    if host_s <= 0.0:
+    if host_s <= 0.0 or gpu_s >= HOST_HIDDEN_RATIO * host_s:
         return 0.0
     p = HOST_SMOOTHING_P
     return float((gpu_s**p + host_s**p) ** (1.0 / p)) - gpu_s
