@@ -8,6 +8,7 @@ from typer.testing import CliRunner
 
 from api.cli import app
 from tests.api.helpers import TRAINING, make_cluster, make_model, ok, wait_job
+from tests.api.test_acceptance_tests import NCCL_MULTI, POOL
 
 RUNNER = CliRunner()
 SERVING = {"mode": "inference", "prompt_len": 512, "output_len": 128, "batch": 8}
@@ -72,3 +73,30 @@ def test_next_measurement_from_the_command_line(client: TestClient, server: str,
     env["MESHPLAN_TOKEN"] = ""
     r = meshplan(str(plan["id"]))
     assert r.exit_code == 2 and "an API token is needed" in r.stderr
+
+
+def test_an_acceptance_test_already_run_sets_its_constant_and_is_not_offered_again(client: TestClient) -> None:
+    cluster, model = make_cluster(client, {"pools": [POOL]}), make_model(client)
+    body = {"cluster_id": cluster["id"], "model_id": model["id"], "workload": TRAINING, "time_limit_s": 30}
+    body["search"] = {"pins": ["tp=1", "pp=1", "dp=32", "zero=3"]}
+    job = wait_job(client, ok(client.post("/v1/jobs", json=body), 202)["id"])
+    assert job["status"] == "succeeded", job
+
+    def labels() -> tuple[str, list[str]]:
+        out = ok(client.get(f"/v1/plans/{job['plan_id']}/next-measurement", params={"top": 100}))
+        return out["basis"], [c["label"] for c in out["candidates"]]
+
+    basis, before = labels()
+    assert "no calibration" in basis and any("two nodes" in label for label in before)
+    r = client.post(
+        f"/v1/clusters/{cluster['id']}/acceptance-tests",
+        params={"kind": "nccl-tests", "pool": "h100"},
+        content=NCCL_MULTI.encode(),
+        headers={"Content-Type": "text/plain"},
+    )
+    assert r.status_code == 201, r.text
+    basis, after = labels()  # not yet calibrated: the prior the fit would start from
+    assert "set by acceptance tests" in basis and not any("two nodes" in label for label in after)
+    ok(client.post(f"/v1/clusters/{cluster['id']}/calibrations"))
+    basis, calibrated = labels()
+    assert "calibration 1" in basis and not any("two nodes" in label for label in calibrated)
