@@ -546,7 +546,8 @@ def _priced(
     tries = [run]
     if adapt and run.config.recompute != "full":
         full = run.config.model_copy(update={"recompute": "full", "recompute_modules": None})
-        tries.append(run.model_copy(update={"config": full, "label": f"{run.label} (full recompute to fit)"}))
+        label = run.label.replace(config_words(run.config), config_words(full)) + " (full recompute to fit)"
+        tries.append(run.model_copy(update={"config": full, "label": label}))
     for r in tries:
         try:
             est = estimate(r.model or req.model, cluster, r.workload, r.config)
