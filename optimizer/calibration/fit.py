@@ -286,10 +286,12 @@ class CalibrationFit:
             for pool, consts in self.priors.items()
         }
         for i, p in enumerate(self.params):
+            lo, hi = BOUNDS[p.name]
+            value = min(hi, max(lo, float(math.exp(x[i]))))  # exp(log(bound)) may round past the bound
             if p.framework:
-                values.setdefault(p.pool, {}).setdefault("framework_compute", {})[p.framework] = float(math.exp(x[i]))
+                values.setdefault(p.pool, {}).setdefault("framework_compute", {})[p.framework] = value
             else:
-                values.setdefault(p.pool, {})[p.name] = float(math.exp(x[i]))
+                values.setdefault(p.pool, {})[p.name] = value
         for pool, slack in (reserve or {}).items():
             values.setdefault(pool, {})["memory_reserve"] = slack
         return ClusterCalibration(pools={k: PoolCalibration(**v) for k, v in values.items()})
@@ -315,8 +317,9 @@ class CalibrationFit:
                 if previous is not None and free is not None and not free[j]:
                     continue
                 xs = x.copy()
-                xs[j] += FD_STEP
-                jac[i, j] = (self._log_time(point, self.calibration(xs)) - f0[i]) / FD_STEP
+                step = FD_STEP if x[j] + FD_STEP <= self.bounds[1][j] else -FD_STEP  # a constant on its upper bound
+                xs[j] += step
+                jac[i, j] = (self._log_time(point, self.calibration(xs)) - f0[i]) / step
         return _Linearised(f0, jac, x.copy())
 
     # ---- solving -----------------------------------------------------------------------------------------------

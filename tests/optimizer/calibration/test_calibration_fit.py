@@ -211,3 +211,19 @@ def test_a_framework_gets_its_own_factor_only_where_the_cluster_runs_two() -> No
     assert report.calibration.of(pool).framework_compute["deepspeed"] == pytest.approx(own.value)
     alone = fit_calibration(pts[:8])
     assert not any(c.name.startswith("framework_compute") for c in alone.constants)
+
+
+def test_a_constant_on_its_bound_is_differenced_inside_it() -> None:
+    """Runs a little faster than even twice the sourced compute push `compute` onto its upper bound (2.0): the fit
+    differences it downwards there instead of stepping past the bound and failing."""
+    cluster = load_cluster_preset("dgx-h100:2")
+    model = load_model_preset("llama-3-8b")
+    w = TrainingWorkload(global_batch_size=128, seq_len=4096)
+    pool = cluster.pools[0].name
+    truth = ClusterCalibration(pools={pool: PoolCalibration(compute=2.0)})
+    rng = random.Random(3)
+    pts = synthetic_points(model, cluster, w, random_configs(model, cluster, w, 3, rng), truth, 0.0, rng)
+    fast = [dataclasses.replace(p, step_time_s=(p.step_time_s or 0) * 0.95) for p in pts]
+    report = fit_calibration(fast)
+    assert report.calibration.of(pool).compute == pytest.approx(2.0)
+    assert all(r.measured_s < r.after_s < 0.7 * r.before_s for r in report.runs)
