@@ -19,7 +19,7 @@ from optimizer.spec.gpu_catalog import GPUSpec
 from optimizer.spec.inventory import InventoryDiff, diff_inventories
 from optimizer.spec.scheduler_inventory.inventory_document import ImportDefaults, cluster_document
 from optimizer.spec.scheduler_inventory.kubernetes import KubernetesLabels, kubernetes_inventory
-from optimizer.spec.scheduler_inventory.records import SchedulerInventory
+from optimizer.spec.scheduler_inventory.records import SchedulerInventory, SchedulerReportedError
 from optimizer.spec.scheduler_inventory.slurm import slurm_inventory
 from optimizer.spec.scheduler_inventory.sources import KubernetesSource, SlurmSource, SyncSource
 from optimizer.spec.scheduler_inventory.topology_conf import parse_topology
@@ -91,7 +91,10 @@ def read_slurm(source: SlurmSource, custom: dict[str, GPUSpec], run: Runner = ru
             text, what = run(["scontrol", "show", "topology"], env), "scontrol show topology"
         except SchedulerUnreachable:
             text, what = "", "scontrol show topology"  # topology/none: no switches, which the notes say
-    return slurm_inventory(nodes, parse_topology(text, what), custom, "sinfo --json")
+    try:
+        return slurm_inventory(nodes, parse_topology(text, what), custom, "sinfo --json")
+    except SchedulerReportedError as exc:
+        raise SchedulerUnreachable(exc.rule) from None
 
 
 def read_kubernetes(

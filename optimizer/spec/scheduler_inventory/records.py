@@ -11,6 +11,11 @@ from optimizer.spec.cluster_spec import NodeState
 from optimizer.spec.gpu_catalog import BUILTIN_GPUS, GPUSpec, resolve_gpu
 
 
+class SchedulerReportedError(DomainError):
+    """The scheduler answered with an error of its own (sinfo --json exits 0 with `errors` when slurmctld cannot
+    be reached): what it printed is not an inventory, and no revision may be built from it."""
+
+
 class ScheduledNode(BaseModel):
     """One GPU node as the scheduler reports it."""
 

@@ -29,6 +29,8 @@ from optimizer.spec.gpu_catalog import GPUSpec
 from optimizer.spec.scheduler_inventory.records import (
     ScheduledNode,
     SchedulerInventory,
+    SchedulerReportedError,
+    as_list,
     as_object,
     resolve_scheduler_gpu,
     unknown_gpu,
@@ -169,7 +171,11 @@ def read_slurm_nodes(text: str, source: str = "sinfo --json") -> tuple[list[Slur
     doc = document_mapping(
         text, "nodes", source, "(the output of `sinfo --json` or `scontrol show nodes --json`)", "JSON"
     )
-    errors = doc.get("errors")
+    errors = as_list(doc.get("errors"))
+    if errors:  # slurmctld not reachable, or refused: sinfo still exits 0 and prints an empty node list
+        first = as_object(errors[0])
+        what = first.get("description") or first.get("error") or errors[0]
+        raise SchedulerReportedError("nodes", f"{source} printed an error instead of nodes: {str(what)[:200]}")
     plugin = as_object(as_object(doc.get("meta")).get("plugin"))
     version = plugin.get("data_parser") or plugin.get("type") or "unknown version"
     if isinstance(doc.get("sinfo"), list):
@@ -183,10 +189,6 @@ def read_slurm_nodes(text: str, source: str = "sinfo --json") -> tuple[list[Slur
             seen.add(n.name)
         shape = f"node list ({version})"
     else:
-        if isinstance(errors, list) and errors:
-            first = errors[0]
-            what = first.get("description") or first.get("error") if isinstance(first, dict) else first
-            raise DomainError("nodes", f"{source} reported an error: {str(what)[:200]}")
         raise DomainError("nodes", f"{source} has no `nodes` or `sinfo` list (expected `sinfo --json` output)")
     return nodes, shape
 
