@@ -20,7 +20,7 @@ import socket
 import subprocess
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -158,10 +158,8 @@ def _pid(path: Path) -> int | None:
 
 def _signal(pid: int | None, sig: signal.Signals) -> None:
     if pid is not None:
-        try:
+        with suppress(ProcessLookupError):
             os.kill(pid, sig)
-        except ProcessLookupError:
-            pass
 
 
 def _stop(pid: int | None, timeout_s: float = 5.0) -> None:

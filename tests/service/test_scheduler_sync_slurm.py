@@ -4,6 +4,7 @@ revision only when something changed, and the cluster's watch re-plans."""
 from __future__ import annotations
 
 import time
+
 from optimizer.spec.model_loading import load_model_preset
 from optimizer.spec.scheduler_inventory.sources import SlurmSource
 from service.catalog import create_model
