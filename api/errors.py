@@ -77,7 +77,7 @@ def install(app: FastAPI) -> None:
 
     @app.exception_handler(SchedulerUnreachable)
     async def scheduler_down(_: Request, exc: SchedulerUnreachable) -> JSONResponse:
-        return JSONResponse({"detail": f"scheduler unreachable ({exc}); nothing was stored"}, status_code=503)
+        return JSONResponse({"detail": f"scheduler unreachable: {exc}; nothing was stored"}, status_code=503)
 
     @app.exception_handler(BrokerUnavailable)
     async def broker_down(_: Request, exc: BrokerUnavailable) -> JSONResponse:

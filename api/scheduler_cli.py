@@ -8,6 +8,7 @@ from typing import Annotated
 
 import typer
 import yaml
+from pydantic import ValidationError
 from rich.console import Console
 
 from api.cli_options import DomainLabelsOpt, FabricLabelsOpt, NicGbpsOpt, NicsPerNodeOpt, TopologyOpt
@@ -18,6 +19,7 @@ from optimizer.spec.scheduler_inventory.kubernetes import KubernetesLabels, kube
 from optimizer.spec.scheduler_inventory.slurm import slurm_inventory
 from optimizer.spec.scheduler_inventory.sources import KubernetesSource, SlurmSource
 from optimizer.spec.scheduler_inventory.topology_conf import parse_topology
+from optimizer.spec.validation_errors import domain_error_from_validation
 from optimizer.spec.yaml_documents import read_document
 
 NodesArg = Annotated[Path, typer.Argument(help="The scheduler's JSON ('-' for stdin).")]
@@ -73,9 +75,10 @@ def import_slurm(
     """Turn `sinfo --json` (or `scontrol show nodes --json`) and topology.conf into a cluster YAML: a pool per GPU
     type (GRES or features), node states from Slurm's states and flags, switches and blocks from the topology."""
     try:
+        defaults = _defaults(nic_gbps, nics_per_node)
         topo = parse_topology(read_document(topology, "--topology"), str(topology)) if topology else None
         inventory = slurm_inventory(_read(nodes, "nodes"), topo, None, str(nodes))
-        imported = cluster_document(inventory, name, None, _defaults(nic_gbps, nics_per_node))
+        imported = cluster_document(inventory, name, None, defaults)
     except DomainError as exc:
         fail(exc)
     _print_yaml(imported)
@@ -93,8 +96,9 @@ def import_k8s(
     labels, NVLink domains from nvidia.com/gpu.clique, switches from Topograph or Kueue topology labels, health
     from cordons and the Ready condition."""
     try:
-        inventory = kubernetes_inventory(_read(nodes, "nodes"), _labels(fabric_labels, domain_labels), None, str(nodes))
-        imported = cluster_document(inventory, name, None, _defaults(nic_gbps, nics_per_node))
+        defaults, labels = _defaults(nic_gbps, nics_per_node), _labels(fabric_labels, domain_labels)
+        inventory = kubernetes_inventory(_read(nodes, "nodes"), labels, None, str(nodes))
+        imported = cluster_document(inventory, name, None, defaults)
     except DomainError as exc:
         fail(exc)
     _print_yaml(imported)
@@ -151,8 +155,8 @@ def sync(
             outcome = sync_cluster(s, cluster_id, chosen, cfg, replan)
     except DomainError as exc:
         fail(exc)
-    except ValueError as exc:  # a pydantic rule on a path or name
-        fail(DomainError("--from", str(exc).splitlines()[0] + ": " + str(exc).splitlines()[-1].strip()))
+    except ValidationError as exc:  # a rule on a path, context or selector
+        fail(domain_error_from_validation(exc, "source"))
     dispatcher = make_dispatcher(db, cfg)
     send_committed(dispatcher, outcome.replan_jobs)
     out.print(f"cluster {cluster_id}: {outcome.summary}", markup=False, highlight=False)

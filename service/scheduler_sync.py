@@ -152,10 +152,10 @@ def sync_cluster(
     replan: bool | None = None,
     run: Runner = run_command,
 ) -> SyncOutcome:
-    """Read the cluster's scheduler (`source`, stored on the cluster when given; else the stored one) and record
-    what it says as a new revision when it differs from the current one. An unreachable scheduler leaves the
-    current revision and says so. With a new revision the cluster's watches are checked (`replan`, default the
-    replan_on_inventory_change setting); the caller sends the jobs after its commit."""
+    """Read the cluster's scheduler (`source`, stored on the cluster once it answers; default the stored one) and
+    record what it says as a new revision when it differs from the current one. An unreachable scheduler leaves
+    the current revision and says so. With a new revision the cluster's watches are checked (`replan`, default
+    the replan_on_inventory_change setting); the caller sends the jobs after its commit."""
     cluster = ClusterRepository(s).get(cluster_id)
     given = source is not None
     if source is None:
@@ -182,7 +182,7 @@ def _record(
 ) -> SyncOutcome:
     """Store what the scheduler said (or that it did not answer) on the cluster."""
     repo = ClusterRepository(s)
-    if store_source:
+    if store_source and inventory is not None:  # a source that did not answer never replaces one that did
         repo.set_sync_source(cluster, source.model_dump(mode="json"))
     head = repo.head(cluster)
     base: ClusterSpec | None = revision_spec(cluster, head) if head is not None else None

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import time
 
+import pytest
+
 from optimizer.spec.model_loading import load_model_preset
 from optimizer.spec.scheduler_inventory.sources import SlurmSource
 from service.catalog import create_model
@@ -17,9 +19,29 @@ from store.repositories.watches import WatchRepository
 from store.settings import Settings
 from tests.factories import training_watch, unique
 from tests.slurm_cluster import SlurmCluster
+from workers import service as workers_service
+from workers.service import replan_all
 
 
-def test_sync_sees_what_scontrol_changed_and_the_watch_replans(slurm: SlurmCluster, sqlite_url: str) -> None:
+class Sent:
+    """A dispatcher that records what it is asked to send."""
+
+    def __init__(self) -> None:
+        self.jobs: list[int] = []
+
+    def enqueue(self, job_id: int) -> None:
+        self.jobs.append(job_id)
+
+    def problem(self) -> str | None:
+        return None
+
+    def shutdown(self) -> None:
+        return None
+
+
+def test_sync_sees_what_scontrol_changed_and_the_watch_replans(
+    slurm: SlurmCluster, sqlite_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     t0 = time.monotonic()
     db = Database(sqlite_url)
     cfg = Settings(database_url=sqlite_url, replan_on_inventory_change=True)
@@ -73,4 +95,18 @@ def test_sync_sees_what_scontrol_changed_and_the_watch_replans(slurm: SlurmClust
         kept = ClusterRepository(s).get(cluster.id)
     assert down.status == "unreachable" and down.revision == 3 and kept.head_revision == 3
     assert "revision 3 kept" in down.summary and kept.last_sync == down.summary
-    print(f"{down.summary}\n(slurm fixture started in {slurm.started_in_s:.2f} s; test {time.monotonic() - t0:.2f} s)")
+    print(down.summary)
+
+    # The nightly pass (what beat runs, `meshplan replan --now`) syncs the stored source before it re-plans.
+    monkeypatch.setattr(workers_service, "database", lambda: db)
+    monkeypatch.setattr(workers_service, "settings", lambda: cfg)
+    slurm.scontrol("update", "nodename=gpu02", "state=drain", "reason=meshplan-test")
+    sent = Sent()
+    jobs = replan_all("nightly", cluster.id, sent)
+    with db.session() as s:
+        head = ClusterRepository(s).head(ClusterRepository(s).get(cluster.id))
+        check = WatchRepository(s).get(watch.id).last_check
+    assert head is not None and head.number == 4 and head.cause == "sync from slurm: 1 drained, h100-sxm-80gb -8 GPUs"
+    assert len(jobs) == 1 and sent.jobs == jobs and check == "re-planned: inventory revision 1→4"
+    print(f"nightly: revision {head.number} ({head.cause}); watch {watch.id}: {check} (job {jobs[0]})")
+    print(f"(slurm fixture started in {slurm.started_in_s:.2f} s; test {time.monotonic() - t0:.2f} s)")

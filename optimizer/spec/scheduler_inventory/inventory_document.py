@@ -140,7 +140,8 @@ def _leaf_tier(name: str, nodes: list[dict[str, Any]], template: NodePool | None
         text += f"; the levels above the leaf are the inter-pod tier (oversubscription {over:g}"
         text += ", which the scheduler does not report)"
     if levels > 2:
-        text += f"; levels 3-{levels} stay on the nodes only (the cost model has one tier above the pod)"
+        upper = "level 3" if levels == 3 else f"levels 3-{levels}"
+        text += f"; {upper} stay on the nodes only (the cost model has one tier above the pod)"
     notes.append(text)
     return sizes[0]
 

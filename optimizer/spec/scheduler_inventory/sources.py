@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import re
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from optimizer.spec.scheduler_inventory.inventory_document import ImportDefaults
 from optimizer.spec.scheduler_inventory.kubernetes import KubernetesLabels
@@ -23,16 +24,20 @@ class SlurmSource(BaseModel):
 
     kind: Literal["slurm"] = Field(default="slurm", description="slurm.")
     slurm_conf: str | None = Field(
-        default=None,
-        pattern=CONF_PATTERN,
-        description="SLURM_CONF for the commands (absolute path of a .conf); None: Slurm's own.",
+        default=None, description="SLURM_CONF for the commands (absolute path of a .conf); None: Slurm's own."
     )
     topology_file: str | None = Field(
         default=None,
-        pattern=CONF_PATTERN,
         description="A topology.conf to read (absolute path); None: what `scontrol show topology` prints.",
     )
     defaults: ImportDefaults = Field(default_factory=ImportDefaults, description="NICs of pools new to the cluster.")
+
+    @field_validator("slurm_conf", "topology_file")
+    @classmethod
+    def _conf_file(cls, value: str | None) -> str | None:
+        if value is not None and re.fullmatch(CONF_PATTERN, value) is None:
+            raise ValueError("must be the absolute path of a .conf file (letters, digits, ._/+@-)")
+        return value
 
 
 class KubernetesSource(BaseModel):
@@ -44,7 +49,7 @@ class KubernetesSource(BaseModel):
     context: str | None = Field(
         default=None, pattern=r"^[A-Za-z0-9._@:/-]{1,253}$", description="kubeconfig context; None: the current one."
     )
-    kubeconfig: str | None = Field(default=None, pattern=PATH_PATTERN, description="kubeconfig path; None: kubectl's.")
+    kubeconfig: str | None = Field(default=None, description="kubeconfig path (absolute); None: kubectl's.")
     selector: str | None = Field(
         default=None,
         pattern=r"^[A-Za-z0-9._/=,!()-]{1,500}$",
@@ -52,6 +57,13 @@ class KubernetesSource(BaseModel):
     )
     labels: KubernetesLabels = Field(default_factory=KubernetesLabels, description="Topology label keys.")
     defaults: ImportDefaults = Field(default_factory=ImportDefaults, description="NICs of pools new to the cluster.")
+
+    @field_validator("kubeconfig")
+    @classmethod
+    def _path(cls, value: str | None) -> str | None:
+        if value is not None and re.fullmatch(PATH_PATTERN, value) is None:
+            raise ValueError("must be an absolute path (letters, digits, ._/+@-)")
+        return value
 
 
 SyncSource = Annotated[SlurmSource | KubernetesSource, Field(discriminator="kind")]
