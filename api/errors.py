@@ -11,7 +11,6 @@ from sqlalchemy.exc import DataError, DBAPIError, OperationalError
 from sqlalchemy.exc import TimeoutError as PoolTimeout
 
 from optimizer.errors import DomainError
-from service.scheduler_sync import SchedulerUnreachable
 from store.errors import ConflictError, NotFoundError
 from workers.dispatch import BrokerUnavailable
 
@@ -74,10 +73,6 @@ def install(app: FastAPI) -> None:
             return JSONResponse({"detail": "database unavailable; retry later"}, status_code=503)
         log.exception("database error")
         return JSONResponse({"detail": "internal error"}, status_code=500)
-
-    @app.exception_handler(SchedulerUnreachable)
-    async def scheduler_down(_: Request, exc: SchedulerUnreachable) -> JSONResponse:
-        return JSONResponse({"detail": f"scheduler unreachable: {exc}; nothing was stored"}, status_code=503)
 
     @app.exception_handler(BrokerUnavailable)
     async def broker_down(_: Request, exc: BrokerUnavailable) -> JSONResponse:

@@ -80,6 +80,8 @@ def read_slurm(source: SlurmSource, custom: dict[str, GPUSpec], run: Runner = ru
     """A Slurm cluster's GPU nodes from `sinfo --json` and its topology (topology.conf or `scontrol show
     topology`)."""
     env = {"SLURM_CONF": source.slurm_conf} if source.slurm_conf else {}
+    if source.slurm_conf and not Path(source.slurm_conf).is_file():  # sinfo would hang a minute looking for one
+        raise DomainError("source.slurm_conf", f"no such file on this host: {source.slurm_conf}")
     nodes = run(["sinfo", "--json"], env)
     if source.topology_file:
         try:
@@ -137,9 +139,12 @@ def note_sync_error(s: Session, cluster_id: int, error: DomainError) -> None:
 def create_synced_cluster(
     s: Session, name: str, source: SlurmSource | KubernetesSource, run: Runner = run_command
 ) -> SyncOutcome:
-    """A new cluster whose first revision is what its scheduler says now (an unreachable scheduler stores
-    nothing: SchedulerUnreachable)."""
-    inventory = read_scheduler(source, {}, run)
+    """A new cluster whose first revision is what its scheduler says now (a scheduler that does not answer is an
+    error naming the source: there is no revision to keep)."""
+    try:
+        inventory = read_scheduler(source, {}, run)
+    except SchedulerUnreachable as exc:
+        raise DomainError("source", f"{source.kind} unreachable: {exc}; nothing was stored") from None
     cluster = ClusterRepository(s).create(name)
     return _record(s, cluster, source, True, inventory, "", settings(), False)
 

@@ -6,7 +6,6 @@ import json
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Body, Query
-from fastapi.responses import JSONResponse
 
 from api.convert import cluster_out, page_out, revision_out
 from api.deps import NameQuery, Paging, Reader, RowId, SessionDep, SettingsDep, Writer, send_after_commit
@@ -84,7 +83,8 @@ def import_kubernetes(s: SessionDep, _: Writer, name: NameQuery, body: Kubernete
 
 @router.post("/sync", status_code=201, response_model=ClusterOut, responses=WRITE)
 def create_synced(s: SessionDep, _: Writer, name: NameQuery, body: SyncSourcePut) -> ClusterOut:
-    """A cluster whose inventory is read from a live scheduler now and at every sync (503: it did not answer)."""
+    """A cluster whose inventory is read from a live scheduler now and at every sync (422 when it does not
+    answer: there is nothing to keep)."""
     if body.source is None:
         raise DomainError("source", "name the scheduler to read (slurm or k8s)")
     outcome = scheduler_sync.create_synced_cluster(s, name, body.source)
@@ -136,23 +136,14 @@ def put_sync_source(cluster_id: RowId, body: SyncSourcePut, s: SessionDep, _: Wr
     return cluster_out(s, scheduler_sync.set_sync_source(s, cluster_id, body.source))
 
 
-SYNC_RESPONSES: dict[int | str, dict[str, Any]] = {
-    **WRITE,
-    503: {"model": SyncOutcome, "description": "The scheduler did not answer: the current revision stays."},
-}
-
-
-@router.post("/{cluster_id}/sync", response_model=SyncOutcome, responses=SYNC_RESPONSES)
-def sync(
-    cluster_id: RowId, s: SessionDep, cfg: SettingsDep, _: Writer, body: SyncRequest | None = None
-) -> SyncOutcome | JSONResponse:
+@router.post("/{cluster_id}/sync", response_model=SyncOutcome, responses=WRITE)
+def sync(cluster_id: RowId, s: SessionDep, cfg: SettingsDep, _: Writer, body: SyncRequest | None = None) -> SyncOutcome:
     """Read the cluster's scheduler now: a new revision with its diff when something changed (then the watches
-    are checked as after a node change), none when nothing did; 503 when the scheduler does not answer."""
+    are checked as after a node change), none when nothing did. A scheduler that does not answer leaves the
+    revision as it was: `status` unreachable, and `summary` says why."""
     body = body or SyncRequest()
     outcome = scheduler_sync.sync_cluster(s, cluster_id, body.source, cfg, body.replan)
     send_after_commit(s, outcome.replan_jobs)
-    if outcome.status == "unreachable":  # answered, not raised: the session commits the cluster's last_sync
-        return JSONResponse(outcome.model_dump(mode="json"), status_code=503)
     return outcome
 
 

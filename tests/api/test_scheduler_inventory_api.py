@@ -81,13 +81,19 @@ def test_sync_source_and_an_unreachable_scheduler(client: TestClient, monkeypatc
     put = ok(client.put(f"/v1/clusters/{cid}/sync-source", json={"source": source}))
     assert put["sync_source"]["context"] == "prod" and put["sync_source"]["kind"] == "k8s"
     monkeypatch.setenv("PATH", "/nonexistent")  # this host has no kubectl
-    r = client.post(f"/v1/clusters/{cid}/sync", json={})
-    assert r.status_code == 503
-    assert r.json()["summary"] == "k8s unreachable: kubectl is not installed on this host; revision 1 kept"
+    r = ok(client.post(f"/v1/clusters/{cid}/sync", json={}))
+    assert r["status"] == "unreachable" and r["revision"] == 1
+    assert r["summary"] == "k8s unreachable: kubectl is not installed on this host; revision 1 kept"
     after = ok(client.get(f"/v1/clusters/{cid}"))
-    assert after["revision"] == 1 and after["last_sync"] == r.json()["summary"] and after["last_synced_at"]
+    assert after["revision"] == 1 and after["last_sync"] == r["summary"] and after["last_synced_at"]
     down = client.post("/v1/clusters/sync", params={"name": name("k")}, json={"source": source})
-    assert down.status_code == 503 and "kubectl is not installed on this host; nothing was stored" in down.text
+    assert down.status_code == 422 and "kubectl is not installed on this host; nothing was stored" in down.text
+    gone = client.post(
+        "/v1/clusters/sync",
+        params={"name": name("s")},
+        json={"source": {"kind": "slurm", "slurm_conf": "/nowhere/slurm.conf"}},
+    )
+    assert gone.status_code == 422 and gone.json()["detail"][0]["loc"] == ["body", "source", "slurm_conf"]
 
 
 def test_a_live_slurm_cluster_over_http(client: TestClient, slurm: SlurmCluster) -> None:

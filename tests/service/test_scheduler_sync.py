@@ -13,7 +13,7 @@ import pytest
 from optimizer.errors import DomainError
 from optimizer.spec.scheduler_inventory.kubernetes import KubernetesLabels
 from optimizer.spec.scheduler_inventory.sources import KubernetesSource, SlurmSource
-from service.scheduler_sync import SchedulerUnreachable, create_synced_cluster, parse_source, sync_cluster
+from service.scheduler_sync import create_synced_cluster, parse_source, sync_cluster
 from store.db import Database
 from store.repositories.clusters import ClusterRepository
 from store.settings import Settings
@@ -81,7 +81,7 @@ def test_an_unreachable_scheduler_leaves_the_revision_and_says_so(
         assert cluster.head_revision == 1 and cluster.sync_source == KubernetesSource().model_dump(mode="json")
     assert out.status == "unreachable" and out.revision == 1
     assert out.summary == "k8s unreachable: kubectl is not installed on this host; revision 1 kept"
-    with db.session() as s, pytest.raises(SchedulerUnreachable):
+    with db.session() as s, pytest.raises(DomainError, match="k8s unreachable: kubectl is not installed"):
         create_synced_cluster(s, unique("k8s"), other)
 
 
