@@ -102,6 +102,9 @@ def test_a_live_slurm_cluster_over_http(client: TestClient, slurm: SlurmCluster)
     assert made["pools"][0]["nodes"] == 16 and made["sync_source"]["slurm_conf"] == str(slurm.conf)
     again = ok(client.post(f"/v1/clusters/{made['id']}/sync", json={}))
     assert again["status"] == "unchanged" and again["revision"] == 1
+    page = client.get(f"/clusters/{made['id']}")
+    assert page.status_code == 200 and "Synced from slurm; last sync" in page.text
+    assert "unchanged (revision 1)" in page.text
 
 
 def test_import_slurm_prints_a_cluster_yaml_with_its_notes() -> None:
