@@ -28,6 +28,7 @@ from service.catalog import cluster_from_document, create_cluster
 from service.replan import check_watches
 from store.models import Cluster
 from store.repositories.clusters import ClusterRepository, revision_spec
+from store.repositories.gpu_types import GpuTypeRepository
 from store.settings import Settings, settings
 
 # sinfo answers in tens of milliseconds; a controller that does not answer within this is down for the sync.
@@ -142,7 +143,7 @@ def create_synced_cluster(
     """A new cluster whose first revision is what its scheduler says now (a scheduler that does not answer is an
     error naming the source: there is no revision to keep)."""
     try:
-        inventory = read_scheduler(source, {}, run)
+        inventory = read_scheduler(source, GpuTypeRepository(s).specs(), run)
     except SchedulerUnreachable as exc:
         raise DomainError("source", f"{source.kind} unreachable: {exc}; nothing was stored") from None
     cluster = ClusterRepository(s).create(name)
@@ -167,12 +168,19 @@ def sync_cluster(
         if cluster.sync_source is None:
             raise DomainError("source", f"cluster {cluster_id} has no sync source; name one (slurm or k8s)")
         source = parse_source(cluster.sync_source)
-    head = ClusterRepository(s).head(cluster)
-    custom = {g.name: g for g in revision_spec(cluster, head).gpu_types} if head is not None else {}
+    custom = _gpu_types(s, cluster)
     try:  # the scheduler is asked before anything is written: no write lock is held while it answers
         return _record(s, cluster, source, given, read_scheduler(source, custom, run), "", cfg or settings(), replan)
     except SchedulerUnreachable as exc:
         return _record(s, cluster, source, given, None, str(exc), cfg or settings(), replan)
+
+
+def _what_changed(diff: InventoryDiff) -> str:
+    """The diff in one line, nodes moved in the fabric and pool settings included."""
+    parts = [] if diff.summary() == "no change" else [diff.summary()]
+    if diff.other:
+        parts.append(", ".join(diff.other[:3]) + (f" (+{len(diff.other) - 3})" if len(diff.other) > 3 else ""))
+    return ", ".join(parts) or "no change"
 
 
 def _record(
@@ -202,10 +210,10 @@ def _record(
             revision=head.number if head is not None else None,
             summary=summary,
         )
-    imported = cluster_document(inventory, cluster.name, base, source.defaults)
+    imported = cluster_document(inventory, cluster.name, base, source.defaults, GpuTypeRepository(s).specs())
     spec = cluster_from_document(s, cluster.name, imported.document)
     diff = diff_inventories(base, spec) if base is not None else None
-    what = diff.summary() if diff is not None else f"{sum(p.node_count for p in spec.pools)} nodes"
+    what = _what_changed(diff) if diff is not None else f"{sum(p.node_count for p in spec.pools)} nodes"
     rev, created = repo.record(cluster.id, spec, f"sync from {source.kind}: {what}")
     summary = f"revision {rev.number}: {what}" if created else f"unchanged (revision {rev.number})"
     repo.note_sync(cluster, summary)
@@ -224,11 +232,18 @@ def _record(
     )
 
 
+def _gpu_types(s: Session, cluster: Cluster) -> dict[str, GPUSpec]:
+    """The user-defined GPU types a scheduler's names may resolve to: the stored ones and the cluster's own."""
+    head = ClusterRepository(s).head(cluster)
+    own = {g.name: g for g in revision_spec(cluster, head).gpu_types} if head is not None else {}
+    return {**GpuTypeRepository(s).specs(), **own}
+
+
 def import_cluster(
     s: Session, name: str, inventory: SchedulerInventory, defaults: ImportDefaults, cause: str
 ) -> tuple[Cluster, list[str]]:
     """A new cluster from a scheduler's output posted by a client (no sync source): the cluster and the notes."""
-    imported = cluster_document(inventory, name, None, defaults)
+    imported = cluster_document(inventory, name, None, defaults, GpuTypeRepository(s).specs())
     cluster, _rev = create_cluster(s, name, cluster_from_document(s, name, imported.document), cause)
     return cluster, imported.notes
 
@@ -237,7 +252,8 @@ def import_slurm(
     s: Session, name: str, nodes_json: str, topology: str | None, defaults: ImportDefaults
 ) -> tuple[Cluster, list[str]]:
     """A new cluster from `sinfo --json` output and a topology.conf."""
-    inventory = slurm_inventory(nodes_json, parse_topology(topology or "", "topology"), None, "sinfo --json")
+    custom = GpuTypeRepository(s).specs()
+    inventory = slurm_inventory(nodes_json, parse_topology(topology or "", "topology"), custom, "sinfo --json")
     return import_cluster(s, name, inventory, defaults, "imported from Slurm")
 
 
@@ -245,7 +261,7 @@ def import_kubernetes(
     s: Session, name: str, nodes_json: str, labels: KubernetesLabels, defaults: ImportDefaults
 ) -> tuple[Cluster, list[str]]:
     """A new cluster from `kubectl get nodes -o json` output."""
-    inventory = kubernetes_inventory(nodes_json, labels, None, "kubectl get nodes -o json")
+    inventory = kubernetes_inventory(nodes_json, labels, GpuTypeRepository(s).specs(), "kubectl get nodes -o json")
     return import_cluster(s, name, inventory, defaults, "imported from Kubernetes")
 
 

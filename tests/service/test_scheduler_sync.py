@@ -11,11 +11,14 @@ from typing import Any
 import pytest
 
 from optimizer.errors import DomainError
+from optimizer.spec.gpu_catalog import GPUSpec
+from optimizer.spec.scheduler_inventory.inventory_document import ImportDefaults
 from optimizer.spec.scheduler_inventory.kubernetes import KubernetesLabels
 from optimizer.spec.scheduler_inventory.sources import KubernetesSource, SlurmSource
-from service.scheduler_sync import create_synced_cluster, parse_source, sync_cluster
+from service.scheduler_sync import create_synced_cluster, import_slurm, parse_source, sync_cluster
 from store.db import Database
-from store.repositories.clusters import ClusterRepository
+from store.repositories.clusters import ClusterRepository, revision_spec
+from store.repositories.gpu_types import GpuTypeRepository
 from store.settings import Settings
 from tests.factories import unique
 
@@ -108,3 +111,30 @@ def test_sources_are_checked_before_they_run_anything() -> None:
         with pytest.raises(DomainError) as err:
             parse_source(bad)
         assert err.value.field.startswith(field), (bad, err.value.field)
+
+
+def test_gres_types_resolve_to_the_stored_user_defined_gpus(db: Database) -> None:
+    nvl = GPUSpec(name=unique("H100-NVL-94GB"), bf16_tflops=835, memory_gib=94, memory_tbps=3.9, source="test")
+    gres = f"gpu:{nvl.name.lower().replace('-', '_')}:2"  # as NVML autodetection spells it
+    sinfo = json.dumps({"nodes": [{"name": f"n{i}", "state": ["IDLE"], "gres": gres} for i in range(2)]})
+    with db.session() as s:
+        GpuTypeRepository(s).create(nvl)
+        cluster, notes = import_slurm(s, unique("nvl"), sinfo, None, ImportDefaults())
+        spec = revision_spec(cluster, ClusterRepository(s).head(cluster))  # type: ignore[arg-type]
+    assert spec.pools[0].gpu == nvl.name and spec.pools[0].gpus_per_node == 2
+    assert [g.name for g in spec.gpu_types] == [nvl.name] and any("2 nodes x 2" in n for n in notes)
+
+
+def test_a_node_moved_to_another_switch_is_a_new_revision_that_says_so(db: Database) -> None:
+    kubectl = Kubectl()
+    with db.session() as s:
+        first = create_synced_cluster(s, unique("k8s"), KubernetesSource(), run=kubectl)
+    labels = kubectl.node("gb200-r2-t03")["metadata"]["labels"]
+    labels["nvidia.com/gpu.clique"] = labels["nvidia.com/gpu.clique"].replace("c32.2", "c31.1")  # into rack 1
+    with db.session() as s:
+        moved = sync_cluster(s, first.cluster_id, run=kubectl)
+    assert (
+        moved.status == "created" and moved.diff is not None and "node gb200-r2-t03 nvlink_domain" in moved.diff.other
+    )
+    assert moved.summary == "revision 2: node gb200-r2-t03 nvlink_domain"
+    assert any("NVLink domains hold 17, 19 nodes, not one size: domain_size 72 kept" in n for n in moved.notes)

@@ -146,28 +146,29 @@ def _leaf_tier(name: str, nodes: list[dict[str, Any]], template: NodePool | None
     return sizes[0]
 
 
-def _nvlink_domain_size(name: str, nodes: list[dict[str, Any]], gpu: GPUSpec, gpn: int, notes: list[str]) -> int | None:
-    """GPUs per NVLink domain from the nodes sharing one (when every domain holds as many nodes)."""
+def _nvlink_domain_size(
+    name: str, nodes: list[dict[str, Any]], gpu: GPUSpec, gpn: int, keep: int | None, notes: list[str]
+) -> int | None:
+    """GPUs per NVLink domain from the nodes sharing one (when every domain holds as many nodes); otherwise `keep`
+    (the previous revision's), None leaving the GPU type's own."""
     per_domain = Counter(n["nvlink_domain"] for n in nodes if n.get("nvlink_domain"))
     if not per_domain:
-        return None
+        return keep
     lacking = sum(1 for n in nodes if not n.get("nvlink_domain"))
     if lacking:
         notes.append(f"{name}: {lacking} node(s) report no NVLink domain (each is its own)")
     sizes = sorted(set(per_domain.values()))
+    left = f"domain_size {keep} kept" if keep else f"domain_size left at {gpu.name}'s {gpu.scaleup_domain} GPUs"
     if len(sizes) > 1:
-        notes.append(
-            f"{name}: NVLink domains hold {', '.join(map(str, sizes))} nodes, not one size: domain_size left at "
-            f"{gpu.name}'s {gpu.scaleup_domain} GPUs"
-        )
-        return None
+        notes.append(f"{name}: NVLink domains hold {', '.join(map(str, sizes))} nodes, not one size: {left}")
+        return keep
     size = sizes[0] * gpn
     if size > gpu.scaleup_domain:
         notes.append(
-            f"{name}: {sizes[0]} nodes share an NVLink domain ({size} GPUs), beyond {gpu.name}'s {gpu.scaleup_domain}: "
-            "domain_size left at the catalog's"
+            f"{name}: {sizes[0]} nodes share an NVLink domain ({size} GPUs), beyond {gpu.name}'s "
+            f"{gpu.scaleup_domain}: {left}"
         )
-        return None
+        return keep
     notes.append(f"{name}: {len(per_domain)} NVLink domain(s) of {sizes[0]} nodes -> domain_size {size} GPUs")
     return size
 
@@ -177,9 +178,11 @@ def cluster_document(
     name: str,
     base: ClusterSpec | None = None,
     defaults: ImportDefaults | None = None,
+    custom: dict[str, GPUSpec] | None = None,
 ) -> ClusterImport:
     """The inventory document of a scheduler's GPU nodes (pools by GPU type and GPUs per node), validated. Pool
-    settings the scheduler does not know (names, NICs, prices, oversubscription) carry over from `base`."""
+    settings the scheduler does not know (names, NICs, prices, oversubscription) carry over from `base`; the
+    nodes' GPU types are the catalog's, `base`'s own or `custom` (the user-defined types they were read with)."""
     defaults = defaults or ImportDefaults()
     notes: list[str] = [f"read from {inventory.source}"]
     for reason, names in inventory.ignored.items():
@@ -188,7 +191,7 @@ def cluster_document(
         raise DomainError(
             "nodes", f"no GPU nodes in {inventory.source} ({sum(map(len, inventory.ignored.values()))} ignored)"
         )
-    custom = {g.name: g for g in base.gpu_types} if base is not None else {}
+    custom = {**(custom or {}), **({g.name: g for g in base.gpu_types} if base is not None else {})}
     gpus = {n.gpu: resolve_gpu(n.gpu, custom) for n in inventory.nodes}
     placed = _place_domains(sorted(inventory.nodes, key=lambda n: natural_key(n.name)), gpus, notes)
     by_node, base_pools = _base_pool_of(base)
@@ -231,7 +234,8 @@ def cluster_document(
         pod = _leaf_tier(pool_name, nodes, template, notes)
         if pod is not None:
             doc["pod_size"] = pod
-        domain_size = _nvlink_domain_size(pool_name, nodes, gpu, gpn, notes)
+        kept = template.intra_node.domain_size if template is not None and template.intra_node else None
+        domain_size = _nvlink_domain_size(pool_name, nodes, gpu, gpn, kept, notes)
         if domain_size is not None:
             doc["intra_node"] = {**doc.get("intra_node", {"kind": "nvlink"}), "domain_size": domain_size}
         states = Counter(n.get("state", "healthy") for n in nodes)
@@ -244,7 +248,9 @@ def cluster_document(
         notes.append(f"{pool_name}: {len(nodes)} nodes x {gpn} {gpu.name} ({counts}); NICs {origin}")
         docs.append(doc)
     document: dict[str, Any] = {"name": name, "pools": docs}
-    if base is not None and base.gpu_types:
-        document["gpu_types"] = [g.model_dump(mode="json") for g in base.gpu_types]
+    used = {resolve_gpu(str(p["gpu"]), custom).name for p in docs}
+    own = [g.model_dump(mode="json") for name, g in custom.items() if name in used]
+    if own:
+        document["gpu_types"] = own
     document["name"] = build_cluster(document).name
     return ClusterImport(document=document, notes=notes + list(inventory.notes))
