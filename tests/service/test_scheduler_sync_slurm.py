@@ -59,7 +59,7 @@ def test_sync_sees_what_scontrol_changed_and_the_watch_replans(
     nodes = {n.name: n for n in pool.node_list}
     assert nodes["gpu01"].switches == ["leaf1", "spine"] and nodes["gpu16"].switches == ["leaf2", "spine"]
     assert any("2 node(s) without GPUs ignored" in n for n in first.notes), first.notes
-    print(f"\nrevision {first.revision}: {first.summary}")
+    print(f"\n{first.summary}")
     assert job is not None and run_job(db, job) == "succeeded"  # the watch's plan on revision 1
 
     with db.session() as s:
@@ -77,7 +77,7 @@ def test_sync_sees_what_scontrol_changed_and_the_watch_replans(
     assert not (second.diff.added or second.diff.removed or second.diff.restored or second.diff.other)
     assert [(p.pool, p.delta) for p in second.diff.pools] == [("h100-sxm-80gb", -32)]
     assert len(second.replan_jobs) == 1 and check == "re-planned: inventory revision 1→2"
-    print(f"revision {second.revision}: {second.summary}; watch {watch.id}: {check} (job {second.replan_jobs[0]})")
+    print(f"{second.summary}; watch {watch.id}: {check} (job {second.replan_jobs[0]})")
 
     # gpu01's slurmd registers again on resume; gpu12 has no slurmd, so Slurm marks it NOT_RESPONDING when
     # undrained: not healthy, whatever its base state (IDLE) says.
@@ -88,7 +88,7 @@ def test_sync_sees_what_scontrol_changed_and_the_watch_replans(
         third = sync_cluster(s, cluster.id, cfg=cfg)
     assert third.diff is not None and third.diff.restored == ["gpu01"] and third.diff.failed == ["gpu12"]
     assert "NOT_RESPONDING" in slurm.node_states()["gpu12"]
-    print(f"revision {third.revision}: {third.summary}")
+    print(third.summary)
 
     with db.session() as s:  # a controller that cannot be reached: the last revision stays, and says so
         down = sync_cluster(s, cluster.id, SlurmSource(slurm_conf=str(slurm.unreachable_conf())))
