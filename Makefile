@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run test lint bench setup clean browsers
+.PHONY: run test lint bench setup clean browsers slurm
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -34,7 +34,14 @@ browsers:
 	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
 	  $$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq chromium chromium-driver >/dev/null; }
 
-test: lint browsers
+# The scheduler-sync tests run a real Slurm controller on localhost: Debian's slurmctld, slurmd and munged
+# (tests/slurm_cluster.py starts them in a temporary directory with their own configuration and ports).
+slurm:
+	@command -v slurmctld >/dev/null && command -v slurmd >/dev/null && command -v munged >/dev/null || { \
+	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq slurm-wlm munge >/dev/null; }
+
+test: lint browsers slurm
 	$(BIN)/pytest
 
 bench: setup

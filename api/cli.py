@@ -443,10 +443,12 @@ def render_measured(m: Measurement, e: Estimate) -> None:
 
 
 from api.client_cli import register as register_client  # noqa: E402 - the service client commands too
+from api.scheduler_cli import register as register_scheduler  # noqa: E402 - scheduler imports and sync
 from api.service_cli import register  # noqa: E402 - the service commands join the same CLI
 
 register(app)
 register_client(app)
+register_scheduler(app)
 
 
 def main() -> None:

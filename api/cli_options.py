@@ -209,3 +209,28 @@ class MeasuredRun:
             "model predicts instead of refusing it.",
         ),
     ] = False
+
+
+# The scheduler imports and `sync` (api/scheduler_cli.py).
+TopologyOpt = Annotated[
+    Path | None,
+    typer.Option("--topology", help="Slurm topology.conf (tree or block), or what `scontrol show topology` prints."),
+]
+FabricLabelsOpt = Annotated[
+    str | None,
+    typer.Option(
+        help="Kubernetes: node label keys of the switch levels, leaf first, comma-separated (a Kueue Topology's "
+        "levels; default: Topograph's fabric.topograph.run/tier-N)."
+    ),
+]
+DomainLabelsOpt = Annotated[
+    str | None,
+    typer.Option(
+        help="Kubernetes: label keys naming the NVLink domain, first present wins (default: nvidia.com/gpu.clique, "
+        "accelerator.topograph.run/domain)."
+    ),
+]
+NicGbpsOpt = Annotated[float, typer.Option(help="New pools: line rate of each data NIC, Gb/s (schedulers omit it).")]
+NicsPerNodeOpt = Annotated[
+    int | None, typer.Option(help="New pools: data NICs per node (default one per GPU; schedulers omit it).")
+]

@@ -60,7 +60,17 @@ def cluster_out(s: Session, c: Cluster) -> S.ClusterOut:
     head = ClusterRepository(s).head(c)
     assert head is not None
     pools = pools_summary(revision_spec(c, head))
-    return from_row(S.ClusterOut, head, **identity(c), revision=head.number, pools=pools, inventory=head.spec)
+    return from_row(
+        S.ClusterOut,
+        head,
+        **identity(c),
+        revision=head.number,
+        pools=pools,
+        inventory=head.spec,
+        sync_source=c.sync_source,
+        last_sync=c.last_sync or "",
+        last_synced_at=c.last_synced_at,
+    )
 
 
 def version_out(v: ModelVersion) -> S.VersionOut:

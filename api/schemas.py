@@ -16,6 +16,9 @@ from optimizer.search.result import PlanResult
 from optimizer.spec.calibration import ClusterCalibration
 from optimizer.spec.gpu_catalog import GPUSpec
 from optimizer.spec.inventory import InventoryDiff
+from optimizer.spec.scheduler_inventory.inventory_document import ImportDefaults
+from optimizer.spec.scheduler_inventory.kubernetes import KubernetesLabels
+from optimizer.spec.scheduler_inventory.sources import SyncSource
 from optimizer.spec.workload import Workload
 from service.job_requests import JobRequest, SearchOptions
 
@@ -101,6 +104,38 @@ class ClusterOut(BaseModel):
     total_gpus: int
     pools: list[PoolSummary]
     inventory: dict[str, Any]
+    sync_source: SyncSource | None = Field(default=None, description="The scheduler its inventory is synced from.")
+    last_sync: str = Field(default="", description="What the last sync found.")
+    last_synced_at: datetime | None = Field(default=None, description="When the last sync ran.")
+
+
+class SyncRequest(Strict):
+    source: SyncSource | None = Field(
+        default=None, description="The scheduler to read (stored on the cluster); default the stored one."
+    )
+    replan: bool | None = Field(
+        default=None,
+        description="Check the cluster's watches when a new revision is stored (default: the service's "
+        "replan_on_inventory_change setting).",
+    )
+
+
+class SyncSourcePut(Strict):
+    source: SyncSource | None = Field(description="The scheduler to sync from; null: no sync.")
+
+
+class SlurmImport(Strict):
+    nodes: dict[str, Any] = Field(description="The output of `sinfo --json` (or `scontrol show nodes --json`).")
+    topology: str | None = Field(
+        default=None, max_length=500_000, description="topology.conf, or what `scontrol show topology` prints."
+    )
+    defaults: ImportDefaults = Field(default_factory=ImportDefaults, description="NICs of the new pools.")
+
+
+class KubernetesImport(Strict):
+    nodes: dict[str, Any] = Field(description="The output of `kubectl get nodes -o json`.")
+    labels: KubernetesLabels = Field(default_factory=KubernetesLabels, description="Topology label keys.")
+    defaults: ImportDefaults = Field(default_factory=ImportDefaults, description="NICs of the new pools.")
 
 
 class InventoryResult(BaseModel):

@@ -56,6 +56,9 @@ class UTCDateTime(TypeDecorator[datetime]):
 
 
 Document = JSON().with_variant(JSONB(), "postgresql")
+# A document column whose None is SQL NULL (JSON stores Python None as the JSON value null unless told), so that
+# `IS NULL` finds the rows without one.
+NullableDocument = JSON(none_as_null=True).with_variant(JSONB(none_as_null=True), "postgresql")
 
 
 def now() -> datetime:
@@ -147,6 +150,11 @@ class Cluster(Named):
 
     __tablename__ = "clusters"
     head_revision: Mapped[int] = mapped_column(Integer, default=0, doc="Number of the current revision.")
+    sync_source: Mapped[dict[str, Any] | None] = mapped_column(
+        NullableDocument, doc="The scheduler its inventory is synced from (scheduler_inventory.sources), if any."
+    )
+    last_sync: Mapped[str] = mapped_column(String(256), default="", doc="What the last sync found.")
+    last_synced_at: Mapped[datetime | None] = mapped_column(doc="When the last sync ran.")
 
 
 class ClusterRevision(Snapshot):

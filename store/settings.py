@@ -49,6 +49,12 @@ class Settings(BaseModel):
     replan_on_inventory_change: bool = Field(
         default=False, description="Re-plan a cluster's watches as soon as a node fails, drains or is restored."
     )
+    sync_interval_s: float = Field(
+        default=0.0,
+        ge=0,
+        description="Beat syncs the clusters' scheduler inventories this often, seconds (0: only before the nightly "
+        "re-plan).",
+    )
     visibility_timeout_s: float = Field(
         default=900.0, gt=0, description="Redis redelivers a task whose worker died after this many seconds."
     )

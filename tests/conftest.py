@@ -15,7 +15,8 @@ from optimizer.spec.model_loading import load_model_preset
 from optimizer.spec.model_spec import ModelSpec
 from store.db import Database
 from store.migrate import upgrade
-from tests.databases import migrated_pg_database
+from tests.databases import migrated_pg_database, require
+from tests.slurm_cluster import SlurmCluster, missing_programs, slurm_cluster
 
 
 @pytest.fixture(scope="session")
@@ -60,3 +61,14 @@ def session(db: Database) -> Iterator[Session]:
         finally:
             s.close()
             outer.rollback()
+
+
+@pytest.fixture(scope="session")
+def slurm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SlurmCluster]:
+    """slurmctld, one slurmd and munged on localhost with their own configuration, torn down after the session
+    (`make slurm` installs them; under CI=true a missing Slurm fails the tests that need it)."""
+    missing = missing_programs()
+    if missing:
+        require(f"Slurm is not installed (no {', '.join(missing)}; `make slurm` installs slurm-wlm and munge)")
+    with slurm_cluster(tmp_path_factory.mktemp("slurm")) as cluster:
+        yield cluster

@@ -41,12 +41,21 @@ def make_celery(cfg: Settings) -> Celery:
         timezone=cfg.replan_timezone,
         enable_utc=True,
         broker_connection_retry_on_startup=True,
-        beat_schedule={
-            "nightly-replan": {"task": names.REPLAN, "schedule": crontab(hour=hh, minute=mm)},
-            "sweep-lost-jobs": {"task": names.SWEEP, "schedule": cfg.sweep_interval_s},
-        },
+        beat_schedule=beat_schedule(cfg, hh, mm),
     )
     return app
+
+
+def beat_schedule(cfg: Settings, hh: int, mm: int) -> dict[str, dict[str, Any]]:
+    """What beat runs: the nightly re-plan (which syncs the schedulers' inventories first), the sweep of lost
+    jobs, and, with MESHPLAN_SYNC_INTERVAL_S, the inventory syncs in between."""
+    schedule: dict[str, dict[str, Any]] = {
+        "nightly-replan": {"task": names.REPLAN, "schedule": crontab(hour=hh, minute=mm)},
+        "sweep-lost-jobs": {"task": names.SWEEP, "schedule": cfg.sweep_interval_s},
+    }
+    if cfg.sync_interval_s > 0:
+        schedule["sync-inventories"] = {"task": names.SYNC, "schedule": cfg.sync_interval_s}
+    return schedule
 
 
 app = make_celery(settings())

@@ -3,3 +3,4 @@
 RUN_JOB = "meshplan.run_job"
 REPLAN = "meshplan.replan"
 SWEEP = "meshplan.sweep"
+SYNC = "meshplan.sync_inventories"

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from optimizer.errors import DomainError
 from service.calibration import recalibrate_stale
 from service.jobs import run_job
 from service.replan import check_watches
+from service.scheduler_sync import SyncOutcome, note_sync_error, sync_cluster
 from store.db import database
+from store.repositories.clusters import ClusterRepository
 from store.repositories.jobs import JobRepository
 from store.settings import settings
 from workers.dispatch import CeleryDispatcher, Dispatcher, make_dispatcher, send_committed
@@ -20,9 +23,10 @@ def replan_all(
 ) -> list[int]:
     """Check every watch (or a cluster's); submit and send a job for each whose inputs changed."""
     db, cfg = database(), settings()
-    if trigger == "nightly":  # measurements since the last fit move the calibration first [issue 14]
+    if trigger == "nightly":  # the schedulers' inventories, then measurements since the last fit, come first
+        sync_schedulers(cluster_id, replan=False)  # [issue 34: the nightly re-plan sees tonight's node states]
         with db.session() as s:
-            recalibrate_stale(s, cluster_id)
+            recalibrate_stale(s, cluster_id)  # [issue 14]
     with db.session() as s:
         checks = check_watches(s, trigger, cluster_id, cfg)
     jobs = [c.job_id for c in checks if c.job_id is not None]
@@ -47,3 +51,27 @@ def _dispatcher() -> Dispatcher:
 
         return CeleryDispatcher(cfg, app)
     return make_dispatcher(database(), cfg)
+
+
+def sync_schedulers(
+    cluster_id: int | None = None, replan: bool | None = None, dispatcher: Dispatcher | None = None
+) -> list[SyncOutcome]:
+    """Sync every cluster that has a sync source (or one), each in its own transaction: a scheduler that does not
+    answer or answers nonsense is noted on its cluster and the others go on. Watch re-plan jobs (`replan`, default
+    the replan_on_inventory_change setting) are sent after each commit."""
+    db, cfg = database(), settings()
+    with db.session() as s:
+        ids = [i for i in ClusterRepository(s).synced_ids() if cluster_id is None or i == cluster_id]
+    outcomes: list[SyncOutcome] = []
+    for cid in ids:
+        try:
+            with db.session() as s:
+                outcome = sync_cluster(s, cid, None, cfg, replan)
+        except DomainError as exc:
+            with db.session() as s:
+                note_sync_error(s, cid, exc)
+            continue
+        outcomes.append(outcome)
+        if outcome.replan_jobs:
+            send_committed(dispatcher or _dispatcher(), outcome.replan_jobs)
+    return outcomes

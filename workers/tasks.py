@@ -9,7 +9,7 @@ from sqlalchemy.exc import OperationalError
 from store.repositories.jobs import LEASE_S
 from workers import names
 from workers.celery_app import app
-from workers.service import replan_all, run, sweep
+from workers.service import replan_all, run, sweep, sync_schedulers
 
 
 # The database unreachable (OperationalError): retried with backoff up to a minute apart, never acknowledged as
@@ -38,3 +38,8 @@ def replan(trigger: str = "nightly", cluster_id: int | None = None) -> list[int]
 @app.task(name=names.SWEEP)  # type: ignore[untyped-decorator]
 def sweep_lost() -> list[int]:
     return sweep()
+
+
+@app.task(name=names.SYNC)  # type: ignore[untyped-decorator]
+def sync_inventories(cluster_id: int | None = None) -> list[str]:
+    return [o.summary for o in sync_schedulers(cluster_id)]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Body, Query
@@ -15,17 +16,23 @@ from api.schemas import (
     ClusterOut,
     InventoryPut,
     InventoryResult,
+    KubernetesImport,
     NodePatch,
     PageOut,
     RevisionDiffOut,
     RevisionOut,
+    SlurmImport,
+    SyncRequest,
+    SyncSourcePut,
 )
 from optimizer.errors import DomainError
 from optimizer.spec.cluster_loading import cluster_document_from_topo
 from optimizer.spec.inventory import diff_inventories
 from optimizer.spec.yaml_documents import yaml_mapping
+from service import scheduler_sync
 from service.catalog import cluster_from_document, create_cluster, set_node_state
 from service.replan import check_watches
+from service.scheduler_sync import SyncOutcome
 from store.models import MAX_ID
 from store.repositories.clusters import ClusterRepository, revision_spec
 
@@ -58,6 +65,30 @@ def import_topo(
 ) -> ClusterOut:
     doc = cluster_document_from_topo(body, gpu, nodes, nic_gbps, "pool")
     return _create(s, name, doc, "imported from nvidia-smi topo -m")
+
+
+@router.post("/import/slurm", status_code=201, response_model=ClusterOut, responses=WRITE)
+def import_slurm(s: SessionDep, _: Writer, name: NameQuery, body: SlurmImport) -> ClusterOut:
+    """A cluster from `sinfo --json` output and a topology.conf: pools by GPU type, node states, switches."""
+    cluster, _notes = scheduler_sync.import_slurm(s, name, json.dumps(body.nodes), body.topology, body.defaults)
+    return cluster_out(s, cluster)
+
+
+@router.post("/import/kubernetes", status_code=201, response_model=ClusterOut, responses=WRITE)
+def import_kubernetes(s: SessionDep, _: Writer, name: NameQuery, body: KubernetesImport) -> ClusterOut:
+    """A cluster from `kubectl get nodes -o json` output (GPU Feature Discovery and topology labels)."""
+    cluster, _notes = scheduler_sync.import_kubernetes(s, name, json.dumps(body.nodes), body.labels, body.defaults)
+    return cluster_out(s, cluster)
+
+
+@router.post("/sync", status_code=201, response_model=ClusterOut, responses=WRITE)
+def create_synced(s: SessionDep, _: Writer, name: NameQuery, body: SyncSourcePut) -> ClusterOut:
+    """A cluster whose inventory is read from a live scheduler now and at every sync (422 when it does not
+    answer: there is nothing to keep)."""
+    if body.source is None:
+        raise DomainError("source", "name the scheduler to read (slurm or k8s)")
+    outcome = scheduler_sync.create_synced_cluster(s, name, body.source)
+    return cluster_out(s, ClusterRepository(s).get(outcome.cluster_id))
 
 
 def _create(s: SessionDep, name: str, document: dict[str, Any], cause: str) -> ClusterOut:
@@ -97,6 +128,23 @@ def patch_node(
     return InventoryResult(
         created=created, revision=revision_out(rev), replan_jobs=_replan(s, cfg, cluster_id) if created else []
     )
+
+
+@router.put("/{cluster_id}/sync-source", response_model=ClusterOut, responses=WRITE)
+def put_sync_source(cluster_id: RowId, body: SyncSourcePut, s: SessionDep, _: Writer) -> ClusterOut:
+    """Store (or clear) the scheduler the cluster's inventory is synced from; nothing is read now."""
+    return cluster_out(s, scheduler_sync.set_sync_source(s, cluster_id, body.source))
+
+
+@router.post("/{cluster_id}/sync", response_model=SyncOutcome, responses=WRITE)
+def sync(cluster_id: RowId, s: SessionDep, cfg: SettingsDep, _: Writer, body: SyncRequest | None = None) -> SyncOutcome:
+    """Read the cluster's scheduler now: a new revision with its diff when something changed (then the watches
+    are checked as after a node change), none when nothing did. A scheduler that does not answer leaves the
+    revision as it was: `status` unreachable, and `summary` says why."""
+    body = body or SyncRequest()
+    outcome = scheduler_sync.sync_cluster(s, cluster_id, body.source, cfg, body.replan)
+    send_after_commit(s, outcome.replan_jobs)
+    return outcome
 
 
 @router.get("/{cluster_id}/revisions", response_model=PageOut[RevisionOut], responses=NOT_FOUND)

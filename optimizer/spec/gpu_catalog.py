@@ -481,13 +481,14 @@ ALIASES: dict[str, str] = {
 
 def canonical_gpu_name(name: str) -> str:
     """A GPU name as papers, nvidia-smi and rocm-smi spell it, reduced to the catalog's spelling: no vendor prefix,
-    hyphens for spaces, SXM2/4/5 as SXM, no memory-type suffix ("NVIDIA H100 80GB HBM3" -> "h100-80gb",
-    "NVIDIA A100-SXM4-80GB" -> "a100-sxm-80gb", "AMD Instinct MI300X" -> "mi300x")."""
-    s = name.strip().lower()
-    for prefix in ("nvidia ", "amd instinct ", "amd ", "instinct ", "tesla "):
+    hyphens for spaces and underscores, SXM2/4/5 as SXM, no memory-type suffix ("NVIDIA H100 80GB HBM3" ->
+    "h100-80gb", "NVIDIA A100-SXM4-80GB" -> "a100-sxm-80gb", "AMD Instinct MI300X" -> "mi300x"). The same reduction
+    reads Kubernetes GPU Feature Discovery's product labels (spaces as hyphens: "NVIDIA-H100-80GB-HBM3") and
+    Slurm's GRES types (AutoDetect=nvml lower-cases the name with underscores: "nvidia_h100_80gb_hbm3")."""
+    s = re.sub(r"[\s_/]+", "-", name.strip().lower())
+    for prefix in ("nvidia-", "amd-instinct-", "amd-", "instinct-", "tesla-"):
         if s.startswith(prefix):
             s = s[len(prefix) :]
-    s = re.sub(r"[\s_/]+", "-", s)
     s = re.sub(r"(\d+)-gb\b", r"\1gb", s)
     s = re.sub(r"-?(hbm3e|hbm3|hbm2e|hbm2)$", "", s)
     s = re.sub(r"sxm[2-5]", "sxm", s)

@@ -72,7 +72,11 @@ class InventoryDiff(BaseModel):
     failed: list[str] = Field(default_factory=list, description="Nodes now failed.")
     restored: list[str] = Field(default_factory=list, description="Nodes healthy again.")
     pools: list[PoolDelta] = Field(default_factory=list, description="Pools whose healthy GPU count changed.")
-    other: list[str] = Field(default_factory=list, description="Pool settings that changed (fabric, GPU type...).")
+    other: list[str] = Field(
+        default_factory=list,
+        description="Pool settings that changed (fabric, GPU type...) and nodes moved in the fabric (switches, NVLink "
+        "domain).",
+    )
 
     @property
     def empty(self) -> bool:
@@ -99,6 +103,8 @@ def diff_inventories(before: ClusterSpec, after: ClusterSpec) -> InventoryDiff:
     pools_after = {p.name: p for p in after.pools}
     old: dict[str, str] = {}
     new: dict[str, str] = {}
+    old_place: dict[str, tuple[list[str], str | None]] = {}
+    new_place: dict[str, tuple[list[str], str | None]] = {}
     for name in set(pools_before) | set(pools_after):
         b, a = pools_before.get(name), pools_after.get(name)
         if b is not None and a is not None and _same_counted_nodes(b, a):
@@ -107,9 +113,19 @@ def diff_inventories(before: ClusterSpec, after: ClusterSpec) -> InventoryDiff:
                 old[node] = b.node_states.get(node, "healthy")
                 new[node] = a.node_states.get(node, "healthy")
             continue
-        old.update((n.name, n.state) for n in (b.node_list if b is not None else []))
-        new.update((n.name, n.state) for n in (a.node_list if a is not None else []))
+        for n in b.node_list if b is not None else []:
+            old[n.name] = n.state
+            old_place[n.name] = (n.switches, n.nvlink_domain)
+        for n in a.node_list if a is not None else []:
+            new[n.name] = n.state
+            new_place[n.name] = (n.switches, n.nvlink_domain)
     d = InventoryDiff(added=sorted(set(new) - set(old)), removed=sorted(set(old) - set(new)))
+    for i, key in enumerate(("switches", "nvlink_domain")):  # nodes moved in the fabric (re-cabled, another rack)
+        moved = [n for n in sorted(set(old_place) & set(new_place)) if old_place[n][i] != new_place[n][i]]
+        if len(moved) > 3:
+            d.other.append(f"{key} of {len(moved)} nodes, e.g. {', '.join(moved[:3])}")
+        else:
+            d.other.extend(f"node {n} {key}" for n in moved)
     for name in sorted(set(old) & set(new)):
         if old[name] == new[name]:
             continue

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from sqlalchemy import select
 
 from optimizer.spec.cluster_spec import ClusterSpec
 from optimizer.spec.inventory import InventoryDiff, content_hash, diff_inventories, spec_document
 from store.errors import NotFoundError
-from store.models import Cluster, ClusterRevision
+from store.models import Cluster, ClusterRevision, now
 from store.repositories.base import Repository, get_row, insert_unique, numbers_by_id
 from store.repositories.paging import Page, PageRequest, paginate
 
@@ -28,6 +30,20 @@ class ClusterRepository(Repository[Cluster]):
 
     def all(self) -> list[Cluster]:
         return list(self.s.scalars(select(Cluster).order_by(Cluster.id)))
+
+    def synced_ids(self) -> list[int]:
+        """The clusters whose inventory is synced from a scheduler."""
+        return list(self.s.scalars(select(Cluster.id).where(Cluster.sync_source.is_not(None)).order_by(Cluster.id)))
+
+    def set_sync_source(self, cluster: Cluster, source: dict[str, Any] | None) -> None:
+        """Store (or clear, None) the scheduler the cluster's inventory is synced from."""
+        cluster.sync_source = source
+        self.s.flush()
+
+    def note_sync(self, cluster: Cluster, what: str) -> None:
+        """Record what the last sync found (a new revision, no change, an unreachable scheduler)."""
+        cluster.last_sync, cluster.last_synced_at = what[:256], now()
+        self.s.flush()
 
     def head(self, cluster: Cluster) -> ClusterRevision | None:
         return self.revision(cluster, cluster.head_revision) if cluster.head_revision else None
