@@ -297,10 +297,13 @@ class CalibrationFit:
         return ClusterCalibration(pools={k: PoolCalibration(**v) for k, v in values.items()})
 
     def _log_time(self, point: FitPoint, cal: ClusterCalibration) -> float:
+        return math.log(self._step(point, cal).step_time_s or 1.0)
+
+    def _step(self, point: FitPoint, cal: ClusterCalibration) -> Estimate:
         est: Estimate = estimate(point.model, point.cluster.with_calibration(cal), point.workload, point.config)
         if est.step_time_s is None or est.step_time_s <= 0:
             raise DomainError("measurement", f"{point.label}: the cost model gives no step time for this run")
-        return math.log(est.step_time_s)
+        return est
 
     def linearise(
         self, x: np.ndarray, previous: _Linearised | None = None, free: np.ndarray | None = None
@@ -312,12 +315,17 @@ class CalibrationFit:
         jac = np.zeros((n, k)) if previous is None else previous.jac.copy()
         base = self.calibration(x)
         for i, point in enumerate(self.timed):
-            f0[i] = self._log_time(point, base)
+            est = self._step(point, base)
+            f0[i] = math.log(est.step_time_s or 1.0)
+            hidden_host = est.breakdown is not None and est.breakdown.launch == 0.0
             for j in self.touches[i]:
                 if previous is not None and free is not None and not free[j]:
                     continue
-                xs = x.copy()
                 step = FD_STEP if x[j] + FD_STEP <= self.bounds[1][j] else -FD_STEP  # a constant on its upper bound
+                if hidden_host and step > 0 and self.params[j].name == "host":
+                    jac[i, j] = 0.0  # no layer waits on the host, and a faster host cannot make one
+                    continue
+                xs = x.copy()
                 xs[j] += step
                 jac[i, j] = (self._log_time(point, self.calibration(xs)) - f0[i]) / step
         return _Linearised(f0, jac, x.copy())
