@@ -100,6 +100,7 @@ OPTIMIZER_FLOORS: tuple[tuple[str, ...], ...] = (
     ("spec",),
     ("frameworks",),
     ("costmodel",),
+    ("placement",),
     ("search", "calibration"),
     ("exports",),
 )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from optimizer.costmodel.inference import estimate_inference
+from optimizer.costmodel.placed_fabric import PlacedFabric
 from optimizer.costmodel.result import Estimate
 from optimizer.costmodel.training import estimate_training
 from optimizer.costmodel.uncertainty import with_intervals
@@ -18,16 +19,19 @@ def estimate(
     cluster: ClusterSpec,
     workload: TrainingWorkload | InferenceWorkload,
     config: ParallelConfig,
+    fabric: PlacedFabric | None = None,
 ) -> Estimate:
     """Memory per stage and step time (training) or TTFT/TPOT (inference) of one configuration.
 
     Raises DomainError when the configuration breaks a rule; a configuration that is valid but does not fit in
     memory returns feasible=False with the reason. Every estimate carries its 80% intervals from out-of-sample errors
-    (costmodel/uncertainty.py) beside the point estimate, which they leave unchanged.
+    (costmodel/uncertainty.py) beside the point estimate, which they leave unchanged. `fabric` (training): what a
+    placement gives each stage's groups where it is worse than the tiers assume (optimizer/placement prices its own
+    placement with it); None prices the tiers' assumption.
     """
     layout = validate(model, cluster, workload, config)
     if isinstance(workload, TrainingWorkload):
-        est = estimate_training(model, cluster, workload, config, layout)
+        est = estimate_training(model, cluster, workload, config, layout, fabric)
     else:
         est = estimate_inference(model, cluster, workload, config, layout)
     return with_intervals(est, model, cluster, workload, config)
