@@ -23,6 +23,7 @@ from optimizer.placement.spans import (
     GroupSpan,
     IntArray,
     RankUnits,
+    collective_cost,
     describe,
     group_span,
     shared_tier,
@@ -173,10 +174,16 @@ class _Hop:
     hop: PipelineHop
     to: int
     tier: int | None  # index in the pool's tiers (None: to another pool)
+    domains: list[str]  # the NVLink domains of the two stages' ranks
 
 
 def _hops(
-    c: ParallelConfig, pools: Sequence[NodePool], ranks: _Ranks, units: dict[str, RankUnits], leaf_names: list[str]
+    c: ParallelConfig,
+    pools: Sequence[NodePool],
+    ranks: _Ranks,
+    units: dict[str, RankUnits],
+    leaf_names: list[str],
+    domain_names: list[str],
 ) -> list[_Hop]:
     """The sends between consecutive stages (and from the last to the first under interleaving)."""
     n, pp = c.gpus_per_stage, c.pp
@@ -189,61 +196,140 @@ def _hops(
         a, b = s * n + i, t * n + i
         leaves = [leaf_names[x] for x in sorted({int(x) for x in ranks.leaf[a]} | {int(x) for x in ranks.leaf[b]})]
         same_leaf = bool((ranks.leaf[a] == ranks.leaf[b]).all())
+        domains = [
+            domain_names[x] for x in sorted({int(x) for x in ranks.domain[a]} | {int(x) for x in ranks.domain[b]})
+        ]
         if pools[s].name != pools[t].name:
-            out.append(_Hop(PipelineHop(stage=s, same_leaf=same_leaf, tier="pools", leaves=leaves), t, None))
+            hop = PipelineHop(stage=s, next_stage=t, same_leaf=same_leaf, tier="pools", leaves=leaves)
+            out.append(_Hop(hop, t, None, domains))
             continue
         ru = units[pools[s].name]
         k = shared_tier(ru, a, b)
-        out.append(_Hop(PipelineHop(stage=s, same_leaf=same_leaf, tier=ru.tiers[k].name, leaves=leaves), t, k))
+        hop = PipelineHop(stage=s, next_stage=t, same_leaf=same_leaf, tier=ru.tiers[k].name, leaves=leaves)
+        out.append(_Hop(hop, t, k, domains))
     return out
 
 
-def place(cluster: ClusterSpec, c: ParallelConfig, pools: Sequence[NodePool] | None = None) -> PlacementOutcome:
-    """The placement of configuration `c` on `cluster` (its stages' pools: `pools`, else as `validate` assigns
-    them), and what the estimate must price where it is worse than the cost model's tiers assume."""
-    stage_pools = list(pools) if pools is not None else assign_pools(cluster, c)
+@dataclass(slots=True)
+class _Analysis:
+    """A placement on one inventory and, per stage, where it is worse than the cost model's tiers assume."""
+
+    slots: list[tuple[Host, int]]
+    hops: list[_Hop]
+    units: dict[str, RankUnits]
+    spans: list[dict[str, tuple[str, GroupSpan]]]  # per stage: field -> (label, span) where worse
+    rings: list[net.Tier | None]  # per stage: the CP ring's tier where worse
+    sends: list[net.Tier | None]  # per stage: its same-pool pipeline sends' worst tier where worse
+
+    @property
+    def short(self) -> bool:
+        return any(self.spans) or any(self.rings) or any(self.sends)
+
+
+def _analyse(cluster: ClusterSpec, c: ParallelConfig, stage_pools: list[NodePool]) -> _Analysis:
     slots = rank_slots(cluster, c, stage_pools)
     n = c.gpus_per_stage
     ranks = _Ranks.of(slots)
-    leaf_names = list(dict.fromkeys(h.leaf for h, _ in slots))
     units = {p.name: ranks.units(cluster, p) for p in {p.name: p for p in stage_pools}.values()}
-    hops = _hops(c, stage_pools, ranks, units, leaf_names)
+    leaf_names = list(dict.fromkeys(h.leaf for h, _ in slots))
+    domain_names = list(dict.fromkeys(h.domain for h, _ in slots))
+    hops = _hops(c, stage_pools, ranks, units, leaf_names, domain_names)
     reach: dict[int, list[int]] = {}  # per stage, the tier indices its same-pool sends reach
     for h in hops:
         if h.tier is not None:
             reach.setdefault(h.hop.stage, []).append(h.tier)
             reach.setdefault(h.to, []).append(h.tier)
-    tp_domains = _tp_domains(slots, c.tp)
-    fabric: list[StageFabric | None] = []
-    notes: dict[tuple[str, str, str], list[tuple[int, int, int]]] = {}  # (label, placed, assumed) -> stages
+    spans, rings, sends = [], [], []
     for s, pool in enumerate(stage_pools):
         ru = units[pool.name]
-        spans = _stage_spans(ru, c, s * n, (s + 1) * n)
-        ring = _ring_tier(ru, c, s * n)
-        pp_tier = None
+        spans.append(_stage_spans(ru, c, s * n, (s + 1) * n))
+        rings.append(_ring_tier(ru, c, s * n))
+        send = None
         if s in reach:
-            pp_tier = _if_worse(ru.tiers[max(reach[s])], net.neighbour_tier(ru.tiers, n))
-        fields: dict[str, object] = {f: span.worst for f, (_, span) in spans.items()}
-        sf = StageFabric(cp_ring=ring, pp=pp_tier, **fields)  # type: ignore[arg-type]
-        fabric.append(None if sf.empty else sf)
-        for label, span in spans.values():
-            key = (label, describe(span.worst), describe(span.assumed))
-            notes.setdefault(key, []).append((s, span.worse_groups, span.groups))
+            send = _if_worse(ru.tiers[max(reach[s])], net.neighbour_tier(ru.tiers, n))
+        sends.append(send)
+    return _Analysis(slots, hops, units, spans, rings, sends)
+
+
+def healthy_twin(cluster: ClusterSpec) -> ClusterSpec:
+    """The same inventory with every node healthy (and the same calibration)."""
+    pools = []
+    for pool in cluster.pools:
+        doc = pool.model_dump(mode="json")
+        doc["node_states"] = {}
+        if isinstance(pool.nodes, list):
+            doc["nodes"] = [{**node, "state": "healthy"} for node in doc["nodes"]]
+        pools.append(doc)
+    twin = ClusterSpec.model_validate({**cluster.model_dump(mode="json"), "pools": pools})
+    return twin.with_calibration(cluster.calibration)
+
+
+def _send_cost(t: net.Tier) -> float:
+    return net.p2p(t.bw, t.network, COMPARE_BYTES)
+
+
+def _worse_tier(actual: net.Tier | None, base: net.Tier | None) -> net.Tier | None:
+    """`actual` when slower than `base` (None: the tiers' own assumption, which `actual` is already worse than)."""
+    if actual is None or (base is not None and _send_cost(actual) <= _send_cost(base) * (1 + SAME)):
+        return None
+    return actual
+
+
+def place(cluster: ClusterSpec, c: ParallelConfig, pools: Sequence[NodePool] | None = None) -> PlacementOutcome:
+    """The placement of configuration `c` on `cluster` (its stages' pools: `pools`, else as `validate` assigns
+    them), and what the estimate must price: where its groups span a slower fabric than the cost model's tiers
+    assume AND than the same plan placed on the inventory with every node healthy. What a healthy inventory
+    cannot give either (pipeline stages that outnumber an NVLink domain or a leaf switch) is how the published runs
+    the cost model is validated on were placed too, so its idealisation stands there; what drained and failed
+    nodes take away beyond that is priced as placed."""
+    stage_pools = list(pools) if pools is not None else assign_pools(cluster, c)
+    a = _analyse(cluster, c, stage_pools)
+    n = c.gpus_per_stage
+    base = a
+    if a.short and any(p.healthy_nodes < p.node_count for p in {p.name: p for p in stage_pools}.values()):
+        twin = healthy_twin(cluster)
+        base = _analyse(twin, c, [twin.pool(p.name) for p in stage_pools])
+    tp_domains = _tp_domains(a.slots, c.tp)
+    fabric: list[StageFabric | None] = []
+    notes: dict[tuple[str, str, str], list[tuple[int, int, int]]] = {}  # (label, placed, assumed) -> stages
+    kinds = {k[0]: k[4] for k in group_kinds(c)}
+    for s in range(len(stage_pools)):
+        kept: dict[str, GroupSpan] = {}
+        for field, (label, span) in a.spans[s].items():
+            other = base.spans[s].get(field)
+            floor = other[1].worst if other is not None else span.assumed
+            if collective_cost(span.worst, kinds[field]) > collective_cost(floor, kinds[field]) * (1 + SAME):
+                kept[field] = span
+                key = (label, describe(span.worst), describe(span.assumed))
+                notes.setdefault(key, []).append((s, span.worse_groups, span.groups))
+        ring = _worse_tier(a.rings[s], base.rings[s]) if base is not a else None
+        send = _worse_tier(a.sends[s], base.sends[s]) if base is not a else None
         if ring is not None:
             notes.setdefault(("CP ring", TIER_WORDS.get(ring.name, ring.name), ""), []).append((s, 0, 0))
+        sf = StageFabric(cp_ring=ring, pp=send, **{f: span.worst for f, span in kept.items()})
+        fabric.append(None if sf.empty else sf)
     degraded = [
         _group_note(label, placed, assumed, stages, tp_domains, c) for (label, placed, assumed), stages in notes.items()
     ]
-    degraded += _hop_notes(hops, units, stage_pools, n)
+    if base is not a:
+        worse_hops = []
+        for h, b in zip(a.hops, base.hops, strict=True):
+            if h.tier is None:
+                continue
+            tiers = a.units[stage_pools[h.hop.stage].name].tiers
+            base_tier = tiers[b.tier] if b.tier is not None else None
+            if _worse_tier(tiers[h.tier], base_tier) is not None:
+                worse_hops.append(h)
+        degraded += _hop_notes(worse_hops, len(a.hops), a.units, stage_pools, n)
     placement = Placement(
-        world_size=len(slots),
+        world_size=len(a.slots),
         tp=c.tp,
         gpus_per_stage=n,
-        hosts=_hosts(slots, n),
+        hosts=_hosts(a.slots, n),
         tp_domains=tp_domains,
-        hops=[h.hop for h in hops],
+        hops=[h.hop for h in a.hops],
         degraded=degraded,
-        idle_gpus=_idle(slots, stage_pools),
+        idle_gpus=_idle(a.slots, stage_pools),
     )
     return PlacementOutcome(placement, tuple(fabric) if any(f is not None for f in fabric) else None)
 
@@ -277,17 +363,47 @@ def _group_note(
     return text + "; priced as placed"
 
 
-def _hop_notes(hops: list[_Hop], units: dict[str, RankUnits], pools: Sequence[NodePool], n: int) -> list[str]:
-    out = []
+def _hop_notes(
+    hops: list[_Hop], total: int, units: dict[str, RankUnits], pools: Sequence[NodePool], n: int
+) -> list[str]:
+    """One sentence per kind of shortfall of the pipeline sends (across the spine; out of the NVLink domain the
+    cost model assumed), naming the boundaries."""
+    spine: list[_Hop] = []
+    domain: dict[tuple[str, str], list[_Hop]] = {}  # (placed tier, assumed tier) -> hops
     for h in hops:
         if h.tier is None:
             continue
         tiers = units[pools[h.hop.stage].name].tiers
-        if _if_worse(tiers[h.tier], net.neighbour_tier(tiers, n)) is None:
+        assumed = net.neighbour_tier(tiers, n)
+        if _if_worse(tiers[h.tier], assumed) is None:
             continue
+        if h.hop.tier == "inter-pod":
+            spine.append(h)
+        else:
+            domain.setdefault((h.hop.tier, assumed.name), []).append(h)
+    out = []
+    if spine:
+        leaves = list(dict.fromkeys(leaf for h in spine for leaf in h.hop.leaves))
         out.append(
-            f"pipeline sends {h.hop.stage}->{h.to} cross {TIER_WORDS.get(h.hop.tier, h.hop.tier)} (leaf switches "
-            f"{' / '.join(h.hop.leaves)}): the stages need more healthy nodes than one leaf switch has; "
-            "priced as placed"
+            f"pipeline sends {_boundaries(spine, total)} cross the spine (leaf switches {_names(leaves)}): the "
+            "pipeline's stages do not fit under one leaf switch's healthy nodes; priced as placed"
+        )
+    for (placed_name, assumed_name), group in domain.items():
+        domains = list(dict.fromkeys(d for h in group for d in h.domains))
+        out.append(
+            f"pipeline sends {_boundaries(group, total)} leave their NVLink domain for "
+            f"{TIER_WORDS.get(placed_name, placed_name)} (domains {_names(domains)}), where the plan priced "
+            f"{TIER_WORDS.get(assumed_name, assumed_name)}: neighbouring stages do not fit in one domain's healthy "
+            "GPUs; priced as placed"
         )
     return out
+
+
+def _boundaries(hops: list[_Hop], total: int) -> str:
+    names = [f"{h.hop.stage}->{h.to}" for h in hops]
+    text = ", ".join(names[:5]) + (", ..." if len(names) > 5 else "")
+    return text + (f" ({len(names)} of {total} boundaries)" if len(names) > 1 else "")
+
+
+def _names(items: list[str], most: int = 4) -> str:
+    return " / ".join(items[:most]) + (" / ..." if len(items) > most else "")

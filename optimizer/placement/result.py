@@ -27,7 +27,11 @@ class PlacedHost(BaseModel):
 class PipelineHop(BaseModel):
     """The sends between two consecutive pipeline stages."""
 
-    stage: int = Field(description="The sending stage (its activations go to stage + 1).")
+    stage: int = Field(description="The sending stage.")
+    next_stage: int = Field(
+        description="The receiving stage: stage + 1, or the first stage for the last one's sends to the next model "
+        "chunk under interleaving."
+    )
     same_leaf: bool = Field(description="Every pair of neighbouring ranks is under one leaf switch.")
     tier: str = Field(
         description="The outermost fabric level a pair of neighbours crosses: nvlink, pcie, network (within a "
