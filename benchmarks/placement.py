@@ -85,6 +85,9 @@ def speed(out: Console) -> None:
     t = Table(title="Placing a plan (median of 5)")
     for col in ("plan", "ranks", "hosts", "ms"):
         t.add_column(col)
+    doc = load_cluster_preset("dgx-h100:2050").model_dump(mode="json")
+    doc["pools"][0]["node_states"] = {"dgx-h100-0007": "drained"}
+    drained = build_cluster(doc)
     for label, preset, cfg in (
         ("tp8 pp2 dp2 on 4 DGX H100", "dgx-h100:4", ParallelConfig(tp=8, pp=2, dp=2)),
         ("tp8 pp8 dp16 on 128 DGX H100", "dgx-h100:128", ParallelConfig(tp=8, pp=8, dp=16)),
@@ -94,8 +97,13 @@ def speed(out: Console) -> None:
             "dgx-h100:2048",
             ParallelConfig(tp=8, pp=16, dp=128, vp=2, schedule="interleaved-1f1b"),
         ),
+        (
+            "the same on 2,050 DGX H100, one drained",
+            drained,
+            ParallelConfig(tp=8, pp=16, dp=128, vp=2, schedule="interleaved-1f1b"),
+        ),
     ):
-        cluster = load_cluster_preset(preset)
+        cluster = load_cluster_preset(preset) if isinstance(preset, str) else preset
         times = []
         for _ in range(5):
             t0 = time.perf_counter()

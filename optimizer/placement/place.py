@@ -226,7 +226,8 @@ class _Analysis:
         return any(self.spans) or any(self.rings) or any(self.sends)
 
 
-def _analyse(cluster: ClusterSpec, c: ParallelConfig, stage_pools: list[NodePool]) -> _Analysis:
+def _analyse(cluster: ClusterSpec, c: ParallelConfig, stage_pools: list[NodePool], spans: bool = True) -> _Analysis:
+    """The placement and, with `spans`, where its groups and sends are worse than the tiers assume."""
     slots = rank_slots(cluster, c, stage_pools)
     n = c.gpus_per_stage
     ranks = _Ranks.of(slots)
@@ -239,16 +240,20 @@ def _analyse(cluster: ClusterSpec, c: ParallelConfig, stage_pools: list[NodePool
         if h.tier is not None:
             reach.setdefault(h.hop.stage, []).append(h.tier)
             reach.setdefault(h.to, []).append(h.tier)
-    spans, rings, sends = [], [], []
-    for s, pool in enumerate(stage_pools):
+    worse: list[dict[str, tuple[str, GroupSpan]]] = []
+    rings: list[net.Tier | None] = []
+    sends: list[net.Tier | None] = []
+    for s, pool in enumerate(stage_pools if spans else []):
         ru = units[pool.name]
-        spans.append(_stage_spans(ru, c, s * n, (s + 1) * n))
+        worse.append(_stage_spans(ru, c, s * n, (s + 1) * n))
         rings.append(_ring_tier(ru, c, s * n))
         send = None
         if s in reach:
             send = _if_worse(ru.tiers[max(reach[s])], net.neighbour_tier(ru.tiers, n))
         sends.append(send)
-    return _Analysis(slots, hops, units, spans, rings, sends)
+    if not spans:  # nothing to compare: every stage as the tiers say
+        worse, rings, sends = [{} for _ in stage_pools], [None] * len(stage_pools), [None] * len(stage_pools)
+    return _Analysis(slots, hops, units, worse, rings, sends)
 
 
 def healthy_twin(cluster: ClusterSpec) -> ClusterSpec:
@@ -283,10 +288,11 @@ def place(cluster: ClusterSpec, c: ParallelConfig, pools: Sequence[NodePool] | N
     the cost model is validated on were placed too, so its idealisation stands there; what drained and failed
     nodes take away beyond that is priced as placed."""
     stage_pools = list(pools) if pools is not None else assign_pools(cluster, c)
-    a = _analyse(cluster, c, stage_pools)
+    unhealthy = any(p.healthy_nodes < p.node_count for p in {p.name: p for p in stage_pools}.values())
+    a = _analyse(cluster, c, stage_pools, spans=unhealthy)  # a healthy inventory is its own baseline
     n = c.gpus_per_stage
     base = a
-    if a.short and any(p.healthy_nodes < p.node_count for p in {p.name: p for p in stage_pools}.values()):
+    if a.short and unhealthy:
         twin = healthy_twin(cluster)
         base = _analyse(twin, c, [twin.pool(p.name) for p in stage_pools])
     tp_domains = _tp_domains(a.slots, c.tp)

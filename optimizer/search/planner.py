@@ -17,6 +17,7 @@ from optimizer.costmodel.result import Estimate
 from optimizer.errors import DomainError
 from optimizer.frameworks.capabilities import Framework, allows, check_model, check_workload, framework
 from optimizer.frameworks.validation import SERVING_EP_DISPATCH_RULE, precision_rule
+from optimizer.placement.place import place
 from optimizer.placement.priced import PlacedEstimate, placed_estimate
 from optimizer.search.candidates import Candidate, KeyBatch, TrainingSpace
 from optimizer.search.decision import RUNNERS_UP, contenders, decide, ratio_interval_pct, same_gpu
@@ -479,7 +480,7 @@ class TrainingSearch:
                 **counts,
             )
         found, placements, ideal = self.placed(ranked[: self.keep])
-        if any(placements[i].repriced for i in range(len(found))):
+        if any(pe is not None and pe.repriced for pe in placements):
             # The search proved its optimum on the idealised fabric; the kept plans are priced as placed (never
             # below their idealised price), so what bounds a placed price is the least open bound, the idealised
             # price of the best plan not kept, and the kept plans' placed prices.
@@ -497,13 +498,14 @@ class TrainingSearch:
         pools = best_cfg.stage_pools or [ts.pools[0].name] * best_cfg.pp
         rate_s = ts.cluster.price_per_s(best_cfg.gpus_per_stage, pools)
         explanation = explain(ts, planned, alts, decision=decision)
-        placement = placements[pick].placement
-        if placement.degraded:
+        placed = placements[pick]
+        placement = placed.placement if placed is not None else place(ts.cluster, best_cfg).placement
+        if placed is not None and placement.degraded:
             extra = f" (+{100 * (est.step_time_s / ideal[pick] - 1):.1f}% over the idealised fabric)"
             explanation.summary += (
                 f" Placement degraded: {placement.degraded[0]}"
                 + (f"; {len(placement.degraded) - 1} more shortfall(s)" if len(placement.degraded) > 1 else "")
-                + f". The estimate prices the placement{extra if placements[pick].repriced else ''}."
+                + f". The estimate prices the placement{extra if placed.repriced else ''}."
             )
         return PlanResult(
             status=status,
@@ -522,12 +524,17 @@ class TrainingSearch:
 
     def placed(
         self, kept: list[tuple[float, int, ParallelConfig]]
-    ) -> tuple[list[tuple[float, ParallelConfig, Estimate]], list[PlacedEstimate], list[float]]:
+    ) -> tuple[list[tuple[float, ParallelConfig, Estimate]], list[PlacedEstimate | None], list[float]]:
         """The kept plans priced on their placements (optimizer/placement): (objective, config, estimate) by
         placed objective, each one's placed estimate, and its idealised step time. A plan whose placement gives
         what the tiers assume keeps its search objective; a degraded one's objective scales with its placed step
-        time."""
+        time. On an inventory whose every node is healthy no placement can fall short (placement/place.py), so the
+        plans keep their estimates and only the pick is placed (None here)."""
         ts, w = self.ts, self.ts.w
+        if all(p.healthy_nodes == p.node_count for p in ts.cluster.pools):
+            ests = [estimate(ts.model, ts.cluster, w, cfg) for _, _, cfg in kept]
+            found = [(obj, cfg, e) for (obj, _, cfg), e in zip(kept, ests, strict=True)]
+            return found, [None] * len(kept), [e.step_time_s for e in ests]
         rows = []
         for obj, _, cfg in kept:
             pe = placed_estimate(ts.model, ts.cluster, w, cfg)
