@@ -249,7 +249,7 @@ def plan(
         out.print(f"[bold]{exported.tool}[/bold]:")
         for k, v in exported.env.items():
             out.print(f"export {k}={v}", markup=False, highlight=False)
-        out.print(exported.content, markup=False, highlight=False)
+        out.print(exported.content, markup=False, highlight=False, soft_wrap=True)
         for note in exported.notes:
             out.print(f"  note: {note}", markup=False)
 

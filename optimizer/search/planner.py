@@ -502,8 +502,8 @@ class TrainingSearch:
         placement = placed.placement if placed is not None else place(ts.cluster, best_cfg).placement
         if placed is not None and placement.degraded:
             extra = f" (+{100 * (est.step_time_s / ideal[pick] - 1):.1f}% over the idealised fabric)"
-            explanation.summary += (
-                f" Placement degraded: {placement.degraded[0]}"
+            explanation.summary = explanation.summary.rstrip(". ") + (
+                f". Placement degraded: {placement.degraded[0]}"
                 + (f"; {len(placement.degraded) - 1} more shortfall(s)" if len(placement.degraded) > 1 else "")
                 + f". The estimate prices the placement{extra if placed.repriced else ''}."
             )
