@@ -10,7 +10,7 @@ import yaml
 from optimizer.costmodel.estimate import estimate
 from optimizer.placement.place import place
 from optimizer.placement.priced import placed_estimate
-from optimizer.spec.cluster_loading import build_cluster, load_cluster_preset
+from optimizer.spec.cluster_loading import build_cluster, load_cluster_preset, load_cluster_yaml
 from optimizer.spec.model_loading import load_model_preset
 from optimizer.spec.parallel_config import ParallelConfig
 from optimizer.spec.workload import TrainingWorkload
@@ -123,3 +123,13 @@ def test_stages_smaller_than_a_node_share_it_in_rank_order() -> None:
     p = place(cluster, ParallelConfig(tp=2, pp=4, dp=2)).placement
     assert [h.ranks for h in p.hosts] == [8, 8] and p.hosts[0].stages == [0, 1] and p.hosts[1].stages == [2, 3]
     assert [h.same_leaf for h in p.hops] == [True] * 3 and [h.tier for h in p.hops] == ["nvlink", "network", "nvlink"]
+
+
+def test_the_fragmented_example_splits_one_tp_group_over_the_spine_only_when_every_tray_is_needed() -> None:
+    cluster = load_cluster_yaml((ROOT / "examples" / "fragmented-gb200.yaml").read_text())
+    all_trays = place(cluster, ParallelConfig(tp=8, dp=15)).placement
+    assert [d for d in all_trays.tp_domains if " + " in d] == ["rack-0 + rack-1"]
+    assert any("over the spine" in d for d in all_trays.degraded)
+    two_stages = place(cluster, ParallelConfig(tp=8, dp=7, pp=2)).placement
+    assert set(two_stages.tp_domains) == {"rack-0", "rack-1"} and not two_stages.degraded
+    assert [h.leaf for h in two_stages.hosts[::14]] == ["leaf-0", "leaf-1"]
