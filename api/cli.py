@@ -35,8 +35,11 @@ from optimizer.costmodel.result import Estimate
 from optimizer.errors import DomainError
 from optimizer.exports.launch import Export
 from optimizer.spec.cluster_loading import cluster_document_from_topo, cluster_preset_names
+from optimizer.spec.cluster_spec import ClusterSpec
 from optimizer.spec.gpu_catalog import BUILTIN_GPUS
 from optimizer.spec.model_loading import load_model_preset, preset_names
+from optimizer.spec.model_spec import ModelSpec
+from optimizer.spec.names import SCHEDULERS
 from optimizer.spec.validation_errors import domain_error_from_validation
 from optimizer.spec.workload import InferenceWorkload, TrainingWorkload
 from optimizer.spec.yaml_documents import read_document
@@ -174,7 +177,12 @@ def plan(
     calibration: CalibrationOpt = None,
     time_limit: Annotated[float, typer.Option(help="Solver time limit, seconds (0.1 - 3600).")] = 60.0,
     export_to: Annotated[
-        str | None, typer.Option("--export", help="megatron, deepspeed, torchtitan, vllm, sglang.")
+        str | None,
+        typer.Option(
+            "--export",
+            help="megatron, deepspeed, torchtitan, vllm, sglang, trtllm; or slurm (an sbatch script) or k8s (a "
+            "JobSet for Kueue) on the plan's placement, launching the plan's framework.",
+        ),
     ] = None,
     as_json: JsonOpt = False,
 ) -> None:
@@ -215,7 +223,9 @@ def plan(
         from optimizer.exports.launch import export_fleet
 
         try:
-            if result.fleet is not None and isinstance(work, InferenceWorkload):
+            if export_to in SCHEDULERS:
+                exports = [job_export(export_to, result, spec, clus, work, target.model)]
+            elif result.fleet is not None and isinstance(work, InferenceWorkload):
                 exports = export_fleet(export_to, spec, work, result.fleet, model_ref=target.model)
             else:
                 exports = [
@@ -243,9 +253,59 @@ def plan(
         out.print(f"[bold]{exported.tool}[/bold]:")
         for k, v in exported.env.items():
             out.print(f"export {k}={v}", markup=False, highlight=False)
-        out.print(exported.content, markup=False, highlight=False)
+        out.print(exported.content, markup=False, highlight=False, soft_wrap=True)
         for note in exported.notes:
             out.print(f"  note: {note}", markup=False)
+
+
+def job_export(
+    scheduler: str, r: object, model: ModelSpec, cluster: ClusterSpec, work: object, model_ref: str
+) -> Export:
+    """A training plan's Slurm script or Kubernetes JobSet on its placement."""
+    from optimizer.exports.job_scripts import export_job
+    from optimizer.search.result import PlanResult
+
+    assert isinstance(r, PlanResult) and r.plan is not None
+    if not isinstance(work, TrainingWorkload) or r.placement is None:
+        raise DomainError("export", f"{scheduler} runs a training plan on its placement; a serving plan has none")
+    return export_job(
+        scheduler,
+        model,
+        work,
+        r.plan.config,
+        r.placement,
+        cluster,
+        framework=r.framework,
+        model_ref=model_ref,
+        estimate=r.plan.estimate,
+    )
+
+
+def render_placement(p: object) -> None:
+    """The plan's hosts: leaf switch, NVLink domain, stages and TP groups on each; then the shortfalls."""
+    from optimizer.placement.result import Placement
+
+    assert isinstance(p, Placement)
+    t = Table(title=f"Placement: {len(p.hosts)} hosts, {p.world_size} ranks")
+    for col in ("node rank", "host", "pool", "leaf switch", "NVLink domain", "ranks", "stages", "TP groups"):
+        t.add_column(col)
+    for k, h in enumerate(p.hosts[:64]):
+        first, last = h.first_rank // p.tp, (h.first_rank + h.ranks - 1) // p.tp
+        t.add_row(
+            str(k),
+            h.name,
+            h.pool,
+            h.leaf,
+            h.nvlink_domain,
+            f"{h.first_rank}-{h.first_rank + h.ranks - 1}",
+            ",".join(map(str, h.stages)),
+            str(first) if first == last else f"{first}-{last}",
+        )
+    out.print(t)
+    if len(p.hosts) > 64:
+        out.print(f"  ... {len(p.hosts) - 64} more hosts (--json lists them all)")
+    for d in p.degraded:
+        out.print(f"  [yellow]degraded[/yellow]: {d}")
 
 
 def render_plan(r: object) -> None:
@@ -276,6 +336,8 @@ def render_plan(r: object) -> None:
     if r.price_per_step is not None:
         out.print(f"price per step: {r.price_per_step:.4g} (GPUs used x their pools' price_per_gpu_hour)")
     render_estimate(r.plan.estimate, "plan", "cluster")
+    if r.placement is not None:
+        render_placement(r.placement)
     if r.alternatives:
         t = Table(title="Alternatives")
         for col in ("configuration", r.objective, "delta", "delta, 80%", "differs in"):

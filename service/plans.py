@@ -7,7 +7,11 @@ from dataclasses import dataclass
 from sqlalchemy.orm import Session
 
 from optimizer.errors import DomainError
+from optimizer.exports.job_scripts import export_job
+from optimizer.exports.launch import Export
 from optimizer.exports.plan_diff import PlanDiff, diff_fleets, diff_plans
+from optimizer.placement.place import place
+from optimizer.placement.result import Placement
 from optimizer.search.fleet_result import FleetPlan
 from optimizer.search.result import PlannedConfig
 from optimizer.spec.cluster_spec import ClusterSpec
@@ -43,6 +47,43 @@ def planned(plan_row: Plan) -> PlannedConfig | None:
     """The chosen configuration with its estimate, or None for an infeasible result."""
     doc = plan_row.result.get("plan")
     return PlannedConfig.model_validate(doc) if doc else None
+
+
+def placement_of(plan_row: Plan, specs: Specs) -> Placement | None:
+    """A training plan's placement: as stored with it, or (a plan stored before placements were) placed now on the
+    inventory revision it was solved for. None for serving and infeasible plans."""
+    doc = plan_row.result.get("placement")
+    if doc:
+        return Placement.model_validate(doc)
+    best = planned(plan_row)
+    if best is None or not isinstance(specs.workload, TrainingWorkload) or plan_row.result.get("fleet"):
+        return None
+    return place(specs.cluster, best.config).placement
+
+
+def job_export(s: Session, plan_row: Plan, scheduler: str) -> Export:
+    """A training plan's Slurm script or Kubernetes JobSet on its placement (optimizer/exports/job_scripts.py)."""
+    best = planned(plan_row)
+    if best is None:
+        raise DomainError(
+            "plan", f"plan {plan_row.id} is {plan_row.solver_status}: there is no configuration to export"
+        )
+    specs = specs_of(s, plan_row)
+    placement = placement_of(plan_row, specs)
+    if placement is None or not isinstance(specs.workload, TrainingWorkload):
+        raise DomainError("export", f"{scheduler} runs a training plan on its placement; plan {plan_row.id} is serving")
+    return export_job(
+        scheduler,
+        specs.model,
+        specs.workload,
+        best.config,
+        placement,
+        specs.cluster,
+        framework=plan_row.result.get("framework"),
+        model_ref=specs.model.name,
+        estimate=best.estimate,
+        job_name=f"meshplan-{plan_row.id}",
+    )
 
 
 def fleet_of(plan_row: Plan) -> FleetPlan | None:

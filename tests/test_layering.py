@@ -101,6 +101,7 @@ OPTIMIZER_FLOORS: tuple[tuple[str, ...], ...] = (
     ("spec",),
     ("frameworks",),
     ("costmodel",),
+    ("placement",),
     ("search", "calibration"),
     ("exports",),
 )

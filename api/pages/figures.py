@@ -8,6 +8,7 @@ from html import escape
 
 from optimizer.costmodel.result import Estimate
 from optimizer.exports.timeline import Timeline
+from optimizer.placement.result import Placement
 from optimizer.spec.cluster_spec import ClusterSpec
 from optimizer.spec.parallel_config import ParallelConfig
 from service.calibration import MeasuredPoint
@@ -68,13 +69,18 @@ def interval_band(point: float, interval: tuple[float, float] | None, unit: str,
     return _svg(width, height, body, f"{label}: {point:.3g} {unit}, 80% interval {low:.3g} to {high:.3g}", "band")
 
 
-def device_mesh(cluster: ClusterSpec, cfg: ParallelConfig, est: Estimate, max_nodes: int = 48) -> str:
-    """Nodes (rows) x GPUs (columns), coloured by pipeline stage; TP groups outlined. Ranks fill each stage's pool
+def device_mesh(
+    cluster: ClusterSpec, cfg: ParallelConfig, est: Estimate, max_nodes: int = 48, placement: Placement | None = None
+) -> str:
+    """Nodes (rows) x GPUs (columns), coloured by pipeline stage; TP groups outlined. With a placement, its hosts
+    run the ranks it gives them (the placed hosts first, in node-rank order); without, ranks fill each stage's pool
     in Megatron's order (tp fastest, then cp, then dp)."""
     per_stage = cfg.tp * cfg.cp * cfg.dp
     pools = {p.name: p for p in cluster.pools}
     cursor: dict[str, int] = dict.fromkeys(pools, 0)
     owner: dict[tuple[str, int], tuple[int, int]] = {}  # (pool, gpu index) -> (stage, tp group)
+    if placement is not None:
+        return _placed_mesh(cluster, placement, len(est.stages), cfg.tp, max_nodes)
     for st in est.stages:
         start = cursor[st.pool]
         for r in range(per_stage):
@@ -135,6 +141,64 @@ def device_mesh(cluster: ClusterSpec, cfg: ParallelConfig, est: Estimate, max_no
         body.append(f'<text x="0" y="{height - 4}">… {len(rows) - max_nodes} more nodes not drawn</text>')
     return _svg(
         width, height, body, f"device mesh: {len(rows)} nodes, {n_stages} stages, TP groups of {cfg.tp}", "mesh"
+    )
+
+
+def _placed_mesh(cluster: ClusterSpec, p: Placement, n_stages: int, tp: int, max_nodes: int) -> str:
+    """device_mesh of a placement: its hosts in node-rank order, then the cluster's other nodes (idle, drained or
+    failed); a TP group split across NVLink domains is outlined in red."""
+    cell, gap, left, top = 16, 2, 150, 18
+    split = {g for g, d in enumerate(p.tp_domains) if " + " in d}
+    placed = {(h.pool, h.name): h for h in p.hosts}
+    rows: list[tuple[str, str, int, int]] = []  # (pool, label, first rank, ranks)
+    for h in p.hosts:
+        rows.append((h.pool, f"{h.name} · {h.nvlink_domain}", h.first_rank, h.ranks))
+    for pool in cluster.pools:
+        for node in pool.node_list:
+            if (pool.name, node.name) not in placed:
+                state = "" if node.state == "healthy" else f" ({node.state})"
+                rows.append((pool.name, f"{node.name}{state}", -1, 0))
+    shown = rows[:max_nodes]
+    gpn = max(q.gpus_per_node for q in cluster.pools)
+    width = left + gpn * (cell + gap) + 10
+    height = top + len(shown) * (cell + gap) + (18 if len(rows) > max_nodes else 4)
+    body = [f'<text x="0" y="12" font-weight="bold">host · NVLink domain</text><text x="{left}" y="12">GPUs</text>']
+    gpus = {q.name: q.gpus_per_node for q in cluster.pools}
+    for i, (pool_name, label, first, ranks) in enumerate(shown):
+        y = top + i * (cell + gap)
+        body.append(f'<text x="0" y="{y + 12}">{escape(label[:26])}</text>')
+        for g in range(gpus[pool_name]):
+            x = left + g * (cell + gap)
+            if g >= ranks:
+                body.append(
+                    f'<rect class="gpu" x="{x}" y="{y}" width="{cell}" height="{cell}" fill="#ffffff" '
+                    'stroke="#999" stroke-dasharray="2,2" data-idle="1"/>'
+                )
+                continue
+            r = first + g
+            stage = r // p.gpus_per_stage
+            fill = colour(stage, n_stages)
+            body.append(
+                f'<rect class="gpu" x="{x}" y="{y}" width="{cell}" height="{cell}" fill="{fill}" '
+                f'data-stage="{stage}" data-tp-group="{r // tp}" data-rank="{r}"/>'
+                f'<text x="{x + cell / 2}" y="{y + 12}" text-anchor="middle" font-size="9" '
+                f'fill="{text_colour(fill)}">{stage}</text>'
+            )
+        g = 0
+        while g < ranks:  # TP groups: runs of one group on the host
+            group = (first + g) // tp
+            run = min(ranks - g, (group + 1) * tp - (first + g))
+            x = left + g * (cell + gap) - 1
+            stroke = "#c00" if group in split else "#000"
+            body.append(
+                f'<rect class="tp-group" x="{x}" y="{y - 1}" width="{run * (cell + gap) - gap + 2}" '
+                f'height="{cell + 2}" fill="none" stroke="{stroke}" stroke-width="1.5"/>'
+            )
+            g += run
+    if len(rows) > max_nodes:
+        body.append(f'<text x="0" y="{height - 4}">… {len(rows) - max_nodes} more nodes not drawn</text>')
+    return _svg(
+        width, height, body, f"device mesh: {len(p.hosts)} placed hosts, {n_stages} stages, TP groups of {tp}", "mesh"
     )
 
 

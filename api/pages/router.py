@@ -38,15 +38,16 @@ from api.pages.figures import (
 from optimizer.errors import DomainError
 from optimizer.exports.launch import Export, export
 from optimizer.exports.timeline import simulate
+from optimizer.placement.result import Placement
 from optimizer.search.explain import describe
 from optimizer.spec.calibration import likely_terms
 from optimizer.spec.inventory import InventoryDiff
-from optimizer.spec.names import TOOLS
+from optimizer.spec.names import SCHEDULERS, TOOLS
 from optimizer.spec.objectives import LABELS, format_objective
 from service.acceptance import cluster_acceptance
 from service.calibration import cluster_points, comparisons
 from service.next_measurement import plan_next_measurement
-from service.plans import inventory_change, plan_change, plan_pair, planned, specs_of
+from service.plans import inventory_change, job_export, placement_of, plan_change, plan_pair, planned, specs_of
 from store.models import MAX_ID
 from store.repositories.clusters import ClusterRepository, revision_spec
 from store.repositories.jobs import JobRepository
@@ -259,6 +260,25 @@ CONFIG_ROWS = [
 ]
 
 
+def placement_rows(p: Placement, limit: int = 256) -> list[dict[str, Any]]:
+    """The placement section's rows: one per host in node-rank order (the first `limit`)."""
+    split = {g for g, d in enumerate(p.tp_domains) if " + " in d}
+    rows = []
+    for k, h in enumerate(p.hosts[:limit]):
+        first, last = h.first_rank // p.tp, (h.first_rank + h.ranks - 1) // p.tp
+        groups = range(first, last + 1)
+        rows.append(
+            {
+                "node_rank": k,
+                "host": h,
+                "ranks": f"{h.first_rank}-{h.first_rank + h.ranks - 1}",
+                "tp_groups": str(first) if first == last else f"{first}-{last}",
+                "split": sorted(g for g in groups if g in split),
+            }
+        )
+    return rows
+
+
 @router.get("/plans/{plan_id}", response_class=HTMLResponse)
 def plan_page(request: Request, plan_id: RowId, s: SessionDep, _: Viewer) -> HTMLResponse:
     row = PlanRepository(s).get(plan_id)
@@ -285,9 +305,18 @@ def plan_page(request: Request, plan_id: RowId, s: SessionDep, _: Viewer) -> HTM
                 if exc.field.startswith("export."):  # a framework that cannot run a knob of the plan
                     unavailable.append((tool, exc.rule))
                 # otherwise: a training plan has no serving export and the other way round
+        placement = placement_of(row, specs)
+        if placement is not None:
+            for scheduler in SCHEDULERS:
+                try:
+                    exports.append(job_export(s, row, scheduler))
+                except DomainError as exc:
+                    unavailable.append((scheduler, exc.rule))
+            split = sum(1 for d in placement.tp_domains if " + " in d)
+            ctx.update(placement=placement, placement_rows=placement_rows(placement), split_tp_groups=split)
         ctx.update(
             config_rows=[(label, getattr(cfg, k)) for label, k in CONFIG_ROWS],
-            mesh=device_mesh(specs.cluster, cfg, est),
+            mesh=device_mesh(specs.cluster, cfg, est, placement=placement),
             unavailable_exports=unavailable,
             timeline=pipeline_timeline(timeline),
             memory=memory_bars(est),

@@ -15,10 +15,10 @@ from optimizer.calibration.next_measurement import DEFAULT_STEPS, NextMeasuremen
 from optimizer.errors import DomainError
 from optimizer.exports.launch import Export, export, export_fleet
 from optimizer.search.fleet_result import FleetPlan
-from optimizer.spec.names import ToolName
+from optimizer.spec.names import SCHEDULERS, ExportName
 from optimizer.spec.workload import InferenceWorkload
 from service.next_measurement import plan_next_measurement
-from service.plans import inventory_change, plan_change, plan_pair, planned, specs_of
+from service.plans import inventory_change, job_export, plan_change, plan_pair, planned, specs_of
 from store.models import MAX_ID
 from store.repositories.plans import PlanFilter, PlanRepository
 
@@ -79,11 +79,15 @@ def next_measurement(
 @router.get("/{plan_id}/export/{tool}", response_model=Export, responses=NOT_FOUND)
 def export_plan(
     plan_id: RowId,
-    tool: ToolName,
+    tool: ExportName,
     s: SessionDep,
     _: Reader,
 ) -> Export:
+    """A launch for a framework or engine; for a training plan also `slurm` (an sbatch script) or `k8s` (a JobSet
+    for Kueue) on the plan's placement."""
     p = PlanRepository(s).get(plan_id)
+    if tool in SCHEDULERS:
+        return job_export(s, p, tool)
     best = planned(p)
     if best is None:
         raise DomainError("plan", f"plan {plan_id} is {p.solver_status}: there is no configuration to export")

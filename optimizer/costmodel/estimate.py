@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from optimizer.costmodel.inference import estimate_inference
+from optimizer.costmodel.placed_fabric import PlacedFabric
 from optimizer.costmodel.result import Estimate, admitted
 from optimizer.costmodel.training import estimate_training
 from optimizer.costmodel.uncertainty import with_intervals
@@ -18,6 +19,7 @@ def estimate(
     cluster: ClusterSpec,
     workload: TrainingWorkload | InferenceWorkload,
     config: ParallelConfig,
+    fabric: PlacedFabric | None = None,
     *,
     admit: bool = False,
 ) -> Estimate:
@@ -25,7 +27,9 @@ def estimate(
 
     Raises DomainError when the configuration breaks a rule; a configuration that is valid but does not fit in
     memory returns feasible=False with the reason. Every estimate carries its 80% intervals from out-of-sample errors
-    (costmodel/uncertainty.py) beside the point estimate, which they leave unchanged.
+    (costmodel/uncertainty.py) beside the point estimate, which they leave unchanged. `fabric` (training): what a
+    placement gives each stage's groups where it is worse than the tiers assume (optimizer/placement prices its own
+    placement with it); None prices the tiers' assumption.
 
     `admit`: the configuration is reported as having run (a measurement posted for it): the estimate is marked
     admitted and, where the model predicts that it does not fit, states the overrun (memory_overrun_gb, reason,
@@ -33,7 +37,7 @@ def estimate(
     """
     layout = validate(model, cluster, workload, config)
     if isinstance(workload, TrainingWorkload):
-        est = estimate_training(model, cluster, workload, config, layout)
+        est = estimate_training(model, cluster, workload, config, layout, fabric)
     else:
         est = estimate_inference(model, cluster, workload, config, layout)
     est = with_intervals(est, model, cluster, workload, config)

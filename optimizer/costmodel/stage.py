@@ -31,6 +31,7 @@ from optimizer.costmodel.memory import (
     state_bytes_per_param,
     training_reserve_bytes,
 )
+from optimizer.costmodel.placed_fabric import PlacedFabric, StageFabric
 from optimizer.costmodel.terms.context_parallel import cp_exposed
 from optimizer.costmodel.terms.data_parallel import (
     DataParallelGroups,
@@ -65,6 +66,8 @@ from optimizer.spec.parallel_config import ParallelConfig
 from optimizer.spec.recompute_modules import MOE_ONLY_MODULES
 from optimizer.spec.workload import TrainingWorkload
 
+# What a stage without a placement's own levels prices: every group as the tiers say.
+NO_FABRIC = StageFabric()
 # Flash attention's backward recomputes the scores: 2.5x the forward FLOPs [FlashAttention-2 paper §3.1.2].
 FLASH_BWD_FLOP_RATIO = 2.5
 # Unfused attention, bytes per score element: scale-mask-softmax 4 (bf16 in and out), with attention dropout 5 more
@@ -166,6 +169,8 @@ class CostContext:
         self.model, self.cluster, self.w, self.c, self.m = model, cluster, w, c, m
         self._dense_memo = dense_memo
         self.stage_cache: dict[tuple[bool, bool, int, int, str, str | None], StageCost] = {}
+        # Stages priced with their placement's own levels (placed_fabric.py), apart: a search shares stage_cache.
+        self.placed_stage_cache: dict[tuple[object, ...], StageCost] = {}
         self._moe_prefix = model.moe_prefix
         self.fp8 = w.precision == "fp8"
         self.tokens = c.mbs * w.seq_len / c.cp  # tokens of one micro-batch on one GPU (before SP split)
@@ -188,7 +193,7 @@ class CostContext:
             self.logit_bytes = LOGIT_BYTES if w.fused_loss else UNFUSED_LOGIT_BYTES
         facts = pools if pools is not None else PoolFacts()
         self._tiers, self._gpus, self._reserve = facts.tiers, facts.gpus, facts.reserve
-        self._layer_cache: dict[tuple[str, bool], LayerCost] = {}
+        self._layer_cache: dict[tuple[object, ...], LayerCost] = {}
         self._act: dict[bool, float] = {}
         self._peak: dict[bool, float] = {}
 
@@ -273,9 +278,14 @@ class CostContext:
             self._tiers[pool.name] = t
         return t
 
-    def layer(self, pool: NodePool, gpu: GPUSpec, moe_layer: bool) -> LayerCost:
-        key = (pool.name, moe_layer)
+    def layer(self, pool: NodePool, gpu: GPUSpec, moe_layer: bool, fabric: StageFabric | None = None) -> LayerCost:
+        """One layer's cost on `pool` (cached); `fabric`: the stage's groups as placed (placed_fabric.py)."""
+        key: tuple[object, ...] = (pool.name, moe_layer) if fabric is None else (pool.name, moe_layer, fabric)
         hit = self._layer_cache.get(key)
+        if hit is None and fabric is not None:
+            hit = self._layer_cache[key] = layer_cost(
+                self, pool, gpu, self.moe if moe_layer else self.dense, moe_layer, fabric
+            )
         if hit is None:
             memo = self._dense_memo if not moe_layer else None
             shared = (pool.name, *self.dense_layer_key()) if memo is not None else None
@@ -444,8 +454,12 @@ def layer_compute(
     )
 
 
-def layer_cost(ctx: CostContext, pool: NodePool, gpu: GPUSpec, lf: LayerFlops, moe_layer: bool) -> LayerCost:
-    """One layer's compute, recompute and exposed communication per micro-batch on `pool`'s GPU `gpu`."""
+def layer_cost(
+    ctx: CostContext, pool: NodePool, gpu: GPUSpec, lf: LayerFlops, moe_layer: bool, fabric: StageFabric | None = None
+) -> LayerCost:
+    """One layer's compute, recompute and exposed communication per micro-batch on `pool`'s GPU `gpu`; its TP, CP
+    and EP groups span the levels `fabric` gives where a placement says so (placed_fabric.py), else the tiers'."""
+    placed = fabric or NO_FABRIC
     m, c, w = ctx.model, ctx.c, ctx.w
     tp, tokens = c.tp, ctx.tokens
     cal = ctx.cluster.calibration_of(pool)
@@ -475,7 +489,7 @@ def layer_cost(ctx: CostContext, pool: NodePool, gpu: GPUSpec, lf: LayerFlops, m
     tiers = ctx.tiers(pool)
     tp_total = tp_fwd = 0.0
     if tp > 1:
-        lv = net.group_levels(tiers, tp, 1)
+        lv = placed.tp if placed.tp is not None else net.group_levels(tiers, tp, 1)
         one = tp_collective(lv, tokens, m.hidden_size, c.sequence_parallel)
         n_fwd, n_bwd = tp_collective_counts(moe is not None, c.expert_tp, c.recompute == "full", op_sac, c.modules)
         overlap = c.tp_comm_overlap and tp_in_nvlink_domain(lv)
@@ -495,12 +509,16 @@ def layer_cost(ctx: CostContext, pool: NodePool, gpu: GPUSpec, lf: LayerFlops, m
             c.recompute == "full",
             pc.attn,
             pc.attn_bwd,
+            levels=placed.cp,
+            ring=placed.cp_ring,
         )
     ep_raw = 0.0
     if c.ep > 1 and moe_layer and m.moe is not None:
         again = c.recompute == "full" or "moe" in c.modules
         sp_div = tp if c.sequence_parallel else 1
-        ep_raw = ep_all_to_all(tiers, m.moe, c.ep, c.expert_tp, tokens, sp_div, m.hidden_size, c.ep_dispatch, again)
+        ep_raw = ep_all_to_all(
+            tiers, m.moe, c.ep, c.expert_tp, tokens, sp_div, m.hidden_size, c.ep_dispatch, again, placed.ep
+        )
     launch_f = launch_b = 0.0
     if moe is not None and ctx.eager_moe:
         launch_f, launch_b = eager_launch_gaps(t_routed, cal.host)
@@ -528,40 +546,69 @@ STAGE_PARTS = ("forward", "backward", "recompute", "tp_comm", "cp_comm", "ep_com
 
 
 def stage_cost(
-    ctx: CostContext, first: bool, last: bool, moe_layers: int, layers: int, pool: NodePool, next_pool: NodePool | None
+    ctx: CostContext,
+    first: bool,
+    last: bool,
+    moe_layers: int,
+    layers: int,
+    pool: NodePool,
+    next_pool: NodePool | None,
+    fabric: StageFabric | None = None,
 ) -> StageCost:
-    """Costs of a stage of `layers` layers (`moe_layers` of them MoE) on `pool`, sending to `next_pool`."""
+    """Costs of a stage of `layers` layers (`moe_layers` of them MoE) on `pool`, sending to `next_pool`; `fabric`:
+    what its placement gives its groups where that is worse than the tiers assume (placed_fabric.py)."""
     key = (first, last, moe_layers, layers, pool.name, next_pool.name if next_pool is not None else None)
+    if fabric is not None:
+        placed_key = (*key, fabric)
+        hit = ctx.placed_stage_cache.get(placed_key)
+        if hit is None:
+            hit = ctx.placed_stage_cache[placed_key] = _stage_cost(
+                ctx, first, last, moe_layers, layers, pool, next_pool, fabric
+            )
+        return hit
     hit = ctx.stage_cache.get(key)
     if hit is None:
-        hit = _stage_cost(ctx, first, last, moe_layers, layers, pool, next_pool)
+        hit = _stage_cost(ctx, first, last, moe_layers, layers, pool, next_pool, None)
         ctx.stage_cache[key] = hit
     return hit
 
 
-def layout_stages(ctx: CostContext, pools: tuple[NodePool, ...], layers: tuple[int, ...]) -> list[StageCost]:
-    """The StageCost of every stage of a layout (pool and layer count per stage)."""
+def layout_stages(
+    ctx: CostContext, pools: tuple[NodePool, ...], layers: tuple[int, ...], fabric: PlacedFabric | None = None
+) -> list[StageCost]:
+    """The StageCost of every stage of a layout (pool and layer count per stage; `fabric`: per stage, what its
+    placement gives, None where nothing differs from the tiers)."""
     p = len(layers)
     out = []
     start = 0
     for i, (pool, n) in enumerate(zip(pools, layers, strict=True)):
         moe = ctx.moe_count(start, n)
         nxt = pools[i + 1] if i + 1 < p else None
-        out.append(stage_cost(ctx, i == 0, i == p - 1, moe, n, pool, nxt))
+        placed = fabric[i] if fabric is not None else None
+        out.append(stage_cost(ctx, i == 0, i == p - 1, moe, n, pool, nxt, placed))
         start += n
     return out
 
 
 def _layers_time(
-    ctx: CostContext, pool: NodePool, gpu: GPUSpec, dense_layers: int, moe_layers: int, parts: dict[str, float]
+    ctx: CostContext,
+    pool: NodePool,
+    gpu: GPUSpec,
+    dense_layers: int,
+    moe_layers: int,
+    parts: dict[str, float],
+    fabric: StageFabric | None,
 ) -> tuple[float, float, float]:
     """(forward, backward, weight-gradient) time of a stage's layers per micro-batch, adding each part to `parts`.
     Of the exposed communication, EP counts half forward, CP a third (its forward ring of the three passes)."""
     fwd = bwd = wgrad = 0.0
+    # A layer's own groups (TP, CP, EP); a placement that moves only the DP groups or the sends leaves it as is.
+    touches = fabric is not None and any(x is not None for x in (fabric.tp, fabric.cp, fabric.cp_ring, fabric.ep))
+    layer_fabric = fabric if touches else None
     for count, is_moe in ((dense_layers, False), (moe_layers, True)):
         if not count:
             continue
-        lc = ctx.layer(pool, gpu, is_moe)
+        lc = ctx.layer(pool, gpu, is_moe, layer_fabric)
         parts["forward"] += count * lc.fwd
         parts["backward"] += count * lc.bwd
         parts["recompute"] += count * lc.recompute
@@ -592,28 +639,39 @@ def _output_layer_time(ctx: CostContext, gpu: GPUSpec, mtp: int) -> tuple[float,
     return t_logit, t_ce
 
 
-def _pp_send_time(ctx: CostContext, pool: NodePool, next_pool: NodePool | None) -> float:
+def _pp_send_time(ctx: CostContext, pool: NodePool, next_pool: NodePool | None, placed: net.Tier | None) -> float:
     """Exposed pipeline sends per micro-batch and pass: activations b*s*h forward, their gradient backward, per
-    boundary and per model chunk [N21 §3.2, §4.1, §2.2.2]."""
+    boundary and per model chunk [N21 §3.2, §4.1, §2.2.2]. `placed`: the tier the placement gives the sends to
+    neighbours on the same pool, where it is worse than the tiers assume."""
     c = ctx.c
     msg = pp_message_bytes(ctx.tokens, ctx.model.hidden_size, c.tp, ctx.rt.pp_scatter_gather)
     cross = next_pool is not None and next_pool.name != pool.name
     next_tiers = ctx.tiers(next_pool) if cross and next_pool is not None else None
+    if placed is not None and next_tiers is None:
+        return c.vp * net.p2p(placed.bw, placed.network, msg)
     return c.vp * pp_hop(ctx.tiers(pool), next_tiers, c.gpus_per_stage, msg)
 
 
 def _dp_sync_time(
-    ctx: CostContext, pool: NodePool, dense_total: float, expert_p: float, layers: int, fwd: float, bwd: float
+    ctx: CostContext,
+    pool: NodePool,
+    dense_total: float,
+    expert_p: float,
+    layers: int,
+    fwd: float,
+    bwd: float,
+    placed: StageFabric,
 ) -> tuple[float, float]:
-    """(exposed DP sync, exposed ZeRO-3 / FSDP communication) of one step on one stage, seconds."""
+    """(exposed DP sync, exposed ZeRO-3 / FSDP communication) of one step on one stage, seconds; the groups span
+    what `placed` gives where its placement says so."""
     c = ctx.c
     dpc, edp = c.dp * c.cp, c.expert_dp
     if not (dpc > 1 or edp > 1):
         return 0.0, 0.0
     tiers = ctx.tiers(pool)
     groups = DataParallelGroups(
-        dense_levels=net.group_levels(tiers, dpc, c.tp),
-        expert_levels=net.group_levels(tiers, edp, c.expert_tp * c.ep),
+        dense_levels=placed.dp if placed.dp is not None else net.group_levels(tiers, dpc, c.tp),
+        expert_levels=placed.edp if placed.edp is not None else net.group_levels(tiers, edp, c.expert_tp * c.ep),
         dense_ranks=dpc,
         expert_ranks=edp,
         dense_params=dense_total,
@@ -639,9 +697,17 @@ def _dp_sync_time(
 
 
 def _stage_cost(
-    ctx: CostContext, first: bool, last: bool, moe_layers: int, layers: int, pool: NodePool, next_pool: NodePool | None
+    ctx: CostContext,
+    first: bool,
+    last: bool,
+    moe_layers: int,
+    layers: int,
+    pool: NodePool,
+    next_pool: NodePool | None,
+    fabric: StageFabric | None,
 ) -> StageCost:
     model, c = ctx.model, ctx.c
+    placed = fabric or NO_FABRIC
     gpu = ctx.gpu(pool)
     # Multi-token prediction runs on the last rank after the decoder layers: each module one more transformer
     # layer (its compute, collectives, parameters and activations), a 2h -> h projection and one more logits and
@@ -651,7 +717,7 @@ def _stage_cost(
     moe_layers += mtp if model.mtp_layer_is_moe else 0
     dense_layers = layers - moe_layers
     parts = dict.fromkeys(STAGE_PARTS, 0.0)
-    fwd, bwd, wgrad = _layers_time(ctx, pool, gpu, dense_layers, moe_layers, parts)
+    fwd, bwd, wgrad = _layers_time(ctx, pool, gpu, dense_layers, moe_layers, parts, fabric)
     tp = c.tp
     if last:
         t_logit, t_ce = _output_layer_time(ctx, gpu, mtp)
@@ -661,7 +727,7 @@ def _stage_cost(
         bwd += 2 * t_logit + t_ce
         wgrad += t_logit
     if c.pp > 1:
-        pp_t = _pp_send_time(ctx, pool, next_pool)
+        pp_t = _pp_send_time(ctx, pool, next_pool, placed.pp)
         parts["pp_comm"] += 2 * pp_t
         fwd += pp_t
         bwd += pp_t
@@ -685,7 +751,7 @@ def _stage_cost(
     wb, gb, ob = state_bytes_per_param(state_zero, dpc, state_grad, ctx.fp8, fp8_params, rem)
     ewb, egb, eob = state_bytes_per_param(state_zero, edp, state_grad, ctx.fp8, fp8_params, rem)
     dense_total = dense_p + emb_p
-    dp_t, zero_t = _dp_sync_time(ctx, pool, dense_total, expert_p, layers, fwd, bwd)
+    dp_t, zero_t = _dp_sync_time(ctx, pool, dense_total, expert_p, layers, fwd, bwd, placed)
     opt_t = optimizer_step_time(gpu, dense_total, expert_p, c.zero_stage, dpc, edp)
 
     # ---- memory ---------------------------------------------------------------------------------------------

@@ -6,6 +6,7 @@ from __future__ import annotations
 from optimizer.costmodel.compute import layer_flops
 from optimizer.costmodel.constants import FRAMEWORK_FACTOR, FRAMEWORK_FACTOR_DEFAULT
 from optimizer.costmodel.memory import inflight_microbatches
+from optimizer.costmodel.placed_fabric import PlacedFabric
 from optimizer.costmodel.result import (
     Estimate,
     MemoryBreakdown,
@@ -51,12 +52,18 @@ def step_time(c: ParallelConfig, m: int, stages: list[StageCost]) -> tuple[float
 
 
 def estimate_training(
-    model: ModelSpec, cluster: ClusterSpec, w: TrainingWorkload, c: ParallelConfig, layout: Layout
+    model: ModelSpec,
+    cluster: ClusterSpec,
+    w: TrainingWorkload,
+    c: ParallelConfig,
+    layout: Layout,
+    fabric: PlacedFabric | None = None,
 ) -> Estimate:
-    """Estimate one training step."""
+    """Estimate one training step; `fabric`: per stage, what a placement gives its groups where that is worse than
+    the tiers assume (costmodel/placed_fabric.py; None: the tiers' own assumption)."""
     m = layout.microbatches
     ctx = CostContext(model, cluster, w, c, m)
-    stages = layout_stages(ctx, layout.stage_pools, layout.stage_layers)
+    stages = layout_stages(ctx, layout.stage_pools, layout.stage_layers, fabric)
     step, ends = step_time(c, m, stages)
     crit = max(range(c.pp), key=lambda i: ends[i])
     slow = max(range(c.pp), key=lambda i: stages[i].time)

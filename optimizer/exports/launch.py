@@ -16,7 +16,7 @@ from optimizer.frameworks.capabilities import check_model, check_workload, unsup
 from optimizer.frameworks.capabilities import framework as framework_spec
 from optimizer.search.fleet_result import FleetPlan
 from optimizer.spec.model_spec import ModelSpec
-from optimizer.spec.names import ENGINES, FRAMEWORKS, TOOLS, ToolName, named_framework
+from optimizer.spec.names import ENGINES, FRAMEWORKS, TOOLS, ExportName, ToolName, named_framework
 from optimizer.spec.parallel_config import ParallelConfig
 from optimizer.spec.pipeline_layout import rank_chunks
 from optimizer.spec.stage_layers import LayerRules, virtual_split
@@ -30,9 +30,12 @@ TRAINING_TOOLS = FRAMEWORKS
 class Export(BaseModel):
     """A launcher configuration."""
 
-    tool: Tool
-    format: Literal["args", "json", "toml"]
-    content: str = Field(description="Ready to paste: a command line, a JSON document or a TOML document.")
+    tool: ExportName
+    format: Literal["args", "json", "toml", "bash", "yaml"]
+    content: str = Field(
+        description="Ready to paste: a command line, a JSON or TOML document, a Slurm batch script (bash) or a "
+        "Kubernetes manifest (YAML)."
+    )
     options: list[str] = Field(description="Every option name used (flags or dotted config keys).")
     env: dict[str, str] = Field(default_factory=dict, description="Environment variables to set.")
     notes: list[str] = Field(default_factory=list, description="What the tool cannot express, or must be set in code.")

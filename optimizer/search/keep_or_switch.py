@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import math
 
-from optimizer.costmodel.estimate import estimate
 from optimizer.costmodel.uncertainty import difference_interval
 from optimizer.errors import DomainError
+from optimizer.placement.priced import placed_estimate
+from optimizer.placement.result import Placement
 from optimizer.search.planner import MAIN_KNOBS
 from optimizer.search.replan_decision import DEFAULT_SWITCH_THRESHOLD_PCT, ReplanDecision
 from optimizer.search.result import Alternative, Explanation, PlannedConfig, PlanResult
@@ -23,14 +24,22 @@ from optimizer.spec.workload import TrainingWorkload
 
 
 def priced(model: ModelSpec, cluster: ClusterSpec, w: TrainingWorkload, config: ParallelConfig) -> PlannedConfig:
-    """The configuration estimated on `cluster`; raises NoLongerFits when it breaks a rule there or does not fit."""
+    """The configuration estimated on `cluster` as placed there (optimizer/placement); raises NoLongerFits when it
+    breaks a rule there or does not fit."""
+    return placed(model, cluster, w, config)[0]
+
+
+def placed(
+    model: ModelSpec, cluster: ClusterSpec, w: TrainingWorkload, config: ParallelConfig
+) -> tuple[PlannedConfig, Placement]:
+    """`priced`, with the placement its estimate prices."""
     try:
-        est = estimate(model, cluster, w, config)
+        pe = placed_estimate(model, cluster, w, config)
     except DomainError as exc:
         raise NoLongerFits(shortfall(cluster, config) or exc.rule) from exc
-    if not est.feasible:
-        raise NoLongerFits(est.reason or "it does not fit in memory")
-    return PlannedConfig(config=config, estimate=est)
+    if not pe.estimate.feasible:
+        raise NoLongerFits(pe.estimate.reason or "it does not fit in memory")
+    return PlannedConfig(config=config, estimate=pe.estimate), pe.placement
 
 
 class NoLongerFits(Exception):
@@ -160,7 +169,7 @@ def applied(
     if result.plan is None or decision.config == result.plan.config:
         return result.model_copy(update={"decision": decision})
     best = result.plan
-    plan = priced(model, cluster, w, decision.config)
+    plan, placement = placed(model, cluster, w, decision.config)
     obj, best_obj = objective_of(cluster, w, plan), objective_of(cluster, w, best)
     optimum = Alternative.versus(best.estimate, best.config, best_obj, plan.config, obj, MAIN_KNOBS)
     rate = cluster.price_per_s(plan.config.gpus_per_stage, [s.pool for s in plan.estimate.stages])
@@ -176,5 +185,6 @@ def applied(
             "alternatives": [optimum],
             "explanation": Explanation(summary=f"{decision.text}. The search's optimum: {result.explanation.summary}"),
             "decision": decision,
+            "placement": placement,
         }
     )

@@ -13,9 +13,12 @@ import time
 from collections.abc import Callable, Sequence
 
 from optimizer.costmodel.estimate import estimate
+from optimizer.costmodel.result import Estimate
 from optimizer.errors import DomainError
 from optimizer.frameworks.capabilities import Framework, allows, check_model, check_workload, framework
 from optimizer.frameworks.validation import SERVING_EP_DISPATCH_RULE, precision_rule
+from optimizer.placement.place import place
+from optimizer.placement.priced import PlacedEstimate, placed_estimate
 from optimizer.search.candidates import Candidate, KeyBatch, TrainingSpace
 from optimizer.search.decision import RUNNERS_UP, contenders, decide, ratio_interval_pct, same_gpu
 from optimizer.search.diagnosis import diagnose_infeasible
@@ -476,9 +479,17 @@ class TrainingSearch:
                 explanation=Explanation(summary="A plan exists (feasibility probe)."),
                 **counts,
             )
-        found = [(obj, cfg, estimate(ts.model, ts.cluster, w, cfg)) for obj, _, cfg in ranked[: self.keep]]
+        found, placements, ideal = self.placed(ranked[: self.keep])
+        if any(pe is not None and pe.repriced for pe in placements):
+            # The search proved its optimum on the idealised fabric; the kept plans are priced as placed (never
+            # below their idealised price), so what bounds a placed price is the least open bound, the idealised
+            # price of the best plan not kept, and the kept plans' placed prices.
+            beyond = ranked[self.keep][0] if len(ranked) > self.keep else math.inf
+            lower = min(bound, beyond, min(obj for obj, _, _ in found))
+            status = "OPTIMAL" if self.stopped is None and lower >= min(obj for obj, _, _ in found) else "FEASIBLE"
         decision = decide(contenders(ts.model, ts.cluster, w, found, self.measured), ts.cluster, self.interval_rule)
         best_obj, best_cfg, est = decision.pick.objective, decision.pick.config, decision.pick.estimate
+        pick = next(i for i, f in enumerate(found) if f[1] is best_cfg)
         alts = []
         for c in decision.ranked[1 : self.top_k]:
             iv = ratio_interval_pct(c.objective, best_obj, same_gpu(ts.cluster, c.config, best_cfg))
@@ -486,6 +497,16 @@ class TrainingSearch:
         planned = PlannedConfig(config=best_cfg, estimate=est)
         pools = best_cfg.stage_pools or [ts.pools[0].name] * best_cfg.pp
         rate_s = ts.cluster.price_per_s(best_cfg.gpus_per_stage, pools)
+        explanation = explain(ts, planned, alts, decision=decision)
+        placed = placements[pick]
+        placement = placed.placement if placed is not None else place(ts.cluster, best_cfg).placement
+        if placed is not None and placement.degraded:
+            extra = f" (+{100 * (est.step_time_s / ideal[pick] - 1):.1f}% over the idealised fabric)"
+            explanation.summary = explanation.summary.rstrip(". ") + (
+                f". Placement degraded: {placement.degraded[0]}"
+                + (f"; {len(placement.degraded) - 1} more shortfall(s)" if len(placement.degraded) > 1 else "")
+                + f". The estimate prices the placement{extra if placed.repriced else ''}."
+            )
         return PlanResult(
             status=status,
             framework=w.framework,
@@ -495,10 +516,32 @@ class TrainingSearch:
             gap=None if status == "OPTIMAL" else max(0.0, (best_obj - lower) / best_obj),
             plan=planned,
             alternatives=alts,
-            explanation=explain(ts, planned, alts, decision=decision),
+            explanation=explanation,
             price_per_step=None if rate_s is None else est.step_time_s * rate_s,
+            placement=placement,
             **counts,
         )
+
+    def placed(
+        self, kept: list[tuple[float, int, ParallelConfig]]
+    ) -> tuple[list[tuple[float, ParallelConfig, Estimate]], list[PlacedEstimate | None], list[float]]:
+        """The kept plans priced on their placements (optimizer/placement): (objective, config, estimate) by
+        placed objective, each one's placed estimate, and its idealised step time. A plan whose placement gives
+        what the tiers assume keeps its search objective; a degraded one's objective scales with its placed step
+        time. On an inventory whose every node is healthy no placement can fall short (placement/place.py), so the
+        plans keep their estimates and only the pick is placed (None here)."""
+        ts, w = self.ts, self.ts.w
+        if all(p.healthy_nodes == p.node_count for p in ts.cluster.pools):
+            ests = [estimate(ts.model, ts.cluster, w, cfg) for _, _, cfg in kept]
+            found = [(obj, cfg, e) for (obj, _, cfg), e in zip(kept, ests, strict=True)]
+            return found, [None] * len(kept), [e.step_time_s for e in ests]
+        rows = []
+        for obj, _, cfg in kept:
+            pe = placed_estimate(ts.model, ts.cluster, w, cfg)
+            ideal_step = estimate(ts.model, ts.cluster, w, cfg).step_time_s if pe.repriced else pe.estimate.step_time_s
+            rows.append((obj * pe.estimate.step_time_s / ideal_step if pe.repriced else obj, cfg, pe, ideal_step))
+        rows.sort(key=lambda r: r[0])
+        return [(o, c, pe.estimate) for o, c, pe, _ in rows], [r[2] for r in rows], [r[3] for r in rows]
 
 
 def has_plan(

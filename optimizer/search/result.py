@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from pydantic import BaseModel, Field
 
 from optimizer.costmodel.result import Estimate
+from optimizer.placement.result import Placement
 from optimizer.search.decision import contains_zero
 from optimizer.search.fleet_result import FleetPlan
 from optimizer.search.replan_decision import ReplanDecision
@@ -139,6 +140,11 @@ class PlanResult(BaseModel):
     rounding_note: str = (
         "CP-SAT works in integer nanoseconds; the plan's objective equals `meshplan estimate` of its configuration "
         "to within 1 microsecond."
+    )
+    placement: Placement | None = Field(
+        default=None,
+        description="Training: which host runs which ranks (optimizer/placement), with where it falls short of the "
+        "idealised fabric (`degraded`); the plan's estimate prices this placement. None for serving.",
     )
     decision: ReplanDecision | None = Field(
         default=None,

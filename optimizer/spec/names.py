@@ -25,6 +25,13 @@ ENGINES: tuple[EngineName, ...] = ("vllm", "sglang", "trtllm")
 ToolName = FrameworkName | EngineName
 """Anything a plan exports to: a training framework or a serving engine."""
 TOOLS: tuple[ToolName, ...] = (*FRAMEWORKS, *ENGINES)
+SchedulerName = Literal["slurm", "k8s"]
+"""Where a training plan's job is submitted, on its placement's hosts: a Slurm batch script or a Kubernetes JobSet
+(optimizer/exports/job_scripts.py)."""
+SCHEDULERS: tuple[SchedulerName, ...] = ("slurm", "k8s")
+ExportName = ToolName | SchedulerName
+"""Anything `--export` names: a framework, an engine, or a scheduler."""
+EXPORTS: tuple[ExportName, ...] = (*TOOLS, *SCHEDULERS)
 
 
 def priced_framework(choice: FrameworkChoice) -> FrameworkName:

@@ -153,7 +153,7 @@ def test_404s_paging_and_body_caps(client: TestClient) -> None:
     assert client.get("/v1/plans", params={"limit": 51}).status_code == 422
     assert client.get("/v1/plans", params={"offset": -1}).status_code == 422
     assert client.get("/v1/plans", params={"since": "2026-01-01T00:00:00"}).status_code == 422
-    assert client.get("/v1/plans/1/export/slurm").status_code == 422
+    assert client.get("/v1/plans/1/export/pbs").status_code == 422
     huge = {"name": name("c"), "inventory": {"pools": INVENTORY["pools"], "pad": "x" * 300_000}}
     assert client.post("/v1/clusters", json=huge).status_code == 413
 

@@ -115,10 +115,16 @@ def test_plan_page_figures_match_the_plan(
     assert "forward" in breakdown and "backward" in breakdown
     assert browser.find_element(By.ID, "explanation").text.startswith(plan["result"]["explanation"]["summary"][:30])
     assert browser.find_element(By.ID, "export-megatron").text.startswith("--num-layers")
-    # megatron, deepspeed, torchtitan: each either exports (a copy button) or says which knob of the plan it lacks
+    # megatron, deepspeed, torchtitan: each either exports (a copy button) or says which knob of the plan it lacks;
+    # the Slurm script and the Kubernetes JobSet run the plan's own framework on its placement
     copies = len(browser.find_elements(By.CSS_SELECTOR, "button.copy"))
     unavailable = browser.find_elements(By.CSS_SELECTOR, ".unavailable-export")
-    assert copies + len(unavailable) == 3 and copies >= 1
+    assert copies + len(unavailable) == 5 and copies >= 3
+    assert browser.find_element(By.ID, "export-slurm").text.startswith("#!/bin/bash")
+    assert browser.find_element(By.ID, "export-k8s").text.startswith("apiVersion: jobset.x-k8s.io/v1alpha2")
+    # the placement: one row per placed host, as many as the plan's GPUs need
+    hosts = browser.find_elements(By.CSS_SELECTOR, "#placement tr.host")
+    assert len(hosts) == len(plan["result"]["placement"]["hosts"]) and len(hosts) >= est["gpus"] // 8
     assert all("is not available in" in u.text for u in unavailable)
 
 

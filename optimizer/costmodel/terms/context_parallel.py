@@ -19,6 +19,8 @@ def cp_exposed(
     full_recompute: bool,
     t_attn: float,
     t_attn_bwd: float,
+    levels: tuple[net.Level, ...] | None = None,
+    ring: net.Tier | None = None,
 ) -> float:
     """Context-parallel communication of one layer per micro-batch, forward and backward, by kind
     (ParallelConfig.cp_comm), seconds. CP ranks lie tp apart (rank order tp - cp - dp).
@@ -30,15 +32,16 @@ def cp_exposed(
       exposed'; Llama 3 report §3.3.2].
     - a2a: all-to-alls of Q, K, V before and of the output after the attention, and of their gradients in the
       backward, exposed [TE AttnFuncWithCPAndQKVOA2A; DeepSpeed-Ulysses, Jacobs et al. 2023].
-    A fully recomputed layer runs its forward communication again."""
+    A fully recomputed layer runs its forward communication again. `levels` / `ring`: the group's levels and the
+    ring neighbours' tier as placed (costmodel/placed_fabric.py), where they differ from the tiers'."""
     local = mbs * (seq_len / cp) * BF16_BYTES / tp  # bytes per unit of width of this rank's tokens
     again = 1 if full_recompute else 0
     if cp_comm == "p2p":
-        tier = net.neighbour_tier(tiers, tp)
-        ring = (cp - 1) * net.p2p(tier.bw, tier.network, local * 2 * kv_dim)  # K and V
-        fwd = overlapped(ring, max(0.0, ring - t_attn))
-        return (1 + again) * fwd + overlapped(2 * ring, max(0.0, 2 * ring - t_attn_bwd))
-    lv = net.group_levels(tiers, cp, tp)
+        tier = ring if ring is not None else net.neighbour_tier(tiers, tp)
+        hops = (cp - 1) * net.p2p(tier.bw, tier.network, local * 2 * kv_dim)  # K and V
+        fwd = overlapped(hops, max(0.0, hops - t_attn))
+        return (1 + again) * fwd + overlapped(2 * hops, max(0.0, 2 * hops - t_attn_bwd))
+    lv = levels if levels is not None else net.group_levels(tiers, cp, tp)
     if cp_comm == "allgather":
         gather = net.all_gather(lv, cp * local * 2 * kv_dim)
         return (1 + again) * gather + 2 * gather

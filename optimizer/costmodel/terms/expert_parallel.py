@@ -27,6 +27,7 @@ def ep_all_to_all(
     hidden_size: int,
     dispatch: str,
     again: bool,
+    levels: tuple[net.Level, ...] | None = None,
 ) -> float:
     """EP all-to-all time of one MoE layer per micro-batch, seconds: dispatch + combine forward and again backward,
     top_k copies of each of this rank's tokens (`tokens` / `sp_div`, b*s*h bf16 activations) [formulas C6].
@@ -36,8 +37,9 @@ def ep_all_to_all(
     DeepEP / HybridEP) sends a token once per destination node over the network and forwards it over NVLink there
     [costmodel/ep_dispatch.py]. A recomputed MoE layer (`again`: full recompute, or the moe module) dispatches and
     combines its tokens again before its backward: the checkpointed forward includes the token dispatcher [MLM
-    transformer_layer.py full recompute checkpoints the whole layer; moe_layer.py moe_layer_recompute]."""
-    lv = net.group_levels(tiers, ep, expert_tp)
+    transformer_layer.py full recompute checkpoints the whole layer; moe_layer.py moe_layer_recompute]. `levels`:
+    the group's levels as placed (costmodel/placed_fabric.py), where they differ from the tiers'."""
+    lv = levels if levels is not None else net.group_levels(tiers, ep, expert_tp)
     per_rank = moe.top_k * tokens / sp_div * hidden_size * BF16_BYTES
     scale = 1.0
     if dispatch == "deepep":

@@ -13,6 +13,7 @@ from optimizer.errors import DomainError
 from optimizer.exports.launch import TOOLS, export, megatron_layout
 from optimizer.frameworks.capabilities import framework, unsupported_knob
 from optimizer.spec.model_loading import load_model_preset
+from optimizer.spec.names import SCHEDULERS
 from optimizer.spec.parallel_config import ParallelConfig
 from optimizer.spec.workload import InferenceWorkload, TrainingWorkload
 from tests.optimizer.helpers import megatron_interleaved
@@ -93,7 +94,7 @@ def test_mode_mismatch_is_an_error() -> None:
     with pytest.raises(DomainError) as exc:
         export("nemo", load_model_preset("llama-3-8b"), W, ParallelConfig())
     assert "megatron" in str(exc.value)
-    assert set(TOOLS) == set(REGISTRY) - {"_about"}
+    assert set(TOOLS) | set(SCHEDULERS) == set(REGISTRY) - {"_about"}
 
 
 def test_megatron_export_builds_the_planned_architecture() -> None:
