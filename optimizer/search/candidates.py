@@ -17,14 +17,16 @@ from typing import TypeVar
 import numpy as np
 
 from optimizer.costmodel import network as net
-from optimizer.costmodel.constants import OVERLAP_COMPUTE_SLOWDOWN
+from optimizer.costmodel.constants import BF16_BYTES, FP8_BYTES, OVERLAP_COMPUTE_SLOWDOWN
 from optimizer.costmodel.memory import activation_bytes_per_layer, state_bytes_per_param, training_reserve_bytes
 from optimizer.costmodel.stage import CostContext, LayerCost, PoolFacts, StageCost, stage_cost
+from optimizer.costmodel.terms.data_parallel import secondary_weight_bytes, sharded_groups
 from optimizer.frameworks.capabilities import (
     Framework,
     expert_tp_values,
     framework,
     runs_expert_tp,
+    runs_shard_group,
     runs_tp_comm_overlap,
 )
 from optimizer.search.space import (
@@ -37,7 +39,7 @@ from optimizer.search.space import (
 from optimizer.spec.cluster_spec import ClusterSpec, NodePool
 from optimizer.spec.model_spec import ModelSpec
 from optimizer.spec.names import priced_framework
-from optimizer.spec.parallel_config import RECOMPUTES, CpComm, EpDispatch, ParallelConfig
+from optimizer.spec.parallel_config import RECOMPUTES, SHARD_SCOPES, CpComm, EpDispatch, ParallelConfig, ShardScope
 from optimizer.spec.recompute_modules import searched_modules
 from optimizer.spec.stage_layers import LayerRules
 from optimizer.spec.workload import TrainingWorkload
@@ -127,6 +129,15 @@ def _staggered_memory_bound(
 
 
 @dataclass(frozen=True, slots=True)
+class ShardVariant:
+    """One way of sharding the ZeRO states for each dp value of a key (ParallelConfig.shard_group, shard_scope)."""
+
+    shard: np.ndarray
+    """Per dp value: the shard group (dp replicas), 0 for the whole data-parallel group, -1 where not available."""
+    scope: ShardScope
+
+
+@dataclass(frozen=True, slots=True)
 class Candidate:
     """Global knobs of a plan, with a lower bound on its step time (seconds)."""
 
@@ -143,7 +154,7 @@ class KeyBatch:
     key: LayerKey
     lbs: np.ndarray
     gpus: np.ndarray
-    rows: np.ndarray  # columns: pp, vp, dp, schedule code (SCHED_CODES), zero
+    rows: np.ndarray  # columns: pp, vp, dp, schedule code (SCHED_CODES), zero, shard group (0: dp), scope code
     next: int = 0
 
     def priced(self, price_per_gpu_s: float, floor: float = 0.0) -> KeyBatch:
@@ -170,20 +181,26 @@ class KeyTerms:
     per_type: list[tuple[int, float]]  # (layers of a type, least per-layer time)
     activations: float  # all layers' activation bytes per micro-batch
     logits_bytes: float
-    states: dict[int, np.ndarray]  # per ZeRO stage: all parameters' state bytes per GPU before the pp split
-    layer_types: list[tuple[int, float, dict[int, np.ndarray]]]  # (layers, activations, states) per layer type
+    # Per (shard variant, ZeRO stage): all parameters' state bytes per GPU before the pp split
+    states: dict[tuple[int, int], np.ndarray]
+    # (layers, activations, states per (shard variant, ZeRO stage)) per layer type
+    layer_types: list[tuple[int, float, dict[tuple[int, int], np.ndarray]]]
     slot_bound: np.ndarray  # [k - 1, dp]: least max stage work with k stages
     pps: list[int]
-    # Least data-parallel tail of the first stage (its gradient reduction and parameter gather), ZeRO 0-2:
-    # [0] with the whole model on one stage, [1] with pp >= 2 (the first stage holds at least the embedding).
-    tail: tuple[np.ndarray, np.ndarray]
+    # Per shard variant, the least data-parallel tail of the first stage (its gradient reduction and parameter
+    # gather), ZeRO 0-2: [0] with the whole model on one stage, [1] with pp >= 2 (the first stage holds at least
+    # the embedding).
+    tails: list[tuple[np.ndarray, np.ndarray]]
+    variants: list[ShardVariant]  # [0]: the states over the whole data-parallel group
 
 
 class _Columns:
     """The candidates a key batch collects, column by column."""
 
     def __init__(self) -> None:
-        self.cols: dict[str, list[np.ndarray]] = {k: [] for k in ("pp", "vp", "dp", "sched", "zero", "lb", "gpus")}
+        self.cols: dict[str, list[np.ndarray]] = {
+            k: [] for k in ("pp", "vp", "dp", "sched", "zero", "shard", "scope", "lb", "gpus")
+        }
 
     def add(
         self,
@@ -195,6 +212,7 @@ class _Columns:
         zero: int,
         lb: np.ndarray,
         gpus: np.ndarray,
+        variant: ShardVariant,
     ) -> None:
         ii, jj = np.nonzero(ok)
         if not len(ii):
@@ -204,6 +222,8 @@ class _Columns:
         self.cols["dp"].append(dp_arr[jj])
         self.cols["sched"].append(np.full(len(ii), SCHED_CODES.index(sched)))
         self.cols["zero"].append(np.full(len(ii), zero))
+        self.cols["shard"].append(variant.shard[jj])
+        self.cols["scope"].append(np.full(len(ii), SHARD_SCOPES.index(variant.scope)))
         self.cols["lb"].append(lb[ii, jj])
         self.cols["gpus"].append(gpus[ii, jj])
 
@@ -213,7 +233,7 @@ class _Columns:
             return None
         arr = {k: np.concatenate(v) for k, v in self.cols.items()}
         order = np.lexsort((arr["gpus"], arr["lb"]))
-        rows = np.stack([arr[k][order] for k in ("pp", "vp", "dp", "sched", "zero")], axis=1)
+        rows = np.stack([arr[k][order] for k in ("pp", "vp", "dp", "sched", "zero", "shard", "scope")], axis=1)
         return KeyBatch(key, arr["lb"][order], arr["gpus"][order], rows)
 
 
@@ -243,6 +263,10 @@ class TrainingSpace:
         self.tp_overlap_runs = all(runs_tp_comm_overlap(self.fw, cluster.gpu_of(p)) for p in self.pools)
         # The smallest NVLink (or PCIe) domain among the allowed pools: an EP group larger than it crosses the network.
         self.smallest_domain = min((cluster.fabric_of(p).domain_size or 1 for p in self.pools), default=1)
+        # The smallest node or NVLink domain among them: a shard group of at most this many GPUs stays inside one.
+        self.smallest_scale_up = min(
+            (max(p.gpus_per_node, cluster.fabric_of(p).domain_size or 1) for p in self.pools), default=1
+        )
         self.budget = sum(p.healthy_gpus for p in self.pools)
         if space.max_gpus is not None:
             self.budget = min(self.budget, space.max_gpus)
@@ -528,13 +552,20 @@ class TrainingSpace:
                     if sched == "interleaved-1f1b":  # Megatron: m a multiple of pp
                         ok_s = fits_budget & ((t.m_arr[None, :] % pv[:, None]) == 0)
                     lb = pipeline_lower_bound(sched, M, vp, t_max, t_sum)
-                    tail = t.tail[1 if multi else 0][None, :]
                     inflight = _least_inflight(sched, P, M, vp, self.model.num_layers, self.fw.virtual_stage_layout)
                     for zero in zeros:
                         if not self.space.allows("zero", zero):
                             continue
-                        ok = ok_s & self._may_fit(t, zero, sched, multi, pv, inflight) if prune_memory else ok_s
-                        cols.add(ok, pv, vp, t.dp_arr, sched, zero, lb + tail if zero < 3 else lb, gpus)
+                        for vi, variant in enumerate(t.variants):
+                            if vi and not runs_shard_group(
+                                self.fw, zero, variant.scope, multi or key.tp > 1 or key.ep > 1
+                            ):
+                                continue
+                            ok_v = ok_s & (variant.shard >= 0)[None, :]
+                            if prune_memory:
+                                ok_v = ok_v & self._may_fit(t, zero, sched, multi, pv, inflight, vi)
+                            tail = t.tails[vi][1 if multi else 0][None, :]
+                            cols.add(ok_v, pv, vp, t.dp_arr, sched, zero, lb + tail if zero < 3 else lb, gpus, variant)
         return cols.batch(key)
 
     def _key_terms(self, key: LayerKey) -> KeyTerms | None:
@@ -572,6 +603,7 @@ class TrainingSpace:
         gps = key.tp * key.cp * dp_arr
         p_max = min(model.num_layers, MAX_PP, self.budget // (key.tp * key.cp))
         msg = key.mbs * w.seq_len / key.cp * model.hidden_size * 2 / key.tp  # one bf16 activation hop
+        variants = self._shard_variants(key, dps)
         return KeyTerms(
             dp_arr=dp_arr,
             m_arr=gbs // (dp_arr * key.mbs),
@@ -588,10 +620,14 @@ class TrainingSpace:
             ],
             activations=self.n_dense * act_dense + self.n_moe * act_moe,
             logits_bytes=key.mbs * w.seq_len / key.cp * model.vocab_size / key.tp * ctx.logit_bytes,
-            states=self._state_memory(key, "all", dense_params + emb_params, expert_params, dps),
+            states=self._variant_states(key, "all", dense_params + emb_params, expert_params, dps, variants),
             # One layer's states per GPU of its stage, by layer type (dense; MoE: shared part + experts).
             layer_types=[
-                (n, act, self._state_memory(key, kind, dense / key.tp, expert / (key.etp * key.ep), dps))
+                (
+                    n,
+                    act,
+                    self._variant_states(key, kind, dense / key.tp, expert / (key.etp * key.ep), dps, variants),
+                )
                 for kind, n, act, dense, expert in (
                     ("dense", self.n_dense, act_dense, model.dense_layer_params, 0.0),
                     ("moe", self.n_moe, act_moe, shared_moe, model.moe_expert_params_per_layer),
@@ -600,18 +636,66 @@ class TrainingSpace:
             ],
             slot_bound=self._slot_bound(work, gps, p_max),
             pps=self._pp_values(p_max),
-            tail=(
-                self._tail_bound(key, dps, dense_params + emb_params, expert_params),
-                self._tail_bound(key, dps, model.embedding_params / key.tp, 0.0),
-            ),
+            tails=[
+                (
+                    self._tail_bound(key, dps, dense_params + emb_params, expert_params, v),
+                    self._tail_bound(key, dps, model.embedding_params / key.tp, 0.0, v),
+                )
+                for v in variants
+            ],
+            variants=variants,
         )
 
-    def _tail_bound(self, key: LayerKey, dps: list[int], dense: float, expert: float) -> np.ndarray:
+    def _shard_variants(self, key: LayerKey, dps: list[int]) -> list[ShardVariant]:
+        """The shard groups searched for each dp value: first the whole data-parallel group (today's ZeRO), then
+        per scope the framework runs (and the shard_scope pin allows) one smaller group. Declared-space restriction
+        (labelled): unpinned, that group is the dp replicas that fill the smallest node or NVLink domain of the
+        allowed pools (shard_group x tp x cp GPUs inside it: its reduce-scatters and gathers stay on the scale-up
+        fabric, and only the replicas' all-reduce of the gradient shards crosses the network [formulas C9]), at
+        least 2 and below dp; a shard_group pin searches the values it names. Each needs its replicas to divide the
+        expert data-parallel group (validation.check_shard_group). Whether the framework runs it at a ZeRO stage
+        and pipeline depth is checked per candidate (capabilities.runs_shard_group)."""
+        sp = self.space
+        whole = np.array([0 if sp.allows("shard_group", d) and sp.allows("shard_scope", "states") else -1 for d in dps])
+        out = [ShardVariant(whole, "states")]
+        scopes = [
+            sc
+            for sc in SHARD_SCOPES
+            if sp.allows("shard_scope", sc) and (self.fw.shard_group_weights if sc == "weights" else True)
+        ]
+        if not scopes:
+            return out
+        pinned = sp.pinned_values("shard_group")
+        unit = self.smallest_scale_up // (key.tp * key.cp)
+
+        def fits(d: int, s: int) -> bool:
+            if s < 1 or s >= d or d % s or not sp.allows("shard_group", s):
+                return False
+            edp = key.tp * d * key.cp // (key.ep * key.etp)
+            return self.model.moe is None or edp % (d // s) == 0
+
+        if pinned is None:
+            groups = [[max((s for s in _divisors(d) if 2 <= s <= unit and fits(d, s)), default=-1) for d in dps]]
+        else:
+            groups = [[int(v) if fits(d, int(v)) else -1 for d in dps] for v in sorted(set(pinned))]
+        for group in groups:
+            arr = np.array(group)
+            if (arr > 0).any():
+                out += [ShardVariant(arr, sc) for sc in scopes]
+        return out
+
+    def _tail_bound(
+        self, key: LayerKey, dps: list[int], dense: float, expert: float, variant: ShardVariant
+    ) -> np.ndarray:
         """Per dp: a lower bound on the first stage's data-parallel collectives after its last backward when it
         holds `dense` parameters per GPU (and `expert` expert parameters), ZeRO 0-2. Whatever the framework hides
         under compute still slows it by OVERLAP_COMPUTE_SLOWDOWN of the collective (training.py, every branch of
         the DP sync: an all-reduce, or a reduce-scatter and a gather); the step is at least the pipeline plus the
-        first stage's tail (training.step_time, no cool-down slack for stage 0)."""
+        first stage's tail (training.step_time, no cool-down slack for stage 0). With a shard group (scope
+        'states') the collectives are a reduce-scatter and a gather within it and the replicas' all-reduce of the
+        shards [formulas C9]."""
+        if variant.scope == "states" and (variant.shard > 0).any():
+            return self._shard_tail_bound(key, dps, dense, expert, variant.shard)
         ctx, _ = self._probe(key)
         g = min(2.0, float(ctx.grad_bytes))  # DeepSpeed's bf16 optimizer all-reduces 2-byte gradients
 
@@ -636,6 +720,36 @@ class TrainingSpace:
                 t = sync(net.group_levels(tiers, dpc, key.tp), dense) if dpc > 1 and dense > 0 else 0.0
                 if edp > 1 and expert > 0:
                     t += sync(net.group_levels(tiers, edp, key.etp * key.ep), expert)
+                best = min(best, t)
+            out[j] = OVERLAP_COMPUTE_SLOWDOWN * best
+        return out
+
+    def _shard_tail_bound(
+        self, key: LayerKey, dps: list[int], dense: float, expert: float, shard: np.ndarray
+    ) -> np.ndarray:
+        """_tail_bound for the shard group shard[j] (dp replicas) of each dp value: reduce-scatter (2-byte
+        gradients at least) and bf16 gather within the group, all-reduce of the shard over the replicas, on the
+        pool where that is cheapest (0 where the group is not searched)."""
+        ctx, _ = self._probe(key)
+        g = min(2.0, float(ctx.grad_bytes))
+        width = float(FP8_BYTES if self.w.fp8_param_gather else BF16_BYTES)
+        out = np.zeros(len(dps))
+        for j, d in enumerate(dps):
+            s = int(shard[j])
+            if s <= 0:
+                continue
+            cfg = ParallelConfig(tp=key.tp, cp=key.cp, ep=key.ep, etp=key.etp, dp=d, zero_stage=1, shard_group=s)
+            best = math.inf
+            for p in self.pools:
+                groups = sharded_groups(cfg, ctx.tiers(p), dense, expert, 2, False, False)
+                t = 0.0
+                for levels, replicas, ranks, params in (
+                    (groups.dense_levels, groups.dense_replica_levels, groups.dense_ranks, dense),
+                    (groups.expert_levels, groups.expert_replica_levels, groups.expert_ranks, expert),
+                ):
+                    if params > 0:
+                        t += net.all_gather(levels, params * g) + net.all_gather(levels, params * width)
+                        t += net.all_reduce(replicas, params * g / ranks)
                 best = min(best, t)
             out[j] = OVERLAP_COMPUTE_SLOWDOWN * best
         return out
@@ -702,16 +816,18 @@ class TrainingSpace:
         return np.maximum(t_sum / P, heaviest + hops), t_sum
 
     def _may_fit(
-        self, t: KeyTerms, zero: int, sched: str, multi: bool, pv: np.ndarray, inflight: np.ndarray
+        self, t: KeyTerms, zero: int, sched: str, multi: bool, pv: np.ndarray, inflight: np.ndarray, variant: int = 0
     ) -> np.ndarray:
         """Per (pp, dp): the mean per-GPU memory over the stages fits the largest usable memory, and with
-        1F1B / ZB-H1 the staggered in-flight bound of each layer type does too."""
+        1F1B / ZB-H1 the staggered in-flight bound of each layer type does too (states as shard variant
+        `variant` holds them)."""
         usable = max(self.usable.values())
         P = pv[:, None].astype(float)
-        ok: np.ndarray = (t.states[zero][None, :] + t.logits_bytes + inflight * t.activations) / P <= usable
+        states_all = t.states[(variant, zero)]
+        ok: np.ndarray = (states_all[None, :] + t.logits_bytes + inflight * t.activations) / P <= usable
         if multi and sched in ("1f1b", "zb-h1"):
             for n, act, states in t.layer_types:
-                ok &= _staggered_memory_bound(n, states[zero], act, pv, t.m_arr) <= usable
+                ok &= _staggered_memory_bound(n, states[(variant, zero)], act, pv, t.m_arr) <= usable
         return ok
 
     def _hop(self, gpus_per_stage: int, msg: float) -> float:
@@ -753,6 +869,43 @@ class TrainingSpace:
             self._states[ck] = hit
         return hit
 
+    def _variant_states(
+        self,
+        key: LayerKey,
+        tag: str,
+        dense_params: float,
+        expert_params: float,
+        dps: list[int],
+        variants: list[ShardVariant],
+    ) -> dict[tuple[int, int], np.ndarray]:
+        """Per (shard variant, ZeRO stage), _state_memory's bytes for each dp: variant 0 as _state_memory gives
+        them; a shard group of scope 'states' shards them over shard_group x cp ranks (experts over expert dp /
+        replicas); scope 'weights' adds hpZ's secondary bf16 partition, 2 B per parameter over shard_group x cp
+        [formulas C9, C10]."""
+        base = self._state_memory(key, tag, dense_params, expert_params, dps)
+        out = {(0, zero): arr for zero, arr in base.items()}
+        fp8 = self.w.precision == "fp8"
+        grad_bytes = 4 if self.w.grad_dtype == "fp32" else 2
+        for vi, v in enumerate(variants[1:], start=1):
+            for zero, arr in base.items():
+                values = arr.copy()
+                for j, d in enumerate(dps):
+                    s = int(v.shard[j])
+                    if s <= 0:
+                        continue
+                    if v.scope == "weights":
+                        values[j] += secondary_weight_bytes(dense_params + expert_params, s * key.cp)
+                        continue
+                    replicas = d // s
+                    edp = max(1, key.tp * d * key.cp // (key.ep * key.etp))
+                    dense_b = state_bytes_per_param(zero, s * key.cp, grad_bytes, fp8, self.w.fp8_param_gather)
+                    expert_b = state_bytes_per_param(
+                        zero, max(1, edp // replicas), grad_bytes, fp8, self.w.fp8_param_gather
+                    )
+                    values[j] = dense_params * sum(dense_b) + expert_params * sum(expert_b)
+                out[(vi, zero)] = values
+        return out
+
     def _admits(self, pp: int, vp: int) -> bool:
         """Whether the model's layers split over pp ranks of vp virtual stages (stage_layers.LayerRules)."""
         hit = self._admitted.get((pp, vp))
@@ -787,7 +940,7 @@ class TrainingSpace:
 
     def candidate(self, batch: KeyBatch, index: int) -> Candidate:
         k = batch.key
-        pp, vp, dp, code, zero = (int(x) for x in batch.rows[index])
+        pp, vp, dp, code, zero, shard, scope = (int(x) for x in batch.rows[index])
         sched = SCHED_CODES[code]
         cfg = ParallelConfig(
             tp=k.tp,
@@ -805,6 +958,8 @@ class TrainingSpace:
             ep_comm_overlap=k.epo,
             ep_dispatch=k.epd,
             zero_stage=zero,
+            shard_group=shard if shard > 0 else None,
+            shard_scope=SHARD_SCOPES[scope] if shard > 0 else "states",
             recompute=k.recompute,
             recompute_modules=k.rc_modules,
             offload_layers=k.off,
