@@ -652,7 +652,8 @@ class TrainingSpace:
         (labelled): unpinned, that group is the dp replicas that fill the smallest node or NVLink domain of the
         allowed pools (shard_group x tp x cp GPUs inside it: its reduce-scatters and gathers stay on the scale-up
         fabric, and only the replicas' all-reduce of the gradient shards crosses the network [formulas C9]), at
-        least 2 and below dp; a shard_group pin searches the values it names. Each needs its replicas to divide the
+        least 2, where the data-parallel group leaves that domain (inside it the whole group is the node-size
+        group); a shard_group pin searches the values it names. Each needs its replicas to divide the
         expert data-parallel group (validation.check_shard_group). Whether the framework runs it at a ZeRO stage
         and pipeline depth is checked per candidate (capabilities.runs_shard_group)."""
         sp = self.space
@@ -675,7 +676,7 @@ class TrainingSpace:
             return self.model.moe is None or edp % (d // s) == 0
 
         if pinned is None:
-            groups = [[max((s for s in _divisors(d) if 2 <= s <= unit and fits(d, s)), default=-1) for d in dps]]
+            groups = [[max((s for s in _divisors(d) if 2 <= s <= unit < d and fits(d, s)), default=-1) for d in dps]]
         else:
             groups = [[int(v) if fits(d, int(v)) else -1 for d in dps] for v in sorted(set(pinned))]
         for group in groups:
