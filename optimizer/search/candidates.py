@@ -18,6 +18,7 @@ import numpy as np
 
 from optimizer.costmodel import network as net
 from optimizer.costmodel.constants import BF16_BYTES, FP8_BYTES, OVERLAP_COMPUTE_SLOWDOWN
+from optimizer.costmodel.framework_runtime import runtime
 from optimizer.costmodel.memory import activation_bytes_per_layer, state_bytes_per_param, training_reserve_bytes
 from optimizer.costmodel.stage import CostContext, LayerCost, PoolFacts, StageCost, stage_cost
 from optimizer.costmodel.terms.data_parallel import secondary_weight_bytes, sharded_groups
@@ -257,6 +258,7 @@ class TrainingSpace:
         self.model, self.cluster, self.w, self.space = model, cluster, w, space
         # The framework decides which knobs exist (frameworks/capabilities.py); `auto` is resolved by the planner.
         self.fw: Framework = framework(priced_framework(w.framework))
+        self.rt = runtime(self.fw.name)
         names = space.pools or tuple(p.name for p in cluster.pools)
         self.pools: list[NodePool] = [cluster.pool(n) for n in names if cluster.pool(n).healthy_gpus > 0]
         # The framework's TP-comm overlap runs on every allowed pool's GPU (Megatron's needs Transformer Engine).
@@ -557,9 +559,7 @@ class TrainingSpace:
                         if not self.space.allows("zero", zero):
                             continue
                         for vi, variant in enumerate(t.variants):
-                            if vi and not runs_shard_group(
-                                self.fw, zero, variant.scope, multi or key.tp > 1 or key.ep > 1
-                            ):
+                            if vi and not self._searches_shard(zero, variant.scope, multi or key.tp > 1 or key.ep > 1):
                                 continue
                             ok_v = ok_s & (variant.shard >= 0)[None, :]
                             if prune_memory:
@@ -645,6 +645,23 @@ class TrainingSpace:
             ],
             variants=variants,
         )
+
+    def _searches_shard(self, zero: int, scope: str, model_parallel: bool) -> bool:
+        """Whether a shard group of `scope` is searched at ZeRO stage `zero`: where the framework runs it
+        (capabilities.runs_shard_group) and, unpinned, where it changes what crosses the network. Dominance
+        (labelled): under hierarchical collectives [formulas C7] a reduce-scatter and gather inside the group with
+        the replicas' all-reduce of the shards move the same bytes per level as the reduce-scatter and gather over
+        the whole group [formulas C9], so where the gradients are reduced once per step (ZeRO-1), or the replicas
+        all-reduce after every micro-batch (ZeRO-2 in FSDP2), the smaller group saves only ring latency
+        (microseconds per collective) and costs 1/group - 1/dp more sharded states; it is searched there only
+        when a shard_group or shard_scope pin asks. ZeRO-3 (gathers every micro-batch) and ZeRO-2 whose replicas
+        reduce once per step (Megatron-FSDP) keep it. Searching it at ZeRO-1 too made Mixtral 8x7B on 64 H100
+        (benchmarks/solver.py 5a) solve 50% slower for the same plan."""
+        if not runs_shard_group(self.fw, zero, scope, model_parallel):
+            return False
+        if self.space.pins.get("shard_group") is not None or self.space.pins.get("shard_scope") is not None:
+            return True
+        return zero == 3 or (zero == 2 and not self.rt.replica_reduce_every_microbatch)
 
     def _shard_variants(self, key: LayerKey, dps: list[int]) -> list[ShardVariant]:
         """The shard groups searched for each dp value: first the whole data-parallel group (today's ZeRO), then

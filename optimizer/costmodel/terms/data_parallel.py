@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 
 from optimizer.costmodel import network as net
 from optimizer.costmodel.compute import hbm_time, overlapped
@@ -267,22 +268,38 @@ def sharded_groups(
     (network.group_levels) [formulas C9]. hpZ's secondary partition is shard_group x cp ranks, tp apart; the experts
     keep gathering over their own group (DeepSpeed runs hpZ with ep = 1 only) [formulas C10]."""
     dense, expert = shard_ranks(c)
-    r = c.state_replicas
-    ets = c.expert_tp * c.ep
-    secondary = c.secondary_shard_ranks
+    levels = _levels(tiers, c.tp, dense, c.expert_tp * c.ep, expert, c.state_replicas, c.secondary_shard_ranks)
     return DataParallelGroups(
-        dense_levels=net.group_levels(tiers, dense, c.tp),
-        expert_levels=net.group_levels(tiers, expert, ets),
+        dense_levels=levels[0],
+        expert_levels=levels[1],
         dense_ranks=dense,
         expert_ranks=expert,
         dense_params=dense_params,
         expert_params=expert_params,
         grad_bytes=grad_bytes,
         fp8_params=fp8_params,
-        dense_replica_levels=net.group_levels(tiers, r, c.tp * dense) if r > 1 else (),
-        expert_replica_levels=net.group_levels(tiers, r, ets * expert) if r > 1 else (),
+        dense_replica_levels=levels[2],
+        expert_replica_levels=levels[3],
         replica_every_microbatch=replica_every_microbatch,
-        dense_secondary_levels=net.group_levels(tiers, secondary, c.tp) if secondary is not None else None,
+        dense_secondary_levels=levels[4],
+    )
+
+
+Levels = tuple[net.Level, ...]
+
+
+@lru_cache(maxsize=4096)
+def _levels(
+    tiers: tuple[net.Tier, ...], tp: int, dense: int, ets: int, expert: int, replicas: int, secondary: int | None
+) -> tuple[Levels, Levels, Levels, Levels, Levels | None]:
+    """sharded_groups' levels: (dense, expert, dense replicas, expert replicas, dense secondary), memoised (every
+    stage of a configuration asks)."""
+    return (
+        net.group_levels(tiers, dense, tp),
+        net.group_levels(tiers, expert, ets),
+        net.group_levels(tiers, replicas, tp * dense) if replicas > 1 else (),
+        net.group_levels(tiers, replicas, ets * expert) if replicas > 1 else (),
+        net.group_levels(tiers, secondary, tp) if secondary is not None else None,
     )
 
 
