@@ -9,8 +9,9 @@ largest usable memory) drops candidates that cannot fit anywhere.
 
 from __future__ import annotations
 
+import functools
 import math
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import TypeVar
 
@@ -182,17 +183,17 @@ class KeyTerms:
     per_type: list[tuple[int, float]]  # (layers of a type, least per-layer time)
     activations: float  # all layers' activation bytes per micro-batch
     logits_bytes: float
-    # Per (shard variant, ZeRO stage): all parameters' state bytes per GPU before the pp split
-    states: dict[tuple[int, int], np.ndarray]
-    # (layers, activations, states per (shard variant, ZeRO stage)) per layer type
-    layer_types: list[tuple[int, float, dict[tuple[int, int], np.ndarray]]]
+    states: dict[int, np.ndarray]  # per ZeRO stage: all parameters' state bytes per GPU before the pp split
+    layer_types: list[tuple[int, float, dict[int, np.ndarray]]]  # (layers, activations, states) per layer type
     slot_bound: np.ndarray  # [k - 1, dp]: least max stage work with k stages
     pps: list[int]
-    # Per shard variant, the least data-parallel tail of the first stage (its gradient reduction and parameter
-    # gather), ZeRO 0-2: [0] with the whole model on one stage, [1] with pp >= 2 (the first stage holds at least
-    # the embedding).
-    tails: list[tuple[np.ndarray, np.ndarray]]
+    # Least data-parallel tail of the first stage (its gradient reduction and parameter gather), ZeRO 0-2:
+    # [0] with the whole model on one stage, [1] with pp >= 2 (the first stage holds at least the embedding).
+    tail: tuple[np.ndarray, np.ndarray]
     variants: list[ShardVariant]  # [0]: the states over the whole data-parallel group
+    # For variant i >= 1, computed when first asked: its `states`, the `layer_types` states, and its `tail`
+    shard_states: Callable[[int], tuple[dict[int, np.ndarray], list[dict[int, np.ndarray]]]]
+    shard_tail: Callable[[int], tuple[np.ndarray, np.ndarray]]
 
 
 class _Columns:
@@ -561,11 +562,15 @@ class TrainingSpace:
                         for vi, variant in enumerate(t.variants):
                             if vi and not self._searches_shard(zero, variant.scope, multi or key.tp > 1 or key.ep > 1):
                                 continue
+                            states = (t.states, [lt[2] for lt in t.layer_types]) if not vi else t.shard_states(vi)
                             ok_v = ok_s & (variant.shard >= 0)[None, :]
                             if prune_memory:
-                                ok_v = ok_v & self._may_fit(t, zero, sched, multi, pv, inflight, vi)
-                            tail = t.tails[vi][1 if multi else 0][None, :]
-                            cols.add(ok_v, pv, vp, t.dp_arr, sched, zero, lb + tail if zero < 3 else lb, gpus, variant)
+                                ok_v = ok_v & self._may_fit(t, zero, sched, multi, pv, inflight, *states)
+                            lb_v = lb
+                            if zero < 3:
+                                tails = t.tail if not vi else t.shard_tail(vi)
+                                lb_v = lb + tails[1 if multi else 0][None, :]
+                            cols.add(ok_v, pv, vp, t.dp_arr, sched, zero, lb_v, gpus, variant)
         return cols.batch(key)
 
     def _key_terms(self, key: LayerKey) -> KeyTerms | None:
@@ -603,7 +608,31 @@ class TrainingSpace:
         gps = key.tp * key.cp * dp_arr
         p_max = min(model.num_layers, MAX_PP, self.budget // (key.tp * key.cp))
         msg = key.mbs * w.seq_len / key.cp * model.hidden_size * 2 / key.tp  # one bf16 activation hop
+        types = [  # (kind, layers, activations, dense and expert params of one layer per GPU)
+            (kind, n, act, dense / key.tp, expert / (key.etp * key.ep))
+            for kind, n, act, dense, expert in (
+                ("dense", self.n_dense, act_dense, model.dense_layer_params, 0.0),
+                ("moe", self.n_moe, act_moe, shared_moe, model.moe_expert_params_per_layer),
+            )
+            if n
+        ]
         variants = self._shard_variants(key, dps)
+
+        @functools.cache
+        def shard_states(vi: int) -> tuple[dict[int, np.ndarray], list[dict[int, np.ndarray]]]:
+            v = variants[vi]
+            return self._shard_states(key, "all", dense_params + emb_params, expert_params, dps, v), [
+                self._shard_states(key, kind, dense, expert, dps, v) for kind, _, _, dense, expert in types
+            ]
+
+        @functools.cache
+        def shard_tail(vi: int) -> tuple[np.ndarray, np.ndarray]:
+            shard = variants[vi].shard
+            return (
+                self._shard_tail_bound(key, dps, dense_params + emb_params, expert_params, shard),
+                self._shard_tail_bound(key, dps, model.embedding_params / key.tp, 0.0, shard),
+            )
+
         return KeyTerms(
             dp_arr=dp_arr,
             m_arr=gbs // (dp_arr * key.mbs),
@@ -620,30 +649,20 @@ class TrainingSpace:
             ],
             activations=self.n_dense * act_dense + self.n_moe * act_moe,
             logits_bytes=key.mbs * w.seq_len / key.cp * model.vocab_size / key.tp * ctx.logit_bytes,
-            states=self._variant_states(key, "all", dense_params + emb_params, expert_params, dps, variants),
+            states=self._state_memory(key, "all", dense_params + emb_params, expert_params, dps),
             # One layer's states per GPU of its stage, by layer type (dense; MoE: shared part + experts).
             layer_types=[
-                (
-                    n,
-                    act,
-                    self._variant_states(key, kind, dense / key.tp, expert / (key.etp * key.ep), dps, variants),
-                )
-                for kind, n, act, dense, expert in (
-                    ("dense", self.n_dense, act_dense, model.dense_layer_params, 0.0),
-                    ("moe", self.n_moe, act_moe, shared_moe, model.moe_expert_params_per_layer),
-                )
-                if n
+                (n, act, self._state_memory(key, kind, dense, expert, dps)) for kind, n, act, dense, expert in types
             ],
             slot_bound=self._slot_bound(work, gps, p_max),
             pps=self._pp_values(p_max),
-            tails=[
-                (
-                    self._tail_bound(key, dps, dense_params + emb_params, expert_params, v),
-                    self._tail_bound(key, dps, model.embedding_params / key.tp, 0.0, v),
-                )
-                for v in variants
-            ],
+            tail=(
+                self._tail_bound(key, dps, dense_params + emb_params, expert_params),
+                self._tail_bound(key, dps, model.embedding_params / key.tp, 0.0),
+            ),
             variants=variants,
+            shard_states=shard_states,
+            shard_tail=shard_tail,
         )
 
     def _searches_shard(self, zero: int, scope: str, model_parallel: bool) -> bool:
@@ -663,6 +682,16 @@ class TrainingSpace:
             return True
         return zero == 3 or (zero == 2 and not self.rt.replica_reduce_every_microbatch)
 
+    def _shard_stages(self, key: LayerKey, scope: str) -> bool:
+        """Whether some ZeRO stage the space allows searches a shard group of `scope` for `key`, on one pipeline
+        stage or several (_searches_shard)."""
+        mp = key.tp > 1 or key.ep > 1
+        return any(
+            self.space.allows("zero", zero) and self._searches_shard(zero, scope, mp or multi)
+            for multi, zeros in ((False, self.fw.zero_stages), (True, self.fw.zero_stages_with_pp))
+            for zero in zeros
+        )
+
     def _shard_variants(self, key: LayerKey, dps: list[int]) -> list[ShardVariant]:
         """The shard groups searched for each dp value: first the whole data-parallel group (today's ZeRO), then
         per scope the framework runs (and the shard_scope pin allows) one smaller group. Declared-space restriction
@@ -676,11 +705,7 @@ class TrainingSpace:
         sp = self.space
         whole = np.array([0 if sp.allows("shard_group", d) and sp.allows("shard_scope", "states") else -1 for d in dps])
         out = [ShardVariant(whole, "states")]
-        scopes = [
-            sc
-            for sc in SHARD_SCOPES
-            if sp.allows("shard_scope", sc) and (self.fw.shard_group_weights if sc == "weights" else True)
-        ]
+        scopes = [sc for sc in SHARD_SCOPES if sp.allows("shard_scope", sc) and self._shard_stages(key, sc)]
         if not scopes:
             return out
         pinned = sp.pinned_values("shard_group")
@@ -702,18 +727,12 @@ class TrainingSpace:
                 out += [ShardVariant(arr, sc) for sc in scopes]
         return out
 
-    def _tail_bound(
-        self, key: LayerKey, dps: list[int], dense: float, expert: float, variant: ShardVariant
-    ) -> np.ndarray:
+    def _tail_bound(self, key: LayerKey, dps: list[int], dense: float, expert: float) -> np.ndarray:
         """Per dp: a lower bound on the first stage's data-parallel collectives after its last backward when it
         holds `dense` parameters per GPU (and `expert` expert parameters), ZeRO 0-2. Whatever the framework hides
         under compute still slows it by OVERLAP_COMPUTE_SLOWDOWN of the collective (training.py, every branch of
         the DP sync: an all-reduce, or a reduce-scatter and a gather); the step is at least the pipeline plus the
-        first stage's tail (training.step_time, no cool-down slack for stage 0). With a shard group (scope
-        'states') the collectives are a reduce-scatter and a gather within it and the replicas' all-reduce of the
-        shards [formulas C9]."""
-        if variant.scope == "states" and (variant.shard > 0).any():
-            return self._shard_tail_bound(key, dps, dense, expert, variant.shard)
+        first stage's tail (training.step_time, no cool-down slack for stage 0)."""
         ctx, _ = self._probe(key)
         g = min(2.0, float(ctx.grad_bytes))  # DeepSpeed's bf16 optimizer all-reduces 2-byte gradients
 
@@ -745,8 +764,9 @@ class TrainingSpace:
     def _shard_tail_bound(
         self, key: LayerKey, dps: list[int], dense: float, expert: float, shard: np.ndarray
     ) -> np.ndarray:
-        """_tail_bound for the shard group shard[j] (dp replicas) of each dp value: reduce-scatter (2-byte
-        gradients at least) and bf16 gather within the group, all-reduce of the shard over the replicas, on the
+        """_tail_bound for the shard group shard[j] (dp replicas) of each dp value, scope 'states' (ZeRO-1/2; hpZ
+        runs at ZeRO-3, which takes no tail): reduce-scatter (2-byte gradients at least) and gather (bf16, FP8 with
+        FP8 primary weights) within the group, all-reduce of the shard over the replicas [formulas C9], on the
         pool where that is cheapest (0 where the group is not searched)."""
         ctx, _ = self._probe(key)
         g = min(2.0, float(ctx.grad_bytes))
@@ -756,7 +776,10 @@ class TrainingSpace:
             s = int(shard[j])
             if s <= 0:
                 continue
-            cfg = ParallelConfig(tp=key.tp, cp=key.cp, ep=key.ep, etp=key.etp, dp=d, zero_stage=1, shard_group=s)
+            # validated already (_shard_variants: s divides d, below it); construct without re-validating
+            cfg = ParallelConfig.model_construct(
+                tp=key.tp, cp=key.cp, ep=key.ep, etp=key.etp, dp=d, zero_stage=1, shard_group=s
+            )
             best = math.inf
             for p in self.pools:
                 groups = sharded_groups(cfg, ctx.tiers(p), dense, expert, 2, False, False)
@@ -834,18 +857,25 @@ class TrainingSpace:
         return np.maximum(t_sum / P, heaviest + hops), t_sum
 
     def _may_fit(
-        self, t: KeyTerms, zero: int, sched: str, multi: bool, pv: np.ndarray, inflight: np.ndarray, variant: int = 0
+        self,
+        t: KeyTerms,
+        zero: int,
+        sched: str,
+        multi: bool,
+        pv: np.ndarray,
+        inflight: np.ndarray,
+        states: dict[int, np.ndarray],
+        layer_states: list[dict[int, np.ndarray]],
     ) -> np.ndarray:
         """Per (pp, dp): the mean per-GPU memory over the stages fits the largest usable memory, and with
-        1F1B / ZB-H1 the staggered in-flight bound of each layer type does too (states as shard variant
-        `variant` holds them)."""
+        1F1B / ZB-H1 the staggered in-flight bound of each layer type does too (`states` and `layer_states` as the
+        shard variant holds them: t.states and t.layer_types' for the whole data-parallel group)."""
         usable = max(self.usable.values())
         P = pv[:, None].astype(float)
-        states_all = t.states[(variant, zero)]
-        ok: np.ndarray = (states_all[None, :] + t.logits_bytes + inflight * t.activations) / P <= usable
+        ok: np.ndarray = (states[zero][None, :] + t.logits_bytes + inflight * t.activations) / P <= usable
         if multi and sched in ("1f1b", "zb-h1"):
-            for n, act, states in t.layer_types:
-                ok &= _staggered_memory_bound(n, states[(variant, zero)], act, pv, t.m_arr) <= usable
+            for (n, act, _), per_zero in zip(t.layer_types, layer_states, strict=True):
+                ok &= _staggered_memory_bound(n, per_zero[zero], act, pv, t.m_arr) <= usable
         return ok
 
     def _hop(self, gpus_per_stage: int, msg: float) -> float:
@@ -887,41 +917,28 @@ class TrainingSpace:
             self._states[ck] = hit
         return hit
 
-    def _variant_states(
-        self,
-        key: LayerKey,
-        tag: str,
-        dense_params: float,
-        expert_params: float,
-        dps: list[int],
-        variants: list[ShardVariant],
-    ) -> dict[tuple[int, int], np.ndarray]:
-        """Per (shard variant, ZeRO stage), _state_memory's bytes for each dp: variant 0 as _state_memory gives
-        them; a shard group of scope 'states' shards them over shard_group x cp ranks (experts over expert dp /
-        replicas); scope 'weights' adds hpZ's secondary bf16 partition, 2 B per parameter over shard_group x cp
-        [formulas C9, C10]."""
+    def _shard_states(
+        self, key: LayerKey, tag: str, dense_params: float, expert_params: float, dps: list[int], v: ShardVariant
+    ) -> dict[int, np.ndarray]:
+        """_state_memory's bytes per ZeRO stage and dp as shard variant `v` holds them: a shard group of scope
+        'states' shards them over shard_group x cp ranks (experts over expert dp / replicas); scope 'weights' adds
+        hpZ's secondary bf16 partition, 2 B per parameter over shard_group x cp [formulas C9, C10]."""
         base = self._state_memory(key, tag, dense_params, expert_params, dps)
-        out = {(0, zero): arr for zero, arr in base.items()}
-        fp8 = self.w.precision == "fp8"
+        fp8, fp8_params = self.w.precision == "fp8", self.w.fp8_param_gather
         grad_bytes = 4 if self.w.grad_dtype == "fp32" else 2
-        for vi, v in enumerate(variants[1:], start=1):
-            for zero, arr in base.items():
-                values = arr.copy()
-                for j, d in enumerate(dps):
-                    s = int(v.shard[j])
-                    if s <= 0:
-                        continue
-                    if v.scope == "weights":
-                        values[j] += secondary_weight_bytes(dense_params + expert_params, s * key.cp)
-                        continue
-                    replicas = d // s
-                    edp = max(1, key.tp * d * key.cp // (key.ep * key.etp))
-                    dense_b = state_bytes_per_param(zero, s * key.cp, grad_bytes, fp8, self.w.fp8_param_gather)
-                    expert_b = state_bytes_per_param(
-                        zero, max(1, edp // replicas), grad_bytes, fp8, self.w.fp8_param_gather
-                    )
-                    values[j] = dense_params * sum(dense_b) + expert_params * sum(expert_b)
-                out[(vi, zero)] = values
+        out = {}
+        for zero, arr in base.items():
+            values = arr.copy()
+            for j in np.nonzero(v.shard > 0)[0]:
+                d, s = dps[j], int(v.shard[j])
+                if v.scope == "weights":
+                    values[j] += secondary_weight_bytes(dense_params + expert_params, s * key.cp)
+                    continue
+                edp = max(1, key.tp * d * key.cp // (key.ep * key.etp))
+                dense_b = state_bytes_per_param(zero, s * key.cp, grad_bytes, fp8, fp8_params)
+                expert_b = state_bytes_per_param(zero, max(1, edp // (d // s)), grad_bytes, fp8, fp8_params)
+                values[j] = dense_params * sum(dense_b) + expert_params * sum(expert_b)
+            out[zero] = values
         return out
 
     def _admits(self, pp: int, vp: int) -> bool:
