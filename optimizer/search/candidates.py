@@ -137,6 +137,13 @@ class ShardVariant:
     shard: np.ndarray
     """Per dp value: the shard group (dp replicas), 0 for the whole data-parallel group, -1 where not available."""
     scope: ShardScope
+    mask: np.ndarray | None
+    """Per dp value, whether the variant is available; None when it is at every one."""
+
+    @classmethod
+    def of(cls, shard: np.ndarray, scope: ShardScope) -> ShardVariant:
+        available: np.ndarray = shard >= 0
+        return cls(shard, scope, None if available.all() else available)
 
 
 @dataclass(frozen=True, slots=True)
@@ -555,23 +562,31 @@ class TrainingSpace:
                     if sched == "interleaved-1f1b":  # Megatron: m a multiple of pp
                         ok_s = fits_budget & ((t.m_arr[None, :] % pv[:, None]) == 0)
                     lb = pipeline_lower_bound(sched, M, vp, t_max, t_sum)
+                    tail = t.tail[1 if multi else 0][None, :]
                     inflight = _least_inflight(sched, P, M, vp, self.model.num_layers, self.fw.virtual_stage_layout)
+                    whole = t.variants[0]
                     for zero in zeros:
                         if not self.space.allows("zero", zero):
                             continue
-                        for vi, variant in enumerate(t.variants):
-                            if vi and not self._searches_shard(zero, variant.scope, multi or key.tp > 1 or key.ep > 1):
-                                continue
-                            states = (t.states, [lt[2] for lt in t.layer_types]) if not vi else t.shard_states(vi)
-                            ok_v = ok_s & (variant.shard >= 0)[None, :]
+                        ok = ok_s & self._may_fit(t, zero, sched, multi, pv, inflight) if prune_memory else ok_s
+                        if whole.mask is not None:  # a shard_group pin excludes the whole group at some dp
+                            ok = ok & whole.mask[None, :]
+                        cols.add(ok, pv, vp, t.dp_arr, sched, zero, lb + tail if zero < 3 else lb, gpus, whole)
+                        for vi in self._shard_indices(t, key, zero, multi):
+                            variant = t.variants[vi]
+                            ok = ok_s & variant.mask[None, :] if variant.mask is not None else ok_s
                             if prune_memory:
-                                ok_v = ok_v & self._may_fit(t, zero, sched, multi, pv, inflight, *states)
-                            lb_v = lb
-                            if zero < 3:
-                                tails = t.tail if not vi else t.shard_tail(vi)
-                                lb_v = lb + tails[1 if multi else 0][None, :]
-                            cols.add(ok_v, pv, vp, t.dp_arr, sched, zero, lb_v, gpus, variant)
+                                ok = ok & self._may_fit(t, zero, sched, multi, pv, inflight, *t.shard_states(vi))
+                            lb_v = lb + t.shard_tail(vi)[1 if multi else 0][None, :] if zero < 3 else lb
+                            cols.add(ok, pv, vp, t.dp_arr, sched, zero, lb_v, gpus, variant)
         return cols.batch(key)
+
+    def _shard_indices(self, t: KeyTerms, key: LayerKey, zero: int, multi: bool) -> list[int]:
+        """The shard variants of `t` (beyond the whole group) searched at ZeRO stage `zero` (_searches_shard)."""
+        if len(t.variants) == 1:
+            return []
+        mp = multi or key.tp > 1 or key.ep > 1
+        return [vi for vi in range(1, len(t.variants)) if self._searches_shard(zero, t.variants[vi].scope, mp)]
 
     def _key_terms(self, key: LayerKey) -> KeyTerms | None:
         """The terms every candidate of `key` shares (None when no dp value is left)."""
@@ -704,7 +719,7 @@ class TrainingSpace:
         and pipeline depth is checked per candidate (capabilities.runs_shard_group)."""
         sp = self.space
         whole = np.array([0 if sp.allows("shard_group", d) and sp.allows("shard_scope", "states") else -1 for d in dps])
-        out = [ShardVariant(whole, "states")]
+        out = [ShardVariant.of(whole, "states")]
         scopes = [sc for sc in SHARD_SCOPES if sp.allows("shard_scope", sc) and self._shard_stages(key, sc)]
         if not scopes:
             return out
@@ -724,7 +739,7 @@ class TrainingSpace:
         for group in groups:
             arr = np.array(group)
             if (arr > 0).any():
-                out += [ShardVariant(arr, sc) for sc in scopes]
+                out += [ShardVariant.of(arr, sc) for sc in scopes]
         return out
 
     def _tail_bound(self, key: LayerKey, dps: list[int], dense: float, expert: float) -> np.ndarray:
@@ -864,17 +879,19 @@ class TrainingSpace:
         multi: bool,
         pv: np.ndarray,
         inflight: np.ndarray,
-        states: dict[int, np.ndarray],
-        layer_states: list[dict[int, np.ndarray]],
+        states: dict[int, np.ndarray] | None = None,
+        layer_states: list[dict[int, np.ndarray]] | None = None,
     ) -> np.ndarray:
         """Per (pp, dp): the mean per-GPU memory over the stages fits the largest usable memory, and with
-        1F1B / ZB-H1 the staggered in-flight bound of each layer type does too (`states` and `layer_states` as the
-        shard variant holds them: t.states and t.layer_types' for the whole data-parallel group)."""
+        1F1B / ZB-H1 the staggered in-flight bound of each layer type does too (`states` and `layer_states` as a
+        shard variant holds them; None: t.states and t.layer_types', the whole data-parallel group's)."""
         usable = max(self.usable.values())
         P = pv[:, None].astype(float)
-        ok: np.ndarray = (states[zero][None, :] + t.logits_bytes + inflight * t.activations) / P <= usable
+        all_states = t.states if states is None else states
+        ok: np.ndarray = (all_states[zero][None, :] + t.logits_bytes + inflight * t.activations) / P <= usable
         if multi and sched in ("1f1b", "zb-h1"):
-            for (n, act, _), per_zero in zip(t.layer_types, layer_states, strict=True):
+            for i, (n, act, own) in enumerate(t.layer_types):
+                per_zero = own if layer_states is None else layer_states[i]
                 ok &= _staggered_memory_bound(n, per_zero[zero], act, pv, t.m_arr) <= usable
         return ok
 
