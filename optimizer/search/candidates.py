@@ -290,6 +290,8 @@ class TrainingSpace:
         self.n_dense = model.num_layers - self.n_moe
         self._probes: dict[LayerKey, tuple[CostContext, dict[str, float]]] = {}
         self._sync_memo: dict[tuple[tuple[net.Level, ...], float, float], float] = {}  # _tail_bound collectives
+        self._shard_tail_memo: dict[tuple[int, int, int, int, int, int, float, float], float] = {}
+        self._shard_states_memo: dict[tuple[object, ...], dict[int, np.ndarray]] = {}
         self.dense_memo: dict[tuple[object, ...], LayerCost] = {}
         self.pool_facts = PoolFacts()  # the cluster's per-pool GPU, tiers and reserve, shared by every context
         self._stage_caches: dict[tuple[object, ...], dict[tuple[bool, bool, int, int, str, str | None], StageCost]] = {}
@@ -718,7 +720,12 @@ class TrainingSpace:
         expert data-parallel group (validation.check_shard_group). Whether the framework runs it at a ZeRO stage
         and pipeline depth is checked per candidate (capabilities.runs_shard_group)."""
         sp = self.space
-        whole = np.array([0 if sp.allows("shard_group", d) and sp.allows("shard_scope", "states") else -1 for d in dps])
+        if "shard_group" in sp.pins or "shard_scope" in sp.pins:
+            whole = np.array(
+                [0 if sp.allows("shard_group", d) and sp.allows("shard_scope", "states") else -1 for d in dps]
+            )
+        else:
+            whole = np.zeros(len(dps), dtype=np.int64)
         out = [ShardVariant.of(whole, "states")]
         scopes = [sc for sc in SHARD_SCOPES if sp.allows("shard_scope", sc) and self._shard_stages(key, sc)]
         if not scopes:
@@ -732,8 +739,13 @@ class TrainingSpace:
             edp = key.tp * d * key.cp // (key.ep * key.etp)
             return self.model.moe is None or edp % (d // s) == 0
 
+        def node_group(d: int) -> int:  # the largest group of at most `unit` replicas, where dp leaves the domain
+            if d <= unit:
+                return -1
+            return next((s for s in range(unit, 1, -1) if fits(d, s)), -1)
+
         if pinned is None:
-            groups = [[max((s for s in _divisors(d) if 2 <= s <= unit < d and fits(d, s)), default=-1) for d in dps]]
+            groups = [[node_group(d) for d in dps]]
         else:
             groups = [[int(v) if fits(d, int(v)) else -1 for d in dps] for v in sorted(set(pinned))]
         for group in groups:
@@ -791,23 +803,27 @@ class TrainingSpace:
             s = int(shard[j])
             if s <= 0:
                 continue
-            # validated already (_shard_variants: s divides d, below it); construct without re-validating
-            cfg = ParallelConfig.model_construct(
-                tp=key.tp, cp=key.cp, ep=key.ep, etp=key.etp, dp=d, zero_stage=1, shard_group=s
-            )
-            best = math.inf
-            for p in self.pools:
-                groups = sharded_groups(cfg, ctx.tiers(p), dense, expert, 2, False, False)
-                t = 0.0
-                for levels, replicas, ranks, params in (
-                    (groups.dense_levels, groups.dense_replica_levels, groups.dense_ranks, dense),
-                    (groups.expert_levels, groups.expert_replica_levels, groups.expert_ranks, expert),
-                ):
-                    if params > 0:
-                        t += net.all_gather(levels, params * g) + net.all_gather(levels, params * width)
-                        t += net.all_reduce(replicas, params * g / ranks)
-                best = min(best, t)
-            out[j] = OVERLAP_COMPUTE_SLOWDOWN * best
+            memo = (key.tp, key.cp, key.ep, key.etp, d, s, dense, expert)
+            hit = self._shard_tail_memo.get(memo)  # keys differing in mbs, SP, recompute... share it
+            if hit is None:
+                # validated already (_shard_variants: s divides d, below it); construct without re-validating
+                cfg = ParallelConfig.model_construct(
+                    tp=key.tp, cp=key.cp, ep=key.ep, etp=key.etp, dp=d, zero_stage=1, shard_group=s
+                )
+                hit = math.inf
+                for p in self.pools:
+                    groups = sharded_groups(cfg, ctx.tiers(p), dense, expert, 2, False, False)
+                    t = 0.0
+                    for levels, replicas, ranks, params in (
+                        (groups.dense_levels, groups.dense_replica_levels, groups.dense_ranks, dense),
+                        (groups.expert_levels, groups.expert_replica_levels, groups.expert_ranks, expert),
+                    ):
+                        if params > 0:
+                            t += net.all_gather(levels, params * g) + net.all_gather(levels, params * width)
+                            t += net.all_reduce(replicas, params * g / ranks)
+                    hit = min(hit, t)
+                self._shard_tail_memo[memo] = hit
+            out[j] = OVERLAP_COMPUTE_SLOWDOWN * hit
         return out
 
     def _slot_bound(self, work: dict[str, float], gps: np.ndarray, p_max: int) -> np.ndarray:
@@ -940,6 +956,10 @@ class TrainingSpace:
         """_state_memory's bytes per ZeRO stage and dp as shard variant `v` holds them: a shard group of scope
         'states' shards them over shard_group x cp ranks (experts over expert dp / replicas); scope 'weights' adds
         hpZ's secondary bf16 partition, 2 B per parameter over shard_group x cp [formulas C9, C10]."""
+        memo = (tag, key.tp, key.cp, key.ep, key.etp, key.mbs, v.scope, v.shard.tobytes())
+        hit = self._shard_states_memo.get(memo)  # as _state_memory's cache: the knobs that decide the dp values
+        if hit is not None:
+            return hit
         base = self._state_memory(key, tag, dense_params, expert_params, dps)
         fp8, fp8_params = self.w.precision == "fp8", self.w.fp8_param_gather
         grad_bytes = 4 if self.w.grad_dtype == "fp32" else 2
@@ -956,6 +976,7 @@ class TrainingSpace:
                 expert_b = state_bytes_per_param(zero, max(1, edp // (d // s)), grad_bytes, fp8, fp8_params)
                 values[j] = dense_params * sum(dense_b) + expert_params * sum(expert_b)
             out[zero] = values
+        self._shard_states_memo[memo] = out
         return out
 
     def _admits(self, pp: int, vp: int) -> bool:
