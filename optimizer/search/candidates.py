@@ -22,7 +22,7 @@ from optimizer.costmodel.constants import BF16_BYTES, FP8_BYTES, OVERLAP_COMPUTE
 from optimizer.costmodel.framework_runtime import runtime
 from optimizer.costmodel.memory import activation_bytes_per_layer, state_bytes_per_param, training_reserve_bytes
 from optimizer.costmodel.stage import CostContext, LayerCost, PoolFacts, StageCost, stage_cost
-from optimizer.costmodel.terms.data_parallel import secondary_weight_bytes, sharded_groups
+from optimizer.costmodel.terms.data_parallel import secondary_weight_bytes, shard_levels
 from optimizer.frameworks.capabilities import (
     Framework,
     expert_tp_values,
@@ -292,6 +292,8 @@ class TrainingSpace:
         self._sync_memo: dict[tuple[tuple[net.Level, ...], float, float], float] = {}  # _tail_bound collectives
         self._shard_tail_memo: dict[tuple[int, int, int, int, int, int, float, float], float] = {}
         self._shard_states_memo: dict[tuple[object, ...], dict[int, np.ndarray]] = {}
+        self._searched: dict[tuple[int, str, bool], bool] = {}  # _searches_shard
+        self._searched_stages: dict[tuple[str, bool], bool] = {}  # _shard_stages
         self.dense_memo: dict[tuple[object, ...], LayerCost] = {}
         self.pool_facts = PoolFacts()  # the cluster's per-pool GPU, tiers and reserve, shared by every context
         self._stage_caches: dict[tuple[object, ...], dict[tuple[bool, bool, int, int, str, str | None], StageCost]] = {}
@@ -693,21 +695,27 @@ class TrainingSpace:
         when a shard_group or shard_scope pin asks. ZeRO-3 (gathers every micro-batch) and ZeRO-2 whose replicas
         reduce once per step (Megatron-FSDP) keep it. Searching it at ZeRO-1 too made Mixtral 8x7B on 64 H100
         (benchmarks/solver.py 5a) solve 50% slower for the same plan."""
-        if not runs_shard_group(self.fw, zero, scope, model_parallel):
-            return False
-        if self.space.pins.get("shard_group") is not None or self.space.pins.get("shard_scope") is not None:
-            return True
-        return zero == 3 or (zero == 2 and not self.rt.replica_reduce_every_microbatch)
+        hit = self._searched.get((zero, scope, model_parallel))
+        if hit is None:
+            pinned = "shard_group" in self.space.pins or "shard_scope" in self.space.pins
+            hit = runs_shard_group(self.fw, zero, scope, model_parallel) and (
+                pinned or zero == 3 or (zero == 2 and not self.rt.replica_reduce_every_microbatch)
+            )
+            self._searched[(zero, scope, model_parallel)] = hit
+        return hit
 
     def _shard_stages(self, key: LayerKey, scope: str) -> bool:
         """Whether some ZeRO stage the space allows searches a shard group of `scope` for `key`, on one pipeline
         stage or several (_searches_shard)."""
         mp = key.tp > 1 or key.ep > 1
-        return any(
-            self.space.allows("zero", zero) and self._searches_shard(zero, scope, mp or multi)
-            for multi, zeros in ((False, self.fw.zero_stages), (True, self.fw.zero_stages_with_pp))
-            for zero in zeros
-        )
+        hit = self._searched_stages.get((scope, mp))
+        if hit is None:
+            hit = self._searched_stages[(scope, mp)] = any(
+                self.space.allows("zero", zero) and self._searches_shard(zero, scope, mp or multi)
+                for multi, zeros in ((False, self.fw.zero_stages), (True, self.fw.zero_stages_with_pp))
+                for zero in zeros
+            )
+        return hit
 
     def _shard_variants(self, key: LayerKey, dps: list[int]) -> list[ShardVariant]:
         """The shard groups searched for each dp value: first the whole data-parallel group (today's ZeRO), then
@@ -806,17 +814,15 @@ class TrainingSpace:
             memo = (key.tp, key.cp, key.ep, key.etp, d, s, dense, expert)
             hit = self._shard_tail_memo.get(memo)  # keys differing in mbs, SP, recompute... share it
             if hit is None:
-                # validated already (_shard_variants: s divides d, below it); construct without re-validating
-                cfg = ParallelConfig.model_construct(
-                    tp=key.tp, cp=key.cp, ep=key.ep, etp=key.etp, dp=d, zero_stage=1, shard_group=s
-                )
+                replicas_n, ets = d // s, key.etp * key.ep
+                dense_ranks, expert_ranks = s * key.cp, max(1, key.tp * d * key.cp // (key.ep * key.etp) // replicas_n)
                 hit = math.inf
                 for p in self.pools:
-                    groups = sharded_groups(cfg, ctx.tiers(p), dense, expert, 2, False, False)
+                    lv = shard_levels(ctx.tiers(p), key.tp, dense_ranks, ets, expert_ranks, replicas_n, None)
                     t = 0.0
                     for levels, replicas, ranks, params in (
-                        (groups.dense_levels, groups.dense_replica_levels, groups.dense_ranks, dense),
-                        (groups.expert_levels, groups.expert_replica_levels, groups.expert_ranks, expert),
+                        (lv[0], lv[2], dense_ranks, dense),
+                        (lv[1], lv[3], expert_ranks, expert),
                     ):
                         if params > 0:
                             t += net.all_gather(levels, params * g) + net.all_gather(levels, params * width)

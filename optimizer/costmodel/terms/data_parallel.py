@@ -268,7 +268,7 @@ def sharded_groups(
     (network.group_levels) [formulas C9]. hpZ's secondary partition is shard_group x cp ranks, tp apart; the experts
     keep gathering over their own group (DeepSpeed runs hpZ with ep = 1 only) [formulas C10]."""
     dense, expert = shard_ranks(c)
-    levels = _levels(tiers, c.tp, dense, c.expert_tp * c.ep, expert, c.state_replicas, c.secondary_shard_ranks)
+    levels = shard_levels(tiers, c.tp, dense, c.expert_tp * c.ep, expert, c.state_replicas, c.secondary_shard_ranks)
     return DataParallelGroups(
         dense_levels=levels[0],
         expert_levels=levels[1],
@@ -289,11 +289,12 @@ Levels = tuple[net.Level, ...]
 
 
 @lru_cache(maxsize=4096)
-def _levels(
+def shard_levels(
     tiers: tuple[net.Tier, ...], tp: int, dense: int, ets: int, expert: int, replicas: int, secondary: int | None
 ) -> tuple[Levels, Levels, Levels, Levels, Levels | None]:
-    """sharded_groups' levels: (dense, expert, dense replicas, expert replicas, dense secondary), memoised (every
-    stage of a configuration asks)."""
+    """sharded_groups' levels: (dense, expert, dense replicas, expert replicas, dense secondary) for sharding
+    groups of `dense` ranks tp apart and `expert` ranks ets = etp x ep apart, `replicas` of each, and hpZ's
+    secondary group of `secondary` ranks; memoised (every stage of a configuration asks)."""
     return (
         net.group_levels(tiers, dense, tp),
         net.group_levels(tiers, expert, ets),
