@@ -136,6 +136,23 @@ class ParallelOptions:
     schedule: Annotated[str | None, typer.Option(help="gpipe, 1f1b, interleaved-1f1b, zb-h1.")] = None
     sequence_parallel: Annotated[bool, typer.Option("--sp", help="Sequence parallelism.")] = False
     zero_stage: Annotated[int, typer.Option("--zero", help="ZeRO stage 0-3 (1 = distributed optimizer).")] = 0
+    shard_group: Annotated[
+        int | None,
+        typer.Option(
+            "--shard-group",
+            help="Training with --zero >= 1: data-parallel replicas (a divisor of --dp) per sharding group, the states "
+            "replicated across groups (torchtitan HSDP, DeepSpeed MiCS, Megatron --num-distributed-optimizer-instances "
+            "dp/N); unset: all of dp.",
+        ),
+    ] = None
+    shard_scope: Annotated[
+        str,
+        typer.Option(
+            "--shard-scope",
+            help="What --shard-group partitions: states, or weights (DeepSpeed ZeRO++ hpZ: a secondary weight "
+            "partition for the backward's gathers, --zero 3).",
+        ),
+    ] = "states"
     recompute: Annotated[str, typer.Option(help="none, selective or full.")] = "none"
     recompute_modules: Annotated[
         str | None,

@@ -253,6 +253,8 @@ CONFIG_ROWS = [
     ("schedule", "schedule"),
     ("sequence parallel", "sequence_parallel"),
     ("ZeRO stage", "zero_stage"),
+    ("ZeRO shard group, dp replicas (None: all dp)", "shard_group"),
+    ("shard group holds", "shard_scope"),
     ("recompute", "recompute"),
     ("layers with activations offloaded to host", "offload_layers"),
     ("layers per stage", "layers_per_stage"),

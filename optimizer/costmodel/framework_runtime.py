@@ -40,6 +40,9 @@ class FrameworkRuntime:
     """Pipeline sends split over the TP ranks (1/tp each, re-gathered over NVLink) [N21 §4.1]."""
     grad_reduce_after_pipeline: bool
     """With pp > 1 the gradient reduction runs after the last micro-batch, not under the backward."""
+    replica_reduce_every_microbatch: bool
+    """With a shard group (ParallelConfig.shard_group) under ZeRO-2/3, the replicas all-reduce their gradient shards
+    after every micro-batch's backward; otherwise only after the last one [formulas C9]."""
     bf16_optimizer_under_pp: bool
     """bf16 with ZeRO stage 0 under PP runs a separate optimizer wrapper (DeepSpeed BF16_Optimizer): its own
     ZeRO-1 (fp32 master and Adam sharded over DP) with a full fp32 gradient buffer that each micro-batch's bf16
@@ -69,6 +72,10 @@ MEGATRON = FrameworkRuntime(
     zero3_node_aggregation=True,
     pp_scatter_gather=True,
     grad_reduce_after_pipeline=False,
+    # Megatron-FSDP all-reduces over the outer (replica) group only on the last micro-batch (megatron_fsdp.py
+    # outer_fsdp_group_grad_reduce = use_hybrid_fsdp and is_last_microbatch); the distributed optimizer reduces
+    # once per step anyway.
+    replica_reduce_every_microbatch=False,
     bf16_optimizer_under_pp=False,
     fp8_output_layer=False,
     selective_recompute="modules",
@@ -91,6 +98,9 @@ DEEPSPEED = FrameworkRuntime(
     zero3_node_aggregation=False,
     pp_scatter_gather=False,
     grad_reduce_after_pipeline=True,
+    # MiCS all-reduces over the replicate group at the accumulation boundary only (runtime/zero/mics.py
+    # allreduce_mics_shard_grads: `if not self.is_gradient_accumulation_boundary(): return`).
+    replica_reduce_every_microbatch=False,
     bf16_optimizer_under_pp=True,
     fp8_output_layer=False,
     selective_recompute="modules",
@@ -108,6 +118,10 @@ TORCHTITAN = FrameworkRuntime(
     zero3_node_aggregation=True,
     pp_scatter_gather=True,
     grad_reduce_after_pipeline=False,
+    # FSDP2 foreach_reduce all-reduces the reduce-scatter output over the replicate group after every backward
+    # unless set_requires_all_reduce(False), which torchtitan's trainer never calls (PyTorch
+    # torch/distributed/fsdp/_fully_shard/_fsdp_collectives.py; torchtitan b5bcd76).
+    replica_reduce_every_microbatch=True,
     bf16_optimizer_under_pp=False,
     fp8_output_layer=True,
     selective_recompute="every_other_matmul",

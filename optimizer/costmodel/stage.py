@@ -4,7 +4,7 @@ pipeline sends, the data-parallel / ZeRO sync and the optimizer step, and the me
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from optimizer.costmodel import network as net
 from optimizer.costmodel.compute import (
@@ -34,11 +34,13 @@ from optimizer.costmodel.memory import (
 from optimizer.costmodel.placed_fabric import PlacedFabric, StageFabric
 from optimizer.costmodel.terms.context_parallel import cp_exposed
 from optimizer.costmodel.terms.data_parallel import (
-    DataParallelGroups,
     Zero3Schedule,
     bf16_optimizer_accumulate_time,
     dp_exposed,
     optimizer_step_time,
+    secondary_weight_bytes,
+    shard_ranks,
+    sharded_groups,
     zero3_exposed,
     zero3_transient_bytes,
 )
@@ -217,6 +219,8 @@ class CostContext:
             c.ep_comm_overlap,
             c.ep_dispatch,
             c.zero_stage,
+            c.shard_group,
+            c.shard_scope,
             c.overlap_grad_reduce,
             c.recompute,
             c.recompute_modules,
@@ -669,16 +673,23 @@ def _dp_sync_time(
     if not (dpc > 1 or edp > 1):
         return 0.0, 0.0
     tiers = ctx.tiers(pool)
-    groups = DataParallelGroups(
-        dense_levels=placed.dp if placed.dp is not None else net.group_levels(tiers, dpc, c.tp),
-        expert_levels=placed.edp if placed.edp is not None else net.group_levels(tiers, edp, c.expert_tp * c.ep),
-        dense_ranks=dpc,
-        expert_ranks=edp,
-        dense_params=dense_total,
-        expert_params=expert_p,
-        grad_bytes=ctx.grad_bytes,
-        fp8_params=ctx.w.fp8_param_gather,
+    groups = sharded_groups(
+        c,
+        tiers,
+        dense_total,
+        expert_p,
+        ctx.grad_bytes,
+        ctx.w.fp8_param_gather,
+        ctx.rt.replica_reduce_every_microbatch,
     )
+    if c.shard_group is None and (placed.dp is not None or placed.edp is not None):
+        # The placement's own spans where it is worse than the tiers assume (whole-group sharding only: a shard
+        # group's levels are its own)
+        groups = replace(
+            groups,
+            dense_levels=placed.dp if placed.dp is not None else groups.dense_levels,
+            expert_levels=placed.edp if placed.edp is not None else groups.expert_levels,
+        )
     after_pipeline = c.pp > 1 and ctx.rt.grad_reduce_after_pipeline  # reduced after the last micro-batch
     if c.zero_stage == 3 and not ctx.bf16_optimizer and not after_pipeline:
         # ZeRO-3 / FSDP: gather params forward and backward, reduce-scatter grads, each micro-batch [Z20 §7]
@@ -688,7 +699,13 @@ def _dp_sync_time(
             node_aggregation=rt.zero3_node_aggregation,
             overlap=rt.zero3_overlap,
         )
-        return 0.0, ctx.m * zero3_exposed(groups, schedule, layers, fwd, bwd)
+        if not groups.replicated:
+            return 0.0, ctx.m * zero3_exposed(groups, schedule, layers, fwd, bwd)
+        # Replicas of a shard group all-reduce their gradient shards after every micro-batch (FSDP2) or after the
+        # last (MiCS, Megatron-FSDP) [formulas C9]
+        last = zero3_exposed(groups, schedule, layers, fwd, bwd, replica_reduce_now=True)
+        each = last if groups.replica_every_microbatch else zero3_exposed(groups, schedule, layers, fwd, bwd)
+        return 0.0, (ctx.m - 1) * each + last
     chunks = max(1.0, layers / c.vp if c.pp > 1 else layers)
     dp_t = dp_exposed(
         groups, c.zero_stage, c.overlap_grad_reduce, ctx.bf16_optimizer, after_pipeline, chunks, fwd, bwd, ctx.m
@@ -742,8 +759,9 @@ def _stage_cost(
         t_acc = bf16_optimizer_accumulate_time(gpu, dense_p + expert_p + emb_p)
         parts["backward"] += t_acc
         bwd += t_acc
-    dpc = c.dp * c.cp
-    edp = c.expert_dp  # experts' gradients and optimizer states are sharded over the expert data-parallel group
+    # The states are sharded over dp x cp, the experts' over the expert data-parallel group; with a shard group over
+    # 1/replicas of each [formulas C9]
+    dpc, edp = shard_ranks(c)
     # DeepSpeed's BF16_Optimizer keeps its states as ZeRO-1 does, with bf16 grads + the full fp32 accumulation
     # buffer (2 + 4 B) [frameworks: bf16_optimizer].
     state_zero, state_grad = (1, 2 + 4) if ctx.bf16_optimizer else (c.zero_stage, ctx.grad_bytes)
@@ -784,7 +802,7 @@ def _stage_cost(
         dp=dp_t,
         zero=zero_t,
         opt=opt_t,
-        weights=dense_p * wb + expert_p * ewb,
+        weights=dense_p * wb + expert_p * ewb + secondary_weight_bytes(dense_total + expert_p, c.secondary_shard_ranks),
         grads=dense_p * gb + expert_p * egb,
         optim=dense_p * ob + expert_p * eob,
         emb=emb_p * (wb + gb + ob),

@@ -266,6 +266,8 @@ def _megatron(model: ModelSpec, w: TrainingWorkload, c: ParallelConfig, layers: 
         notes.append(
             f"Megatron-LM shards optimizer states only (ZeRO-1); ZeRO-{c.zero_stage} needs Megatron FSDP or DeepSpeed"
         )
+    if c.state_replicas > 1:  # the distributed optimizer (or Megatron-FSDP) shards within each instance
+        pairs.append(("--num-distributed-optimizer-instances", c.state_replicas))
     if c.overlap_grad_reduce and c.dp * c.cp > 1:
         pairs.append(("--overlap-grad-reduce", None))
     if c.recompute == "full":
@@ -313,11 +315,23 @@ def _deepspeed(w: TrainingWorkload, c: ParallelConfig, layers: list[int]) -> Exp
         "fp16": {"enabled": w.precision == "fp16"},
         "gradient_clipping": 1.0,
     }
+    notes = []
+    if c.shard_group is not None:  # MiCS (states) or ZeRO++ hpZ (weights), over world ranks (tp = pp = 1)
+        zero = cfg["zero_optimization"]
+        assert isinstance(zero, dict)
+        if c.shard_scope == "weights":
+            zero["zero_hpz_partition_size"] = c.shard_group
+        else:
+            zero["mics_shard_size"] = c.shard_group
+            notes.append(
+                "MiCS is built with deepspeed.zero.MiCS_Init (not zero.Init) in the model code; when a shard group "
+                "spans nodes, zero_optimization.mics_hierarchical_params_gather (inter- then intra-node gathers) may "
+                "help, but is not what was priced"
+            )
     if c.tp > 1:
         cfg["tensor_parallel"] = {"autotp_size": c.tp}
     if c.recompute != "none":
         cfg["activation_checkpointing"] = {"partition_activations": c.tp > 1, "contiguous_memory_optimization": True}
-    notes = []
     if c.pp > 1:
         notes.append(
             f"pipeline stages are set in code: PipelineModule(layers, num_stages={c.pp}, "
@@ -363,10 +377,15 @@ def _toml(value: object) -> str:
 
 
 def _torchtitan(w: TrainingWorkload, c: ParallelConfig, layers: list[int]) -> Export:
+    # HSDP with a shard group: FSDP2 over data_parallel_shard_degree ranks, replicated data_parallel_replicate_degree
+    # times (torchtitan/config/configs.py ParallelismConfig); without one, FSDP (ZeRO-3) or DDP.
+    hsdp = c.shard_group is not None
+    replicate = c.state_replicas if hsdp else (c.dp if c.zero_stage < 3 else 1)
+    shard = c.shard_group if c.shard_group is not None else (c.dp if c.zero_stage == 3 else 1)
     sections: dict[str, dict[str, object]] = {
         "parallelism": {
-            "data_parallel_replicate_degree": c.dp if c.zero_stage < 3 else 1,
-            "data_parallel_shard_degree": c.dp if c.zero_stage == 3 else 1,
+            "data_parallel_replicate_degree": replicate,
+            "data_parallel_shard_degree": shard,
             "tensor_parallel_degree": c.tp,
             "pipeline_parallel_degree": c.pp,
             "context_parallel_degree": c.cp,
@@ -407,7 +426,9 @@ def _torchtitan(w: TrainingWorkload, c: ParallelConfig, layers: list[int]) -> Ex
             par["module_fqns_per_model_part"] = parts
         if c.schedule == "zb-h1":
             notes.append("torchtitan's closest zero-bubble schedule is InterleavedZeroBubble")
-    if c.zero_stage in (1, 2):
+    if hsdp and c.zero_stage == 2:  # FSDP2 keeps the gathered weights until the backward: ZeRO-2
+        sections["parallelism"]["fsdp_reshard_after_forward"] = "never"
+    if c.zero_stage in (1, 2) and not hsdp:
         notes.append(
             f"torchtitan shards with FSDP2 (ZeRO-3) or replicates (DDP); ZeRO-{c.zero_stage} maps to replication here"
         )

@@ -8,7 +8,10 @@ Vocabulary. `zero_stage` is the planner's name for how data-parallel ranks shard
 0 replicated (DDP), 1 optimizer state sharded (Megatron's distributed optimizer, DeepSpeed ZeRO-1, and FSDP under
 pipeline parallelism, which gathers once per step and keeps the stage's parameters and gradients whole until the
 last micro-batch), 2 gradients too (DeepSpeed ZeRO-2, FSDP `reshard_after_forward=False`), 3 parameters too
-(DeepSpeed ZeRO-3, FSDP full shard, Megatron-FSDP `optim_grads_params`).
+(DeepSpeed ZeRO-3, FSDP full shard, Megatron-FSDP `optim_grads_params`). `shard_group` (ParallelConfig) shards
+those states over fewer ranks than the data-parallel group, replicated across the groups (HSDP, MiCS, Megatron
+distributed-optimizer instances), or, with shard_scope 'weights', adds DeepSpeed ZeRO++'s secondary weight
+partition (hpZ).
 """
 
 from __future__ import annotations
@@ -64,6 +67,15 @@ class Framework:
     attention core only."""
     overlap_grad_reduce: bool
     """Gradient reduction overlapped with the backward pass."""
+    shard_group_stages: tuple[int, ...]
+    """ZeRO stages at which the states may be sharded within groups smaller than the data-parallel group and
+    replicated across them (ParallelConfig.shard_group, scope 'states')."""
+    shard_group_weights: bool
+    """A secondary partition of the weights within a smaller group (ParallelConfig.shard_scope 'weights', ZeRO++
+    hpZ), at ZeRO-3."""
+    shard_group_model_parallel: bool
+    """Whether a shard group combines with tensor, pipeline or expert parallelism (DeepSpeed builds its MiCS and
+    hpZ groups from consecutive world ranks, so only pure data parallelism keeps them data-parallel)."""
     mtp: bool
     """Trains multi-token prediction modules (ModelSpec.mtp_layers)."""
     activation_offload: bool
@@ -102,6 +114,9 @@ MEGATRON = Framework(
     recomputes=("none", "selective", "full"),
     recompute_modules=True,
     overlap_grad_reduce=True,
+    shard_group_stages=(1, 2, 3),
+    shard_group_weights=False,
+    shard_group_model_parallel=True,
     mtp=True,
     activation_offload=True,
     fp8_param_gather=True,
@@ -209,6 +224,16 @@ MEGATRON = Framework(
             "(TransformerConfig.recompute_modules, Megatron-LM d98e8a6)",
         ),
         ("overlap_grad_reduce", "--overlap-grad-reduce, --overlap-param-gather (DistributedDataParallelConfig)"),
+        (
+            "shard_group",
+            "--num-distributed-optimizer-instances = dp / shard_group (arguments.py; parallel_state.py: "
+            "intra-partial data-parallel groups of dp x cp / instances consecutive dp-cp ranks, experts' "
+            "expert-dp / instances; param_and_grad_buffer.py start_grad_sync: reduce-scatter within the instance, "
+            "then all-reduce of the shard across instances, param all-gather within it). The same flag makes "
+            "Megatron-FSDP hybrid-sharded (mcore_fsdp_adapter.py enable_hsdp, --outer-dp-sharding-strategy "
+            "no_shard: the outer all-reduce only on the last micro-batch, megatron_fsdp.py)",
+        ),
+        ("shard_scope", "no secondary weight partition (ZeRO++ hpZ) in Megatron"),
         ("pp", "scatter/gather of p2p tensors over TP ranks [N21 §4.1]; grads reduced under the last backward"),
         (
             "zero3",
@@ -238,6 +263,9 @@ DEEPSPEED = Framework(
     recomputes=("none", "selective", "full"),
     recompute_modules=False,
     overlap_grad_reduce=True,
+    shard_group_stages=(3,),
+    shard_group_weights=True,
+    shard_group_model_parallel=False,
     mtp=False,
     activation_offload=False,
     fp8_param_gather=False,
@@ -296,6 +324,21 @@ DEEPSPEED = Framework(
         ("recompute_modules", "Megatron-DeepSpeed's selective recompute is the attention core only"),
         ("overlap_grad_reduce", "zero_optimization.overlap_comm (default true for stage 3, runtime/zero/config.py)"),
         (
+            "shard_group",
+            "MiCS at ZeRO-3: zero_optimization.mics_shard_size (runtime/zero/config.py; engine.py "
+            "_configure_zero_optimizer -> MiCS_Optimizer): every state sharded within consecutive world ranks "
+            "(mics_utils.py _generate_mics_config(world_size, ..., pp_size=1)), gradients reduce-scattered there "
+            "and all-reduced across the replicate groups at the accumulation boundary (mics.py "
+            "allreduce_mics_shard_grads); the groups are world ranks, so tp = pp = ep = 1",
+        ),
+        (
+            "shard_scope",
+            "ZeRO++ hpZ at ZeRO-3: zero_optimization.zero_hpz_partition_size (runtime/zero/config.py; "
+            "partition_parameters.py _partition_param_sec: a secondary bf16 partition of tensor / hpz after the "
+            "forward; backward all-gathers over the intra group; utils/groups.py _create_zero_param_parallel_group: "
+            "consecutive world ranks, so tp = pp = ep = 1)",
+        ),
+        (
             "pp",
             "runtime/pipe/p2p.py send (isend, or broadcast in a 2-rank group) after each forward and backward, "
             "not overlapped; runtime/pipe/schedule.py TrainSchedule: ReduceGrads, OptimizerStep after the last "
@@ -334,6 +377,9 @@ TORCHTITAN = Framework(
     recomputes=("none", "selective", "full"),
     recompute_modules=False,
     overlap_grad_reduce=True,
+    shard_group_stages=(1, 2, 3),
+    shard_group_weights=False,
+    shard_group_model_parallel=True,
     mtp=False,
     activation_offload=False,
     fp8_param_gather=False,
@@ -426,6 +472,15 @@ TORCHTITAN = Framework(
             "output, attention, reduce-scatter and all-to-all results; recompute the rest (costmodel/op_sac.py)",
         ),
         ("overlap_grad_reduce", "FSDP2 reduce-scatter on its own stream"),
+        (
+            "shard_group",
+            "HSDP: parallelism.data_parallel_shard_degree = shard_group, data_parallel_replicate_degree = dp / "
+            "shard_group (torchtitan/config/configs.py, distributed/parallel_dims.py: mesh [pp, dp_replicate, "
+            "dp_shard, cp, tp]; experts efsdp = dp_shard x cp x tp / ep); FSDP2 all-gathers and reduce-scatters "
+            "over the shard mesh dimension and all-reduces the reduce-scatter output over the replicate one after "
+            "every backward (PyTorch torch/distributed/fsdp/_fully_shard/_fsdp_collectives.py foreach_reduce)",
+        ),
+        ("shard_scope", "no secondary weight partition (ZeRO++ hpZ) in FSDP2"),
         ("zero3", "fully_shard per transformer block, the next block's all-gather prefetched"),
         ("pp", "with sequence parallelism a stage's output is sharded over the TP ranks, each sends its shard"),
     ),
@@ -472,11 +527,42 @@ def unsupported_knob(fw: Framework, c: ParallelConfig) -> tuple[str, str] | None
             "zero",
             f"zero={c.zero_stage}" + (f" with pp={c.pp}" if c.pp > 1 else ""),
         ),
+        *_shard_group_checks(fw, c),
     )
     for bad, knob, text in checks:
         if bad:
             return knob, text
     return None
+
+
+def _shard_group_checks(fw: Framework, c: ParallelConfig) -> tuple[tuple[bool, str, str], ...]:
+    """unsupported_knob's rows for a shard group: the scope, the ZeRO stage, the model-parallel degrees."""
+    if c.shard_group is None:
+        return ()
+    text = f"shard_group={c.shard_group}"
+    weights = c.shard_scope == "weights"
+    return (
+        (weights and not fw.shard_group_weights, "shard_scope", "shard_scope=weights"),
+        (
+            not weights and c.zero_stage not in fw.shard_group_stages,
+            "shard_group",
+            f"{text} with zero={c.zero_stage}",
+        ),
+        (
+            not fw.shard_group_model_parallel and max(c.tp, c.pp, c.ep) > 1,
+            "shard_scope" if weights else "shard_group",
+            f"{text} with tp={c.tp}, pp={c.pp}, ep={c.ep}",
+        ),
+    )
+
+
+def runs_shard_group(fw: Framework, zero_stage: int, scope: str, model_parallel: bool) -> bool:
+    """Whether `fw` runs a shard group of `scope` at `zero_stage` (with tp, pp or ep > 1 when `model_parallel`)."""
+    if model_parallel and not fw.shard_group_model_parallel:
+        return False
+    if scope == "weights":
+        return fw.shard_group_weights and zero_stage == 3
+    return zero_stage in fw.shard_group_stages
 
 
 def expert_tp_values(fw: Framework, tp: int, ep: int) -> tuple[int, ...]:
@@ -531,6 +617,8 @@ def allows(fw: Framework, knob: str, value: object) -> bool:
         return fw.recompute_modules
     if knob == "cp_comm":
         return value in fw.cp_comms
+    if knob == "shard_scope":
+        return value == "states" or fw.shard_group_weights
     flags = {"cp": fw.context_parallel, "ep": fw.expert_parallel, "vp": fw.virtual_stages}
     if knob in flags:
         return flags[knob] or value == 1

@@ -180,6 +180,37 @@ def _check_moe(model: ModelSpec, c: ParallelConfig) -> None:
         )
 
 
+def check_shard_group(model: ModelSpec, c: ParallelConfig) -> None:
+    """A sharding group smaller than the data-parallel group (ParallelConfig.shard_group): whole dp replicas,
+    sharding a ZeRO stage's states (scope 'states'), or the ZeRO-3 weights' secondary copy (scope 'weights'); the
+    replicas must also split the experts' data-parallel group [MLM parallel_state.py: 'expert_data_parallel_size
+    % num_distributed_optimizer_instances == 0'; torchtitan parallel_dims.py: ep divides dp_shard x cp x tp]."""
+    s = c.shard_group
+    if s is None:
+        if c.shard_scope != "states":
+            raise DomainError("config.shard_scope", f"shard_scope={c.shard_scope} needs a shard_group")
+        return
+    if c.dp % s:
+        raise DomainError("config.shard_group", f"shard_group={s} must divide dp={c.dp}")
+    if c.zero_stage == 0:
+        raise DomainError(
+            "config.shard_group",
+            f"shard_group={s} shards the ZeRO states: needs zero_stage >= 1 (zero_stage=0 replicates them)",
+        )
+    if c.shard_scope == "weights" and c.zero_stage != 3:
+        raise DomainError(
+            "config.shard_scope",
+            f"shard_scope=weights partitions the ZeRO-3 weights a second time: needs zero_stage 3 (got {c.zero_stage})",
+        )
+    replicas = c.state_replicas
+    if model.moe is not None and c.expert_dp % replicas:
+        raise DomainError(
+            "config.shard_group",
+            f"dp / shard_group = {replicas} state replicas must divide the expert data-parallel group "
+            f"(tp x dp x cp / (ep x etp) = {c.expert_dp})",
+        )
+
+
 def check_serving_experts(c: ParallelConfig) -> None:
     """Serving engines spread whole experts over every GPU of a stage: vLLM's --enable-expert-parallel sets
     EP = TP x DP with the experts unsplit, SGLang's --ep-size = tp [optimizer/exports/launch.py]. So a serving plan
@@ -316,6 +347,7 @@ def validate(
     if training:
         assert isinstance(workload, TrainingWorkload) and fw is not None
         m = _check_training(model, workload, config)
+        check_shard_group(model, config)
         check_config(fw, config)
         check_model(fw, model)
         check_workload(fw, workload)
@@ -325,6 +357,8 @@ def validate(
             raise DomainError("config.cp", "context parallelism is modelled for training only")
         if config.zero_stage:
             raise DomainError("config.zero_stage", "ZeRO applies to training only")
+        if config.shard_group is not None or config.shard_scope != "states":
+            raise DomainError("config.shard_group", "a sharding group applies to training only")
         if config.ep_dispatch != "alltoall":
             raise DomainError("config.ep_dispatch", SERVING_EP_DISPATCH_RULE)
         m = 1

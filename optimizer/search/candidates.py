@@ -9,22 +9,26 @@ largest usable memory) drops candidates that cannot fit anywhere.
 
 from __future__ import annotations
 
+import functools
 import math
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import TypeVar
 
 import numpy as np
 
 from optimizer.costmodel import network as net
-from optimizer.costmodel.constants import OVERLAP_COMPUTE_SLOWDOWN
+from optimizer.costmodel.constants import BF16_BYTES, FP8_BYTES, OVERLAP_COMPUTE_SLOWDOWN
+from optimizer.costmodel.framework_runtime import runtime
 from optimizer.costmodel.memory import activation_bytes_per_layer, state_bytes_per_param, training_reserve_bytes
 from optimizer.costmodel.stage import CostContext, LayerCost, PoolFacts, StageCost, stage_cost
+from optimizer.costmodel.terms.data_parallel import secondary_weight_bytes, shard_levels
 from optimizer.frameworks.capabilities import (
     Framework,
     expert_tp_values,
     framework,
     runs_expert_tp,
+    runs_shard_group,
     runs_tp_comm_overlap,
 )
 from optimizer.search.space import (
@@ -37,7 +41,7 @@ from optimizer.search.space import (
 from optimizer.spec.cluster_spec import ClusterSpec, NodePool
 from optimizer.spec.model_spec import ModelSpec
 from optimizer.spec.names import priced_framework
-from optimizer.spec.parallel_config import RECOMPUTES, CpComm, EpDispatch, ParallelConfig
+from optimizer.spec.parallel_config import RECOMPUTES, SHARD_SCOPES, CpComm, EpDispatch, ParallelConfig, ShardScope
 from optimizer.spec.recompute_modules import searched_modules
 from optimizer.spec.stage_layers import LayerRules
 from optimizer.spec.workload import TrainingWorkload
@@ -127,6 +131,22 @@ def _staggered_memory_bound(
 
 
 @dataclass(frozen=True, slots=True)
+class ShardVariant:
+    """One way of sharding the ZeRO states for each dp value of a key (ParallelConfig.shard_group, shard_scope)."""
+
+    shard: np.ndarray
+    """Per dp value: the shard group (dp replicas), 0 for the whole data-parallel group, -1 where not available."""
+    scope: ShardScope
+    mask: np.ndarray | None
+    """Per dp value, whether the variant is available; None when it is at every one."""
+
+    @classmethod
+    def of(cls, shard: np.ndarray, scope: ShardScope) -> ShardVariant:
+        available: np.ndarray = shard >= 0
+        return cls(shard, scope, None if available.all() else available)
+
+
+@dataclass(frozen=True, slots=True)
 class Candidate:
     """Global knobs of a plan, with a lower bound on its step time (seconds)."""
 
@@ -143,7 +163,7 @@ class KeyBatch:
     key: LayerKey
     lbs: np.ndarray
     gpus: np.ndarray
-    rows: np.ndarray  # columns: pp, vp, dp, schedule code (SCHED_CODES), zero
+    rows: np.ndarray  # columns: pp, vp, dp, schedule code (SCHED_CODES), zero, shard group (0: dp), scope code
     next: int = 0
 
     def priced(self, price_per_gpu_s: float, floor: float = 0.0) -> KeyBatch:
@@ -177,13 +197,19 @@ class KeyTerms:
     # Least data-parallel tail of the first stage (its gradient reduction and parameter gather), ZeRO 0-2:
     # [0] with the whole model on one stage, [1] with pp >= 2 (the first stage holds at least the embedding).
     tail: tuple[np.ndarray, np.ndarray]
+    variants: list[ShardVariant]  # [0]: the states over the whole data-parallel group
+    # For variant i >= 1, computed when first asked: its `states`, the `layer_types` states, and its `tail`
+    shard_states: Callable[[int], tuple[dict[int, np.ndarray], list[dict[int, np.ndarray]]]]
+    shard_tail: Callable[[int], tuple[np.ndarray, np.ndarray]]
 
 
 class _Columns:
     """The candidates a key batch collects, column by column."""
 
     def __init__(self) -> None:
-        self.cols: dict[str, list[np.ndarray]] = {k: [] for k in ("pp", "vp", "dp", "sched", "zero", "lb", "gpus")}
+        self.cols: dict[str, list[np.ndarray]] = {
+            k: [] for k in ("pp", "vp", "dp", "sched", "zero", "shard", "scope", "lb", "gpus")
+        }
 
     def add(
         self,
@@ -195,6 +221,7 @@ class _Columns:
         zero: int,
         lb: np.ndarray,
         gpus: np.ndarray,
+        variant: ShardVariant,
     ) -> None:
         ii, jj = np.nonzero(ok)
         if not len(ii):
@@ -204,6 +231,8 @@ class _Columns:
         self.cols["dp"].append(dp_arr[jj])
         self.cols["sched"].append(np.full(len(ii), SCHED_CODES.index(sched)))
         self.cols["zero"].append(np.full(len(ii), zero))
+        self.cols["shard"].append(variant.shard[jj])
+        self.cols["scope"].append(np.full(len(ii), SHARD_SCOPES.index(variant.scope)))
         self.cols["lb"].append(lb[ii, jj])
         self.cols["gpus"].append(gpus[ii, jj])
 
@@ -213,7 +242,7 @@ class _Columns:
             return None
         arr = {k: np.concatenate(v) for k, v in self.cols.items()}
         order = np.lexsort((arr["gpus"], arr["lb"]))
-        rows = np.stack([arr[k][order] for k in ("pp", "vp", "dp", "sched", "zero")], axis=1)
+        rows = np.stack([arr[k][order] for k in ("pp", "vp", "dp", "sched", "zero", "shard", "scope")], axis=1)
         return KeyBatch(key, arr["lb"][order], arr["gpus"][order], rows)
 
 
@@ -237,12 +266,17 @@ class TrainingSpace:
         self.model, self.cluster, self.w, self.space = model, cluster, w, space
         # The framework decides which knobs exist (frameworks/capabilities.py); `auto` is resolved by the planner.
         self.fw: Framework = framework(priced_framework(w.framework))
+        self.rt = runtime(self.fw.name)
         names = space.pools or tuple(p.name for p in cluster.pools)
         self.pools: list[NodePool] = [cluster.pool(n) for n in names if cluster.pool(n).healthy_gpus > 0]
         # The framework's TP-comm overlap runs on every allowed pool's GPU (Megatron's needs Transformer Engine).
         self.tp_overlap_runs = all(runs_tp_comm_overlap(self.fw, cluster.gpu_of(p)) for p in self.pools)
         # The smallest NVLink (or PCIe) domain among the allowed pools: an EP group larger than it crosses the network.
         self.smallest_domain = min((cluster.fabric_of(p).domain_size or 1 for p in self.pools), default=1)
+        # The smallest node or NVLink domain among them: a shard group of at most this many GPUs stays inside one.
+        self.smallest_scale_up = min(
+            (max(p.gpus_per_node, cluster.fabric_of(p).domain_size or 1) for p in self.pools), default=1
+        )
         self.budget = sum(p.healthy_gpus for p in self.pools)
         if space.max_gpus is not None:
             self.budget = min(self.budget, space.max_gpus)
@@ -256,6 +290,10 @@ class TrainingSpace:
         self.n_dense = model.num_layers - self.n_moe
         self._probes: dict[LayerKey, tuple[CostContext, dict[str, float]]] = {}
         self._sync_memo: dict[tuple[tuple[net.Level, ...], float, float], float] = {}  # _tail_bound collectives
+        self._shard_tail_memo: dict[tuple[int, int, int, int, int, int, float, float], float] = {}
+        self._shard_states_memo: dict[tuple[object, ...], dict[int, np.ndarray]] = {}
+        self._searched: dict[tuple[int, str, bool], bool] = {}  # _searches_shard
+        self._searched_stages: dict[tuple[str, bool], bool] = {}  # _shard_stages
         self.dense_memo: dict[tuple[object, ...], LayerCost] = {}
         self.pool_facts = PoolFacts()  # the cluster's per-pool GPU, tiers and reserve, shared by every context
         self._stage_caches: dict[tuple[object, ...], dict[tuple[bool, bool, int, int, str, str | None], StageCost]] = {}
@@ -530,12 +568,29 @@ class TrainingSpace:
                     lb = pipeline_lower_bound(sched, M, vp, t_max, t_sum)
                     tail = t.tail[1 if multi else 0][None, :]
                     inflight = _least_inflight(sched, P, M, vp, self.model.num_layers, self.fw.virtual_stage_layout)
+                    whole = t.variants[0]
                     for zero in zeros:
                         if not self.space.allows("zero", zero):
                             continue
                         ok = ok_s & self._may_fit(t, zero, sched, multi, pv, inflight) if prune_memory else ok_s
-                        cols.add(ok, pv, vp, t.dp_arr, sched, zero, lb + tail if zero < 3 else lb, gpus)
+                        if whole.mask is not None:  # a shard_group pin excludes the whole group at some dp
+                            ok = ok & whole.mask[None, :]
+                        cols.add(ok, pv, vp, t.dp_arr, sched, zero, lb + tail if zero < 3 else lb, gpus, whole)
+                        for vi in self._shard_indices(t, key, zero, multi):
+                            variant = t.variants[vi]
+                            ok = ok_s & variant.mask[None, :] if variant.mask is not None else ok_s
+                            if prune_memory:
+                                ok = ok & self._may_fit(t, zero, sched, multi, pv, inflight, *t.shard_states(vi))
+                            lb_v = lb + t.shard_tail(vi)[1 if multi else 0][None, :] if zero < 3 else lb
+                            cols.add(ok, pv, vp, t.dp_arr, sched, zero, lb_v, gpus, variant)
         return cols.batch(key)
+
+    def _shard_indices(self, t: KeyTerms, key: LayerKey, zero: int, multi: bool) -> list[int]:
+        """The shard variants of `t` (beyond the whole group) searched at ZeRO stage `zero` (_searches_shard)."""
+        if len(t.variants) == 1:
+            return []
+        mp = multi or key.tp > 1 or key.ep > 1
+        return [vi for vi in range(1, len(t.variants)) if self._searches_shard(zero, t.variants[vi].scope, mp)]
 
     def _key_terms(self, key: LayerKey) -> KeyTerms | None:
         """The terms every candidate of `key` shares (None when no dp value is left)."""
@@ -572,6 +627,31 @@ class TrainingSpace:
         gps = key.tp * key.cp * dp_arr
         p_max = min(model.num_layers, MAX_PP, self.budget // (key.tp * key.cp))
         msg = key.mbs * w.seq_len / key.cp * model.hidden_size * 2 / key.tp  # one bf16 activation hop
+        types = [  # (kind, layers, activations, dense and expert params of one layer per GPU)
+            (kind, n, act, dense / key.tp, expert / (key.etp * key.ep))
+            for kind, n, act, dense, expert in (
+                ("dense", self.n_dense, act_dense, model.dense_layer_params, 0.0),
+                ("moe", self.n_moe, act_moe, shared_moe, model.moe_expert_params_per_layer),
+            )
+            if n
+        ]
+        variants = self._shard_variants(key, dps)
+
+        @functools.cache
+        def shard_states(vi: int) -> tuple[dict[int, np.ndarray], list[dict[int, np.ndarray]]]:
+            v = variants[vi]
+            return self._shard_states(key, "all", dense_params + emb_params, expert_params, dps, v), [
+                self._shard_states(key, kind, dense, expert, dps, v) for kind, _, _, dense, expert in types
+            ]
+
+        @functools.cache
+        def shard_tail(vi: int) -> tuple[np.ndarray, np.ndarray]:
+            shard = variants[vi].shard
+            return (
+                self._shard_tail_bound(key, dps, dense_params + emb_params, expert_params, shard),
+                self._shard_tail_bound(key, dps, model.embedding_params / key.tp, 0.0, shard),
+            )
+
         return KeyTerms(
             dp_arr=dp_arr,
             m_arr=gbs // (dp_arr * key.mbs),
@@ -591,12 +671,7 @@ class TrainingSpace:
             states=self._state_memory(key, "all", dense_params + emb_params, expert_params, dps),
             # One layer's states per GPU of its stage, by layer type (dense; MoE: shared part + experts).
             layer_types=[
-                (n, act, self._state_memory(key, kind, dense / key.tp, expert / (key.etp * key.ep), dps))
-                for kind, n, act, dense, expert in (
-                    ("dense", self.n_dense, act_dense, model.dense_layer_params, 0.0),
-                    ("moe", self.n_moe, act_moe, shared_moe, model.moe_expert_params_per_layer),
-                )
-                if n
+                (n, act, self._state_memory(key, kind, dense, expert, dps)) for kind, n, act, dense, expert in types
             ],
             slot_bound=self._slot_bound(work, gps, p_max),
             pps=self._pp_values(p_max),
@@ -604,7 +679,88 @@ class TrainingSpace:
                 self._tail_bound(key, dps, dense_params + emb_params, expert_params),
                 self._tail_bound(key, dps, model.embedding_params / key.tp, 0.0),
             ),
+            variants=variants,
+            shard_states=shard_states,
+            shard_tail=shard_tail,
         )
+
+    def _searches_shard(self, zero: int, scope: str, model_parallel: bool) -> bool:
+        """Whether a shard group of `scope` is searched at ZeRO stage `zero`: where the framework runs it
+        (capabilities.runs_shard_group) and, unpinned, where it changes what crosses the network. Dominance
+        (labelled): under hierarchical collectives [formulas C7] a reduce-scatter and gather inside the group with
+        the replicas' all-reduce of the shards move the same bytes per level as the reduce-scatter and gather over
+        the whole group [formulas C9], so where the gradients are reduced once per step (ZeRO-1), or the replicas
+        all-reduce after every micro-batch (ZeRO-2 in FSDP2), the smaller group saves only ring latency
+        (microseconds per collective) and costs 1/group - 1/dp more sharded states; it is searched there only
+        when a shard_group or shard_scope pin asks. ZeRO-3 (gathers every micro-batch) and ZeRO-2 whose replicas
+        reduce once per step (Megatron-FSDP) keep it. Searching it at ZeRO-1 too made Mixtral 8x7B on 64 H100
+        (benchmarks/solver.py 5a) solve 50% slower for the same plan."""
+        hit = self._searched.get((zero, scope, model_parallel))
+        if hit is None:
+            pinned = "shard_group" in self.space.pins or "shard_scope" in self.space.pins
+            hit = runs_shard_group(self.fw, zero, scope, model_parallel) and (
+                pinned or zero == 3 or (zero == 2 and not self.rt.replica_reduce_every_microbatch)
+            )
+            self._searched[(zero, scope, model_parallel)] = hit
+        return hit
+
+    def _shard_stages(self, key: LayerKey, scope: str) -> bool:
+        """Whether some ZeRO stage the space allows searches a shard group of `scope` for `key`, on one pipeline
+        stage or several (_searches_shard)."""
+        mp = key.tp > 1 or key.ep > 1
+        hit = self._searched_stages.get((scope, mp))
+        if hit is None:
+            hit = self._searched_stages[(scope, mp)] = any(
+                self.space.allows("zero", zero) and self._searches_shard(zero, scope, mp or multi)
+                for multi, zeros in ((False, self.fw.zero_stages), (True, self.fw.zero_stages_with_pp))
+                for zero in zeros
+            )
+        return hit
+
+    def _shard_variants(self, key: LayerKey, dps: list[int]) -> list[ShardVariant]:
+        """The shard groups searched for each dp value: first the whole data-parallel group (today's ZeRO), then
+        per scope the framework runs (and the shard_scope pin allows) one smaller group. Declared-space restriction
+        (labelled): unpinned, that group is the dp replicas that fill the smallest node or NVLink domain of the
+        allowed pools (shard_group x tp x cp GPUs inside it: its reduce-scatters and gathers stay on the scale-up
+        fabric, and only the replicas' all-reduce of the gradient shards crosses the network [formulas C9]), at
+        least 2, where the data-parallel group leaves that domain (inside it the whole group is the node-size
+        group); a shard_group pin searches the values it names. Each needs its replicas to divide the
+        expert data-parallel group (validation.check_shard_group). Whether the framework runs it at a ZeRO stage
+        and pipeline depth is checked per candidate (capabilities.runs_shard_group)."""
+        sp = self.space
+        if "shard_group" in sp.pins or "shard_scope" in sp.pins:
+            whole = np.array(
+                [0 if sp.allows("shard_group", d) and sp.allows("shard_scope", "states") else -1 for d in dps]
+            )
+        else:
+            whole = np.zeros(len(dps), dtype=np.int64)
+        out = [ShardVariant.of(whole, "states")]
+        scopes = [sc for sc in SHARD_SCOPES if sp.allows("shard_scope", sc) and self._shard_stages(key, sc)]
+        if not scopes:
+            return out
+        pinned = sp.pinned_values("shard_group")
+        unit = self.smallest_scale_up // (key.tp * key.cp)
+
+        def fits(d: int, s: int) -> bool:
+            if s < 1 or s >= d or d % s or not sp.allows("shard_group", s):
+                return False
+            edp = key.tp * d * key.cp // (key.ep * key.etp)
+            return self.model.moe is None or edp % (d // s) == 0
+
+        def node_group(d: int) -> int:  # the largest group of at most `unit` replicas, where dp leaves the domain
+            if d <= unit:
+                return -1
+            return next((s for s in range(unit, 1, -1) if fits(d, s)), -1)
+
+        if pinned is None:
+            groups = [[node_group(d) for d in dps]]
+        else:
+            groups = [[int(v) if fits(d, int(v)) else -1 for d in dps] for v in sorted(set(pinned))]
+        for group in groups:
+            arr = np.array(group)
+            if (arr > 0).any():
+                out += [ShardVariant.of(arr, sc) for sc in scopes]
+        return out
 
     def _tail_bound(self, key: LayerKey, dps: list[int], dense: float, expert: float) -> np.ndarray:
         """Per dp: a lower bound on the first stage's data-parallel collectives after its last backward when it
@@ -638,6 +794,42 @@ class TrainingSpace:
                     t += sync(net.group_levels(tiers, edp, key.etp * key.ep), expert)
                 best = min(best, t)
             out[j] = OVERLAP_COMPUTE_SLOWDOWN * best
+        return out
+
+    def _shard_tail_bound(
+        self, key: LayerKey, dps: list[int], dense: float, expert: float, shard: np.ndarray
+    ) -> np.ndarray:
+        """_tail_bound for the shard group shard[j] (dp replicas) of each dp value, scope 'states' (ZeRO-1/2; hpZ
+        runs at ZeRO-3, which takes no tail): reduce-scatter (2-byte gradients at least) and gather (bf16, FP8 with
+        FP8 primary weights) within the group, all-reduce of the shard over the replicas [formulas C9], on the
+        pool where that is cheapest (0 where the group is not searched)."""
+        ctx, _ = self._probe(key)
+        g = min(2.0, float(ctx.grad_bytes))
+        width = float(FP8_BYTES if self.w.fp8_param_gather else BF16_BYTES)
+        out = np.zeros(len(dps))
+        for j, d in enumerate(dps):
+            s = int(shard[j])
+            if s <= 0:
+                continue
+            memo = (key.tp, key.cp, key.ep, key.etp, d, s, dense, expert)
+            hit = self._shard_tail_memo.get(memo)  # keys differing in mbs, SP, recompute... share it
+            if hit is None:
+                replicas_n, ets = d // s, key.etp * key.ep
+                dense_ranks, expert_ranks = s * key.cp, max(1, key.tp * d * key.cp // (key.ep * key.etp) // replicas_n)
+                hit = math.inf
+                for p in self.pools:
+                    lv = shard_levels(ctx.tiers(p), key.tp, dense_ranks, ets, expert_ranks, replicas_n, None)
+                    t = 0.0
+                    for levels, replicas, ranks, params in (
+                        (lv[0], lv[2], dense_ranks, dense),
+                        (lv[1], lv[3], expert_ranks, expert),
+                    ):
+                        if params > 0:
+                            t += net.all_gather(levels, params * g) + net.all_gather(levels, params * width)
+                            t += net.all_reduce(replicas, params * g / ranks)
+                    hit = min(hit, t)
+                self._shard_tail_memo[memo] = hit
+            out[j] = OVERLAP_COMPUTE_SLOWDOWN * hit
         return out
 
     def _slot_bound(self, work: dict[str, float], gps: np.ndarray, p_max: int) -> np.ndarray:
@@ -702,16 +894,27 @@ class TrainingSpace:
         return np.maximum(t_sum / P, heaviest + hops), t_sum
 
     def _may_fit(
-        self, t: KeyTerms, zero: int, sched: str, multi: bool, pv: np.ndarray, inflight: np.ndarray
+        self,
+        t: KeyTerms,
+        zero: int,
+        sched: str,
+        multi: bool,
+        pv: np.ndarray,
+        inflight: np.ndarray,
+        states: dict[int, np.ndarray] | None = None,
+        layer_states: list[dict[int, np.ndarray]] | None = None,
     ) -> np.ndarray:
         """Per (pp, dp): the mean per-GPU memory over the stages fits the largest usable memory, and with
-        1F1B / ZB-H1 the staggered in-flight bound of each layer type does too."""
+        1F1B / ZB-H1 the staggered in-flight bound of each layer type does too (`states` and `layer_states` as a
+        shard variant holds them; None: t.states and t.layer_types', the whole data-parallel group's)."""
         usable = max(self.usable.values())
         P = pv[:, None].astype(float)
-        ok: np.ndarray = (t.states[zero][None, :] + t.logits_bytes + inflight * t.activations) / P <= usable
+        all_states = t.states if states is None else states
+        ok: np.ndarray = (all_states[zero][None, :] + t.logits_bytes + inflight * t.activations) / P <= usable
         if multi and sched in ("1f1b", "zb-h1"):
-            for n, act, states in t.layer_types:
-                ok &= _staggered_memory_bound(n, states[zero], act, pv, t.m_arr) <= usable
+            for i, (n, act, own) in enumerate(t.layer_types):
+                per_zero = own if layer_states is None else layer_states[i]
+                ok &= _staggered_memory_bound(n, per_zero[zero], act, pv, t.m_arr) <= usable
         return ok
 
     def _hop(self, gpus_per_stage: int, msg: float) -> float:
@@ -758,6 +961,35 @@ class TrainingSpace:
             self._states[ck] = hit
         return hit
 
+    def _shard_states(
+        self, key: LayerKey, tag: str, dense_params: float, expert_params: float, dps: list[int], v: ShardVariant
+    ) -> dict[int, np.ndarray]:
+        """_state_memory's bytes per ZeRO stage and dp as shard variant `v` holds them: a shard group of scope
+        'states' shards them over shard_group x cp ranks (experts over expert dp / replicas); scope 'weights' adds
+        hpZ's secondary bf16 partition, 2 B per parameter over shard_group x cp [formulas C9, C10]."""
+        memo = (tag, key.tp, key.cp, key.ep, key.etp, key.mbs, v.scope, v.shard.tobytes())
+        hit = self._shard_states_memo.get(memo)  # as _state_memory's cache: the knobs that decide the dp values
+        if hit is not None:
+            return hit
+        base = self._state_memory(key, tag, dense_params, expert_params, dps)
+        fp8, fp8_params = self.w.precision == "fp8", self.w.fp8_param_gather
+        grad_bytes = 4 if self.w.grad_dtype == "fp32" else 2
+        out = {}
+        for zero, arr in base.items():
+            values = arr.copy()
+            for j in np.nonzero(v.shard > 0)[0]:
+                d, s = dps[j], int(v.shard[j])
+                if v.scope == "weights":
+                    values[j] += secondary_weight_bytes(dense_params + expert_params, s * key.cp)
+                    continue
+                edp = max(1, key.tp * d * key.cp // (key.ep * key.etp))
+                dense_b = state_bytes_per_param(zero, s * key.cp, grad_bytes, fp8, fp8_params)
+                expert_b = state_bytes_per_param(zero, max(1, edp // (d // s)), grad_bytes, fp8, fp8_params)
+                values[j] = dense_params * sum(dense_b) + expert_params * sum(expert_b)
+            out[zero] = values
+        self._shard_states_memo[memo] = out
+        return out
+
     def _admits(self, pp: int, vp: int) -> bool:
         """Whether the model's layers split over pp ranks of vp virtual stages (stage_layers.LayerRules)."""
         hit = self._admitted.get((pp, vp))
@@ -792,7 +1024,7 @@ class TrainingSpace:
 
     def candidate(self, batch: KeyBatch, index: int) -> Candidate:
         k = batch.key
-        pp, vp, dp, code, zero = (int(x) for x in batch.rows[index])
+        pp, vp, dp, code, zero, shard, scope = (int(x) for x in batch.rows[index])
         sched = SCHED_CODES[code]
         cfg = ParallelConfig(
             tp=k.tp,
@@ -810,6 +1042,8 @@ class TrainingSpace:
             ep_comm_overlap=k.epo,
             ep_dispatch=k.epd,
             zero_stage=zero,
+            shard_group=shard if shard > 0 else None,
+            shard_scope=SHARD_SCOPES[scope] if shard > 0 else "states",
             recompute=k.recompute,
             recompute_modules=k.rc_modules,
             offload_layers=k.off,

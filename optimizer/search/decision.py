@@ -49,11 +49,14 @@ HEADROOM_STEP_GB = 1.0
 # use_distributed_optimizer=True); DeepSpeed's config defaults (zero_optimization.stage 0, no activation
 # checkpointing, train_micro_batch_size_per_gpu 1); torchtitan's JobConfig defaults (FSDP2 fully sharded:
 # data_parallel_shard_degree -1, i.e. ZeRO-3; activation_checkpoint.mode "selective" in its llama configs is a
-# recipe, the dataclass default is "none"; pipeline schedule 1F1B).
+# recipe, the dataclass default is "none"; pipeline schedule 1F1B). Each shards over the whole data-parallel group
+# (shard_group None): --num-distributed-optimizer-instances 1, mics_shard_size -1 and zero_hpz_partition_size 1,
+# data_parallel_replicate_degree 1.
+_COMMON: dict[str, object] = {"schedule": "1f1b", "vp": 1, "cp": 1, "ep": 1, "mbs": 1, "shard_group": None}
 DEFAULT_KNOBS: dict[str, dict[str, object]] = {
-    "megatron": {"recompute": "none", "zero_stage": 1, "schedule": "1f1b", "vp": 1, "cp": 1, "ep": 1, "mbs": 1},
-    "deepspeed": {"recompute": "none", "zero_stage": 0, "schedule": "1f1b", "vp": 1, "cp": 1, "ep": 1, "mbs": 1},
-    "torchtitan": {"recompute": "none", "zero_stage": 3, "schedule": "1f1b", "vp": 1, "cp": 1, "ep": 1, "mbs": 1},
+    "megatron": {"recompute": "none", "zero_stage": 1, **_COMMON},
+    "deepspeed": {"recompute": "none", "zero_stage": 0, **_COMMON},
+    "torchtitan": {"recompute": "none", "zero_stage": 3, **_COMMON},
 }
 
 

@@ -36,7 +36,11 @@ def describe(c: object, serving: bool = False) -> str:
     etp = getattr(c, "etp", None)
     if etp is not None and etp != g("tp"):
         parts.append(f"etp={etp}")
-    parts += [f"mbs={g('mbs')}", f"{g('schedule')}", f"zero={g('zero_stage')}", f"recompute={g('recompute')}"]
+    parts += [f"mbs={g('mbs')}", f"{g('schedule')}", f"zero={g('zero_stage')}"]
+    shard = getattr(c, "shard_group", None)
+    if shard is not None:  # a sharding group smaller than dp: HSDP / MiCS / instances, or ZeRO++ hpZ
+        parts[-1] += f"(hpz={shard})" if getattr(c, "shard_scope", "states") == "weights" else f"(shard={shard})"
+    parts.append(f"recompute={g('recompute')}")
     mods = getattr(c, "recompute_modules", None)
     if mods and g("recompute") == "selective":
         parts[-1] += f"({'+'.join(mods)})"

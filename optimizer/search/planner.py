@@ -46,7 +46,20 @@ from optimizer.spec.parallel_config import ParallelConfig
 from optimizer.spec.recompute_modules import module_rule
 from optimizer.spec.workload import InferenceWorkload, TrainingWorkload
 
-MAIN_KNOBS = ("tp", "pp", "dp", "cp", "cp_comm", "ep", "vp", "schedule", "zero_stage", "recompute", "mbs")
+MAIN_KNOBS = (
+    "tp",
+    "pp",
+    "dp",
+    "cp",
+    "cp_comm",
+    "ep",
+    "vp",
+    "schedule",
+    "zero_stage",
+    "shard_group",
+    "recompute",
+    "mbs",
+)
 MIN_TIME_LIMIT_S = 0.1
 # Kinds of open items on the search heap (the third field; ties on bound and GPUs prefer key batches).
 KEY_BATCH, STRUCTURE_UNTIGHTENED, STRUCTURE = 0, 1, 2

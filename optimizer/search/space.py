@@ -8,10 +8,10 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from optimizer.errors import DomainError
-from optimizer.spec.parallel_config import CP_COMMS, EP_DISPATCHES, RECOMPUTES, SCHEDULES
+from optimizer.spec.parallel_config import CP_COMMS, EP_DISPATCHES, RECOMPUTES, SCHEDULES, SHARD_SCOPES
 from optimizer.spec.recompute_modules import RECOMPUTE_MODULES, normalise
 
-INT_KNOBS = ("tp", "pp", "dp", "cp", "ep", "etp", "vp", "mbs", "zero", "offload_layers")
+INT_KNOBS = ("tp", "pp", "dp", "cp", "ep", "etp", "vp", "mbs", "zero", "offload_layers", "shard_group")
 KNOBS = (
     *INT_KNOBS,
     "schedule",
@@ -22,6 +22,7 @@ KNOBS = (
     "ep_comm_overlap",
     "cp_comm",
     "ep_dispatch",
+    "shard_scope",
 )
 
 # Default search domains (the "declared search space"); pins narrow them.
@@ -96,7 +97,7 @@ def _convert(knob: str, raw: str) -> Any:
                 "pin.recompute_modules", f"modules joined by '+' from {', '.join(RECOMPUTE_MODULES)} (got {raw!r})"
             )
         return normalise(mods)
-    choices = {"schedule": SCHEDULES, "cp_comm": CP_COMMS, "ep_dispatch": EP_DISPATCHES}
+    choices = {"schedule": SCHEDULES, "cp_comm": CP_COMMS, "ep_dispatch": EP_DISPATCHES, "shard_scope": SHARD_SCOPES}
     allowed: tuple[str, ...] = choices.get(knob, RECOMPUTES)
     if raw not in allowed:
         raise DomainError(f"pin.{knob}", f"must be one of {', '.join(allowed)} (got {raw!r})")

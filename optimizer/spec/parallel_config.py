@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from optimizer.spec.recompute_modules import DEFAULT_MODULES, RecomputeModule, normalise
 
@@ -12,10 +12,12 @@ Schedule = Literal["gpipe", "1f1b", "interleaved-1f1b", "zb-h1"]
 Recompute = Literal["none", "selective", "full"]
 CpComm = Literal["p2p", "allgather", "a2a"]
 EpDispatch = Literal["alltoall", "deepep"]
+ShardScope = Literal["states", "weights"]
 SCHEDULES: tuple[Schedule, ...] = ("gpipe", "1f1b", "interleaved-1f1b", "zb-h1")
 RECOMPUTES: tuple[Recompute, ...] = ("none", "selective", "full")
 CP_COMMS: tuple[CpComm, ...] = ("p2p", "allgather", "a2a")
 EP_DISPATCHES: tuple[EpDispatch, ...] = ("alltoall", "deepep")
+SHARD_SCOPES: tuple[ShardScope, ...] = ("states", "weights")
 
 
 class ParallelConfig(BaseModel):
@@ -47,6 +49,25 @@ class ParallelConfig(BaseModel):
     schedule: Schedule = Field(default="1f1b", description="Pipeline schedule.")
     sequence_parallel: bool = Field(default=False, description="Megatron sequence parallelism (needs tp > 1).")
     zero_stage: int = Field(default=0, ge=0, le=3, description="ZeRO stage; 1 = Megatron distributed optimizer.")
+    shard_group: int | None = Field(
+        default=None,
+        ge=1,
+        le=1_000_000,
+        description="Data-parallel replicas (a divisor of dp) in one sharding group, count; None = dp, the whole "
+        "data-parallel group (a value equal to dp is stored as None). With shard_scope 'states' the ZeRO-sharded "
+        "states live within groups of shard_group x cp ranks and the dp / shard_group groups replicate them, "
+        "all-reducing their gradient shards: PyTorch HSDP (torchtitan data_parallel_shard_degree x "
+        "data_parallel_replicate_degree), DeepSpeed MiCS (mics_shard_size), Megatron distributed-optimizer "
+        "instances (--num-distributed-optimizer-instances = dp / shard_group). Needs zero_stage >= 1.",
+    )
+    shard_scope: ShardScope = Field(
+        default="states",
+        description="What shard_group partitions: 'states' (see shard_group); 'weights' = DeepSpeed ZeRO++ "
+        "hierarchical partitioning (hpZ, zero_hpz_partition_size): the states stay sharded over the whole "
+        "data-parallel group and a second copy of the bf16 weights is partitioned within each shard group after "
+        "the forward, so that the backward's all-gathers stay inside it. 'weights' needs a shard_group and "
+        "zero_stage 3.",
+    )
     recompute: Recompute = Field(default="none", description="Activation recomputation.")
     recompute_modules: tuple[RecomputeModule, ...] | None = Field(
         default=None,
@@ -96,6 +117,15 @@ class ParallelConfig(BaseModel):
         "32 on EP72, LMSYS large-scale EP blog). Count of expert replicas.",
     )
 
+    @model_validator(mode="before")
+    @classmethod
+    def _whole_group_is_none(cls, data: object) -> object:
+        """A shard group of all dp replicas is today's behaviour: stored as None (with the default scope)."""
+        if isinstance(data, dict) and data.get("shard_group") is not None and data["shard_group"] == data.get("dp", 1):
+            data = {**data, "shard_group": None}
+            data.pop("shard_scope", None)
+        return data
+
     @field_validator("recompute_modules")
     @classmethod
     def _canonical_modules(cls, v: tuple[RecomputeModule, ...] | None) -> tuple[RecomputeModule, ...] | None:
@@ -116,6 +146,21 @@ class ParallelConfig(BaseModel):
         """Copies per routed expert on average, (experts + redundant) / experts: what the replicas add to the
         routed weights held and read."""
         return self.expert_slots(num_experts) / num_experts
+
+    @property
+    def state_replicas(self) -> int:
+        """Copies of the ZeRO-sharded training state over the data-parallel group: dp / shard_group with a
+        shard_group of scope 'states', else 1 (the state sharded over all dp x cp ranks)."""
+        if self.shard_group is None or self.shard_scope != "states":
+            return 1
+        return max(1, self.dp // self.shard_group)
+
+    @property
+    def secondary_shard_ranks(self) -> int | None:
+        """Ranks of one ZeRO++ hpZ secondary weight partition (shard_group x cp, scope 'weights'), else None."""
+        if self.shard_group is None or self.shard_scope != "weights":
+            return None
+        return self.shard_group * self.cp
 
     @property
     def gpus(self) -> int:

@@ -97,6 +97,9 @@ def test_job_input_errors_name_the_field(client: TestClient, api_db: Database) -
         ({**base, "workload": {**TRAINING, "attention_kernel": "fa4"}}, "attention_kernel", "'fa3' or 'fa2'"),
         ({**base, "workload": {**TRAINING, "cuda_graphs": "all"}}, "cuda_graphs", "'layers' or 'full_iteration'"),
         ({**base, "search": {"pins": ["ep_dispatch=nccl"]}}, "pin.ep_dispatch", "alltoall, deepep"),
+        ({**base, "search": {"pins": ["shard_group=0"]}}, "pin.shard_group", "positive integer"),
+        ({**base, "search": {"pins": ["shard_scope=all"]}}, "pin.shard_scope", "states, weights"),
+        ({**base, "search": {"pins": ["shard_scope=weights"]}}, "pin.shard_scope", "not available in megatron"),
         (
             {**base, "workload": {**TRAINING, "framework": "torchtitan"}, "search": {"pins": ["offload_layers=8"]}},
             "pin.offload_layers",

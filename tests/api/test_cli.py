@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from optimizer.spec.model_loading import load_model_preset
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -120,6 +122,10 @@ def test_uneven_layers_per_stage() -> None:
         (["--cluster", "dgx-1v:2"], "workload.precision: bf16 is not supported by V100-SXM2-32GB"),
         (["--cuda-graphs", "all"], "workload.cuda_graphs: Input should be 'none', 'layers' or 'full_iteration'"),
         (["--ep-dispatch", "deepep"], "config.ep_dispatch: ep_dispatch=deepep dispatches over EP ranks"),
+        (["--dp", "4", "--zero", "1", "--shard-group", "3"], "config.shard_group: shard_group=3 must divide dp=4"),
+        (["--dp", "4", "--shard-group", "2"], "config.shard_group: shard_group=2 shards the ZeRO states"),
+        (["--dp", "4", "--zero", "1", "--shard-group", "0"], "config.shard_group"),
+        (["--dp", "4", "--zero", "3", "--shard-group", "2", "--shard-scope", "weights"], "not available in megatron"),
     ],
 )
 def test_bad_input_exits_2_with_one_line(args: list[str], needle: str) -> None:
@@ -130,6 +136,20 @@ def test_bad_input_exits_2_with_one_line(args: list[str], needle: str) -> None:
     assert r.returncode == 2
     assert needle in r.stderr
     assert "Traceback" not in r.stderr and len(r.stderr.strip().splitlines()) == 1
+
+
+def test_estimate_with_a_shard_group() -> None:
+    """torchtitan HSDP, 4 dp replicas x tp 2 per node: the ZeRO-3 states are sharded over 4 ranks, not 16."""
+    r = meshplan(
+        *words(
+            "estimate --model llama-3-8b --cluster dgx-h100:4 --gbs 64 --seq-len 4096 --tp 2 --dp 16 --zero 3 "
+            "--framework torchtitan --shard-group 4 --json"
+        )
+    )
+    assert r.returncode == 0, r.stderr
+    memory = json.loads(r.stdout)["stages"][0]["memory_gb"]
+    model = load_model_preset("llama-3-8b")
+    assert memory["optimizer"] == pytest.approx(model.num_layers * model.dense_layer_params / 2 * 12 / 4 / 1e9)
 
 
 def test_hf_config_file(tmp_path: Path) -> None:
