@@ -84,6 +84,16 @@ def synthetic_points(
     return points
 
 
+def median_error(points: list[FitPoint], cal: ClusterCalibration | None) -> float:
+    """Median |predicted / measured - 1| of `points`' step times, each priced on its own cluster with `cal`."""
+    errs = []
+    for p in points:
+        t = estimate(p.model, p.cluster.with_calibration(cal), p.workload, p.config).step_time_s
+        assert t is not None and p.step_time_s is not None
+        errs.append(abs(t / p.step_time_s - 1))
+    return statistics.median(errs)
+
+
 @dataclass(frozen=True)
 class SourceCheck:
     """Leave-one-out calibration on one published source, treated as one cluster's measurements."""

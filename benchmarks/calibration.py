@@ -15,9 +15,8 @@ from rich.console import Console
 from rich.table import Table
 
 from accuracy.blind_calibration import BlindScore, blind, cluster_groups, cross_model
-from accuracy.synthetic_fit import per_source, random_configs, synthetic_points
-from optimizer.calibration.fit import FitPoint, fit_calibration
-from optimizer.costmodel.estimate import estimate
+from accuracy.synthetic_fit import median_error, per_source, random_configs, synthetic_points
+from optimizer.calibration.fit import fit_calibration
 from optimizer.spec.calibration import ClusterCalibration, PoolCalibration
 from optimizer.spec.cluster_loading import load_cluster_preset
 from optimizer.spec.model_loading import load_model_preset
@@ -31,15 +30,6 @@ SCENARIOS = [
     ("llama-3-8b", "l40s-pcie:4", {"compute": 0.92, "intra_node": 0.6, "network": 0.8}),
 ]
 NOISE = 0.03
-
-
-def _median_error(points: list[FitPoint], cal: ClusterCalibration | None) -> float:
-    errs = []
-    for p in points:
-        t = estimate(p.model, p.cluster.with_calibration(cal), p.workload, p.config).step_time_s
-        assert t is not None and p.step_time_s is not None
-        errs.append(abs(t / p.step_time_s - 1))
-    return statistics.median(errs)
 
 
 def main() -> None:
@@ -72,9 +62,9 @@ def main() -> None:
                 "yes" if c.identified else f"no: {c.reason}",
                 ("yes" if ok else "NO") if c.identified else "-",
             )
-        before = _median_error(test, None)
-        after = _median_error(test, report.calibration)
-        five = _median_error(test, fit_calibration(train[:5]).calibration)
+        before = median_error(test, None)
+        after = median_error(test, report.calibration)
+        five = median_error(test, fit_calibration(train[:5]).calibration)
         err.add_row(
             f"{model_name} / {cluster_name}",
             f"{before:.1%}",

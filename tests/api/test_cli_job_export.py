@@ -9,24 +9,15 @@ import yaml
 from typer.testing import CliRunner
 
 from api.cli import app
-from tests.optimizer.placement.helpers import ONE_PER_RACK
+from tests.optimizer.placement.helpers import ONE_PER_RACK, nvl_pool
 
 RUNNER = CliRunner()
 PINS = [w for pin in ("tp=8", "dp=15", "pp=2", "vp=1", "mbs=1", "recompute=none") for w in ("--pin", pin)]
 
 
 def inventory(tmp_path: Path) -> str:
-    pool = {
-        "name": "nvl",
-        "gpu": "GB200-186GB",
-        "nodes": 64,
-        "gpus_per_node": 4,
-        "intra_node": {"kind": "nvlink", "gbytes_per_s": 900, "domain_size": 64},
-        "inter_node": {"nics_per_node": 4, "gbits_per_s": 400},
-        "node_states": ONE_PER_RACK,
-    }
     path = tmp_path / "gb200.yaml"
-    path.write_text(yaml.safe_dump({"name": "gb200", "pools": [pool]}))
+    path.write_text(yaml.safe_dump({"name": "gb200", "pools": [nvl_pool(ONE_PER_RACK)]}))
     return str(path)
 
 

@@ -7,17 +7,9 @@ import yaml
 from fastapi.testclient import TestClient
 
 from tests.api.helpers import make_cluster, make_model, ok, wait_job
-from tests.optimizer.placement.helpers import ONE_PER_RACK
+from tests.optimizer.placement.helpers import ONE_PER_RACK, nvl_pool
 
-POOL = {
-    "name": "nvl",
-    "gpu": "GB200-186GB",
-    "nodes": 64,
-    "gpus_per_node": 4,
-    "intra_node": {"kind": "nvlink", "gbytes_per_s": 900, "domain_size": 64},
-    "inter_node": {"nics_per_node": 4, "gbits_per_s": 400},
-    "node_states": ONE_PER_RACK,
-}
+POOL = nvl_pool(ONE_PER_RACK)
 PINS = ["tp=8", "dp=15", "pp=2", "vp=1", "mbs=1", "recompute=none"]
 
 

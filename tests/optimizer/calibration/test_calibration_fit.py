@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import dataclasses
 import random
-import statistics
 
 import pytest
 
-from accuracy.synthetic_fit import random_configs, synthetic_points
+from accuracy.synthetic_fit import median_error, random_configs, synthetic_points
 from optimizer.calibration.fit import FitPoint, fit_calibration
 from optimizer.calibration.measurements import Measurement
 from optimizer.costmodel.estimate import estimate
@@ -28,15 +27,6 @@ TRUTH = ClusterCalibration(pools={POOL: PoolCalibration(compute=0.88, intra_node
 @pytest.fixture(scope="module")
 def configs() -> list:
     return random_configs(MODEL, CLUSTER, W, 40, random.Random(1))
-
-
-def _median_error(points: list[FitPoint], cal: ClusterCalibration | None) -> float:
-    errs = []
-    for p in points:
-        t = estimate(p.model, p.cluster.with_calibration(cal), p.workload, p.config).step_time_s
-        assert t is not None and p.step_time_s is not None
-        errs.append(abs(t / p.step_time_s - 1))
-    return statistics.median(errs)
 
 
 def test_identity_calibration_changes_nothing(configs: list) -> None:
@@ -62,7 +52,7 @@ def test_recovers_hidden_constants_and_cuts_error_3x(configs: list) -> None:
             assert c.value == pytest.approx(TRUTH.of(POOL).value(c.name), rel=0.05), c
         else:
             assert c.value == 1.0 and c.reason  # left at the sourced value, with the reason
-    before, after = _median_error(test, None), _median_error(test, report.calibration)
+    before, after = median_error(test, None), median_error(test, report.calibration)
     assert after * 3 <= before, (before, after)
 
 
@@ -70,7 +60,7 @@ def test_five_runs_predict_others_within_5_percent(configs: list) -> None:
     rng = random.Random(3)
     train = synthetic_points(MODEL, CLUSTER, W, configs[:5], TRUTH, 0.03, rng)
     test = synthetic_points(MODEL, CLUSTER, W, configs[20:], TRUTH, 0.0, rng)
-    assert _median_error(test, fit_calibration(train).calibration) <= 0.05
+    assert median_error(test, fit_calibration(train).calibration) <= 0.05
 
 
 def test_a_run_10x_off_is_an_outlier_not_a_new_constant(configs: list) -> None:
@@ -187,7 +177,7 @@ def test_host_cost_has_its_own_signature() -> None:
     report = fit_calibration(train)
     host = next(c for c in report.constants if c.name == "host")
     assert host.identified and 0.25 < host.value < 0.45, host
-    assert _median_error(test, report.calibration) < 0.5 * _median_error(test, None)
+    assert median_error(test, report.calibration) < 0.5 * median_error(test, None)
 
 
 def test_a_framework_gets_its_own_factor_only_where_the_cluster_runs_two() -> None:

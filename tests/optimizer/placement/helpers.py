@@ -15,11 +15,10 @@ ONE_PER_RACK = {"nvl-003": "drained", "nvl-020": "drained", "nvl-037": "drained"
 LAST_RACK = {"nvl-060": "drained", "nvl-061": "drained", "nvl-062": "drained", "nvl-063": "drained"}
 
 
-def nvl_racks(states: dict[str, str] | None = None, **pool: Any) -> ClusterSpec:
-    """64 GB200 trays in four NVL racks (domain_size 64) on one non-blocking network; `states`: node states; `pool`:
-    other pool fields (pod_size and oversubscription for leaf switches)."""
-    doc = {
-        "name": "gb200",
+def nvl_pool(states: dict[str, str] | None = None, **pool: Any) -> dict[str, Any]:
+    """The pool document of 64 GB200 trays (pool `nvl`) in four NVL racks (domain_size 64) on one non-blocking
+    network; `states`: node states; `pool`: other pool fields (pod_size and oversubscription for leaf switches)."""
+    return {
         "gpu": "GB200-186GB",
         "nodes": 64,
         "gpus_per_node": 4,
@@ -27,6 +26,10 @@ def nvl_racks(states: dict[str, str] | None = None, **pool: Any) -> ClusterSpec:
         "inter_node": {"nics_per_node": 4, "gbits_per_s": 400},
         "node_states": states or {},
         **pool,
+        "name": "nvl",
     }
-    doc["name"] = "nvl"
-    return build_cluster({"name": "gb200", "pools": [doc]})
+
+
+def nvl_racks(states: dict[str, str] | None = None, **pool: Any) -> ClusterSpec:
+    """The racks of `nvl_pool` as a cluster."""
+    return build_cluster({"name": "gb200", "pools": [nvl_pool(states, **pool)]})
