@@ -251,11 +251,11 @@ def plan(
     render_plan(result)
     for exported in exports:
         out.print(f"[bold]{exported.tool}[/bold]:")
-        for k, v in exported.env.items():
-            out.print(f"export {k}={v}", markup=False, highlight=False)
-        out.print(exported.content, markup=False, highlight=False, soft_wrap=True)
+        # Raw bytes, not the console: rich wraps at its width and rewrites text (emoji codes, tabs, control codes).
+        sys.stdout.write(exported.script())
+        sys.stdout.flush()
         for note in exported.notes:
-            out.print(f"  note: {note}", markup=False)
+            out.print(f"  note: {note}", markup=False, highlight=False, soft_wrap=True)
 
 
 def job_export(

@@ -6,6 +6,7 @@ engines' disaggregated prefill/decode modes). Option names are limited to those 
 from __future__ import annotations
 
 import json
+import shlex
 from typing import Literal
 
 from pydantic import BaseModel, Field
@@ -39,6 +40,13 @@ class Export(BaseModel):
     options: list[str] = Field(description="Every option name used (flags or dotted config keys).")
     env: dict[str, str] = Field(default_factory=dict, description="Environment variables to set.")
     notes: list[str] = Field(default_factory=list, description="What the tool cannot express, or must be set in code.")
+
+    def script(self) -> str:
+        """What is pasted, byte for byte, on every path (the CLI's text, the plan page's Copy button): one
+        `export NAME=value` line per environment variable (value shell-quoted), then the content, ending in one
+        newline. Never wrapped: a launch's continuation lines and long values (a pipeline layout) stay whole."""
+        lines = [f"export {k}={shlex.quote(v)}\n" for k, v in self.env.items()]
+        return "".join(lines) + self.content + ("" if self.content.endswith("\n") else "\n")
 
 
 def export(
