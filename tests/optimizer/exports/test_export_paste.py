@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import json
 import subprocess
+import tempfile
 import tomllib
+from pathlib import Path
 
 import pytest
 import yaml
@@ -31,14 +33,18 @@ W = TrainingWorkload(global_batch_size=2048, seq_len=8192)
 LONG = megatron_interleaved(tp=8, pp=16, dp=16, vp=4, layers_per_stage=[6] + [8] * 15)
 
 
-def argv(script: str, launcher: str, env: tuple[str, ...] = ()) -> list[str]:
-    """Run `script` in bash with `launcher` a function printing its arguments (NUL-separated), then each of `env`
-    as the launched process sees it; `bash -n` first, so a syntax error fails here and not in a half-run."""
+def argv(script: str, launcher: str, env: tuple[str, ...] = (), cwd: Path | None = None) -> list[str]:
+    """Run `script` in bash (in `cwd`, or a scratch directory) with `launcher` a function printing its arguments
+    (NUL-separated), then each of `env` as the launched process sees it; `bash -n` first, so a syntax error fails
+    here and not in a half-run."""
     syntax = subprocess.run(["bash", "-n"], input=script, capture_output=True, text=True, check=False)
     assert syntax.returncode == 0, syntax.stderr
     show_env = "".join(f' "$(printenv {name})"' for name in env)
     prelude = f"{launcher}() {{ printf '%s\\0' \"$@\"{show_env}; }}\n"
-    run = subprocess.run(["bash", "-c", prelude + script], capture_output=True, text=True, check=False)
+    with tempfile.TemporaryDirectory() as scratch:
+        run = subprocess.run(
+            ["bash", "-c", prelude + script], cwd=cwd or scratch, capture_output=True, text=True, check=False
+        )
     assert run.returncode == 0 and not run.stderr, run.stderr  # e.g. "E,t|t|...: command not found"
     return run.stdout.split("\0")[:-1]
 
@@ -97,7 +103,7 @@ def test_deepspeed_and_torchtitan_documents_parse_as_pasted() -> None:
     assert sum(len(p) for p in parts) == LLAMA.num_layers + 3
 
 
-def test_serving_exports_reach_the_engine_whole() -> None:
+def test_serving_exports_reach_the_engine_whole(tmp_path: Path) -> None:
     wi = InferenceWorkload(prompt_len=2048, output_len=256, batch=8, precision="fp8", kv_cache_dtype="fp8")
     split = [3, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 2]
     vllm = export("vllm", LLAMA, wi, ParallelConfig(tp=8, pp=32, layers_per_stage=split), model_ref="meta/llama")
@@ -111,9 +117,14 @@ def test_serving_exports_reach_the_engine_whole() -> None:
     flags = flag_values(got[2:])
     assert list(flags) == sglang.options and flags["--ep-size"] == ["8"] and flags["--kv-cache-dtype"] == ["fp8_e4m3"]
     trt = export("trtllm", LLAMA, wi, ParallelConfig(tp=8, pp=2, dp=2))
-    got = argv(trt.script(), "trtllm-serve")
+    got = argv(trt.script(), "trtllm-serve", cwd=tmp_path)
     flags = flag_values(got[1:])
     assert got[0] == "MODEL" and flags["--tp_size"] == ["16"] and flags["--extra_llm_api_options"] == ["extra.yml"]
+    # the options file the launch names is written by the pasted text itself
+    assert yaml.safe_load((tmp_path / "extra.yml").read_text()) == {
+        "kv_cache_config": {"dtype": "fp8"},
+        "enable_attention_dp": True,
+    }
 
 
 def test_job_exports_parse_as_pasted() -> None:
