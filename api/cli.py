@@ -250,12 +250,17 @@ def plan(
         return
     render_plan(result)
     for exported in exports:
-        out.print(f"[bold]{exported.tool}[/bold]:")
-        for k, v in exported.env.items():
-            out.print(f"export {k}={v}", markup=False, highlight=False)
-        out.print(exported.content, markup=False, highlight=False, soft_wrap=True)
-        for note in exported.notes:
-            out.print(f"  note: {note}", markup=False)
+        print_export(exported)
+
+
+def print_export(e: Export) -> None:
+    """The tool's name, then the export's own bytes (Export.script()), then its notes, unwrapped."""
+    out.print(f"[bold]{e.tool}[/bold]:")
+    # Raw bytes, not the console: rich wraps at its width and rewrites text (emoji codes, tabs, control codes).
+    sys.stdout.write(e.script())
+    sys.stdout.flush()
+    for note in e.notes:
+        out.print(f"  note: {note}", markup=False, highlight=False, soft_wrap=True)
 
 
 def job_export(

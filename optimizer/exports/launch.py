@@ -6,6 +6,7 @@ engines' disaggregated prefill/decode modes). Option names are limited to those 
 from __future__ import annotations
 
 import json
+import shlex
 from typing import Literal
 
 from pydantic import BaseModel, Field
@@ -39,6 +40,13 @@ class Export(BaseModel):
     options: list[str] = Field(description="Every option name used (flags or dotted config keys).")
     env: dict[str, str] = Field(default_factory=dict, description="Environment variables to set.")
     notes: list[str] = Field(default_factory=list, description="What the tool cannot express, or must be set in code.")
+
+    def script(self) -> str:
+        """What is pasted, byte for byte, on every path (the CLI's text, the plan page's Copy button): one
+        `export NAME=value` line per environment variable (value shell-quoted), then the content, ending in one
+        newline. Never wrapped: a launch's continuation lines and long values (a pipeline layout) stay whole."""
+        lines = [f"export {k}={shlex.quote(v)}\n" for k, v in self.env.items()]
+        return "".join(lines) + self.content + ("" if self.content.endswith("\n") else "\n")
 
 
 def export(
@@ -541,13 +549,23 @@ def _trtllm(w: InferenceWorkload, c: ParallelConfig, model_ref: str, max_batch: 
     if extra:
         pairs.append(("--extra_llm_api_options", "extra.yml"))
         names.append("--extra_llm_api_options")
-        notes.append("extra.yml: " + "; ".join(extra))
     if w.precision == "fp8":
         notes.append("serve an FP8 checkpoint (ModelOpt); trtllm-serve reads the quantization from it")
     text, _ = _flags(pairs)
+    # The options file is written first, so the pasted text runs as it stands.
+    files = heredoc("extra.yml", "\n".join(extra) + "\n") if extra else ""
     return Export(
-        tool="trtllm", format="args", content=f"trtllm-serve {model_ref} \\\n  {text}", options=names, notes=notes
+        tool="trtllm",
+        format="args",
+        content=f"{files}trtllm-serve {model_ref} \\\n  {text}",
+        options=names,
+        notes=notes,
     )
+
+
+def heredoc(name: str, text: str) -> str:
+    """Shell lines writing `text` to the file `name` verbatim (a quoted here-document: nothing expands)."""
+    return f"cat > {name} <<'MESHPLAN_EOF'\n{text}MESHPLAN_EOF\n"
 
 
 def export_fleet(
@@ -615,7 +633,7 @@ def _front_end(tool: str, fleet: FleetPlan) -> Export:
         return Export(
             tool="trtllm",
             format="args",
-            content=f"trtllm-serve disaggregated -c disagg.yml\n# disagg.yml\n{yaml}",
+            content=heredoc("disagg.yml", yaml) + "trtllm-serve disaggregated -c disagg.yml",
             options=["disaggregated", "-c"]
             + [f"{s}.{k}" for s in ("context_servers", "generation_servers") for k in keys],
         )

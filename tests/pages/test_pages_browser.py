@@ -16,6 +16,7 @@ from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import WebDriverWait
 
+from optimizer.exports.launch import Export
 from tests.api.helpers import make_model, name, ok, training_job, wait_job
 from tests.databases import require
 
@@ -81,7 +82,7 @@ def test_login_then_history(
 
 
 def test_plan_page_figures_match_the_plan(
-    browser: webdriver.Chrome, server: str, planned: dict[str, Any], tmp_path: Path
+    browser: webdriver.Chrome, server: str, client: TestClient, planned: dict[str, Any], tmp_path: Path
 ) -> None:
     plan = planned["plan"]
     best = plan["result"]["plan"]
@@ -115,6 +116,9 @@ def test_plan_page_figures_match_the_plan(
     assert "forward" in breakdown and "backward" in breakdown
     assert browser.find_element(By.ID, "explanation").text.startswith(plan["result"]["explanation"]["summary"][:30])
     assert browser.find_element(By.ID, "export-megatron").text.startswith("--num-layers")
+    # the Copy button copies the <pre>'s textContent: the API's export, byte for byte (Export.script())
+    copied = browser.execute_script("return document.getElementById('export-megatron').textContent")
+    assert copied == Export.model_validate(ok(client.get(f"/v1/plans/{plan['id']}/export/megatron"))).script()
     # megatron, deepspeed, torchtitan: each either exports (a copy button) or says which knob of the plan it lacks;
     # the Slurm script and the Kubernetes JobSet run the plan's own framework on its placement
     copies = len(browser.find_elements(By.CSS_SELECTOR, "button.copy"))

@@ -30,6 +30,7 @@ from optimizer.spec.model_loading import load_model_preset
 from optimizer.spec.parallel_config import ParallelConfig
 from optimizer.spec.workload import InferenceWorkload, TrainingWorkload
 from optimizer.spec.workload_loading import build_inference
+from tests.optimizer.exports.test_export_paste import argv, flag_values
 from tests.optimizer.helpers import h100_a100_priced
 
 TWO_POOLS = h100_a100_priced("h100-a100", h100_nodes=2)
@@ -260,6 +261,13 @@ def test_fleet_exports_use_documented_options(tool: str, disaggregation: str) ->
         text = "\n".join(e.content for e in exports)
         role_flag = {"vllm": "NixlConnector", "sglang": "--disaggregation-mode prefill", "trtllm": "context_servers"}
         assert role_flag[tool] in text
+    # pasted as served, every group's launch reaches its engine with all its flags (the front end: bash runs it)
+    launcher = {"vllm": "vllm", "sglang": "python", "trtllm": "trtllm-serve"}[tool]
+    for k, e in enumerate(exports):
+        args = argv(e.script(), launcher)
+        if k < len(res.fleet.groups):
+            flags = flag_values(args[next(i for i, a in enumerate(args) if a.startswith("--")) :])
+            assert list(flags) == [o for o in e.options if o.startswith("--")]
     first = res.fleet.groups[0].shape
     limit_flag = {"vllm": "--max-num-batched-tokens", "sglang": "--chunked-prefill-size", "trtllm": "--max_num_tokens"}
     assert f"{limit_flag[tool]} {first.max_batched_tokens}" in exports[0].content
