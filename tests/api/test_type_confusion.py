@@ -50,7 +50,7 @@ def _trimmed(value: Any) -> Any:
 
 SLURM, K8S = _trimmed(SINFO), _trimmed(KUBECTL)
 # The values a mutated field takes: the type confusions fuzzing found (issue 37), plus strings and nesting.
-CONFUSED: list[Any] = [0, None, True, 1e308, -1, [], [1, "x"], "x", {"k": [None, {"k": 1}]}]
+CONFUSED: list[Any] = [0, None, True, 1e308, [1, "x"], "x", {"k": [None, {"k": 1}]}]
 Path = tuple[str | int, ...]
 
 
