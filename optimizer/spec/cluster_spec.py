@@ -266,7 +266,12 @@ class ClusterSpec(BaseModel):
                 names = (n for n, state in pool.node_states.items() if state != "healthy")
                 candidates = (Node(name=n, state=pool.node_states[n]) for n in names)
             else:
-                candidates = (pool.node_at(i) for i in range(pool.node_count))
+                states = pool.node_states
+                candidates = (
+                    n.model_copy(update={"state": states.get(n.name, n.state)})
+                    for n in pool.nodes
+                    if states.get(n.name, n.state) != "healthy"
+                )
             for node in candidates:
                 if node.state != "healthy":
                     found.append((pool.name, node))
