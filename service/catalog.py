@@ -22,14 +22,26 @@ from store.repositories.models import ModelRepository
 
 
 def cluster_from_document(session: Session, name: str, document: dict[str, Any]) -> ClusterSpec:
-    """Validate an inventory document; pools may use the user-defined GPU types stored in the database."""
+    """Validate an inventory document; pools may use the user-defined GPU types stored in the database.
+
+    The document is a client's JSON: any field may have any type, so the stored-type lookup reads only what has
+    the expected shape and leaves every other shape to the spec's validation (a 422 naming the field).
+    """
     doc = {**document, "name": name}
-    used = {p.get("gpu") for p in doc.get("pools", []) if isinstance(p, dict)}
-    inline = {g.get("name") for g in doc.get("gpu_types", []) if isinstance(g, dict)}
-    stored = GpuTypeRepository(session).specs({str(u) for u in used if u and u not in inline})
+    pools, gpu_types = doc.get("pools"), doc.get("gpu_types", [])
+    used = {p.get("gpu") for p in _mappings(pools)} if isinstance(pools, list) else set()
+    inline = {g.get("name") for g in _mappings(gpu_types)} if isinstance(gpu_types, list) else set()
+    wanted = {u for u in used if isinstance(u, str) and u and u not in inline}
+    stored = GpuTypeRepository(session).specs(wanted) if wanted and isinstance(gpu_types, list) else {}
     if stored:
-        doc["gpu_types"] = [*doc.get("gpu_types", []), *(g.model_dump(mode="json") for g in stored.values())]
+        doc["gpu_types"] = [*gpu_types, *(g.model_dump(mode="json") for g in stored.values())]
     return build_cluster(doc)
+
+
+def _mappings(items: list[Any]) -> list[dict[str, Any]]:
+    """The mappings among `items` whose `gpu` / `name` keys can be looked up (strings; other types left to the
+    spec's validation)."""
+    return [{k: v for k, v in item.items() if isinstance(v, str)} for item in items if isinstance(item, dict)]
 
 
 def create_cluster(

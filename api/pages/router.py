@@ -41,6 +41,7 @@ from optimizer.exports.timeline import simulate
 from optimizer.placement.result import Placement
 from optimizer.search.explain import describe
 from optimizer.spec.calibration import likely_terms
+from optimizer.spec.cluster_spec import MAX_NODES_PER_CLUSTER
 from optimizer.spec.inventory import InventoryDiff
 from optimizer.spec.names import SCHEDULERS, TOOLS
 from optimizer.spec.objectives import LABELS, format_objective
@@ -134,8 +135,16 @@ list_page(
 )
 
 
+NODES_SHOWN = 100  # nodes the cluster page lists at a time (?nodes_from= pages on); pools are summarised whole
+NodesFrom = Annotated[int, Query(ge=0, le=MAX_NODES_PER_CLUSTER, description="First node the page lists (0-based).")]
+
+
 @router.get("/clusters/{cluster_id}", response_class=HTMLResponse)
-def cluster_page(request: Request, cluster_id: RowId, s: SessionDep, _: Viewer) -> HTMLResponse:
+def cluster_page(
+    request: Request, cluster_id: RowId, s: SessionDep, _: Viewer, nodes_from: NodesFrom = 0
+) -> HTMLResponse:
+    """The cluster: per-pool summary, one page of its nodes, calibration, acceptance tests, revisions; the work
+    does not grow with the node count beyond parsing the (capped) inventory [issue 37 §3]."""
     repo = ClusterRepository(s)
     cluster = repo.get(cluster_id)
     c = cluster_out(s, cluster)
@@ -145,7 +154,15 @@ def cluster_page(request: Request, cluster_id: RowId, s: SessionDep, _: Viewer) 
     by_type: Counter[str] = Counter()
     for p in spec.pools:
         by_type[p.gpu] += p.healthy_gpus
-    unhealthy = [(n.name, n.state) for p in spec.pools for n in p.node_list if n.state != "healthy"]
+    nodes = spec.nodes_page(nodes_from, NODES_SHOWN)
+    node_pages = {
+        "total": spec.node_count,
+        "shown": NODES_SHOWN,
+        "first": nodes_from,
+        "last": nodes_from + len(nodes),
+        "before": max(0, nodes_from - NODES_SHOWN) if nodes_from > 0 else None,
+        "after": nodes_from + NODES_SHOWN if nodes_from + NODES_SHOWN < spec.node_count else None,
+    }
     revs = repo.revisions(cluster, PageRequest(limit=100)).items
     revisions = [{**r.__dict__, "diff": InventoryDiff.model_validate(r.diff) if r.diff else None} for r in revs]
     calibrations = [calibration_out(r) for r in CalibrationRepository(s).history(cluster_id)]
@@ -157,7 +174,9 @@ def cluster_page(request: Request, cluster_id: RowId, s: SessionDep, _: Viewer) 
         f"Cluster {c.name}",
         c=c,
         by_type=dict(by_type),
-        unhealthy=unhealthy,
+        nodes=nodes,
+        unhealthy=spec.unhealthy_nodes(NODES_SHOWN),
+        node_pages=node_pages,
         revisions=revisions,
         calibrations=calibrations,
         current=calibrations[-1] if calibrations else None,

@@ -84,8 +84,8 @@ def fabric_from_nvidia_smi_topo(text: str) -> tuple[int, IntraNodeFabric, int]:
         parts = ln.split()
         if parts and re.fullmatch(r"GPU\d+", parts[0]):
             rows[parts[0]] = parts[1 : 1 + len(gpu_cols)]
-    if len(rows) != len(gpu_cols):
-        raise DomainError("topology", f"found {len(rows)} GPU rows for {len(gpu_cols)} GPU columns")
+    if not gpu_cols or len(rows) != len(gpu_cols):
+        raise DomainError("topology", f"found {len(rows)} GPU rows for {len(gpu_cols)} GPU columns (GPU0, GPU1...)")
     n = len(gpu_cols)
     links: dict[tuple[int, int], int] = {}
     for i, g in enumerate(gpu_cols):
@@ -111,7 +111,10 @@ def fabric_from_nvidia_smi_topo(text: str) -> tuple[int, IntraNodeFabric, int]:
     if not links or domain < 2:
         return n, IntraNodeFabric(kind="pcie", domain_size=1), len(nic_cols)
     bond = min(links.values())
-    fabric = IntraNodeFabric(kind="nvlink", gbytes_per_s=bond * NVLINK_GBYTES_PER_LINK, domain_size=domain)
+    try:
+        fabric = IntraNodeFabric(kind="nvlink", gbytes_per_s=bond * NVLINK_GBYTES_PER_LINK, domain_size=domain)
+    except ValidationError as exc:  # e.g. NV999999: more links than any GPU has
+        raise domain_error_from_validation(exc, "topology") from None
     return n, fabric, len(nic_cols)
 
 

@@ -78,6 +78,11 @@ class Node(BaseModel):
 # The largest fleets announced hold about 100,000-200,000 GPUs (12,500-25,000 nodes of 8): a pool of more nodes is
 # an input mistake, not a cluster [issue 16: a 10^6-node cluster was accepted and slowed every listing].
 MAX_NODES_PER_POOL = 100_000
+# The same bound over a whole cluster: xAI's Colossus, the largest announced, holds about 200,000 GPUs (25,000
+# 8-GPU nodes) [xAI, Colossus page, 2025]; Meta trained Llama 3 on 16,384 H100s (2,048 nodes) [Llama 3 paper,
+# arXiv:2407.21783 §3.3.1]. 100,000 nodes is 4x the largest, and bounds what parsing an inventory costs [issue 37 §3:
+# 10 pools of 100,000 nodes made the cluster page take 9 s].
+MAX_NODES_PER_CLUSTER = 100_000
 
 
 class NodePool(BaseModel):
@@ -153,6 +158,14 @@ class NodePool(BaseModel):
         """Nodes in the pool, whatever their state."""
         return self.nodes if isinstance(self.nodes, int) else len(self.nodes)
 
+    def node_at(self, index: int) -> Node:
+        """Node `index` with its state, without building the node list."""
+        if isinstance(self.nodes, list):
+            node = self.nodes[index]
+            return node.model_copy(update={"state": self.node_states.get(node.name, node.state)})
+        name = self.node_name(index)
+        return Node(name=name, state=self.node_states.get(name, "healthy"))
+
     def has_node(self, node: str) -> bool:
         """Whether `node` names a node of this pool."""
         if isinstance(self.nodes, list):
@@ -198,6 +211,13 @@ class ClusterSpec(BaseModel):
         names = [p.name for p in self.pools]
         if len(set(names)) != len(names):
             raise DomainError("cluster.pools", "pool names must be unique")
+        total = self.node_count
+        if total > MAX_NODES_PER_CLUSTER:
+            raise DomainError(
+                "cluster.pools",
+                f"the pools hold {total} nodes in all; a cluster holds at most {MAX_NODES_PER_CLUSTER} "
+                "(4x the largest announced: split it into clusters)",
+            )
         custom = {g.name: g for g in self.gpu_types}
         for pool in self.pools:
             resolve_gpu(pool.gpu, custom, field=f"pools.{pool.name}.gpu")
@@ -215,6 +235,49 @@ class ClusterSpec(BaseModel):
             if p.name == name:
                 return p
         raise UnknownNameError("pool", name, [p.name for p in self.pools])
+
+    @property
+    def node_count(self) -> int:
+        """Nodes in all pools, whatever their state."""
+        return sum(p.node_count for p in self.pools)
+
+    def nodes_page(self, offset: int, limit: int) -> list[tuple[str, Node]]:
+        """Nodes `offset` to `offset + limit` of the cluster, pool by pool, as (pool, node): work proportional to
+        the pools and `limit`, not to the node count."""
+        page: list[tuple[str, Node]] = []
+        for pool in self.pools:
+            count = pool.node_count
+            if offset >= count:
+                offset -= count
+                continue
+            end = min(count, offset + limit - len(page))
+            page.extend((pool.name, pool.node_at(i)) for i in range(offset, end))
+            offset = 0
+            if len(page) >= limit:
+                break
+        return page
+
+    def unhealthy_nodes(self, limit: int) -> list[tuple[str, Node]]:
+        """The first `limit` nodes not healthy, as (pool, node), in pool order: a counted pool's from its overrides
+        alone, a listed pool's by scanning its (already parsed) nodes until `limit` are found."""
+        found: list[tuple[str, Node]] = []
+        for pool in self.pools:
+            if isinstance(pool.nodes, int):
+                names = (n for n, state in pool.node_states.items() if state != "healthy")
+                candidates = (Node(name=n, state=pool.node_states[n]) for n in names)
+            else:
+                states = pool.node_states
+                candidates = (
+                    n.model_copy(update={"state": states.get(n.name, n.state)})
+                    for n in pool.nodes
+                    if states.get(n.name, n.state) != "healthy"
+                )
+            for node in candidates:
+                if node.state != "healthy":
+                    found.append((pool.name, node))
+                    if len(found) >= limit:
+                        return found
+        return found
 
     def price_per_s(self, gpus_per_stage: int, stage_pools: Sequence[str]) -> float | None:
         """Price per second of a plan's GPUs: each stage's GPUs at its pool's price_per_gpu_hour / 3600; None

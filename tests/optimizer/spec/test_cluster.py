@@ -169,6 +169,12 @@ def test_topo_pcie_only() -> None:
 def test_topo_garbage() -> None:
     with pytest.raises(DomainError):
         fabric_from_nvidia_smi_topo("hello world")
+    # A header naming GPU0 without GPU columns, and more NVLinks than any GPU has, were 500s [issue 37 §2].
+    with pytest.raises(DomainError, match="GPU columns"):
+        fabric_from_nvidia_smi_topo('{"GPU0": "X"}')
+    with pytest.raises(DomainError) as exc:
+        fabric_from_nvidia_smi_topo("  GPU0 GPU1\nGPU0 X NV999999\nGPU1 NV999999 X\n")
+    assert exc.value.field == "topology.gbytes_per_s"
 
 
 def test_pool_size_is_capped_and_large_pools_are_counted_without_a_node_list() -> None:
