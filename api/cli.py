@@ -12,6 +12,7 @@ from pydantic import ValidationError
 from rich.console import Console
 from rich.table import Table
 
+from api.cli_errors import OneLineErrorGroup
 from api.cli_inputs import build_parallel_config, build_workload, resolve_target
 from api.cli_option_groups import OptionGroup, with_option_groups
 from api.cli_options import (
@@ -45,6 +46,7 @@ from optimizer.spec.workload import InferenceWorkload, TrainingWorkload
 from optimizer.spec.yaml_documents import read_document
 
 app = typer.Typer(
+    cls=OneLineErrorGroup,
     add_completion=False,
     no_args_is_help=True,
     pretty_exceptions_enable=False,

@@ -87,3 +87,32 @@ def test_bad_invocations_exit_2_without_a_traceback(bad_files: list[str], data: 
     )
     assert "Traceback" not in result.output, (args[:4], result.output[-500:])
     assert result.exit_code == 2, (args[:4], result.exit_code, result.output[-300:])
+
+
+USAGE_ERRORS = [
+    ["plan", "--model", "llama-3-8b", "--cluster", "dgx-h100:2", "--gbs", "abc", "--seq-len", "8"],
+    ["estimate", "--model", "llama-3-8b", "--cluster", "dgx-h100:2", "--gbs", "8", "--seq-len", "1.5"],
+    ["plan", "--bogus"],
+    ["plan", "--model"],
+    ["serve", "--port", "abc"],
+    ["serve", "--workers", "0"],
+    ["token", "revoke", "x"],
+    ["token", "create"],
+    ["token"],
+    ["measure", "0"],
+    ["measure", "1", "--warmup", "-1"],
+    ["sync", "abc"],
+    ["watch", "1", "2", "--gbs", "\u00b2"],
+    ["import-topo"],
+    ["nope"],
+]
+
+
+@pytest.mark.parametrize("args", USAGE_ERRORS, ids=lambda a: " ".join(a)[:40])
+def test_option_type_errors_are_one_line_and_exit_2(args: list[str]) -> None:
+    """Click's usage errors (a wrong type, out of range, missing or unknown) print one line, not a usage box."""
+    result = RUNNER.invoke(app, args)
+    lines = result.output.strip().splitlines()
+    assert result.exit_code == 2, (args, result.exit_code, result.output)
+    assert len(lines) == 1 and lines[0].startswith("error: "), (args, result.output)
+    assert "\u256d" not in result.output and "Traceback" not in result.output
