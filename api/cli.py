@@ -43,7 +43,7 @@ from optimizer.spec.model_spec import ModelSpec
 from optimizer.spec.names import SCHEDULERS
 from optimizer.spec.validation_errors import domain_error_from_validation
 from optimizer.spec.workload import InferenceWorkload, TrainingWorkload
-from optimizer.spec.yaml_documents import read_document
+from optimizer.spec.yaml_documents import read_document, read_stream
 
 app = typer.Typer(
     cls=OneLineErrorGroup,
@@ -466,10 +466,8 @@ def import_topo(
     import yaml
 
     try:
-        text = sys.stdin.read() if str(path) == "-" else path.read_text()
+        text = read_stream(sys.stdin.buffer, "path") if str(path) == "-" else read_document(path, "path")
         spec = cluster_document_from_topo(text, gpu, nodes, nic_gbps, name)
-    except OSError as exc:
-        fail(DomainError("path", f"cannot read {path}: {exc.strerror}"))
     except DomainError as exc:
         fail(exc)
     sys.stdout.write(yaml.safe_dump(spec, sort_keys=False))

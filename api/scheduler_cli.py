@@ -20,7 +20,7 @@ from optimizer.spec.scheduler_inventory.slurm import slurm_inventory
 from optimizer.spec.scheduler_inventory.sources import KubernetesSource, SlurmSource
 from optimizer.spec.scheduler_inventory.topology_conf import parse_topology
 from optimizer.spec.validation_errors import domain_error_from_validation
-from optimizer.spec.yaml_documents import read_document
+from optimizer.spec.yaml_documents import read_document, read_stream
 
 NodesArg = Annotated[Path, typer.Argument(help="The scheduler's JSON ('-' for stdin).")]
 NameOpt = Annotated[str, typer.Option(help="Cluster name.")]
@@ -34,7 +34,7 @@ def register(app: typer.Typer) -> None:
 
 
 def _read(path: Path, field: str) -> str:
-    return sys.stdin.read() if str(path) == "-" else read_document(path, field)
+    return read_stream(sys.stdin.buffer, field) if str(path) == "-" else read_document(path, field)
 
 
 def _defaults(nic_gbps: float, nics_per_node: int | None) -> ImportDefaults:
