@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import re
 from functools import lru_cache
+from urllib.parse import urlsplit
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from pydantic import BaseModel, Field, ValidationError, field_validator
@@ -87,8 +88,16 @@ class Settings(BaseModel):
     @field_validator("redis_url")
     @classmethod
     def _redis_url(cls, value: str | None) -> str | None:
-        if value is not None and not re.fullmatch(r"rediss?://[^\s]*", value):
-            raise ValueError(f"must be a redis:// or rediss:// URL (got {value[:80]!r})")
+        if value is None:
+            return value
+        shown = re.sub(r"//([^:/@]*):[^@/]*@", r"//\1:***@", value)[:80]  # never echo a password
+        rule = f"must be a redis://, rediss:// or redis+socket:// URL (got {shown!r})"
+        if not re.fullmatch(r"(rediss?|redis\+socket)://[^\s]*", value):
+            raise ValueError(rule)
+        try:
+            urlsplit(value).port  # noqa: B018 - a port that is not a number (or above 65535) raises
+        except ValueError:
+            raise ValueError(f"{rule}: its port is not a number from 0 to 65535") from None
         return value
 
     def time_limit(self, requested: float | None) -> float:

@@ -79,3 +79,35 @@ def test_an_unreachable_database_is_named_without_its_password() -> None:
     result = RUNNER.invoke(app, ["token", "create", "--scope", "read"], env={"DATABASE_URL": url})
     assert result.exit_code == 2, (result.output, result.exception)
     assert result.output.startswith("error: DATABASE_URL: cannot use") and "hunter2" not in result.output
+
+
+@pytest.mark.parametrize(
+    ("env", "name"),
+    [
+        ({"MESHPLAN_REPLAN_AT": "2:00"}, "MESHPLAN_REPLAN_AT"),
+        ({"MESHPLAN_REPLAN_AT": "23:60"}, "MESHPLAN_REPLAN_AT"),
+        ({"MESHPLAN_REPLAN_TIMEZONE": "../../etc/passwd"}, "MESHPLAN_REPLAN_TIMEZONE"),
+        ({"REDIS_URL": "redis://u:hunter2@h:notaport/0"}, "REDIS_URL"),
+        ({"REDIS_URL": "http://h:6379"}, "REDIS_URL"),
+        ({"MESHPLAN_MAX_PAGE_SIZE": "0"}, "MESHPLAN_MAX_PAGE_SIZE"),
+    ],
+)
+def test_load_settings_names_the_variable_in_one_line(env: dict[str, str], name: str) -> None:
+    from optimizer.errors import DomainError
+    from store.settings import load_settings
+
+    with pytest.raises(DomainError) as caught:
+        load_settings(env)
+    assert caught.value.field == name and "\n" not in str(caught.value) and "hunter2" not in str(caught.value)
+
+
+def test_load_settings_takes_good_values() -> None:
+    from store.settings import load_settings
+
+    good = {
+        "MESHPLAN_REPLAN_AT": "23:59",
+        "MESHPLAN_REPLAN_TIMEZONE": "Europe/Berlin",
+        "REDIS_URL": "rediss://h:6380/1",
+    }
+    cfg = load_settings(good)
+    assert (cfg.replan_at, cfg.replan_timezone, cfg.redis_url) == ("23:59", "Europe/Berlin", "rediss://h:6380/1")
