@@ -125,7 +125,7 @@ def sync(
 ) -> None:
     """Read the cluster's scheduler now (sinfo --json / kubectl on this host) and store a new inventory revision
     when something changed; a scheduler that does not answer leaves the last revision (exit code 1)."""
-    from api.service_cli import _settings
+    from api.service_cli import _settings, database_errors
     from service.scheduler_sync import sync_cluster
     from store.db import database
     from workers.dispatch import InProcessDispatcher, make_dispatcher, send_committed
@@ -150,9 +150,10 @@ def sync(
             )
         elif source is not None:
             raise DomainError("--from", f"must be slurm or k8s (got {source!r})")
-        db = database(cfg.database_url)
-        with db.session() as s:
-            outcome = sync_cluster(s, cluster_id, chosen, cfg, replan)
+        with database_errors(cfg.database_url):
+            db = database(cfg.database_url)
+            with db.session() as s:
+                outcome = sync_cluster(s, cluster_id, chosen, cfg, replan)
     except DomainError as exc:
         fail(exc)
     except ValidationError as exc:  # a rule on a path, context or selector

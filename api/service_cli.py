@@ -92,12 +92,13 @@ def serve(
         fail(DomainError("--workers", "more than one API process needs REDIS_URL (embedded jobs run in one process)"))
     if not no_migrate:
         migrate()
-    db = database(cfg.database_url)
-    with db.session() as s:
-        repo = TokenRepository(s)
-        if not repo.list():
-            _row, secret = repo.create("first-admin", ["write"])
-            typer.echo(f"created the first API token (write scope; shown once): {secret}")
+    with database_errors(cfg.database_url):  # e.g. --no-migrate on a database never migrated
+        db = database(cfg.database_url)
+        with db.session() as s:
+            repo = TokenRepository(s)
+            if not repo.list():
+                _row, secret = repo.create("first-admin", ["write"])
+                typer.echo(f"created the first API token (write scope; shown once): {secret}")
     mode = "Celery on " + cfg.redis_url if cfg.redis_url else "in-process (no REDIS_URL)"
     typer.echo(f"meshplan on http://{host}:{port}  database: {cfg.database_url}  jobs: {mode}")
     # A solve on the in-process job thread holds the GIL for CPython's default 5 ms slices; at 1 ms the event loop and

@@ -111,3 +111,13 @@ def test_load_settings_takes_good_values() -> None:
     }
     cfg = load_settings(good)
     assert (cfg.replan_at, cfg.replan_timezone, cfg.redis_url) == ("23:59", "Europe/Berlin", "rediss://h:6380/1")
+
+
+def test_serve_without_migrating_an_empty_database_says_migrate(tmp_path: Path, no_server: None) -> None:
+    result = RUNNER.invoke(app, ["serve", "--no-migrate"], env={"DATABASE_URL": f"sqlite:///{tmp_path / 'e.db'}"})
+    assert result.exit_code == 2 and "meshplan migrate" in result.output, (result.output, result.exception)
+
+
+def test_sync_on_an_unmigrated_database_says_migrate(tmp_path: Path) -> None:
+    result = RUNNER.invoke(app, ["sync", "1"], env={"DATABASE_URL": f"sqlite:///{tmp_path / 'e.db'}"})
+    assert result.exit_code == 2 and "meshplan migrate" in result.output, (result.output, result.exception)
