@@ -12,6 +12,7 @@ from pydantic import ValidationError
 from rich.console import Console
 from rich.table import Table
 
+from api.cli_errors import OneLineErrorGroup
 from api.cli_inputs import build_parallel_config, build_workload, resolve_target
 from api.cli_option_groups import OptionGroup, with_option_groups
 from api.cli_options import (
@@ -42,9 +43,10 @@ from optimizer.spec.model_spec import ModelSpec
 from optimizer.spec.names import SCHEDULERS
 from optimizer.spec.validation_errors import domain_error_from_validation
 from optimizer.spec.workload import InferenceWorkload, TrainingWorkload
-from optimizer.spec.yaml_documents import read_document
+from optimizer.spec.yaml_documents import read_document, read_stream
 
 app = typer.Typer(
+    cls=OneLineErrorGroup,
     add_completion=False,
     no_args_is_help=True,
     pretty_exceptions_enable=False,
@@ -469,10 +471,8 @@ def import_topo(
     import yaml
 
     try:
-        text = sys.stdin.read() if str(path) == "-" else path.read_text()
+        text = read_stream(sys.stdin.buffer, "path") if str(path) == "-" else read_document(path, "path")
         spec = cluster_document_from_topo(text, gpu, nodes, nic_gbps, name)
-    except OSError as exc:
-        fail(DomainError("path", f"cannot read {path}: {exc.strerror}"))
     except DomainError as exc:
         fail(exc)
     sys.stdout.write(yaml.safe_dump(spec, sort_keys=False))

@@ -21,7 +21,7 @@ from optimizer.spec.pipeline_layout import layout_vp
 from optimizer.spec.validation_errors import domain_error_from_validation
 from optimizer.spec.workload import InferenceWorkload, TrainingWorkload
 from optimizer.spec.workload_loading import build_config, build_inference, build_training, parse_int_list
-from optimizer.spec.yaml_documents import read_document, yaml_mapping
+from optimizer.spec.yaml_documents import read_document, shown_path, yaml_mapping
 
 
 def resolve_target(target: Target, calibration: Path | None) -> tuple[ModelSpec, ClusterSpec]:
@@ -34,6 +34,10 @@ def resolve_target(target: Target, calibration: Path | None) -> tuple[ModelSpec,
 def load_calibration(path: Path) -> ClusterCalibration:
     """A calibration document from a file (bad content names the field)."""
     doc = yaml_mapping(read_document(path, "--calibration"), "--calibration", str(path), "with `pools`")
+    if "pools" not in doc and isinstance(doc.get("constants"), dict):  # as GET .../calibrations lists one
+        doc = doc["constants"]
+    if not isinstance(doc.get("pools"), dict):  # a model file or an inventory used to be read as no calibration
+        raise DomainError("--calibration", f"{shown_path(path)} must hold `pools`: constants by pool name")
     try:
         return ClusterCalibration.model_validate({k: v for k, v in doc.items() if k in ("pools", "version")})
     except ValidationError as exc:

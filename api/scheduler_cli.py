@@ -20,7 +20,7 @@ from optimizer.spec.scheduler_inventory.slurm import slurm_inventory
 from optimizer.spec.scheduler_inventory.sources import KubernetesSource, SlurmSource
 from optimizer.spec.scheduler_inventory.topology_conf import parse_topology
 from optimizer.spec.validation_errors import domain_error_from_validation
-from optimizer.spec.yaml_documents import read_document
+from optimizer.spec.yaml_documents import read_document, read_stream
 
 NodesArg = Annotated[Path, typer.Argument(help="The scheduler's JSON ('-' for stdin).")]
 NameOpt = Annotated[str, typer.Option(help="Cluster name.")]
@@ -34,7 +34,7 @@ def register(app: typer.Typer) -> None:
 
 
 def _read(path: Path, field: str) -> str:
-    return sys.stdin.read() if str(path) == "-" else read_document(path, field)
+    return read_stream(sys.stdin.buffer, field) if str(path) == "-" else read_document(path, field)
 
 
 def _defaults(nic_gbps: float, nics_per_node: int | None) -> ImportDefaults:
@@ -125,7 +125,7 @@ def sync(
 ) -> None:
     """Read the cluster's scheduler now (sinfo --json / kubectl on this host) and store a new inventory revision
     when something changed; a scheduler that does not answer leaves the last revision (exit code 1)."""
-    from api.service_cli import _settings
+    from api.service_cli import _settings, database_errors
     from service.scheduler_sync import sync_cluster
     from store.db import database
     from workers.dispatch import InProcessDispatcher, make_dispatcher, send_committed
@@ -150,9 +150,10 @@ def sync(
             )
         elif source is not None:
             raise DomainError("--from", f"must be slurm or k8s (got {source!r})")
-        db = database(cfg.database_url)
-        with db.session() as s:
-            outcome = sync_cluster(s, cluster_id, chosen, cfg, replan)
+        with database_errors(cfg.database_url):
+            db = database(cfg.database_url)
+            with db.session() as s:
+                outcome = sync_cluster(s, cluster_id, chosen, cfg, replan)
     except DomainError as exc:
         fail(exc)
     except ValidationError as exc:  # a rule on a path, context or selector

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Annotated
 
 import typer
@@ -22,6 +24,28 @@ def _settings() -> Settings:
         return load_settings()
     except DomainError as exc:
         fail(exc)
+
+
+@contextmanager
+def database_errors(url: str) -> Iterator[None]:
+    """A database the command cannot use (unreachable, or without meshplan's tables) ends as one line naming
+    DATABASE_URL, exit code 2: a command's own database errors never reach the user as a traceback."""
+    from sqlalchemy.engine import make_url
+    from sqlalchemy.exc import ArgumentError, ProgrammingError, SQLAlchemyError
+
+    try:
+        yield
+    except SQLAlchemyError as exc:
+        try:
+            shown = make_url(url).render_as_string(hide_password=True)
+        except ArgumentError:
+            shown = url[:200]
+        reason = str(getattr(exc, "orig", None) or exc).strip().splitlines()[0][:300]
+        if isinstance(exc, ProgrammingError) or "no such table" in reason:
+            rule = f"{shown} has no meshplan schema ({reason}); run `meshplan migrate` first"
+        else:
+            rule = f"cannot use {shown}: {type(exc).__name__}: {reason}"
+        fail(DomainError("DATABASE_URL", rule))
 
 
 def register(app: typer.Typer) -> None:
@@ -47,7 +71,7 @@ def migrate() -> None:
 
 def serve(
     host: Annotated[str, typer.Option(help="Address to listen on.")] = "127.0.0.1",
-    port: Annotated[int, typer.Option(help="Port.")] = 8000,
+    port: Annotated[int, typer.Option(min=1, max=65535, help="Port (1-65535).")] = 8000,
     no_migrate: Annotated[bool, typer.Option("--no-migrate", help="Do not migrate at start-up.")] = False,
     workers: Annotated[
         int,
@@ -68,12 +92,13 @@ def serve(
         fail(DomainError("--workers", "more than one API process needs REDIS_URL (embedded jobs run in one process)"))
     if not no_migrate:
         migrate()
-    db = database(cfg.database_url)
-    with db.session() as s:
-        repo = TokenRepository(s)
-        if not repo.list():
-            _row, secret = repo.create("first-admin", ["write"])
-            typer.echo(f"created the first API token (write scope; shown once): {secret}")
+    with database_errors(cfg.database_url):  # e.g. --no-migrate on a database never migrated
+        db = database(cfg.database_url)
+        with db.session() as s:
+            repo = TokenRepository(s)
+            if not repo.list():
+                _row, secret = repo.create("first-admin", ["write"])
+                typer.echo(f"created the first API token (write scope; shown once): {secret}")
     mode = "Celery on " + cfg.redis_url if cfg.redis_url else "in-process (no REDIS_URL)"
     typer.echo(f"meshplan on http://{host}:{port}  database: {cfg.database_url}  jobs: {mode}")
     # A solve on the in-process job thread holds the GIL for CPython's default 5 ms slices; at 1 ms the event loop and
@@ -123,9 +148,10 @@ def replan(
     from workers.dispatch import InProcessDispatcher, make_dispatcher
     from workers.service import replan_all
 
-    db = database(cfg.database_url)
-    dispatcher = make_dispatcher(db, cfg)
-    jobs = replan_all("nightly", cluster, dispatcher)
+    with database_errors(cfg.database_url):
+        db = database(cfg.database_url)
+        dispatcher = make_dispatcher(db, cfg)
+        jobs = replan_all("nightly", cluster, dispatcher)
     typer.echo(f"{len(jobs)} watch(es) changed; jobs {jobs}" if jobs else "no watch changed")
     if isinstance(dispatcher, InProcessDispatcher) and wait:
         dispatcher.pool.shutdown(wait=True)
@@ -142,7 +168,7 @@ def token_create(
 
     cfg = _settings()
     try:
-        with database(cfg.database_url).session() as s:
+        with database_errors(cfg.database_url), database(cfg.database_url).session() as s:
             row, secret = TokenRepository(s).create(name, scope)
     except DomainError as exc:
         fail(exc)
@@ -158,7 +184,7 @@ def token_revoke(token_id: int) -> None:
 
     cfg = _settings()
     try:
-        with database(cfg.database_url).session() as s:
+        with database_errors(cfg.database_url), database(cfg.database_url).session() as s:
             TokenRepository(s).revoke(token_id)
     except DomainError as exc:
         fail(exc)

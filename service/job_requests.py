@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from sqlalchemy.orm import Session
 
 from optimizer.errors import DomainError
@@ -17,6 +17,7 @@ from optimizer.search.planner import check_request
 from optimizer.search.reported import reported_plan
 from optimizer.search.space import DEFAULT_SCHEDULES, SearchSpace, parse_pins
 from optimizer.spec.parallel_config import ParallelConfig
+from optimizer.spec.validation_errors import domain_error_from_validation
 from optimizer.spec.workload import InferenceWorkload, TrainingWorkload
 from optimizer.spec.workload import Workload as WorkloadSpec
 from store.models import MAX_ID, Cluster, ClusterRevision, Model, ModelVersion
@@ -62,6 +63,8 @@ class SearchOptions(BaseModel):
             )
         except DomainError as exc:
             raise DomainError(f"search.{exc.field}", exc.rule) from None
+        except ValidationError as exc:  # an unknown schedule
+            raise domain_error_from_validation(exc, "search") from None
 
 
 class JobRequest(BaseModel):

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import os
+import re
 from functools import lru_cache
+from urllib.parse import urlsplit
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, ValidationError, field_validator
 
 from optimizer.errors import DomainError
 
@@ -38,7 +41,7 @@ class Settings(BaseModel):
         description="Memory for finished plan-history and plan responses, MB per API process (0: none); a copy is "
         "served only while no commit has changed what it was built from (store.changes).",
     )
-    replan_at: str = Field(default="02:00", pattern=r"^\d{2}:\d{2}$", description="Nightly re-plan time, HH:MM.")
+    replan_at: str = Field(default="02:00", description="Nightly re-plan time, HH:MM (00:00 to 23:59).")
     replan_timezone: str = Field(default="UTC", description="Time zone of replan_at (IANA name).")
     replan_calibration_change: float = Field(
         default=0.03,
@@ -64,6 +67,38 @@ class Settings(BaseModel):
         default="/tmp/meshplan-beat-schedule", description="File where Celery beat keeps its last run times."
     )
     job_progress_interval_s: float = Field(default=1.0, gt=0, description="Job progress written at most this often.")
+
+    @field_validator("replan_at")
+    @classmethod
+    def _clock_time(cls, value: str) -> str:
+        match = re.fullmatch(r"(\d{2}):(\d{2})", value)
+        if match is None or int(match[1]) > 23 or int(match[2]) > 59:
+            raise ValueError(f"must be a time of day HH:MM from 00:00 to 23:59 (got {value[:40]!r})")
+        return value
+
+    @field_validator("replan_timezone")
+    @classmethod
+    def _time_zone(cls, value: str) -> str:
+        try:
+            ZoneInfo(value)
+        except (ZoneInfoNotFoundError, ValueError):
+            raise ValueError(f"must be an IANA time zone such as UTC or Europe/Berlin (got {value[:80]!r})") from None
+        return value
+
+    @field_validator("redis_url")
+    @classmethod
+    def _redis_url(cls, value: str | None) -> str | None:
+        if value is None:
+            return value
+        shown = re.sub(r"//([^:/@]*):[^@/]*@", r"//\1:***@", value)[:80]  # never echo a password
+        rule = f"must be a redis://, rediss:// or redis+socket:// URL (got {shown!r})"
+        if not re.fullmatch(r"(rediss?|redis\+socket)://[^\s]*", value):
+            raise ValueError(rule)
+        try:
+            urlsplit(value).port  # noqa: B018 - a port that is not a number (or above 65535) raises
+        except ValueError:
+            raise ValueError(f"{rule}: its port is not a number from 0 to 65535") from None
+        return value
 
     def time_limit(self, requested: float | None) -> float:
         """A job's solver time limit: the one asked for, else the default (never above the cap)."""
@@ -93,8 +128,11 @@ def load_settings(environ: dict[str, str] | None = None) -> Settings:
             )
     try:
         return Settings.model_validate(raw)
-    except ValueError as exc:
-        raise DomainError("settings", str(exc).splitlines()[0] + f": {exc}") from exc
+    except ValidationError as exc:  # one line naming the environment variable and its rule
+        first = exc.errors()[0]
+        field = str(first["loc"][0]) if first["loc"] else "settings"
+        rule = str(first["msg"]).removeprefix("Value error, ")
+        raise DomainError(env_name(field) if field in Settings.model_fields else "settings", rule) from None
 
 
 @lru_cache(maxsize=1)

@@ -5,7 +5,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic_core import PydanticCustomError
 
 from optimizer.errors import DomainError
 from optimizer.spec.parallel_config import CP_COMMS, EP_DISPATCHES, RECOMPUTES, SCHEDULES, SHARD_SCOPES
@@ -60,7 +61,21 @@ class SearchSpace(BaseModel):
     pins: dict[str, KnobPin] = Field(default_factory=dict, description="Fixed or bounded knobs.")
     max_gpus: int | None = Field(default=None, ge=1, description="GPU budget.")
     pools: tuple[str, ...] | None = Field(default=None, description="Pools the plan may use; None = all.")
-    schedules: tuple[str, ...] = Field(default=DEFAULT_SCHEDULES, description="Pipeline schedules searched.")
+    schedules: tuple[str, ...] = Field(
+        default=DEFAULT_SCHEDULES, min_length=1, description="Pipeline schedules searched (names from SCHEDULES)."
+    )
+
+    @field_validator("schedules")
+    @classmethod
+    def _known_schedules(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        bad = [s for s in value if s not in SCHEDULES]
+        if bad:  # an unknown name used to be searched as nothing at all
+            raise PydanticCustomError(  # a custom error: its message without pydantic's "Value error, " prefix
+                "unknown_schedule",
+                "unknown schedule {name}; known: {known}",
+                {"name": repr(bad[0][:40]), "known": ", ".join(SCHEDULES)},
+            )
+        return value
 
     def allows(self, knob: str, value: Any) -> bool:
         pin = self.pins.get(knob)

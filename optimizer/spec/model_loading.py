@@ -14,7 +14,7 @@ from pydantic import ValidationError
 from optimizer.errors import DomainError, UnknownNameError
 from optimizer.spec.model_spec import ModelSpec
 from optimizer.spec.validation_errors import domain_error_from_validation
-from optimizer.spec.yaml_documents import document_mapping, read_document
+from optimizer.spec.yaml_documents import document_mapping, read_document, shown_path
 
 Config = dict[str, Any]
 
@@ -208,6 +208,9 @@ HF_LOADERS: dict[str, Callable[[Config], Config]] = {
 
 # The config.json keys the loaders read, by the type each must have (checked before any arithmetic on them, so
 # that `n_embd: {}` or `resid_pdrop: "high"` is an error naming the key, not a traceback).
+# Longest --model reference: Linux's PATH_MAX (limits.h), the longest path a file system call accepts.
+MAX_REF_CHARS = 4096
+
 _INT_KEYS = frozenset(
     [
         "decoder_sparse_step",
@@ -333,9 +336,17 @@ def load_model_preset(name: str) -> ModelSpec:
 
 def resolve_model(ref: str) -> ModelSpec:
     """A preset name or a path to config.json / model.yaml."""
+    if len(ref) > MAX_REF_CHARS:
+        raise DomainError(
+            "model", f"must be a preset name or a file path of at most {MAX_REF_CHARS} characters (got {len(ref)})"
+        )
     path = Path(ref)
-    if path.suffix in (".json", ".yaml", ".yml") or path.exists():
-        if not path.exists():
-            raise DomainError("model", f"file {ref} does not exist")
+    try:
+        exists = path.exists()
+    except OSError as exc:  # a name too long for the file system
+        raise DomainError("model", f"cannot read {shown_path(ref)}: {exc.strerror}") from None
+    if path.suffix in (".json", ".yaml", ".yml") or exists:
+        if not exists:
+            raise DomainError("model", f"file {shown_path(ref)} does not exist")
         return load_model_file(path)
     return load_model_preset(ref)

@@ -87,3 +87,63 @@ def test_bad_invocations_exit_2_without_a_traceback(bad_files: list[str], data: 
     )
     assert "Traceback" not in result.output, (args[:4], result.output[-500:])
     assert result.exit_code == 2, (args[:4], result.exit_code, result.output[-300:])
+
+
+USAGE_ERRORS = [
+    ["plan", "--model", "llama-3-8b", "--cluster", "dgx-h100:2", "--gbs", "abc", "--seq-len", "8"],
+    ["estimate", "--model", "llama-3-8b", "--cluster", "dgx-h100:2", "--gbs", "8", "--seq-len", "1.5"],
+    ["plan", "--bogus"],
+    ["plan", "--model"],
+    ["serve", "--port", "abc"],
+    ["serve", "--workers", "0"],
+    ["token", "revoke", "x"],
+    ["token", "create"],
+    ["token"],
+    ["measure", "0"],
+    ["measure", "1", "--warmup", "-1"],
+    ["sync", "abc"],
+    ["watch", "1", "2", "--gbs", "\u00b2"],
+    ["import-topo"],
+    ["nope"],
+]
+
+
+@pytest.mark.parametrize("args", USAGE_ERRORS, ids=lambda a: " ".join(a)[:40])
+def test_option_type_errors_are_one_line_and_exit_2(args: list[str]) -> None:
+    """Click's usage errors (a wrong type, out of range, missing or unknown) print one line, not a usage box."""
+    result = RUNNER.invoke(app, args)
+    lines = result.output.strip().splitlines()
+    assert result.exit_code == 2, (args, result.exit_code, result.output)
+    assert len(lines) == 1 and lines[0].startswith("error: "), (args, result.output)
+    assert "\u256d" not in result.output and "Traceback" not in result.output
+
+
+TYPED_OPTIONS = [  # (command line before the option, option, type)
+    (["plan", "--model", "llama-3-8b", "--cluster", "dgx-h100:2"], "--gbs", int),
+    (["plan", "--model", "llama-3-8b", "--cluster", "dgx-h100:2"], "--time-limit", float),
+    (["plan", "--model", "llama-3-8b", "--cluster", "dgx-h100:2"], "--max-gpus", int),
+    (["estimate", "--model", "llama-3-8b", "--cluster", "dgx-h100:2"], "--tp", int),
+    (["import-topo", "-", "--gpu", "H100-SXM-80GB"], "--nic-gbps", float),
+    (["serve"], "--port", int),
+    (["serve"], "--workers", int),
+    (["worker"], "--concurrency", int),
+    (["measure", "1"], "--step-time", float),
+    (["next-measurement", "1"], "--top", int),
+    (["watch", "1", "2", "--name", "w", "--seq-len", "8"], "--gbs", int),
+    (["token", "revoke"], "", int),
+]
+NOT_INT = st.sampled_from(["abc", "1.5", "\u00b2", "", "0x10", "1e3", "9" * 5000 + "x", "--", "\u0663"])
+NOT_FLOAT = st.sampled_from(["abc", "\u00b2", "", "1,5", "nan?", "1e", "0x1p"])
+
+
+@settings(max_examples=60, deadline=None)
+@given(data=st.data())
+def test_option_type_errors_from_generated_values_are_one_line(data: st.DataObject) -> None:
+    """Any value of the wrong type for a typed option (never a valid one: nothing is started) is one line, exit 2."""
+    head, option, kind = data.draw(st.sampled_from(TYPED_OPTIONS))
+    value = data.draw(NOT_INT if kind is int else NOT_FLOAT)
+    args = [*head, *([option] if option else []), value]
+    result = RUNNER.invoke(app, args)
+    lines = result.output.strip().splitlines()
+    assert result.exit_code == 2, (args[-3:], result.exit_code, result.output[-300:], result.exception)
+    assert len(lines) == 1 and lines[0].startswith("error: "), (args[-3:], result.output[-300:])
