@@ -13,7 +13,7 @@ from fastapi import FastAPI
 from fastapi.responses import JSONResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from api import errors
+from api import errors, openapi_doc
 from api.metrics import Metrics
 from api.read_cache import ReadCache
 from api.routers import acceptance, clusters, gpu_types, health, jobs, measurements, models, plans, watches
@@ -162,6 +162,7 @@ def create_app(
 
     app.include_router(pages.router)
     pages.install(app)
+    openapi_doc.install(app, cfg)
 
     app.add_middleware(RequestMetrics, metrics=app.state.metrics)
     app.add_middleware(BodyLimit, limit=cfg.max_body_bytes)

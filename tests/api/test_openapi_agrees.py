@@ -1,0 +1,31 @@
+"""The OpenAPI document is the server: what it declares is what the server enforces, and the reverse."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi.testclient import TestClient
+
+from store.settings import Settings
+
+
+def _limit_params(doc: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+    return [
+        (path, p)
+        for path, ops in doc["paths"].items()
+        for op in ops.values()
+        for p in op.get("parameters", [])
+        if p["name"] == "limit" and p["in"] == "query"
+    ]
+
+
+def test_list_limit_maximum_is_documented_and_enforced(client: TestClient, api_settings: Settings) -> None:
+    params = _limit_params(client.get("/openapi.json").json())
+    assert len(params) >= 7
+    top = api_settings.max_page_size
+    for path, p in params:
+        assert p["schema"]["maximum"] == top, path
+    assert client.get("/v1/clusters", params={"limit": top}).status_code == 200
+    r = client.get("/v1/clusters", params={"limit": top + 1})
+    assert r.status_code == 422
+    assert r.json()["detail"][0]["loc"][-1] == "limit"
