@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, model_validator
 
 from optimizer.errors import DomainError
 from optimizer.spec.names import AttentionKernel, EngineName, FrameworkChoice
@@ -92,10 +92,15 @@ class TrainingWorkload(BaseModel):
         return self.global_batch_size * self.seq_len
 
 
+def _mode_required(schema: dict[str, Any]) -> None:
+    """Only a body naming mode "inference" is read as one, so the document marks the field required."""
+    schema["required"] = [*schema.get("required", []), "mode"]
+
+
 class InferenceWorkload(BaseModel):
     """Serving: a batch of concurrent sequences, each with a prompt and generated tokens."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", json_schema_extra=_mode_required)
 
     mode: Literal["inference"] = "inference"
     prompt_len: int = Field(ge=1, le=100_000_000, description="Prompt tokens per sequence.")
@@ -186,6 +191,18 @@ class InferenceWorkload(BaseModel):
         return max(2.0, float(BYTES[self.precision]))
 
 
-Workload = Annotated[TrainingWorkload | InferenceWorkload, Field(discriminator="mode")]
+def _mode(value: Any) -> Any:
+    """The workload's mode; a mapping without one is training (its documented default)."""
+    if isinstance(value, dict):
+        return value.get("mode", "training")
+    return getattr(value, "mode", None)
+
+
+Workload = Annotated[
+    Annotated[TrainingWorkload, Tag("training")] | Annotated[InferenceWorkload, Tag("inference")],
+    Discriminator(
+        _mode, custom_error_type="workload_mode", custom_error_message="mode must be 'training' or 'inference'"
+    ),
+]
 
 BYTES: dict[str, int] = {"bf16": 2, "fp16": 2, "fp8": 1, "fp32": 4}

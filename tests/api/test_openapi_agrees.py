@@ -7,6 +7,7 @@ from typing import Any
 from fastapi.testclient import TestClient
 
 from store.settings import Settings
+from tests.api.helpers import make_cluster, make_model, name, ok
 
 
 def _limit_params(doc: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
@@ -29,3 +30,23 @@ def test_list_limit_maximum_is_documented_and_enforced(client: TestClient, api_s
     r = client.get("/v1/clusters", params={"limit": top + 1})
     assert r.status_code == 422
     assert r.json()["detail"][0]["loc"][-1] == "limit"
+
+
+def test_workload_without_mode_is_training_as_documented(client: TestClient) -> None:
+    schemas = client.get("/openapi.json").json()["components"]["schemas"]
+    assert "mode" not in schemas["TrainingWorkload"]["required"]
+    assert schemas["TrainingWorkload"]["properties"]["mode"]["default"] == "training"
+    assert "mode" in schemas["InferenceWorkload"]["required"]
+    cluster, model = make_cluster(client), make_model(client)
+    body = {
+        "name": name("w"),
+        "cluster_id": cluster["id"],
+        "model_id": model["id"],
+        "workload": {"global_batch_size": 64, "seq_len": 4096},
+        "time_limit_s": 30,
+    }
+    watch = ok(client.post("/v1/watches", json=body), 201)
+    assert watch["workload"]["mode"] == "training"
+    r = client.post("/v1/watches", json={**body, "name": name("w"), "workload": {"mode": "serving"}})
+    assert r.status_code == 422
+    assert r.json()["detail"][0]["loc"] == ["body", "workload"]
