@@ -9,7 +9,7 @@ import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
-from fastapi import FastAPI
+from fastapi import FastAPI, HTTPException
 from fastapi.responses import JSONResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -41,7 +41,9 @@ class HttpMiddleware:
 
 
 class BodyLimit(HttpMiddleware):
-    """413 for a request body above max_body_bytes (declared or streamed)."""
+    """413 for a request body above max_body_bytes, declared (Content-Length) or streamed (chunked): a streamed
+    one raises an HTTPException from the body read, which FastAPI passes on as is (any other exception there it
+    answers with an undocumented 400)."""
 
     def __init__(self, app: ASGIApp, limit: int) -> None:
         super().__init__(app)
@@ -50,9 +52,9 @@ class BodyLimit(HttpMiddleware):
     async def http(self, scope: Scope, receive: Receive, send: Send) -> None:
         headers = dict(scope.get("headers") or [])
         declared = headers.get(b"content-length")
-        too_big = JSONResponse({"detail": f"request body above {self.limit} bytes"}, status_code=413)
+        reason = f"request body above {self.limit} bytes"
         if declared is not None and (not declared.isdigit() or int(declared) > self.limit):
-            await too_big(scope, receive, send)
+            await JSONResponse({"detail": reason}, status_code=413)(scope, receive, send)
             return
         seen = 0
 
@@ -61,17 +63,10 @@ class BodyLimit(HttpMiddleware):
             message = await receive()
             seen += len(message.get("body", b""))
             if seen > self.limit:
-                raise _TooBig
+                raise HTTPException(413, reason)
             return message
 
-        try:
-            await self.app(scope, counted, send)
-        except _TooBig:
-            await too_big(scope, receive, send)
-
-
-class _TooBig(Exception):
-    pass
+        await self.app(scope, counted, send)
 
 
 class RequestMetrics(HttpMiddleware):

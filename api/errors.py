@@ -5,10 +5,13 @@ from __future__ import annotations
 import logging
 
 from fastapi import FastAPI, Request
+from fastapi.exception_handlers import http_exception_handler
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response
 from sqlalchemy.exc import DataError, DBAPIError, OperationalError
 from sqlalchemy.exc import TimeoutError as PoolTimeout
+from starlette.exceptions import HTTPException
+from starlette.routing import Match
 
 from optimizer.errors import DomainError
 from store.errors import ConflictError, NotFoundError
@@ -21,7 +24,32 @@ def _loc(field: str) -> list[str | int]:
     return ["body", *field.split(".")] if field else ["body"]
 
 
+METHODS = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS")
+
+
+def allowed_methods(request: Request) -> list[str]:
+    """Every method some route of this path answers: Starlette's 405 names only the first path-matching route's
+    (FastAPI keeps one route per method). Asked of each route through the public BaseRoute.matches."""
+    routes = request.app.router.routes
+    return [m for m in METHODS if any(r.matches({**request.scope, "method": m})[0] == Match.FULL for r in routes)]
+
+
 def install(app: FastAPI) -> None:
+    @app.exception_handler(HTTPException)
+    async def http_error(request: Request, exc: HTTPException) -> Response:
+        if exc.status_code == 400 and exc.__cause__ is not None:  # FastAPI could not parse the body
+            item = {
+                "loc": ["body"],
+                "msg": f"the body is not parseable JSON: {str(exc.__cause__)[:200]}",
+                "type": "json_invalid",
+            }
+            return JSONResponse({"detail": [item]}, status_code=422)
+        if exc.status_code == 405:
+            exc = HTTPException(
+                405, exc.detail, headers={**(exc.headers or {}), "Allow": ", ".join(allowed_methods(request))}
+            )
+        return await http_exception_handler(request, exc)
+
     @app.exception_handler(NotFoundError)
     async def not_found(_: Request, exc: NotFoundError) -> JSONResponse:
         return JSONResponse({"detail": exc.rule}, status_code=404)

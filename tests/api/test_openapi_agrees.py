@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 from fastapi.testclient import TestClient
@@ -50,3 +51,37 @@ def test_workload_without_mode_is_training_as_documented(client: TestClient) -> 
     r = client.post("/v1/watches", json={**body, "name": name("w"), "workload": {"mode": "serving"}})
     assert r.status_code == 422
     assert r.json()["detail"][0]["loc"] == ["body", "workload"]
+
+
+def test_every_body_route_documents_413_and_422(client: TestClient) -> None:
+    doc = client.get("/openapi.json").json()
+    bodies = [(m, p, op) for p, ops in doc["paths"].items() for m, op in ops.items() if "requestBody" in op]
+    assert bodies
+    for method, path, op in bodies:
+        assert {"413", "422"} <= set(op["responses"]), (method, path)
+
+
+def test_unparseable_json_is_a_422(client: TestClient) -> None:
+    """Nesting deeper than the parser's recursion limit was FastAPI's undocumented 400."""
+    r = client.post("/v1/clusters", content=b"[" * 100_000, headers={"Content-Type": "application/json"})
+    assert r.status_code == 422
+    assert r.json()["detail"][0]["loc"][0] == "body"
+
+
+def test_oversize_chunked_body_is_a_413(client: TestClient, api_settings: Settings) -> None:
+    def chunks() -> Iterator[bytes]:
+        for _ in range(api_settings.max_body_bytes // 10_000 + 2):
+            yield b" " * 10_000
+
+    r = client.post("/v1/clusters", content=chunks(), headers={"Content-Type": "application/json"})
+    assert r.status_code == 413
+    assert "request body above" in r.json()["detail"]
+
+
+def test_405_allow_lists_every_method_of_the_path(client: TestClient) -> None:
+    r = client.put("/v1/clusters")
+    assert r.status_code == 405
+    assert set(r.headers["allow"].split(", ")) == {"GET", "POST"}
+    r = client.put("/v1/clusters/1")
+    assert r.status_code == 405
+    assert set(r.headers["allow"].split(", ")) == {"GET", "DELETE"}
