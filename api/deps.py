@@ -4,14 +4,17 @@ from __future__ import annotations
 
 import logging
 import math
+import re
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Annotated
+from datetime import datetime
+from typing import Annotated, Any
 
 from fastapi import Depends, HTTPException, Path, Query, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from pydantic import BeforeValidator
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session
 
@@ -25,6 +28,18 @@ from workers.dispatch import Dispatcher, send_committed
 log = logging.getLogger("meshplan.api")
 RowId = Annotated[int, Path(ge=1, le=MAX_ID, description="Row id.")]
 NameQuery = Annotated[str, Query(min_length=1, max_length=128, pattern=r"^[A-Za-z0-9._-]+$")]
+
+_NUMBER = re.compile(r"\s*[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?\s*")
+
+
+def _not_a_timestamp(value: Any) -> Any:
+    """Pydantic reads a number as Unix seconds (`until=0.5` was 1970); the document says date-time, so only that."""
+    if isinstance(value, (int, float)) or (isinstance(value, str) and _NUMBER.fullmatch(value)):
+        raise ValueError("must be an ISO 8601 date-time (e.g. 2026-11-21T00:00:00Z), not a number")
+    return value
+
+
+IsoTime = Annotated[datetime, BeforeValidator(_not_a_timestamp)]
 
 bearer = HTTPBearer(auto_error=False, description="An API token from `meshplan token create`.")
 

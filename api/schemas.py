@@ -115,6 +115,7 @@ class SyncRequest(Strict):
     )
     replan: bool | None = Field(
         default=None,
+        strict=True,
         description="Check the cluster's watches when a new revision is stored (default: the service's "
         "replan_on_inventory_change setting).",
     )

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-from datetime import datetime
 from typing import Annotated, Literal
 
 from fastapi import APIRouter, Query
 
 from api.convert import page_out, plan_out, plan_summaries_out
-from api.deps import Paging, Reader, RowId, SessionDep
+from api.deps import IsoTime, Paging, Reader, RowId, SessionDep
 from api.responses import NOT_FOUND, STANDARD
 from api.schemas import PageOut, PlanDiffOut, PlanOut, PlanSummaryOut
 from optimizer.calibration.next_measurement import DEFAULT_STEPS, NextMeasurement
@@ -36,8 +35,8 @@ def history(
     model_id: Annotated[int | None, Query(ge=1, le=MAX_ID)] = None,
     watch_id: Annotated[int | None, Query(ge=1, le=MAX_ID)] = None,
     trigger: Trigger | None = None,
-    since: Annotated[datetime | None, Query(description="Created at or after (ISO 8601 with zone).")] = None,
-    until: Annotated[datetime | None, Query(description="Created before.")] = None,
+    since: Annotated[IsoTime | None, Query(description="Created at or after (ISO 8601 with zone).")] = None,
+    until: Annotated[IsoTime | None, Query(description="Created before.")] = None,
 ) -> PageOut[PlanSummaryOut]:
     for field, t in (("since", since), ("until", until)):
         if t is not None and t.tzinfo is None:

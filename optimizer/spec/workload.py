@@ -27,7 +27,9 @@ class TrainingWorkload(BaseModel):
         default="fp32", description="Gradient accumulation/reduction dtype (Megatron main grads are fp32)."
     )
     flash_attention: bool = Field(
-        default=True, description="Fused attention (no s^2 activations); false = 2021-era explicit softmax."
+        strict=True,  # a JSON true/false only: 0, 1 and "yes" are refused
+        default=True,
+        description="Fused attention (no s^2 activations); false = 2021-era explicit softmax.",
     )
     attention_kernel: AttentionKernel | None = Field(
         default=None,
@@ -48,17 +50,20 @@ class TrainingWorkload(BaseModel):
         "torchtitan, or auto (plan for each, keep the best).",
     )
     fp8_param_gather: bool = Field(
+        strict=True,  # a JSON true/false only: 0, 1 and "yes" are refused
         default=False,
         description="FP8 primary weights (Megatron --fp8-param-gather, set by Megatron-Bridge's FP8 recipes): no "
         "bf16 copy of the weights, parameters all-gathered in FP8. Needs precision fp8.",
     )
     precision_aware_optimizer: bool = Field(
+        strict=True,  # a JSON true/false only: 0, 1 and "yes" are refused
         default=False,
         description="Megatron --use-precision-aware-optimizer (TE FusedAdam; NeMo's BF16 performance recipes set "
         "it): the fp32 master weight is kept as the 16 bits the bf16 weight lacks (store_param_remainders), 2 B "
         "per parameter instead of 4. Needs precision bf16.",
     )
     fused_loss: bool | None = Field(
+        strict=True,  # a JSON true/false only: 0, 1 and "yes" are refused
         default=None,
         description="The loss is a fused cross entropy that never holds fp32 logits beside their gradient "
         "(Megatron's vocab-parallel loss, flash-attn's, torchtitan with compile.components including loss); "

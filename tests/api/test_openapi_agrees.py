@@ -85,3 +85,23 @@ def test_405_allow_lists_every_method_of_the_path(client: TestClient) -> None:
     r = client.put("/v1/clusters/1")
     assert r.status_code == 405
     assert set(r.headers["allow"].split(", ")) == {"GET", "DELETE"}
+
+
+def test_plan_history_times_are_date_times_not_numbers(client: TestClient) -> None:
+    params = {p["name"]: p for p in client.get("/openapi.json").json()["paths"]["/v1/plans"]["get"]["parameters"]}
+    assert params["until"]["schema"]["anyOf"][0]["format"] == "date-time"
+    for bad in ("0.5", "1700000000", "-3e2"):
+        r = client.get("/v1/plans", params={"until": bad})
+        assert r.status_code == 422, bad
+        assert r.json()["detail"][0]["loc"] == ["query", "until"]
+    assert client.get("/v1/plans", params={"since": "2026-11-21T00:00:00Z"}).status_code == 200
+
+
+def test_workload_flags_are_json_booleans(client: TestClient) -> None:
+    cluster, model = make_cluster(client), make_model(client)
+    workload = {"mode": "training", "global_batch_size": 64, "seq_len": 4096}
+    body = {"cluster_id": cluster["id"], "model_id": model["id"], "time_limit_s": 30}
+    for field, value in (("fused_loss", 0), ("fused_loss", "true"), ("flash_attention", 1)):
+        r = client.post("/v1/watches", json={**body, "name": name("w"), "workload": {**workload, field: value}})
+        assert r.status_code == 422, (field, value)
+        assert r.json()["detail"][0]["loc"][-1] == field
