@@ -250,7 +250,7 @@ def plan(
             doc["exports"] = [e.model_dump(mode="json") for e in exports]
         sys.stdout.write(json.dumps(doc, indent=2) + "\n")
         return
-    render_plan(result)
+    render_plan(result, spec.name, clus.name)
     for exported in exports:
         print_export(exported)
 
@@ -315,8 +315,8 @@ def render_placement(p: object) -> None:
         out.print(f"  [yellow]degraded[/yellow]: {d}")
 
 
-def render_plan(r: object) -> None:
-    """Readable tables of a plan result."""
+def render_plan(r: object, model: str, cluster: str) -> None:
+    """Readable tables of a plan result; the header names the model and the cluster planned on."""
     from optimizer.search.result import PlanResult
 
     assert isinstance(r, PlanResult)
@@ -342,7 +342,7 @@ def render_plan(r: object) -> None:
         out.print(f"layers per stage: {c.layers_per_stage}; pools: {sorted(set(c.stage_pools or []))}")
     if r.price_per_step is not None:
         out.print(f"price per step: {r.price_per_step:.4g} (GPUs used x their pools' price_per_gpu_hour)")
-    render_estimate(r.plan.estimate, "plan", "cluster")
+    render_estimate(r.plan.estimate, model, cluster)
     if r.placement is not None:
         render_placement(r.placement)
     if r.alternatives:
