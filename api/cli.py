@@ -24,6 +24,7 @@ from api.cli_options import (
     ObjectiveOpt,
     ParallelOptions,
     PlacementOptions,
+    ServingEngine,
     ServingOptions,
     Target,
     WorkloadShape,
@@ -66,6 +67,7 @@ def estimate(
     placement: OptionGroup[PlacementOptions],
     objective: ObjectiveOpt = None,
     framework: FrameworkOpt = "megatron",
+    serving_engine: OptionGroup[ServingEngine],
     calibration: CalibrationOpt = None,
     run: OptionGroup[MeasuredRun],
     as_json: JsonOpt = False,
@@ -73,7 +75,7 @@ def estimate(
     """Predict per-GPU memory and step time (or TTFT/TPOT) of ONE parallel configuration."""
     try:
         spec, clus = resolve_target(target, calibration)
-        work = build_workload(shape, numerics, objective, framework)
+        work = build_workload(shape, numerics, objective, framework, engine=serving_engine)
         config = build_parallel_config(parallel, placement)
         measured = measured_figures(run, work, config.gpus)
         result = run_estimate(spec, clus, work, config, admit=run.ran or measured is not None)
@@ -167,6 +169,7 @@ def plan(
     objective: ObjectiveOpt = None,
     numerics: OptionGroup[Numerics],
     framework: FrameworkOpt = "megatron",
+    serving_engine: OptionGroup[ServingEngine],
     serving: OptionGroup[ServingOptions],
     pin: Annotated[
         list[str] | None,
@@ -195,7 +198,7 @@ def plan(
 
     try:
         spec, clus = resolve_target(target, calibration)
-        work = build_workload(shape, numerics, objective, framework, serving)
+        work = build_workload(shape, numerics, objective, framework, serving, serving_engine)
         space_fields: dict[str, object] = {"pins": parse_pins(pin or []), "max_gpus": max_gpus}
         if pools:
             space_fields["pools"] = tuple(pools.split(","))
