@@ -24,6 +24,7 @@ from api.cli_options import (
     ObjectiveOpt,
     ParallelOptions,
     PlacementOptions,
+    ServingEngine,
     ServingOptions,
     Target,
     WorkloadShape,
@@ -66,6 +67,7 @@ def estimate(
     placement: OptionGroup[PlacementOptions],
     objective: ObjectiveOpt = None,
     framework: FrameworkOpt = "megatron",
+    serving_engine: OptionGroup[ServingEngine],
     calibration: CalibrationOpt = None,
     run: OptionGroup[MeasuredRun],
     as_json: JsonOpt = False,
@@ -73,7 +75,7 @@ def estimate(
     """Predict per-GPU memory and step time (or TTFT/TPOT) of ONE parallel configuration."""
     try:
         spec, clus = resolve_target(target, calibration)
-        work = build_workload(shape, numerics, objective, framework)
+        work = build_workload(shape, numerics, objective, framework, engine=serving_engine)
         config = build_parallel_config(parallel, placement)
         measured = measured_figures(run, work, config.gpus)
         result = run_estimate(spec, clus, work, config, admit=run.ran or measured is not None)
@@ -167,6 +169,7 @@ def plan(
     objective: ObjectiveOpt = None,
     numerics: OptionGroup[Numerics],
     framework: FrameworkOpt = "megatron",
+    serving_engine: OptionGroup[ServingEngine],
     serving: OptionGroup[ServingOptions],
     pin: Annotated[
         list[str] | None,
@@ -195,7 +198,7 @@ def plan(
 
     try:
         spec, clus = resolve_target(target, calibration)
-        work = build_workload(shape, numerics, objective, framework, serving)
+        work = build_workload(shape, numerics, objective, framework, serving, serving_engine)
         space_fields: dict[str, object] = {"pins": parse_pins(pin or []), "max_gpus": max_gpus}
         if pools:
             space_fields["pools"] = tuple(pools.split(","))
@@ -250,7 +253,7 @@ def plan(
             doc["exports"] = [e.model_dump(mode="json") for e in exports]
         sys.stdout.write(json.dumps(doc, indent=2) + "\n")
         return
-    render_plan(result)
+    render_plan(result, spec.name, clus.name)
     for exported in exports:
         print_export(exported)
 
@@ -315,8 +318,8 @@ def render_placement(p: object) -> None:
         out.print(f"  [yellow]degraded[/yellow]: {d}")
 
 
-def render_plan(r: object) -> None:
-    """Readable tables of a plan result."""
+def render_plan(r: object, model: str, cluster: str) -> None:
+    """Readable tables of a plan result; the header names the model and the cluster planned on."""
     from optimizer.search.result import PlanResult
 
     assert isinstance(r, PlanResult)
@@ -342,7 +345,7 @@ def render_plan(r: object) -> None:
         out.print(f"layers per stage: {c.layers_per_stage}; pools: {sorted(set(c.stage_pools or []))}")
     if r.price_per_step is not None:
         out.print(f"price per step: {r.price_per_step:.4g} (GPUs used x their pools' price_per_gpu_hour)")
-    render_estimate(r.plan.estimate, "plan", "cluster")
+    render_estimate(r.plan.estimate, model, cluster)
     if r.placement is not None:
         render_placement(r.placement)
     if r.alternatives:

@@ -9,7 +9,15 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from api.cli_options import Numerics, ParallelOptions, PlacementOptions, ServingOptions, Target, WorkloadShape
+from api.cli_options import (
+    Numerics,
+    ParallelOptions,
+    PlacementOptions,
+    ServingEngine,
+    ServingOptions,
+    Target,
+    WorkloadShape,
+)
 from optimizer.errors import DomainError
 from optimizer.spec.calibration import ClusterCalibration
 from optimizer.spec.cluster_loading import resolve_cluster
@@ -50,8 +58,10 @@ def build_workload(
     objective: str | None,
     framework: str,
     serving: ServingOptions | None = None,
+    engine: ServingEngine | None = None,
 ) -> TrainingWorkload | InferenceWorkload:
-    """The training or inference workload the options describe (serving options apply to inference only)."""
+    """The training or inference workload the options describe (serving and engine options apply to inference
+    only)."""
     if shape.mode == "training":
         if shape.gbs is None or shape.seq_len is None:
             raise DomainError("workload", "training needs --gbs and --seq-len")
@@ -79,6 +89,7 @@ def build_workload(
             precision=numerics.precision,
             objective=objective or serving_objective(serving),
             **dataclasses.asdict(serving),
+            **dataclasses.asdict(engine or ServingEngine()),
         )
     raise DomainError("mode", f"must be training or inference (got {shape.mode!r})")
 

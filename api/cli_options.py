@@ -103,17 +103,23 @@ class Numerics:
 
 
 @dataclass(frozen=True)
-class ServingOptions:
-    """Serving: the engine, the SLA targets and the request mix (None: the engine's or the planner's default)."""
+class ServingEngine:
+    """Serving (`estimate` and `plan`): the engine and the stored dtypes (None: the engine's default)."""
 
     engine: Annotated[str | None, typer.Option(help="Serving engine: vllm (default), sglang, trtllm.")] = None
+    kv_cache_dtype: Annotated[str | None, typer.Option(help="KV-cache type: bf16, fp16, fp8 (inference).")] = None
+    weight_dtype: Annotated[str | None, typer.Option(help="Stored weights: bf16, fp16, fp8, int4 (inference).")] = None
+
+
+@dataclass(frozen=True)
+class ServingOptions:
+    """`plan`'s serving: the SLA targets and the request mix (None: the planner's default)."""
+
     rate: Annotated[
         float | None, typer.Option(help="Requests/s the fleet must serve (SLA plan; objective gpus/cost).")
     ] = None
     ttft_ms: Annotated[float | None, typer.Option("--ttft-ms", help="TTFT target, p90, ms (SLA plan).")] = None
     tpot_ms: Annotated[float | None, typer.Option("--tpot-ms", help="TPOT target, mean, ms (SLA plan).")] = None
-    kv_cache_dtype: Annotated[str | None, typer.Option(help="KV-cache type: bf16, fp16, fp8 (inference).")] = None
-    weight_dtype: Annotated[str | None, typer.Option(help="Stored weights: bf16, fp16, fp8, int4 (inference).")] = None
     disaggregation: Annotated[
         str | None, typer.Option(help="SLA plans: auto (default), on (prefill/decode instances), off.")
     ] = None

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import re
 
 from fastapi import FastAPI, Request
 from fastapi.exception_handlers import http_exception_handler
@@ -20,8 +21,20 @@ from workers.dispatch import BrokerUnavailable
 log = logging.getLogger("meshplan.api")
 
 
+# A path rooted at a file (config.json.hidden_act, model.yaml, slurm.conf): the file name is one location step.
+_FILE_ROOT = re.compile(r"[^.]+\.(?:json|ya?ml|conf|toml)(?=\.|$)")
+
+
+def field_steps(field: str) -> list[str]:
+    """A DomainError's dotted field as location steps: split at the dots, a leading file name kept whole."""
+    root = _FILE_ROOT.match(field)
+    head = [root.group()] if root else []
+    rest = field[root.end() + 1 :] if root else field
+    return head + (rest.split(".") if rest else [])
+
+
 def _loc(field: str) -> list[str | int]:
-    return ["body", *field.split(".")] if field else ["body"]
+    return ["body", *field_steps(field)]
 
 
 METHODS = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS")
@@ -70,7 +83,7 @@ def install(app: FastAPI) -> None:
             ctx = (e.get("ctx") or {}).get("error")
             if isinstance(ctx, DomainError):
                 items.append(
-                    {"loc": [*e.get("loc", ()), *ctx.field.split(".")], "msg": ctx.rule, "type": "domain_rule"}
+                    {"loc": [*e.get("loc", ()), *field_steps(ctx.field)], "msg": ctx.rule, "type": "domain_rule"}
                 )
             else:
                 items.append({"loc": list(e.get("loc", ())), "msg": str(e.get("msg")), "type": str(e.get("type"))})

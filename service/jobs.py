@@ -236,7 +236,9 @@ def _write_outcome(db: Database, job_id: int, result: PlanResult | None, error: 
     try:
         with db.session() as s:
             jobs = JobRepository(s)
-            job = jobs.get(job_id)
+            job = jobs.find(job_id)
+            if job is None:  # deleted with its cluster or its model while it ran (its watcher stopped the solver)
+                return "cancelled"
             if job.status != "running":  # another delivery finished it first
                 return job.status
             if cancelled or job.cancel_requested:
@@ -250,9 +252,10 @@ def _write_outcome(db: Database, job_id: int, result: PlanResult | None, error: 
             job.elapsed_s, job.candidates_solved = result.solve_time_s, result.candidates_solved
             jobs.finish(job, "succeeded")
             return "succeeded"
-    except IntegrityError:  # a racing delivery stored this job's plan: exactly one plan per job
+    except IntegrityError:  # a racing delivery stored this job's plan (exactly one plan per job), or it was deleted
         with db.session() as s:
-            return JobRepository(s).get(job_id).status
+            gone = JobRepository(s).find(job_id)
+            return "cancelled" if gone is None else gone.status
 
 
 def store_plan(s: Session, job: Job, result: PlanResult) -> Plan:

@@ -80,10 +80,18 @@ class Base(DeclarativeBase):
 ID_FIRST, PARENT_KEY, SHARED, LAST = -3, -2, -1, 1
 
 
+# SQLite hands out max(id)+1, so the newest row's id comes back once that row is deleted (a deleted job's id would
+# name the next job); AUTOINCREMENT never gives an id twice (https://sqlite.org/autoinc.html). PostgreSQL's
+# sequences never reuse one; the option is SQLite's only.
+NEVER_REUSE_IDS: dict[str, Any] = {"sqlite_autoincrement": True}
+
+
 class Row(Base):
-    """A table whose primary key is an integer `id`."""
+    """A table whose primary key is an integer `id`, never reused (NEVER_REUSE_IDS: a subclass declaring its own
+    __table_args__ ends them with it)."""
 
     __abstract__ = True
+    __table_args__: Any = NEVER_REUSE_IDS
     id: Mapped[int] = mapped_column(primary_key=True, sort_order=ID_FIRST)
 
 
@@ -108,8 +116,8 @@ class Snapshot(Row):
     parent: ClassVar[str]
 
     @declared_attr.directive
-    def __table_args__(cls) -> tuple[UniqueConstraint]:
-        return (UniqueConstraint(cls.parent, "number"),)
+    def __table_args__(cls) -> tuple[UniqueConstraint, dict[str, Any]]:
+        return (UniqueConstraint(cls.parent, "number"), NEVER_REUSE_IDS)
 
     number: Mapped[int] = mapped_column(sort_order=SHARED)
     spec: Mapped[dict[str, Any]] = mapped_column(sort_order=SHARED)
@@ -226,6 +234,7 @@ class Job(JobInputs):
     __table_args__ = (
         UniqueConstraint("client", "idempotency_key"),
         Index("ix_jobs_status_created_at", "status", "created_at"),
+        NEVER_REUSE_IDS,
     )
     warm_start_plan_id: Mapped[int | None] = mapped_column(ForeignKey("plans.id", use_alter=True, ondelete="SET NULL"))
     search: Mapped[dict[str, Any]] = mapped_column(doc="Pins, GPU budget, pools, schedules.")
@@ -329,7 +338,7 @@ class Calibration(Row):
     """A fitted calibration of a cluster (numbered versions; the newest is the cluster's current one)."""
 
     __tablename__ = "calibrations"
-    __table_args__ = (UniqueConstraint("cluster_id", "number"),)
+    __table_args__ = (UniqueConstraint("cluster_id", "number"), NEVER_REUSE_IDS)
     cluster_id: Mapped[int] = mapped_column(ForeignKey("clusters.id", ondelete="CASCADE"), index=True)
     number: Mapped[int]
     constants: Mapped[dict[str, Any]] = mapped_column(doc="ClusterCalibration document: constants per pool.")

@@ -11,6 +11,7 @@ from api.deps import NameQuery, Paging, Reader, RowId, SessionDep, Writer
 from api.responses import NOT_FOUND, STANDARD, WRITE
 from api.routers.rows import add_list_get_delete
 from api.schemas import ModelCreate, ModelOut, ModelVersionCreate, PageOut, VersionOut, VersionResult
+from optimizer.errors import DomainError
 from optimizer.spec.model_loading import model_from_hf_config
 from optimizer.spec.model_spec import ModelSpec
 from optimizer.spec.yaml_documents import yaml_mapping
@@ -18,12 +19,18 @@ from service.catalog import create_model, model_from_document
 from store.repositories.models import ModelRepository
 
 router = APIRouter(prefix="/v1/models", tags=["models"], responses=STANDARD)
+HF_FILE = "config.json"
 ModelYaml = Annotated[str, Body(media_type="application/yaml", description="ModelSpec fields (model.yaml).")]
 
 
 def _spec(name: str, spec: dict[str, Any] | None, hf: dict[str, Any] | None) -> ModelSpec:
     if hf is not None:
-        return model_from_hf_config(hf, name=name)
+        try:
+            return model_from_hf_config(hf, name=name)
+        except DomainError as exc:  # the loader names the file; here its body is the field hf_config
+            if not exc.field.startswith(HF_FILE):
+                raise
+            raise DomainError("hf_config" + exc.field.removeprefix(HF_FILE), exc.rule) from exc
     assert spec is not None
     return model_from_document(name, spec)
 

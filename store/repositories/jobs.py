@@ -124,7 +124,10 @@ class JobRepository(Repository[Job]):
         )
 
     def cancel_requested(self, job_id: int) -> bool:
-        return bool(self.s.scalar(select(Job.cancel_requested).where(Job.id == job_id)))
+        """Whether the job's solver must stop: cancel was asked, or the job is gone (deleted with its cluster or its
+        model, whose rows cascade to their jobs)."""
+        flag = self.s.scalar(select(Job.cancel_requested).where(Job.id == job_id))
+        return flag is None or bool(flag)
 
     def request_cancel(self, job_id: int) -> Job:
         """Cancel a queued job at once; a running one is flagged and its solver stops within a second."""
