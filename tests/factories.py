@@ -48,6 +48,22 @@ def unique(prefix: str) -> str:
     return f"{prefix}-{uuid.uuid4().hex[:8]}"
 
 
+def long_training_request(s: Session) -> tuple[Cluster, JobRequest]:
+    """A job whose search runs for tens of seconds (Llama 2 70B over five heterogeneous pools, 120 s limit): for
+    tests that stop a running solver."""
+    cluster, _ = create_cluster(s, unique("hetero"), hetero_cluster(pools=5))
+    _, model_v = create_model(s, unique("m"), load_model_preset("llama-2-70b"))
+    req = JobRequest.model_validate(
+        {
+            "cluster_id": cluster.id,
+            "model_id": model_v.model_id,
+            "workload": TrainingWorkload(global_batch_size=512, seq_len=4096).model_dump(),
+            "time_limit_s": 120,
+        }
+    )
+    return cluster, req
+
+
 def small_cluster(nodes: int = 2) -> ClusterSpec:
     return load_cluster_preset(f"dgx-h100:{nodes}")
 

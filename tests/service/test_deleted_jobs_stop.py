@@ -6,29 +6,16 @@ from __future__ import annotations
 import threading
 import time
 
-from optimizer.spec.model_loading import load_model_preset
-from optimizer.spec.workload import TrainingWorkload
-from service.catalog import create_cluster, create_model
-from service.job_requests import JobRequest
 from service.jobs import run_job, submit
 from store.db import Database
 from store.repositories.clusters import ClusterRepository
 from store.repositories.jobs import JobRepository
-from tests.factories import hetero_cluster, unique
+from tests.factories import long_training_request
 
 
 def test_deleting_a_cluster_stops_its_running_solver_within_a_second(db: Database) -> None:
     with db.session() as s:
-        cluster, _ = create_cluster(s, unique("hetero"), hetero_cluster(pools=5))  # solves for tens of seconds
-        _, model_v = create_model(s, unique("m"), load_model_preset("llama-2-70b"))
-        req = JobRequest.model_validate(
-            {
-                "cluster_id": cluster.id,
-                "model_id": model_v.model_id,
-                "workload": TrainingWorkload(global_batch_size=512, seq_len=4096).model_dump(),
-                "time_limit_s": 120,
-            }
-        )
+        cluster, req = long_training_request(s)
         job, _ = submit(s, req)
     outcome: list[str] = []
     t = threading.Thread(target=lambda: outcome.append(run_job(db, job.id)))

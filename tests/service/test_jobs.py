@@ -7,10 +7,7 @@ import time
 from datetime import UTC, datetime, timedelta
 
 from optimizer.spec.cluster_loading import load_cluster_preset
-from optimizer.spec.model_loading import load_model_preset
-from optimizer.spec.workload import TrainingWorkload
-from service.catalog import create_cluster, create_model, set_node_state
-from service.job_requests import JobRequest
+from service.catalog import set_node_state
 from service.jobs import cancel, run_job, submit
 from service.replan import check_watches
 from store.db import Database
@@ -18,7 +15,7 @@ from store.repositories.jobs import LEASE_S, JobRepository
 from store.repositories.paging import PageRequest
 from store.repositories.plans import PlanFilter, PlanRepository
 from store.repositories.watches import WatchRepository
-from tests.factories import cluster_and_model, hetero_cluster, training_request, training_watch, unique
+from tests.factories import cluster_and_model, long_training_request, training_request, training_watch
 
 
 def test_run_job_stores_one_plan_and_never_solves_twice(db: Database) -> None:
@@ -54,16 +51,7 @@ def test_a_job_running_when_its_worker_died_is_solved_again_and_stored_once(db: 
 
 def test_cancel_stops_a_running_solver_within_a_second(db: Database) -> None:
     with db.session() as s:
-        cluster, _ = create_cluster(s, unique("hetero"), hetero_cluster(pools=5))
-        _, model_v = create_model(s, unique("m"), load_model_preset("llama-2-70b"))
-        req = JobRequest.model_validate(
-            {
-                "cluster_id": cluster.id,
-                "model_id": model_v.model_id,
-                "workload": TrainingWorkload(global_batch_size=512, seq_len=4096).model_dump(),
-                "time_limit_s": 120,
-            }
-        )
+        _cluster, req = long_training_request(s)
         job, _ = submit(s, req)
     outcome: list[str] = []
     t = threading.Thread(target=lambda: outcome.append(run_job(db, job.id)))
