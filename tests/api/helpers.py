@@ -53,10 +53,26 @@ def make_watch(c: TestClient, cluster: dict[str, Any], model: dict[str, Any]) ->
     return watch
 
 
-def training_job(cluster: dict[str, Any], model: dict[str, Any], gbs: int, time_limit_s: float) -> dict[str, Any]:
-    """A POST /v1/jobs body: train `model` on `cluster` at global batch `gbs`, sequences of 4,096 tokens."""
-    workload = {"mode": "training", "global_batch_size": gbs, "seq_len": 4096}
-    return {"cluster_id": cluster["id"], "model_id": model["id"], "time_limit_s": time_limit_s, "workload": workload}
+def training_job(
+    cluster: dict[str, Any],
+    model: dict[str, Any],
+    gbs: int,
+    time_limit_s: float,
+    seq_len: int = 4096,
+    **extra: Any,
+) -> dict[str, Any]:
+    """A POST /v1/jobs body: train `model` on `cluster` at global batch `gbs`, sequences of `seq_len` tokens; `extra`:
+    other request fields (e.g. search)."""
+    workload = {"mode": "training", "global_batch_size": gbs, "seq_len": seq_len}
+    body = {"cluster_id": cluster["id"], "model_id": model["id"], "time_limit_s": time_limit_s, "workload": workload}
+    return {**body, **extra}
+
+
+def solved_job(c: TestClient, body: dict[str, Any]) -> dict[str, Any]:
+    """Submit a job and wait for it; it must succeed."""
+    done = wait_job(c, ok(c.post("/v1/jobs", json=body), 202)["id"])
+    assert done["status"] == "succeeded", done
+    return done
 
 
 def wait_job(c: TestClient, job_id: int, timeout: float = 60) -> dict[str, Any]:

@@ -10,7 +10,7 @@ import re
 from fastapi.testclient import TestClient
 
 from optimizer.exports.launch import Export
-from tests.api.helpers import make_cluster, make_model, ok, wait_job
+from tests.api.helpers import make_cluster, make_model, ok, solved_job, training_job
 from tests.optimizer.exports.test_export_paste import argv, flag_values
 
 POOL = {"name": "h100", "gpu": "H100-SXM-80GB", "nodes": 32, "gpus_per_node": 8}
@@ -19,15 +19,7 @@ PINS = ["tp=8", "pp=16", "vp=4", "dp=2", "cp=1", "mbs=1"]
 
 def test_copy_text_is_the_api_export_byte_for_byte(client: TestClient) -> None:
     c, m = make_cluster(client, {"pools": [POOL]}), make_model(client, "llama-3.1-405b")
-    body = {
-        "cluster_id": c["id"],
-        "model_id": m["id"],
-        "workload": {"mode": "training", "global_batch_size": 512, "seq_len": 4096},
-        "search": {"pins": PINS},
-        "time_limit_s": 20,
-    }
-    done = wait_job(client, ok(client.post("/v1/jobs", json=body), 202)["id"])
-    assert done["status"] == "succeeded", done
+    done = solved_job(client, training_job(c, m, 512, 20, search={"pins": PINS}))
     token = client.headers["Authorization"].split()[1]
     page = client.get(f"/plans/{done['plan_id']}", cookies={"meshplan_token": token}).text
     copied = {

@@ -6,7 +6,7 @@ from __future__ import annotations
 import yaml
 from fastapi.testclient import TestClient
 
-from tests.api.helpers import make_cluster, make_model, ok, wait_job
+from tests.api.helpers import make_cluster, make_model, ok, solved_job, training_job
 from tests.optimizer.placement.helpers import ONE_PER_RACK, nvl_pool
 
 POOL = nvl_pool(ONE_PER_RACK)
@@ -15,15 +15,7 @@ PINS = ["tp=8", "dp=15", "pp=2", "vp=1", "mbs=1", "recompute=none"]
 
 def test_plan_page_and_job_exports_show_the_placement(client: TestClient) -> None:
     c, m = make_cluster(client, {"pools": [POOL]}), make_model(client, "llama-3-70b")
-    body = {
-        "cluster_id": c["id"],
-        "model_id": m["id"],
-        "workload": {"mode": "training", "global_batch_size": 480, "seq_len": 8192},
-        "search": {"pins": PINS},
-        "time_limit_s": 20,
-    }
-    done = wait_job(client, ok(client.post("/v1/jobs", json=body), 202)["id"])
-    assert done["status"] == "succeeded", done
+    done = solved_job(client, training_job(c, m, 480, 20, seq_len=8192, search={"pins": PINS}))
     plan = ok(client.get(f"/v1/plans/{done['plan_id']}"))
     placement = plan["result"]["placement"]
     assert len(placement["hosts"]) == 60 and any(d.startswith("TP groups") for d in placement["degraded"])
