@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Literal
 
 from pydantic import BaseModel, Field
 
@@ -103,6 +104,57 @@ class FrameworkOutcome(BaseModel):
     versus_best_pct: float | None = Field(default=None, description="Objective over the winner's, minus 1, percent.")
 
 
+ScenarioKind = Literal["node", "two_nodes", "nvlink_domain", "leaf_switch", "pool"]
+SCENARIO_KINDS: tuple[ScenarioKind, ...] = ("node", "two_nodes", "nvlink_domain", "leaf_switch", "pool")
+
+
+class Fallback(BaseModel):
+    """A training plan's plan after losing some nodes, computed with the plan (optimizer/search/fallbacks.py)."""
+
+    scenario: ScenarioKind = Field(
+        description="What is lost: one node, two nodes, one whole NVLink domain, one leaf switch's nodes (of the "
+        "pool named), or the whole pool (clusters of several pools)."
+    )
+    pool: str = Field(description="The pool that loses the nodes.")
+    label: str = Field(description="The scenario in words, e.g. 'one node of pool h100 (h100-127)'.")
+    lost_nodes: list[str] = Field(description="The healthy nodes the scenario takes away (plan hosts first).")
+    healthy_gpus: dict[str, int] = Field(description="Healthy GPUs per pool after the loss, count.")
+    config: ParallelConfig | None = Field(
+        default=None, description="The fallback's configuration; None: nothing of this kind fits after the loss."
+    )
+    step_time_s: float | None = Field(default=None, description="Its estimated step time on the reduced inventory, s.")
+    tokens_per_s: float | None = Field(default=None, description="Tokens trained per second, tokens/s.")
+    gpus: int | None = Field(default=None, description="GPUs it runs on, count.")
+    peak_memory_gb: float | None = Field(default=None, description="Per-GPU peak memory, GB.")
+    step_time_delta_pct: float | None = Field(
+        default=None, description="Step time against the running plan's, percent (+: slower)."
+    )
+    diff: str = Field(description="What changes against the running plan, e.g. 'dp 32→31, step time +3.3%'.")
+    checkpoint_compatible: bool = Field(
+        description="The running plan's checkpoint loads as is: same tp, pp, cp, ep (fewer data-parallel replicas, "
+        "the global batch kept by more accumulation) and a framework whose checkpoint reshards over DP on load."
+    )
+    preferred: bool = Field(
+        description="The one to switch to for this scenario: the checkpoint-compatible fallback unless a reshaped "
+        "one is significantly faster (optimizer/search/keep_or_switch.py weigh, the watch's default threshold)."
+    )
+    reshard: str = Field(description="What loading the running plan's checkpoint takes under this configuration.")
+    reshard_cost_s: float | None = Field(
+        default=None,
+        description="Extra seconds before training resumes for an offline checkpoint conversion (0: the load "
+        "reshards); None: not estimated.",
+    )
+    goodput_tokens_per_s: float | None = Field(
+        default=None,
+        description="Expected useful tokens per second after failures and restarts (the goodput model, "
+        "optimizer/costmodel/goodput.py, fills it); None: not computed.",
+    )
+    searched: bool = Field(
+        default=False, description="A reshaped plan was searched for this scenario (or one of the same GPU counts)."
+    )
+    compute_time_s: float = Field(description="Seconds spent computing this fallback (its share of a shared search).")
+
+
 class PlanResult(BaseModel):
     """The planner's answer."""
 
@@ -151,9 +203,39 @@ class PlanResult(BaseModel):
         description="A watch's re-plan: whether the running layout was kept, switched or shrunk, and why "
         "(optimizer/search/keep_or_switch.py); None for other plans.",
     )
+    fallbacks: list[Fallback] = Field(
+        default_factory=list,
+        description="Training: the plans after losing one node, two nodes, an NVLink domain or a leaf switch "
+        "(optimizer/search/fallbacks.py), computed after the plan; empty when not computed.",
+    )
+    fallbacks_time_s: float | None = Field(
+        default=None, description="Seconds spent computing the fallbacks, beyond solve_time_s; None: not computed."
+    )
+    started_from_fallback: FallbackStart | None = Field(
+        default=None,
+        description="A re-plan after lost nodes that matched a stored fallback: the fallback answered first.",
+    )
+
+
+class FallbackStart(BaseModel):
+    """A re-plan that began from the previous plan's stored fallback for the nodes the inventory lost."""
+
+    plan_id: int | None = Field(default=None, description="The plan whose fallback matched.")
+    scenario: ScenarioKind = Field(description="The matched fallback's scenario.")
+    label: str = Field(description="The matched scenario in words.")
+    matched_by: Literal["nodes", "gpu_counts"] = Field(
+        description="nodes: the same nodes were lost; gpu_counts: the same healthy GPUs per pool remain."
+    )
+    config: ParallelConfig = Field(description="The fallback's configuration, the immediate answer and warm start.")
+    step_time_s: float | None = Field(
+        default=None, description="The fallback priced on the new inventory, s; None: it no longer fits there."
+    )
+    time_to_answer_s: float = Field(description="Seconds from the job's start to the fallback's priced answer.")
+    search_time_s: float = Field(description="Seconds the warm-started search took after it.")
 
 
 Explanation.model_rebuild()
+PlanResult.model_rebuild()
 
 
 @dataclass
