@@ -42,6 +42,12 @@ class SearchOptions(BaseModel):
         "measurements attach to it as to any plan. Leave pins, max_gpus, pools and schedules out.",
     )
 
+    fallbacks: bool = Field(
+        default=True,
+        description="Training: with the plan, compute its fallbacks after losing one node, two nodes, an NVLink "
+        "domain or a leaf switch (optimizer/search/fallbacks.py; a few seconds beyond the plan); false: none.",
+    )
+
     def check_ran(self) -> None:
         """A reported configuration is planned as given: nothing to search beside it."""
         if self.ran is None:

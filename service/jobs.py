@@ -14,14 +14,16 @@ from sqlalchemy.orm import Session
 from optimizer.errors import DomainError
 from optimizer.exports.plan_diff import diff_fleets, diff_plans
 from optimizer.search.explain import describe
+from optimizer.search.fallbacks import compatible, fallbacks, lost_nodes, match
 from optimizer.search.fleet_result import FleetPlan
 from optimizer.search.planner import plan
 from optimizer.search.reported import reported_plan
-from optimizer.search.result import PlannedConfig, PlanResult, Progress
+from optimizer.search.result import Fallback, FallbackStart, PlannedConfig, PlanResult, Progress
 from optimizer.search.space import SearchSpace
 from optimizer.spec.cluster_spec import ClusterSpec
 from optimizer.spec.inventory import content_hash
 from optimizer.spec.model_spec import ModelSpec
+from optimizer.spec.names import priced_framework
 from optimizer.spec.objectives import objective_name
 from optimizer.spec.parallel_config import ParallelConfig
 from optimizer.spec.workload import InferenceWorkload, TrainingWorkload
@@ -57,6 +59,22 @@ class JobInputs:
     """Configurations of this model measured on this cluster: the territory the interval rule prefers."""
     ran: ParallelConfig | None = None
     """A configuration reported as run: planned as given (optimizer/search/reported.py), no search."""
+    fallbacks: bool = False
+    """Training: compute the plan's fallbacks after it (optimizer/search/fallbacks.py)."""
+    start: FallbackMatch | None = None
+    """A re-plan after lost nodes: the previous plan's stored fallback for that loss (the first answer)."""
+
+
+@dataclass(frozen=True)
+class FallbackMatch:
+    """A previous plan's stored fallback that matches the nodes the inventory lost since."""
+
+    fallback: Fallback
+    plan_id: int
+    matched_by: str
+    """nodes | gpu_counts (optimizer/search/fallbacks.py match)."""
+    framework: str | None
+    """The framework the previous plan runs on."""
 
 
 def submit(
@@ -103,10 +121,11 @@ def submit(
 def load_inputs(session: Session, job: Job) -> JobInputs:
     specs = specs_of(session, job)
     warm = None
-    if job.warm_start_plan_id is not None:
-        prev = PlanRepository(session).find(job.warm_start_plan_id)
-        if prev is not None and prev.result.get("plan"):
-            warm = ParallelConfig.model_validate(prev.result["plan"]["config"])
+    start: FallbackMatch | None = None
+    prev = PlanRepository(session).find(job.warm_start_plan_id) if job.warm_start_plan_id is not None else None
+    if prev is not None and prev.result.get("plan"):
+        warm = ParallelConfig.model_validate(prev.result["plan"]["config"])
+        start = matching_fallback(session, prev, specs.cluster)
     calibration = calibration_spec(CalibrationRepository(session).find(job.calibration_id))
     measured = tuple(
         ParallelConfig.model_validate(m.config)
@@ -124,7 +143,22 @@ def load_inputs(session: Session, job: Job) -> JobInputs:
         warm_start=warm,
         measured=measured,
         ran=search.ran,
+        fallbacks=search.fallbacks and isinstance(specs.workload, TrainingWorkload),
+        start=start,
     )
+
+
+def matching_fallback(session: Session, prev: Plan, cluster: ClusterSpec) -> FallbackMatch | None:
+    """The previous plan's stored fallback for the nodes `cluster` lost since the inventory it was planned on
+    (optimizer/search/fallbacks.py match), with how it matched; None when none matches."""
+    stored = [Fallback.model_validate(f) for f in prev.result.get("fallbacks") or []]
+    if not stored:
+        return None
+    before = specs_of(session, prev).cluster
+    found = match(stored, lost_nodes(before, cluster), {p.name: p.healthy_gpus for p in cluster.pools})
+    if found is None:
+        return None
+    return FallbackMatch(found[0], prev.id, found[1], prev.result.get("framework"))
 
 
 class _Watcher:
@@ -200,7 +234,11 @@ def solve(inputs: JobInputs, cfg: Settings, watcher: _Watcher) -> PlanResult:
     """The job's plan: a reported configuration as given, else the planner's search."""
     if inputs.ran is not None:
         return reported_plan(inputs.model, inputs.cluster, inputs.workload, inputs.ran)
-    return plan(
+    t0 = time.perf_counter()
+    fb = inputs.start.fallback if inputs.start is not None else None
+    first = _fallback_answer(inputs) if inputs.start is not None else None
+    answered = time.perf_counter() - t0
+    result = plan(
         inputs.model,
         inputs.cluster,
         inputs.workload,
@@ -208,11 +246,52 @@ def solve(inputs: JobInputs, cfg: Settings, watcher: _Watcher) -> PlanResult:
         top_k=inputs.top_k,
         time_limit_s=inputs.time_limit_s,
         max_time_limit_s=max(inputs.time_limit_s, cfg.max_time_limit_s),
-        warm_start=inputs.warm_start,
+        warm_start=fb.config if fb is not None and fb.config is not None else inputs.warm_start,
         measured=inputs.measured,
         progress=watcher.progress,
         cancelled=watcher.cancel.is_set,
     )
+    if inputs.start is not None and fb is not None and fb.config is not None:
+        start = FallbackStart(
+            plan_id=inputs.start.plan_id,
+            scenario=fb.scenario,
+            label=fb.label,
+            matched_by="gpu_counts" if inputs.start.matched_by == "gpu_counts" else "nodes",
+            config=fb.config,
+            step_time_s=first.estimate.step_time_s if first is not None else None,
+            time_to_answer_s=answered,
+            search_time_s=result.solve_time_s,
+        )
+        said = (
+            f"Started from plan {start.plan_id}'s fallback for losing {start.label} "
+            f"(matched by {'the same nodes' if start.matched_by == 'nodes' else 'the same GPUs per pool'}): "
+            f"answered in {answered:.3f} s"
+            + (f" at {start.step_time_s:.3g} s per step" if start.step_time_s is not None else " (it no longer fits)")
+            + f"; the warm-started search then took {result.solve_time_s:.1f} s. "
+        )
+        result = result.model_copy(
+            update={
+                "started_from_fallback": start,
+                "explanation": result.explanation.model_copy(update={"summary": said + result.explanation.summary}),
+            }
+        )
+    if inputs.fallbacks and result.plan is not None and isinstance(inputs.workload, TrainingWorkload):
+        if watcher.cancel.is_set():
+            return result
+        t1 = time.perf_counter()
+        found = fallbacks(inputs.model, inputs.cluster, inputs.workload, result, inputs.space)
+        result = result.model_copy(update={"fallbacks": found, "fallbacks_time_s": time.perf_counter() - t1})
+    return result
+
+
+def _fallback_answer(inputs: JobInputs) -> PlannedConfig | None:
+    """The matched fallback priced on the new inventory (None: it does not fit there after all)."""
+    start, w = inputs.start, inputs.workload
+    if start is None or start.fallback.config is None or not isinstance(w, TrainingWorkload):
+        return None
+    if w.framework == "auto":  # priced on the framework the previous plan runs on
+        w = w.model_copy(update={"framework": start.framework or priced_framework(w.framework)})
+    return compatible(inputs.model, inputs.cluster, w, start.fallback.config)
 
 
 # A solved plan is worth waiting for: its final write is retried through a short database outage before the

@@ -12,11 +12,15 @@ and the next re-plan weighs against it. The optimum is kept beside it as the fir
 
 from __future__ import annotations
 
+import time
+
 from sqlalchemy.orm import Session
 
+from optimizer.search.fallbacks import fallbacks
 from optimizer.search.keep_or_switch import NoLongerFits, applied, decide
 from optimizer.search.result import PlannedConfig, PlanResult
 from optimizer.spec.workload import TrainingWorkload
+from service.job_requests import SearchOptions
 from service.plans import planned, specs_of
 from store.models import Job
 from store.repositories.measurements import CalibrationRepository, calibration_spec
@@ -45,4 +49,10 @@ def decided(s: Session, job: Job, result: PlanResult) -> PlanResult:
     except NoLongerFits:  # cannot happen: decide priced the layout it keeps on this inventory
         return result
     watch.last_check = decision.text[:256]
+    if result.fallbacks and out.plan is not None and out.plan.config != result.plan.config:
+        # the fallbacks were computed for the search's optimum: the watch runs another layout, so its own
+        t0 = time.perf_counter()
+        space = SearchOptions.model_validate(job.search).space()
+        found = fallbacks(specs.model, cluster, w, out, space)
+        out = out.model_copy(update={"fallbacks": found, "fallbacks_time_s": time.perf_counter() - t0})
     return out

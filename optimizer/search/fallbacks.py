@@ -297,9 +297,12 @@ def fallbacks(
             if compat is None or reshaped.estimate.step_time_s < compat.estimate.step_time_s:
                 compat = reshaped  # the search found a faster plan that keeps the checkpoint: it is compatible
             reshaped = None
-        if reshaped is not None and compat is not None:
-            if objective_of(sc.cluster, wf, reshaped) >= objective_of(sc.cluster, wf, compat):
-                reshaped = None
+        if (
+            reshaped is not None
+            and compat is not None
+            and objective_of(sc.cluster, wf, reshaped) >= objective_of(sc.cluster, wf, compat)
+        ):
+            reshaped = None
         switch = reshaped is not None and (
             compat is None
             or weigh(objective_of(sc.cluster, wf, compat), objective_of(sc.cluster, wf, reshaped), _THRESHOLD)[2]
@@ -393,5 +396,3 @@ def lost_nodes(before: ClusterSpec, after: ClusterSpec) -> dict[str, set[str]]:
         if gone:
             out[p.name] = gone
     return out
-
-
