@@ -279,7 +279,11 @@ def solve(inputs: JobInputs, cfg: Settings, watcher: _Watcher) -> PlanResult:
         if watcher.cancel.is_set():
             return result
         t1 = time.perf_counter()
-        found = fallbacks(inputs.model, inputs.cluster, inputs.workload, result, inputs.space)
+        try:
+            found = fallbacks(inputs.model, inputs.cluster, inputs.workload, result, inputs.space)
+        except DomainError:  # a rule the reduced inventory breaks that the search did not catch: no fallbacks
+            log.warning("fallbacks not computed", exc_info=True)
+            return result
         result = result.model_copy(update={"fallbacks": found, "fallbacks_time_s": time.perf_counter() - t1})
     return result
 

@@ -63,6 +63,7 @@ templates = Jinja2Templates(directory=str(Path(__file__).parent / "templates"))
 templates.env.filters["objective"] = lambda value, name: format_objective(name, value)
 templates.env.globals["objective_label"] = lambda name: LABELS.get(name, name)
 templates.env.globals["band"] = interval_band
+templates.env.globals["describe"] = describe
 COOKIE = "meshplan_token"
 
 

@@ -48,8 +48,10 @@ SEARCH_CAP_S = 3.0
 # Below this a search is not started (the planner's own minimum time limit is 0.1 s, planner.MIN_TIME_LIMIT_S).
 MIN_SEARCH_S = 0.3
 # The knobs a checkpoint's shards are cut by: a fallback that keeps them loads the running checkpoint as is (fewer
-# data-parallel replicas only) [issue 36 §2].
-SHARD_KNOBS = ("tp", "pp", "cp", "ep")
+# data-parallel replicas only) [issue 36 §2: same tp / pp / ep]. Also kept: the expert tensor split, the virtual
+# stages and the layers per stage (the model chunks) and the ZeRO stage, since Megatron's default dp_reshardable
+# optimizer state follows the distributed optimizer's buffers and reshards over DP only [MEGATRON_SRC below].
+SHARD_KNOBS = ("tp", "pp", "cp", "ep", "etp", "vp", "layers_per_stage", "zero_stage")
 # Bytes per parameter of a training checkpoint with mixed-precision Adam: 2 (bf16 weights) + 4 (fp32 master
 # weights) + 4 + 4 (Adam's two moments) = 14 [ZeRO, Rajbhandari et al. 2020 (arXiv:1910.02054) §3.1: 2Ψ + 12Ψ of
 # the 16Ψ model states are weights and optimizer states; the fp16 gradients are not saved].
@@ -160,8 +162,13 @@ def compatible(
 
 
 def keeps_shards(running: ParallelConfig, cfg: ParallelConfig) -> bool:
-    """Whether `cfg` cuts the checkpoint as `running` does (same tp, pp, cp, ep; dp may differ)."""
-    return all(getattr(cfg, k) == getattr(running, k) for k in SHARD_KNOBS)
+    """Whether `cfg` cuts the checkpoint as `running` does (the SHARD_KNOBS; dp and the micro-batches may differ)."""
+
+    def same(k: str) -> bool:
+        a, b = getattr(cfg, k), getattr(running, k)
+        return a == b or (k == "layers_per_stage" and (a is None or b is None))  # None: the even split
+
+    return all(same(k) for k in SHARD_KNOBS)
 
 
 def checkpoint_gb(model: ModelSpec) -> float:
