@@ -22,7 +22,7 @@ from __future__ import annotations
 import time
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from optimizer.costmodel.result import Estimate
 from optimizer.errors import DomainError
@@ -91,7 +91,6 @@ class _Timed:
     seconds: float = 0.0
     searched: bool = False
     reshaped: PlannedConfig | None = None
-    entries: list[Fallback] = field(default_factory=list)
 
 
 def without_nodes(cluster: ClusterSpec, lost: dict[str, Sequence[str]]) -> ClusterSpec:

@@ -152,7 +152,10 @@ class Fallback(BaseModel):
     searched: bool = Field(
         default=False, description="A reshaped plan was searched for this scenario (or one of the same GPU counts)."
     )
-    compute_time_s: float = Field(description="Seconds spent computing this fallback (its share of a shared search).")
+    compute_time_s: float = Field(
+        description="Seconds spent on this scenario (its compatible fallback, its share of a shared search, the "
+        "re-pricing), on the scenario's first entry; 0 on its reshaped entry."
+    )
 
 
 class PlanResult(BaseModel):
@@ -230,7 +233,10 @@ class FallbackStart(BaseModel):
     step_time_s: float | None = Field(
         default=None, description="The fallback priced on the new inventory, s; None: it no longer fits there."
     )
-    time_to_answer_s: float = Field(description="Seconds from the job's start to the fallback's priced answer.")
+    time_to_answer_s: float = Field(
+        description="Seconds to the fallback's priced answer: matching the lost nodes against the stored "
+        "fallbacks and pricing the match on the new inventory."
+    )
     search_time_s: float = Field(description="Seconds the warm-started search took after it.")
 
 

@@ -119,3 +119,14 @@ def test_a_replan_matches_the_fallback_of_the_same_nodes_or_the_same_gpu_counts(
     assert hit is not None and hit[1] == "gpu_counts" and hit[0].scenario == "node"
     assert match(found, {}, {"dgx-h100": 32}) is None  # nothing lost
     assert match(found, {"dgx-h100": {"a", "b", "c"}}, {"dgx-h100": 8}) is None  # no scenario lost three
+
+
+def test_without_time_for_searches_only_the_compatible_fallbacks_are_listed() -> None:
+    cluster = load_cluster_preset("dgx-h100:4")
+    model = load_model_preset("llama-3-8b")
+    w = TrainingWorkload(global_batch_size=64, seq_len=4096)
+    result = reported_plan(model, cluster, w, ParallelConfig(tp=8, pp=1, dp=4, mbs=1))
+    found = fallbacks(model, cluster, w, result, budget_s=0.0)
+    assert found and all(not f.searched and f.checkpoint_compatible for f in found if f.config is not None)
+    assert {f.scenario for f in found} == {"node", "two_nodes"}  # a node is its own NVLink domain; one leaf
+    assert all(f.preferred for f in found)  # one entry per scenario, the compatible one
