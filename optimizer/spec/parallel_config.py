@@ -173,6 +173,14 @@ class ParallelConfig(BaseModel):
         return self.etp if self.etp is not None else self.tp
 
     @property
+    def attention_dp(self) -> bool:
+        """Serving attention data parallelism: the dp ranks of a stage run attention apart, each on its own sequences
+        and KV cache, and share the routed experts spread over all tp x dp GPUs (ep x etp = tp x dp: TensorRT-LLM
+        enable_attention_dp, SGLang --enable-dp-attention, vLLM --data-parallel-size on an MoE model). Otherwise
+        (etp = tp, ep 1) the dp ranks are independent replicas."""
+        return self.dp > 1 and self.ep * self.expert_tp == self.tp * self.dp
+
+    @property
     def expert_dp(self) -> int:
         """Expert data-parallel degree: the stage's tp x cp x dp GPUs over etp x ep [MLM parallel_state.py:
         expert_data_parallel_size = world / (etp x ep x pp)]."""
