@@ -279,7 +279,10 @@ def _shared_expert_layer_time(
     # Two-batch overlap runs each half-batch through the layer: weights stream twice [LMSYS large-scale EP blog].
     weight_reads = 2 if c.ep_comm_overlap else 1
     # The rank's own part: attention projections and core, shared experts, router, elementwise kernels.
-    eff = gemm_efficiency(gpu, tokens * 2 * h * h / tp, fp8, tokens, h / tp)
+    # GEMM efficiency as stage_time rates a layer (its largest GEMM, grouped over the experts).
+    eff = gemm_efficiency(
+        gpu, tokens * lf.largest_gemm_per_token / tp, fp8, tokens, lf.largest_gemm_cols / tp, lf.gemm_groups
+    )
     peak, peak16 = peak_flops(gpu, fp8), peak_flops(gpu, False)
     rank_gemm_t = tokens * (lf.gemm - lf.routed) / tp / (peak * eff)
     decode_pairs = own.kv_read_tokens
@@ -304,10 +307,10 @@ def _shared_expert_layer_time(
     imbalance = routed_load_imbalance(moe, pooled, c.ep, c.redundant_experts)
     pairs = pooled * k / c.ep * imbalance
     routed_flops = pairs * lf.routed / k / etp
-    mats = 3 if model.activation == "swiglu" else 2
     copies = c.expert_copies(moe.num_experts)
+    rows = pairs / k  # token-equivalents of the busiest EP rank
     eff_r = gemm_efficiency(
-        gpu, routed_flops, fp8, pairs, (mats - 1) * moe.expert_ffn_hidden_size / etp, copies / c.ep
+        gpu, rows * lf.largest_gemm_per_token / etp, fp8, rows, lf.largest_gemm_cols / etp, lf.gemm_groups
     )
     touched = _experts_touched(model, pooled) / moe.num_experts
     routed_params = model.moe_expert_params_per_layer * copies / moe.num_experts * touched / (c.ep * etp)

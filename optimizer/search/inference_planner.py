@@ -110,6 +110,33 @@ def serving_candidates(
                     if tp * pp * dp > budget:
                         break
                     out.append(ParallelConfig(tp=tp, pp=pp, dp=dp, ep=ep, etp=1 if ep > 1 else None))
+    out.extend(_attention_dp_candidates(model, w, space, pools, budget))
+    return out
+
+
+def _attention_dp_candidates(
+    model: ModelSpec, w: InferenceWorkload, space: SearchSpace, pools: list[NodePool], budget: int
+) -> list[ParallelConfig]:
+    """MoE layouts the engines recommend on one node: attention data parallelism over dp ranks sharing the routed
+    experts, whole (EP = tp x dp) or tensor-sharded (etp = tp x dp), every engine (validation.check_serving_experts;
+    TensorRT-LLM with attention TP 1). Only when dp is not pinned (a pinned dp is searched as given above)."""
+    if model.moe is None or space.pinned_values("dp"):
+        return []
+    node = max(p.gpus_per_node for p in pools)
+    out = []
+    for tp in _tp_values(model, space, pools):
+        if w.engine == "trtllm" and tp > 1:
+            continue
+        dp = 2
+        while tp * dp <= min(node, budget):
+            grid = tp * dp
+            layouts = [(1, grid)]
+            if model.moe.num_experts % grid == 0:
+                layouts.insert(0, (grid, 1))
+            for ep, etp in layouts:
+                if space.allows("dp", dp) and space.allows("ep", ep) and space.allows("pp", 1):
+                    out.append(ParallelConfig(tp=tp, pp=1, dp=dp, ep=ep, etp=etp))
+            dp *= 2
     return out
 
 
