@@ -13,7 +13,7 @@ import time
 
 from optimizer.costmodel.estimate import estimate
 from optimizer.errors import DomainError
-from optimizer.frameworks.validation import SERVING_EP_DISPATCH_RULE
+from optimizer.frameworks.validation import SERVING_EP_DISPATCH_RULE, check_serving_experts
 from optimizer.search.explain import explain
 from optimizer.search.request import SearchRequest
 from optimizer.search.result import (
@@ -111,7 +111,16 @@ def serving_candidates(
                         break
                     out.append(ParallelConfig(tp=tp, pp=pp, dp=dp, ep=ep, etp=1 if ep > 1 else None))
     out.extend(_attention_dp_candidates(model, w, space, pools, budget))
-    return out
+    return [c for c in out if _engine_runs(model, w, c)]
+
+
+def _engine_runs(model: ModelSpec, w: InferenceWorkload, c: ParallelConfig) -> bool:
+    """The engine's expert layout rules (validation.check_serving_experts), e.g. TensorRT-LLM's attention TP 1."""
+    try:
+        check_serving_experts(model, w.engine, c)
+    except DomainError:
+        return False
+    return True
 
 
 def _attention_dp_candidates(
