@@ -118,11 +118,14 @@ class ReplicaLoad:
         # each of the dp ranks holds and runs its own sequences [SGLang --enable-dp-attention].
         self.ranks = c.dp
         self.attention_dp = c.attention_dp and model.moe is not None
-        """Attention-DP ranks sharing the experts: each rank schedules its own sequences under its own token budget
-        (TensorRT-LLM: max_num_tokens and max_batch_size per rank, "Max batch size in each rank" [blogs/
-        Best_perf_practice_on_DeepSeek-R1_in_TensorRT-LLM.md]; vLLM: one engine per DP rank), and an iteration waits
-        for the rank with the prompts (costmodel/moe_serving.py)."""
-        self.token_budget = self.limits.max_batched_tokens * (self.ranks if self.attention_dp else 1)
+        """Attention-DP ranks sharing the experts: each rank schedules its own sequences, and an iteration waits for
+        the rank with the prompts (costmodel/moe_serving.py)."""
+        # The token budget is per rank under TensorRT-LLM (max_num_tokens and max_batch_size per rank, "Max batch
+        # size in each rank" [blogs/Best_perf_practice_on_DeepSeek-R1_in_TensorRT-LLM.md]) and vLLM (one engine per
+        # DP rank); SGLang divides --chunked-prefill-size by dp_size under --enable-dp-attention
+        # [python/sglang/srt/server_args.py: chunked_prefill_size // dp_size], so its budget stays the replica's.
+        per_rank = self.attention_dp and w.engine != "sglang"
+        self.token_budget = self.limits.max_batched_tokens * (self.ranks if per_rank else 1)
         """Tokens one iteration of the replica may carry (decodes plus prefill chunks)."""
         self.kv_tokens = min(self._kv_tokens(s) for s in stages) * self.ranks
         # A running sequence is length-biased: one with a long output stays long, so the time-average over the
