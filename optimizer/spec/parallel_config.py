@@ -27,7 +27,13 @@ class ParallelConfig(BaseModel):
 
     tp: int = Field(default=1, ge=1, le=4096, description="Tensor-parallel degree.")
     pp: int = Field(default=1, ge=1, le=4096, description="Pipeline-parallel degree (physical stages).")
-    dp: int = Field(default=1, ge=1, le=1_000_000, description="Data-parallel degree (model replicas).")
+    dp: int = Field(
+        default=1,
+        ge=1,
+        le=1_000_000,
+        description="Data-parallel degree, count: model replicas; serving an MoE model with ep x etp = tp x dp, "
+        "attention data-parallel ranks that share the experts (attention_dp).",
+    )
     cp: int = Field(default=1, ge=1, le=4096, description="Context-parallel degree (sequence split in attention).")
     cp_comm: CpComm = Field(
         default="p2p",
@@ -42,7 +48,8 @@ class ParallelConfig(BaseModel):
         default=None,
         ge=1,
         le=4096,
-        description="Expert tensor-parallel degree (Megatron --expert-tensor-parallel-size); None = tp.",
+        description="Expert tensor-parallel degree (Megatron --expert-tensor-parallel-size); None = tp. Serving: "
+        "tp x dp with ep 1 shards the experts over all attention-DP ranks' GPUs. Count of GPUs.",
     )
     vp: int = Field(default=1, ge=1, le=1024, description="Virtual stages (model chunks) per pipeline rank.")
     mbs: int = Field(default=1, ge=1, le=1_000_000, description="Micro-batch size, sequences.")
