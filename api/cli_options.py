@@ -133,10 +133,22 @@ class ParallelOptions:
 
     tp: Annotated[int, typer.Option(help="Tensor-parallel degree.")] = 1
     pp: Annotated[int, typer.Option(help="Pipeline-parallel degree.")] = 1
-    dp: Annotated[int, typer.Option(help="Data-parallel degree.")] = 1
+    dp: Annotated[
+        int,
+        typer.Option(
+            help="Data-parallel degree. Serving an MoE model with ep = tp x dp (or etp = tp x dp): attention-DP ranks "
+            "sharing the experts (trtllm enable_attention_dp, sglang --enable-dp-attention, vllm --data-parallel-size)."
+        ),
+    ] = 1
     cp: Annotated[int, typer.Option(help="Context-parallel degree.")] = 1
     ep: Annotated[int, typer.Option(help="Expert-parallel degree.")] = 1
-    etp: Annotated[int | None, typer.Option(help="Expert tensor-parallel degree (default: tp).")] = None
+    etp: Annotated[
+        int | None,
+        typer.Option(
+            help="Expert tensor-parallel degree (default: tp). Serving: tp x dp with ep 1 shards the experts over "
+            "every attention-DP rank's GPUs (no EP)."
+        ),
+    ] = None
     vp: Annotated[int, typer.Option(help="Virtual stages per pipeline rank.")] = 1
     mbs: Annotated[int, typer.Option(help="Micro-batch size.")] = 1
     schedule: Annotated[str | None, typer.Option(help="gpipe, 1f1b, interleaved-1f1b, zb-h1.")] = None

@@ -21,6 +21,7 @@ from optimizer.costmodel.constants import (
     KERNELS_PER_LAYER,
 )
 from optimizer.costmodel.memory import reserve_bytes, stage_params
+from optimizer.costmodel.moe_serving import routed_load_imbalance
 from optimizer.costmodel.result import (
     Estimate,
     MemoryBreakdown,
@@ -162,12 +163,16 @@ def stage_time(
     layers: int,
     work: StepWork,
     last: bool,
+    busiest: StepWork | None = None,
 ) -> tuple[float, dict[str, float]]:
-    """Seconds for one forward iteration through the stage's layers, and its parts."""
+    """Seconds for one forward iteration through the stage's layers, and its parts. `work` is one rank's mean work;
+    under attention data parallelism `busiest` is the work of the rank the others wait for (its prompts are not
+    split across ranks: costmodel/moe_serving.py), while the shared routed experts see every rank's tokens."""
+    own = busiest if busiest is not None else work
     gpu = cluster.compute_gpu(pool)
     fp8 = w.precision == "fp8"
     wbytes = w.weight_bytes
-    tokens = work.gemm_tokens
+    tokens = own.gemm_tokens
     kvb = BYTES[w.kv_cache_dtype]
     tp = c.tp
     tiers = net.cluster_tiers(cluster, pool)
@@ -177,6 +182,11 @@ def stage_time(
         moe_count = model.moe_prefix[start + layers] - model.moe_prefix[start]
         count = moe_count if is_moe else layers - moe_count
         if not count:
+            continue
+        if is_moe and model.moe is not None and (c.ep > 1 or c.attention_dp):
+            moe_parts = _shared_expert_layer_time(model, cluster, w, c, pool, work, own)
+            for k, v in moe_parts.items():
+                parts[k] += count * v
             continue
         lf = layer_flops(model, is_moe)
         eff = gemm_efficiency(
@@ -192,7 +202,7 @@ def stage_time(
         # Decode attention of an MLA model runs absorbed (W_UK folded into the query, W_UV into the output): scores
         # and values over the latent, 2a(r + d_rope) + 2a r per cached token [DeepSeek-V2 §2.1.2; FlashMLA];
         # prefill attends uncompressed heads.
-        decode_pairs = work.kv_read_tokens
+        decode_pairs = own.kv_read_tokens
         per_ctx = lf.attn_per_ctx
         if model.mla is not None:
             r = model.mla.kv_lora_rank
@@ -200,14 +210,14 @@ def stage_time(
                 2 * model.num_attention_heads * (r + model.mla.qk_rope_head_dim) + 2 * model.num_attention_heads * r
             )
             attn_flops_t += decode_pairs * absorbed / tp / (peak_flops(gpu, False) * eff)
-            attn_flops_t += (work.attn_pairs - decode_pairs) * per_ctx / tp / (peak_flops(gpu, False) * eff)
+            attn_flops_t += (own.attn_pairs - decode_pairs) * per_ctx / tp / (peak_flops(gpu, False) * eff)
         else:
-            attn_flops_t += work.attn_pairs * per_ctx / tp / (peak_flops(gpu, False) * eff)
+            attn_flops_t += own.attn_pairs * per_ctx / tp / (peak_flops(gpu, False) * eff)
         # Weights read once per forward; MoE reads only the experts the batch touches.
         if is_moe and model.moe is not None:
-            # Every GPU of the stage holds 1/(etp x ep) of the experts (serving EP: whole experts over tp x dp
-            # GPUs, validation.check_serving_experts) and sees the routed tokens of all dp replicas.
-            touched = _experts_touched(model, tokens * (c.dp if c.ep > 1 else 1))
+            # Experts tensor-sharded over the replica's tp GPUs (EP and attention DP price in
+            # _shared_expert_layer_time).
+            touched = _experts_touched(model, tokens)
             dense_part = model.moe_layer_params - model.moe_expert_params_per_layer
             # Redundant replicas (EPLB) split a hot expert's tokens, so each touched expert's copies are all read.
             copies = c.expert_copies(model.moe.num_experts)
@@ -216,7 +226,7 @@ def stage_time(
             )
         else:
             weight_params = model.dense_layer_params / tp
-        kv_read = work.kv_read_tokens * kv_bytes_per_token_per_layer(model, tp, kvb)
+        kv_read = own.kv_read_tokens * kv_bytes_per_token_per_layer(model, tp, kvb)
         repl, shard = serving_elementwise_bytes_per_token(model, is_moe, w.engine)
         # Paged decode attention gathers KV blocks below streaming bandwidth [DECODE_ATTENTION_HBM_SHARE]. Under
         # two-batch overlap each half-batch runs the whole layer, so the layer's weights stream twice [LMSYS
@@ -230,30 +240,107 @@ def stage_time(
         attn_t = max(attn_flops_t, hbm_time(gpu, kv_read / constants.DECODE_ATTENTION_HBM_SHARE))
         layer_t = gemm_t + attn_t + hbm_time(gpu, tokens * (repl + shard / tp))
         tp_t = 2 * net.all_reduce(lv, tokens * model.hidden_size * 2) if tp > 1 else 0.0  # [formulas G]
-        ep_t = 0.0
-        if is_moe and c.ep > 1 and model.moe is not None:
-            ep_lv = net.group_levels(tiers, c.ep, c.expert_tp)
-            # Dispatch carries each token to its top_k experts, in FP8 under FP8 serving (DeepEP dispatch
-            # quantizes to FP8 [deepseek-ai/DeepEP README]); combine returns BF16.
-            routed = model.moe.top_k * tokens * model.hidden_size
-            ep_t = net.all_to_all(ep_lv, routed * (1 if fp8 else 2)) + net.all_to_all(ep_lv, routed * 2)
         # Prefill pays kernel launches; decode steps replay CUDA graphs, so launches are ~free [VL optimization].
         kernels = KERNELS_PER_LAYER + (FP8_CAST_KERNELS_PER_LAYER if fp8 else 0)
-        launch = 0.0 if work.graphs else kernels * KERNEL_LAUNCH_S
-        if c.ep_comm_overlap and ep_t > 0:
-            # Two-batch overlap: one micro-batch's dispatch/combine under the other's compute; the layer takes
-            # the longer of the two [SGLang --enable-two-batch-overlap; LMSYS large-scale EP blog, 2025-05].
-            ep_t = overlapped(ep_t, max(0.0, ep_t - layer_t))
+        launch = 0.0 if own.graphs else kernels * KERNEL_LAUNCH_S
         parts["forward"] += count * layer_t
         parts["tp_comm"] += count * tp_t
-        parts["ep_comm"] += count * ep_t
         parts["launch"] += count * launch
     if last:  # LM head for the last token of each sequence, a 16-bit GEMM (InferenceWorkload.embedding_bytes)
         parts["forward"] += max(
-            work.head_rows * 2 * model.hidden_size * model.vocab_size / tp / (peak_flops(gpu, False) * 0.5),
+            own.head_rows * 2 * model.hidden_size * model.vocab_size / tp / (peak_flops(gpu, False) * 0.5),
             hbm_time(gpu, model.vocab_size * model.hidden_size * w.embedding_bytes / tp),
         )
     return sum(parts.values()), parts
+
+
+def _shared_expert_layer_time(
+    model: ModelSpec,
+    cluster: ClusterSpec,
+    w: InferenceWorkload,
+    c: ParallelConfig,
+    pool: NodePool,
+    mean: StepWork,
+    own: StepWork,
+) -> dict[str, float]:
+    """Parts of one MoE layer whose routed experts the stage's GPUs share (EP, or experts tensor-sharded under
+    attention DP): the waited-for rank's attention, shared experts and router on its own tokens (`own`), the routed
+    experts on the busiest EP rank for every rank's tokens (dp x `mean`), and the dispatch and combine as the engine
+    runs them [costmodel/moe_serving.py]."""
+    assert model.moe is not None
+    moe = model.moe
+    gpu = cluster.compute_gpu(pool)
+    fp8 = w.precision == "fp8"
+    wbytes = w.weight_bytes
+    tp, h, k = c.tp, model.hidden_size, moe.top_k
+    tiers = net.cluster_tiers(cluster, pool)
+    lf = layer_flops(model, True)
+    tokens = own.gemm_tokens
+    # Two-batch overlap runs each half-batch through the layer: weights stream twice [LMSYS large-scale EP blog].
+    weight_reads = 2 if c.ep_comm_overlap else 1
+    # The rank's own part: attention projections and core, shared experts, router, elementwise kernels.
+    # GEMM efficiency as stage_time rates a layer (its largest GEMM, grouped over the experts).
+    eff = gemm_efficiency(
+        gpu, tokens * lf.largest_gemm_per_token / tp, fp8, tokens, lf.largest_gemm_cols / tp, lf.gemm_groups
+    )
+    peak, peak16 = peak_flops(gpu, fp8), peak_flops(gpu, False)
+    rank_gemm_t = tokens * (lf.gemm - lf.routed) / tp / (peak * eff)
+    decode_pairs = own.kv_read_tokens
+    if model.mla is not None:  # absorbed decode attention over the latent (as in stage_time)
+        r = model.mla.kv_lora_rank
+        absorbed = 2 * model.num_attention_heads * (r + model.mla.qk_rope_head_dim) + 2 * model.num_attention_heads * r
+        attn_flops_t = decode_pairs * absorbed / tp / (peak16 * eff)
+        attn_flops_t += (own.attn_pairs - decode_pairs) * lf.attn_per_ctx / tp / (peak16 * eff)
+    else:
+        attn_flops_t = own.attn_pairs * lf.attn_per_ctx / tp / (peak16 * eff)
+    dense_part = model.moe_layer_params - model.moe_expert_params_per_layer
+    kv_read = decode_pairs * kv_bytes_per_token_per_layer(model, tp, BYTES[w.kv_cache_dtype])
+    repl, shard = serving_elementwise_bytes_per_token(model, True, w.engine)
+    rank_t = (
+        max(rank_gemm_t, hbm_time(gpu, weight_reads * dense_part / tp * wbytes))
+        + max(attn_flops_t, hbm_time(gpu, kv_read / constants.DECODE_ATTENTION_HBM_SHARE))
+        + hbm_time(gpu, tokens * (repl + shard / tp))
+    )
+    # The routed experts: every attention rank's tokens, the busiest EP rank's share of the pairs.
+    pooled = mean.gemm_tokens * (c.dp if c.attention_dp else 1)
+    etp = c.expert_tp
+    imbalance = routed_load_imbalance(moe, pooled, c.ep, c.redundant_experts)
+    pairs = pooled * k / c.ep * imbalance
+    routed_flops = pairs * lf.routed / k / etp
+    copies = c.expert_copies(moe.num_experts)
+    rows = pairs / k  # token-equivalents of the busiest EP rank
+    eff_r = gemm_efficiency(
+        gpu, rows * lf.largest_gemm_per_token / etp, fp8, rows, lf.largest_gemm_cols / etp, lf.gemm_groups
+    )
+    touched = _experts_touched(model, pooled) / moe.num_experts
+    routed_params = model.moe_expert_params_per_layer * copies / moe.num_experts * touched / (c.ep * etp)
+    routed_t = max(routed_flops / (peak * eff_r), hbm_time(gpu, weight_reads * routed_params * wbytes))
+    layer_t = rank_t + routed_t
+    tp_t = 2 * net.all_reduce(net.group_levels(tiers, tp, 1), tokens * h * 2) if tp > 1 else 0.0  # [formulas G]
+    act = 1 if fp8 else 2  # dispatched activations in FP8 under FP8 serving [deepseek-ai/DeepEP README]
+    if c.attention_dp and (c.ep == 1 or w.engine == "trtllm"):
+        # All-gather every rank's tokens (padded to the busiest rank's count) to every rank, reduce-scatter the
+        # outputs back (BF16): TensorRT-LLM without MNNVL, and tensor-sharded experts in every engine.
+        lv = net.group_levels(tiers, c.dp, tp)
+        padded = tokens * c.dp
+        comm_t = net.all_gather(lv, padded * h * act) + net.reduce_scatter(lv, padded * h * 2)
+    else:
+        # All-to-all: each token to its top_k experts' ranks and back; the busiest rank sends its own tokens' copies
+        # and receives its share of the pairs.
+        lv = net.group_levels(tiers, c.ep, etp)
+        routed = k * h * max(tokens, pooled / max(1, c.ep) * imbalance)
+        comm_t = net.all_to_all(lv, routed * act) + net.all_to_all(lv, routed * 2)
+    if c.ep_comm_overlap and comm_t > 0:
+        # Two-batch overlap: one micro-batch's dispatch/combine under the other's compute; the layer takes the
+        # longer of the two [SGLang --enable-two-batch-overlap; LMSYS large-scale EP blog, 2025-05].
+        comm_t = overlapped(comm_t, max(0.0, comm_t - layer_t))
+    kernels = KERNELS_PER_LAYER + (FP8_CAST_KERNELS_PER_LAYER if fp8 else 0)
+    return {
+        "forward": layer_t,
+        "tp_comm": tp_t,
+        "ep_comm": comm_t,
+        "launch": 0.0 if own.graphs else kernels * KERNEL_LAUNCH_S,
+    }
 
 
 def estimate_inference(

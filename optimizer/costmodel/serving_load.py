@@ -25,6 +25,7 @@ from optimizer.costmodel import network as net
 from optimizer.costmodel.constants import CUDA_CONTEXT_BYTES, CUDA_GRAPHS_BYTES, ENGINE_ITERATION_OVERHEAD_S
 from optimizer.costmodel.inference import StepWork, kv_bytes_per_token_per_layer, stage_time
 from optimizer.costmodel.memory import stage_params
+from optimizer.costmodel.moe_serving import busiest_rank_prompt_tokens
 from optimizer.costmodel.serving_engines import EngineLimits, engine_limits
 from optimizer.frameworks.validation import Layout
 from optimizer.spec.cluster_spec import ClusterSpec
@@ -116,6 +117,16 @@ class ReplicaLoad:
         # Attention data parallelism inside a replica (serving EP = tp x dp, validation.check_serving_experts):
         # each of the dp ranks holds and runs its own sequences [SGLang --enable-dp-attention].
         self.ranks = c.dp
+        self.attention_dp = c.attention_dp and model.moe is not None
+        """Attention-DP ranks sharing the experts: each rank schedules its own sequences, and an iteration waits for
+        the rank with the prompts (costmodel/moe_serving.py)."""
+        # The token budget is per rank under TensorRT-LLM (max_num_tokens and max_batch_size per rank, "Max batch
+        # size in each rank" [blogs/Best_perf_practice_on_DeepSeek-R1_in_TensorRT-LLM.md]) and vLLM (one engine per
+        # DP rank); SGLang divides --chunked-prefill-size by dp_size under --enable-dp-attention
+        # [python/sglang/srt/server_args.py: chunked_prefill_size // dp_size], so its budget stays the replica's.
+        per_rank = self.attention_dp and w.engine != "sglang"
+        self.token_budget = self.limits.max_batched_tokens * (self.ranks if per_rank else 1)
+        """Tokens one iteration of the replica may carry (decodes plus prefill chunks)."""
         self.kv_tokens = min(self._kv_tokens(s) for s in stages) * self.ranks
         # A running sequence is length-biased: one with a long output stays long, so the time-average over the
         # running set weights each request by its output length: E[O^2]/E[O] = O (1 + cv^2) [renewal theory,
@@ -167,12 +178,31 @@ class ReplicaLoad:
         p = self.c.pp
         per = p * self.ranks
         work = StepWork.decode(decoding / per, self.ctx)
+        busiest = None
         if prefill_tokens > 0:
             pre = StepWork.prefill(prefill_tokens / self.w.prompt_len / per, self.w.prompt_len)
+            dec = work
             work = work + StepWork(pre.gemm_tokens, pre.attn_pairs, 0.0, pre.head_rows, True)
+            if self.attention_dp:
+                # Whole prompts on a few ranks; the others decode and wait for them (moe_serving.py).
+                top = min(
+                    busiest_rank_prompt_tokens(prefill_tokens / p, self.w.prompt_len, self.ranks),
+                    float(self.limits.max_batched_tokens),  # a rank's own budget chunks a longer prompt
+                )
+                one = StepWork.prefill(top / self.w.prompt_len, self.w.prompt_len)
+                busiest = dec + StepWork(one.gemm_tokens, one.attn_pairs, 0.0, one.head_rows, True)
         times = [
             stage_time(
-                self.model, self.cluster, self.w, self.c, self.pools[s.pool_index], s.start, s.layers, work, s.last
+                self.model,
+                self.cluster,
+                self.w,
+                self.c,
+                self.pools[s.pool_index],
+                s.start,
+                s.layers,
+                work,
+                s.last,
+                busiest,
             )[0]
             for s in self.stages
         ]
@@ -198,7 +228,7 @@ class ReplicaLoad:
         """Prompt tokens an iteration that carries prefill takes: the budget left after the decodes, or fewer when
         fewer prompts wait (about rate x t arrive per iteration; at least one prompt)."""
         w = self.w
-        room = max(1.0, self.limits.max_batched_tokens - decoding)
+        room = max(1.0, self.token_budget - decoding)
         return min(room, w.prompt_len * max(1.0, rate * t))
 
     def mean_iteration_s(self, rate: float, t: float) -> float:
@@ -228,7 +258,7 @@ class ReplicaLoad:
         iterations' share of all iterations at most 1."""
         w = self.w
         by_seqs = self.max_decoding / (rate * w.output_len)
-        by_tokens = self.limits.max_batched_tokens / (rate * (w.prompt_len + w.output_len))
+        by_tokens = self.token_budget / (rate * (w.prompt_len + w.output_len))
         return min(by_seqs, by_tokens)
 
     def at_rate(self, rate: float) -> LoadPoint | None:
@@ -295,14 +325,14 @@ class ReplicaLoad:
             return None
         batch = self.max_decoding
         if self.limits.mixes_prefill and not self.decode_only:
-            batch = min(batch, self.limits.max_batched_tokens / (1 + w.prompt_len / w.output_len))
+            batch = min(batch, self.token_budget / (1 + w.prompt_len / w.output_len))
         dec = self.iteration_s(batch, 0.0)
         if self.decode_only:
             t = dec
         else:
             arriving = batch / w.output_len  # prompts admitted per iteration: one per finished sequence
             chunk = min(
-                max(1.0, self.limits.max_batched_tokens - (batch if self.limits.mixes_prefill else 0)),
+                max(1.0, self.token_budget - (batch if self.limits.mixes_prefill else 0)),
                 w.prompt_len * max(1.0, arriving),
             )
             share = arriving * w.prompt_len / chunk

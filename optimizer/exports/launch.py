@@ -485,9 +485,13 @@ def _vllm(w: InferenceWorkload, c: ParallelConfig, layers: list[int], model_ref:
 
 
 def _sglang(w: InferenceWorkload, c: ParallelConfig, model_ref: str) -> Export:
+    # Under --enable-dp-attention SGLang's --tp-size is every GPU of the replica and the attention runs with
+    # tp / dp of them ("assert self.tp_size % self.dp_size == 0", srt/server_args.py); the MoE is TP over all of
+    # them, or EP with --ep-size.
+    adp = c.attention_dp
     pairs: list[tuple[str, object | None]] = [
         ("--model-path", model_ref),
-        ("--tp-size", c.tp),
+        ("--tp-size", c.tp * c.dp if adp else c.tp),
         ("--pp-size", c.pp),
         ("--dp-size", c.dp),
         ("--max-running-requests", w.batch),
@@ -497,7 +501,7 @@ def _sglang(w: InferenceWorkload, c: ParallelConfig, model_ref: str) -> Export:
     ]
     if c.ep > 1:
         pairs.append(("--ep-size", c.ep))
-    if c.dp > 1 and c.ep > 1:
+    if adp:
         pairs.append(("--enable-dp-attention", None))
     if c.ep_comm_overlap:
         pairs.append(("--enable-two-batch-overlap", None))

@@ -211,18 +211,54 @@ def check_shard_group(model: ModelSpec, c: ParallelConfig) -> None:
         )
 
 
-def check_serving_experts(c: ParallelConfig) -> None:
-    """Serving engines spread whole experts over every GPU of a stage: vLLM's --enable-expert-parallel sets
-    EP = TP x DP with the experts unsplit, SGLang's --ep-size = tp [optimizer/exports/launch.py]. So a serving plan
-    with ep > 1 has ep = tp x dp and etp = 1; expert tensor parallelism otherwise is modelled for training only."""
-    if c.ep > 1 and (c.ep != c.tp * c.dp or c.expert_tp != 1):
+def check_serving_experts(model: ModelSpec, engine: str, c: ParallelConfig) -> None:
+    """The expert layouts serving engines run. Without attention data parallelism the experts live inside each
+    replica's tp GPUs (tensor-sharded, etp = tp; or whole, ep = tp); with it the dp ranks of a stage share the experts
+    over all tp x dp GPUs: whole experts (ep = tp x dp, etp 1: vLLM --enable-expert-parallel sets EP = TP x DP,
+    SGLang --ep-size = --tp, TensorRT-LLM --ep = --tp) or tensor-sharded (ep 1, etp = tp x dp: vLLM shards MoE
+    weights over DP x TP when EP is off, fused_moe/config.py flatten_tp_across_dp; SGLang's MoE TP over --tp with
+    --enable-dp-attention). TensorRT-LLM's attention DP runs attention with TP 1 on every rank (enable_attention_dp:
+    attn_tp_size = 1). An EP rank holds whole experts, so ep cannot exceed the routed experts plus their replicas."""
+    grid = c.tp * c.dp
+    if c.ep > 1 and (c.ep != grid or c.expert_tp != 1):
         raise DomainError(
             "config.ep",
-            f"serving expert parallelism spreads whole experts over the stage's tp x dp = {c.tp * c.dp} GPUs "
-            f"(ep = tp x dp, etp = 1, as vLLM and SGLang run it); got ep={c.ep}, etp={c.expert_tp}",
+            f"serving expert parallelism spreads whole experts over the stage's tp x dp = {grid} GPUs "
+            f"(ep = tp x dp, etp = 1, as vLLM, SGLang and TensorRT-LLM run it); got ep={c.ep}, etp={c.expert_tp}",
         )
-    if c.ep == 1 and c.expert_tp != c.tp:
-        raise DomainError("config.etp", "expert tensor parallelism apart from tp is modelled for training only")
+    if c.ep == 1 and c.expert_tp not in (c.tp, grid):
+        raise DomainError(
+            "config.etp",
+            f"serving engines shard experts over the attention TP group (etp = tp = {c.tp}) or, under attention "
+            f"data parallelism, over all tp x dp = {grid} GPUs; got etp={c.expert_tp}",
+        )
+    if not c.attention_dp:
+        if model.moe is not None and c.ep > model.moe.num_experts + c.redundant_experts:
+            raise DomainError(
+                "config.ep",
+                f"{engine} places whole experts on each EP rank: ep={c.ep} exceeds the "
+                f"{model.moe.num_experts + c.redundant_experts} experts of {model.name}",
+            )
+        return
+    if model.moe is None:
+        raise DomainError(
+            "config.dp",
+            f"{engine}: attention data parallelism (experts over tp x dp) shares routed experts across the dp ranks; "
+            f"{model.name} is dense (dp replicas keep etp = tp, ep = 1)",
+        )
+    slots = model.moe.num_experts + c.redundant_experts
+    if c.ep > slots:
+        raise DomainError(
+            "config.ep",
+            f"{engine} places whole experts on each EP rank: ep={c.ep} exceeds the {slots} experts "
+            f"({model.moe.num_experts} routed + {c.redundant_experts} redundant) of {model.name}",
+        )
+    if engine == "trtllm" and c.tp > 1:
+        raise DomainError(
+            "config.tp",
+            f"trtllm runs attention data parallelism with attention TP 1 on each rank (enable_attention_dp: "
+            f"attn_tp_size = 1); got tp={c.tp} with dp={c.dp}",
+        )
 
 
 def _check_training(model: ModelSpec, w: TrainingWorkload, c: ParallelConfig) -> int:
@@ -342,7 +378,8 @@ def validate(
     layers = _check_pipeline(model, config, fw)
     _check_redundant_experts(model, config, training)
     if not training:  # the engines' expert layout first: the training grid rule would name Megatron
-        check_serving_experts(config)
+        assert isinstance(workload, InferenceWorkload)
+        check_serving_experts(model, workload.engine, config)
     _check_moe(model, config)
     if training:
         assert isinstance(workload, TrainingWorkload) and fw is not None

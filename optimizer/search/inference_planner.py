@@ -13,7 +13,7 @@ import time
 
 from optimizer.costmodel.estimate import estimate
 from optimizer.errors import DomainError
-from optimizer.frameworks.validation import SERVING_EP_DISPATCH_RULE
+from optimizer.frameworks.validation import SERVING_EP_DISPATCH_RULE, check_serving_experts
 from optimizer.search.explain import explain
 from optimizer.search.request import SearchRequest
 from optimizer.search.result import (
@@ -110,6 +110,42 @@ def serving_candidates(
                     if tp * pp * dp > budget:
                         break
                     out.append(ParallelConfig(tp=tp, pp=pp, dp=dp, ep=ep, etp=1 if ep > 1 else None))
+    out.extend(_attention_dp_candidates(model, w, space, pools, budget))
+    return [c for c in out if _engine_runs(model, w, c)]
+
+
+def _engine_runs(model: ModelSpec, w: InferenceWorkload, c: ParallelConfig) -> bool:
+    """The engine's expert layout rules (validation.check_serving_experts), e.g. TensorRT-LLM's attention TP 1."""
+    try:
+        check_serving_experts(model, w.engine, c)
+    except DomainError:
+        return False
+    return True
+
+
+def _attention_dp_candidates(
+    model: ModelSpec, w: InferenceWorkload, space: SearchSpace, pools: list[NodePool], budget: int
+) -> list[ParallelConfig]:
+    """MoE layouts the engines recommend on one node: attention data parallelism over dp ranks sharing the routed
+    experts, whole (EP = tp x dp) or tensor-sharded (etp = tp x dp), every engine (validation.check_serving_experts;
+    TensorRT-LLM with attention TP 1). Only when dp is not pinned (a pinned dp is searched as given above)."""
+    if model.moe is None or space.pinned_values("dp"):
+        return []
+    node = max(p.gpus_per_node for p in pools)
+    out = []
+    for tp in _tp_values(model, space, pools):
+        if w.engine == "trtllm" and tp > 1:
+            continue
+        dp = 2
+        while tp * dp <= min(node, budget):
+            grid = tp * dp
+            layouts = [(1, grid)]
+            if model.moe.num_experts % grid == 0:
+                layouts.insert(0, (grid, 1))
+            for ep, etp in layouts:
+                if space.allows("dp", dp) and space.allows("ep", ep) and space.allows("pp", 1):
+                    out.append(ParallelConfig(tp=tp, pp=1, dp=dp, ep=ep, etp=etp))
+            dp *= 2
     return out
 
 

@@ -16,7 +16,7 @@ from optimizer.costmodel.estimate import estimate
 from optimizer.costmodel.result import Estimate
 from optimizer.errors import DomainError
 from optimizer.frameworks.capabilities import Framework, allows, check_model, check_workload, framework
-from optimizer.frameworks.validation import SERVING_EP_DISPATCH_RULE, precision_rule
+from optimizer.frameworks.validation import SERVING_EP_DISPATCH_RULE, check_serving_experts, precision_rule
 from optimizer.placement.place import place
 from optimizer.placement.priced import PlacedEstimate, placed_estimate
 from optimizer.search.candidates import Candidate, KeyBatch, TrainingSpace
@@ -205,6 +205,7 @@ def check_request(
     if isinstance(workload, InferenceWorkload):
         if not space.allows("ep_dispatch", "alltoall"):
             raise DomainError("pin.ep_dispatch", SERVING_EP_DISPATCH_RULE)
+        _check_pinned_expert_layout(model, workload, space)
     else:
         if workload.framework != "auto" or not any(_rules_allowed(model, workload, space, f) for f in FRAMEWORKS):
             check_pin_rules(framework(priced_framework(workload.framework)), model, workload, space)
@@ -218,6 +219,21 @@ def check_request(
     tps = space.pinned_values("tp")
     if tps and not any(model.num_attention_heads % int(t) == 0 for t in tps):
         raise DomainError("pin.tp", f"{_pin_text('tp', space.pins['tp'])} contradicts {_heads(model)}")
+
+
+def _check_pinned_expert_layout(model: ModelSpec, w: InferenceWorkload, space: SearchSpace) -> None:
+    """A serving layout the pins fix whole (one tp, dp and ep) is held to the engine's expert rules at submission
+    (validation.check_serving_experts), the error naming the pin."""
+    fixed = {k: space.pinned_values(k) for k in ("tp", "dp", "ep", "etp")}
+    if any(fixed[k] is None or len(fixed[k] or ()) != 1 for k in ("tp", "dp", "ep")):
+        return
+    tp, dp, ep = (int((fixed[k] or (1,))[0]) for k in ("tp", "dp", "ep"))
+    etps = fixed["etp"]
+    etp = int(etps[0]) if etps and len(etps) == 1 else (1 if ep > 1 else None)
+    try:
+        check_serving_experts(model, w.engine, ParallelConfig(tp=tp, dp=dp, ep=ep, etp=etp))
+    except DomainError as e:
+        raise DomainError(e.field.replace("config.", "pin."), e.rule) from None
 
 
 def _rules_allowed(model: ModelSpec, w: TrainingWorkload, space: SearchSpace, fw: str) -> bool:

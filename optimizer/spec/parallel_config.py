@@ -27,7 +27,13 @@ class ParallelConfig(BaseModel):
 
     tp: int = Field(default=1, ge=1, le=4096, description="Tensor-parallel degree.")
     pp: int = Field(default=1, ge=1, le=4096, description="Pipeline-parallel degree (physical stages).")
-    dp: int = Field(default=1, ge=1, le=1_000_000, description="Data-parallel degree (model replicas).")
+    dp: int = Field(
+        default=1,
+        ge=1,
+        le=1_000_000,
+        description="Data-parallel degree, count: model replicas; serving an MoE model with ep x etp = tp x dp, "
+        "attention data-parallel ranks that share the experts (attention_dp).",
+    )
     cp: int = Field(default=1, ge=1, le=4096, description="Context-parallel degree (sequence split in attention).")
     cp_comm: CpComm = Field(
         default="p2p",
@@ -42,7 +48,8 @@ class ParallelConfig(BaseModel):
         default=None,
         ge=1,
         le=4096,
-        description="Expert tensor-parallel degree (Megatron --expert-tensor-parallel-size); None = tp.",
+        description="Expert tensor-parallel degree (Megatron --expert-tensor-parallel-size); None = tp. Serving: "
+        "tp x dp with ep 1 shards the experts over all attention-DP ranks' GPUs. Count of GPUs.",
     )
     vp: int = Field(default=1, ge=1, le=1024, description="Virtual stages (model chunks) per pipeline rank.")
     mbs: int = Field(default=1, ge=1, le=1_000_000, description="Micro-batch size, sequences.")
@@ -171,6 +178,14 @@ class ParallelConfig(BaseModel):
     def expert_tp(self) -> int:
         """Tensor-parallel degree of the expert layers: etp, or tp when not set (Megatron's default)."""
         return self.etp if self.etp is not None else self.tp
+
+    @property
+    def attention_dp(self) -> bool:
+        """Serving attention data parallelism: the dp ranks of a stage run attention apart, each on its own sequences
+        and KV cache, and share the routed experts spread over all tp x dp GPUs (ep x etp = tp x dp: TensorRT-LLM
+        enable_attention_dp, SGLang --enable-dp-attention, vLLM --data-parallel-size on an MoE model). Otherwise
+        (etp = tp, ep 1) the dp ranks are independent replicas."""
+        return self.dp > 1 and self.ep * self.expert_tp == self.tp * self.dp
 
     @property
     def expert_dp(self) -> int:

@@ -244,3 +244,21 @@ def test_malformed_documents_are_422_never_a_traceback(client: TestClient, api_d
     )
     assert r.status_code == 422 and "ZeRO stage 0-3" in r.json()["detail"][0]["msg"], r.text[:300]
     assert _count(api_db, Model) == models_before + 1 and _count(api_db, Cluster) == clusters_before + 1
+
+
+def test_a_moe_layout_the_engine_cannot_run_is_422_naming_engine_and_rule(client: TestClient, api_db: Database) -> None:
+    """Issue 39: pins that fix a serving expert layout the engine cannot run are refused at submission."""
+    c, m = make_cluster(client), make_model(client, "qwen3-30b-a3b")
+    serving = {"mode": "inference", "prompt_len": 512, "output_len": 128, "batch": 8, "engine": "trtllm"}
+    jobs_before = _count(api_db, Job)
+    cases = [
+        (serving, ["tp=2", "dp=4", "ep=8"], "pin.tp", "trtllm runs attention data parallelism with attention TP 1"),
+        ({**serving, "engine": "sglang"}, ["tp=1", "dp=256", "ep=256"], "pin.ep", "sglang places whole experts"),
+    ]
+    for workload, pins, field, rule in cases:
+        body = {"cluster_id": c["id"], "model_id": m["id"], "workload": workload, "search": {"pins": pins}}
+        r = client.post("/v1/jobs", json=body)
+        assert r.status_code == 422, r.text
+        item = r.json()["detail"][0]
+        assert field in ".".join(str(x) for x in item["loc"]) and rule in item["msg"], item
+    assert _count(api_db, Job) == jobs_before

@@ -54,6 +54,22 @@ def test_serving_exports_use_documented_options(tool: str) -> None:
     assert "--quantization fp8" in e.content
 
 
+@pytest.mark.parametrize(("ep", "etp"), [(8, 1), (1, 8)])
+def test_attention_dp_exports_the_engines_own_layouts(ep: int, etp: int) -> None:
+    """Attention DP 8 sharing the experts (EP 8, or tensor-sharded over 8): SGLang's --tp-size is all 8 GPUs with
+    --dp-size 8 --enable-dp-attention (it asserts tp_size % dp_size == 0); vLLM takes DP 8 x TP 1 and EP only when
+    the experts are whole; TensorRT-LLM tp_size 8 with enable_attention_dp."""
+    cfg = ParallelConfig(tp=1, pp=1, dp=8, ep=ep, etp=etp, layers_per_stage=[61])
+    ds = load_model_preset("deepseek-v3")
+    sgl = export("sglang", ds, WI, cfg).content
+    assert "--tp-size 8" in sgl and "--dp-size 8" in sgl and "--enable-dp-attention" in sgl
+    assert ("--ep-size 8" in sgl) == (ep == 8)
+    vll = export("vllm", ds, WI, cfg).content
+    assert "--data-parallel-size 8" in vll and ("--enable-expert-parallel" in vll) == (ep == 8)
+    trt = export("trtllm", ds, WI, cfg).content
+    assert "--tp_size 8" in trt and "enable_attention_dp: true" in trt
+
+
 def test_megatron_layout_round_trip() -> None:
     layers = [6] + [8] * 14 + [6]
     text = megatron_layout(layers, 2)

@@ -229,10 +229,15 @@ def test_published_serving_rows() -> None:
     for r in records:
         src = sources[r["source"]]
         assert src["repo"] and src["path"] and len(src["commit"]) == 40 and r["table"]
-    cases = run_serving()
+    # The figures the bounds were set on (issue 17's rows); the MoE attention-DP rows of issue 39 (marked `fit`)
+    # have their own target below.
+    first = {r["id"] for r in records if "fit" not in r}
+    cases = [c for c in run_serving() if c.id in first]
+    assert len(cases) >= 96
     errors = [abs(c.error) for c in cases]
     assert statistics.median(errors) <= 0.15
-    # The issue's bound on every figure; today 34.9% (SGLang's DeepSeek-V3 EP72 decode with two-batch overlap).
+    # The issue's bound on every figure; today 31.2% (SGLang's DeepSeek-V3 EP32 prefill at 1,024 tokens: -24.8%,
+    # and the EP72 decode +28.6%).
     assert max(errors) <= 0.35
     # Every held-out figure names its reason.
     assert all(why for _, why in held_out_serving())
@@ -470,3 +475,30 @@ def test_decode_attention_adds_to_compute_bound_gemms() -> None:
 
     kv = seqs * ctx * model.num_layers * kv_bytes_per_token_per_layer(model, 1, 2)
     assert iteration(ctx) - iteration(1) >= 0.9 * hbm_time(gpu, kv)
+
+
+def _moe_attention_dp_errors(split: str) -> list[float]:
+    _, records = load_serving_records()
+    rows = [r for r in records if r.get("fit") == split]
+    return [abs(c.error) for r in rows for c in predict_serving_rows(r)]
+
+
+def predict_serving_rows(rec: dict[str, Any]) -> list[Any]:
+    from accuracy.serving_runs import predict_serving
+
+    return predict_serving(rec)
+
+
+def test_moe_attention_dp_rows_are_priced_within_their_measured_bound() -> None:
+    """Issue 39's MoE attention-DP rows (Qwen3-235B 8 x H200 / H100 attention DP 8 x EP 8, DeepSeek-R1 8 x H200):
+    today's held-out median |error| is 39.6% (max 157%, Qwen3 H100 128/4096); this pins it so it cannot regress
+    while the 20% target below stays open."""
+    held = _moe_attention_dp_errors("held_out")
+    assert len(held) == 8
+    assert statistics.median(held) <= 0.45
+
+
+@pytest.mark.xfail(strict=True, reason="issue 39 target not reached: held-out median 39.6%, 2 of 8 within 20%")
+def test_moe_attention_dp_rows_within_20_percent() -> None:
+    errors = _moe_attention_dp_errors("held_out") + _moe_attention_dp_errors("in_sample")
+    assert max(errors) <= 0.20
