@@ -204,6 +204,12 @@ class NodePool(BaseModel):
         return self.healthy_nodes * self.gpus_per_node
 
     @property
+    def plannable_gpus(self) -> int:
+        """GPUs a training plan may use: those of healthy nodes not held back as spares (reliability.spare_nodes)."""
+        held = self.reliability.spare_nodes if self.reliability is not None else 0
+        return max(0, self.healthy_nodes - held) * self.gpus_per_node
+
+    @property
     def reliability_or_default(self) -> PoolReliability:
         """The pool's reliability inputs (the sourced defaults where unset)."""
         return self.reliability or DEFAULT_RELIABILITY
