@@ -601,6 +601,7 @@ class TrainingSearch:
             alternatives=alts,
             explanation=explanation,
             price_per_step=None if rate_s is None else est.step_time_s * rate_s,
+            goodput=est.goodput,
             placement=placement,
             **counts,
         )

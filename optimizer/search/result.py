@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from pydantic import BaseModel, Field
 
-from optimizer.costmodel.result import Estimate
+from optimizer.costmodel.result import Estimate, Goodput
 from optimizer.placement.result import Placement
 from optimizer.search.decision import contains_zero
 from optimizer.search.fleet_result import FleetPlan
@@ -128,6 +128,12 @@ class PlanResult(BaseModel):
     )
     framework_comparison: list[FrameworkOutcome] = Field(
         default_factory=list, description="With framework auto: every framework's best, the winner first."
+    )
+    goodput: Goodput | None = Field(
+        default=None,
+        description="Training: the plan's checkpoint size, write and load times, optimal checkpoint interval, hours "
+        "lost per day to checkpoints, rework and restarts, and useful tokens per second (optimizer/costmodel/"
+        "goodput.py); None for serving.",
     )
     alternatives: list[Alternative] = Field(default_factory=list)
     fleet: FleetPlan | None = Field(
