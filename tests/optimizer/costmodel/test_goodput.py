@@ -146,13 +146,13 @@ LLAMA_RANGES = {
 
 
 def _llama3_fraction(
-    interruptions: int,
+    interruptions: float,
     node_gbps: float,
     storage_gbps: float,
     launch_s: float,
     nccl: float,
     repair_s: float,
-    spares: int,
+    spares: float,
 ) -> float:
     rec = next(r for r in load_records() if r["id"] == "dubey2024_llama3_405b_16384_cp1")
     model, cluster, w, cfg = pinned_setting(rec)
@@ -165,7 +165,7 @@ def _llama3_fraction(
         nccl_init_s_per_1000_gpus=nccl,
         node_repair_s=repair_s,
     ).with_total_rate(1000 * interruptions / L3_NODE_DAYS)
-    pool = cluster.pools[0].model_copy(update={"nodes": 2048 + spares, "reliability": rel})
+    pool = cluster.pools[0].model_copy(update={"nodes": 2048 + int(spares), "reliability": rel})
     est = estimate(model, cluster.model_copy(update={"pools": [pool]}), w, cfg)
     assert est.goodput is not None and est.goodput.nodes == 2048 and est.goodput.spare_nodes == spares
     return est.goodput.fraction

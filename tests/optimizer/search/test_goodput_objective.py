@@ -22,7 +22,7 @@ def _cluster(per_1000_node_days: float, **fields: object) -> ClusterSpec:
 
 
 def _w(objective: str) -> TrainingWorkload:
-    return TrainingWorkload(global_batch_size=64, seq_len=4096, objective=objective)  # type: ignore[arg-type]
+    return TrainingWorkload.model_validate({"global_batch_size": 64, "seq_len": 4096, "objective": objective})
 
 
 def test_a_high_failure_rate_leaves_a_node_spare() -> None:
@@ -38,7 +38,8 @@ def test_a_high_failure_rate_leaves_a_node_spare() -> None:
     assert gp.useful_tokens_per_s > 1.1 * gf.useful_tokens_per_s  # ... and more useful tokens per second
     assert good.objective == WALL_PER_USEFUL_STEP
     assert good.objective_value == pytest.approx(gp.wall_s_per_step, abs=1e-5)  # CP-SAT: integer nanoseconds
-    assert good.lower_bound is not None and good.lower_bound <= good.objective_value
+    assert good.lower_bound is not None and good.objective_value is not None
+    assert good.lower_bound <= good.objective_value
     assert "Goodput chose" in good.explanation.summary and "spare nodes" in good.explanation.summary
     assert format_objective(WALL_PER_USEFUL_STEP, 1.5) == "1.5 s per useful step"
 
