@@ -11,8 +11,9 @@ Defaults come from published cluster studies, each cited at its field:
   timeouts 7: 63); 268 + 42 + 46 + 63 = 419 over 54 x 2,048 = 110,592 node-days. §3.3.1: the Tectonic storage
   behind it sustains 2 TB/s (7 TB/s peak); a GPU's checkpoint share ranges from 1 MB to 4 GB.
 - [K24] Kokolis et al., "Revisiting Reliability in Large-Scale Machine Learning Research Clusters", arXiv
-  2410.21680 (HPCA 2025): 6.50 and 2.34 job-interrupting failures per 1,000 node-days on Meta's RSC-1 and RSC-2
-  A100 clusters; the projected mean time to failure of a 16,384-GPU job is 1.8 h at RSC-1's rate.
+  2410.21680 (HPCA 2025): failure rates per node-day of Meta's RSC-1 and RSC-2 A100 research clusters (11 months,
+  4 million jobs), a mean time to failure that falls as 1 / the job's GPUs, and the effective-training-time model
+  goodput.py follows; its rates are of the order of [L3]'s and are not used as a default here.
 - [MS] MegaScale (Jiang et al., NSDI'24, arXiv 2402.15754) §3.5 / §4: NCCL and torch.distributed initialisation of a
   2,048-GPU job took 1,047 s before their fixes and under 5 s after, under 30 s above 10,000 GPUs.
 """
