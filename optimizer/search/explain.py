@@ -114,11 +114,12 @@ def goodput_change(fast: PlannedConfig, pick: PlannedConfig, budget: int | None)
         f"{fast.config.gpus} ({describe(fast.config)}): step {pick.estimate.step_time_s:.3g} s against "
         f"{fast.estimate.step_time_s:.3g} s"
     ]
-    if gp.spare_nodes != gf.spare_nodes or abs(gp.restart_s - gf.restart_s) > 1:
-        parts.append(
-            f"{gp.spare_nodes} spare nodes (against {gf.spare_nodes}) and {gp.failures_per_day:.3g} failures/day "
-            f"(against {gf.failures_per_day:.3g}) take restarts from {gf.restart_s:,.0f} to {gp.restart_s:,.0f} s"
-        )
+    if gp.spare_nodes != gf.spare_nodes:
+        parts.append(f"{gp.spare_nodes} spare nodes against {gf.spare_nodes}")
+    if abs(gp.failures_per_day - gf.failures_per_day) > 0.01 * gf.failures_per_day:
+        parts.append(f"{gp.failures_per_day:.3g} failures/day against {gf.failures_per_day:.3g}")
+    if abs(gp.restart_s - gf.restart_s) > 1:
+        parts.append(f"a restart takes {gp.restart_s:,.0f} s against {gf.restart_s:,.0f} s")
     if abs(gp.blocking_s - gf.blocking_s) > 0.01 * max(gf.blocking_s, 1e-9):
         parts.append(f"a checkpoint blocks {gp.blocking_s:.3g} s against {gf.blocking_s:.3g} s")
     parts.append(

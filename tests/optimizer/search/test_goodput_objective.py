@@ -40,7 +40,7 @@ def test_a_high_failure_rate_leaves_a_node_spare() -> None:
     assert good.objective_value == pytest.approx(gp.wall_s_per_step, abs=1e-5)  # CP-SAT: integer nanoseconds
     assert good.lower_bound is not None and good.objective_value is not None
     assert good.lower_bound <= good.objective_value
-    assert "Goodput chose" in good.explanation.summary and "spare nodes" in good.explanation.summary
+    assert "Goodput chose" in good.explanation.summary and "1 spare nodes against 0" in good.explanation.summary
     assert format_objective(WALL_PER_USEFUL_STEP, 1.5) == "1.5 s per useful step"
 
 
@@ -56,3 +56,18 @@ def test_held_spares_are_left_out_of_the_plan() -> None:
     fast = plan(LLAMA8B, cluster, _w("step_time"), time_limit_s=30)
     assert fast.plan is not None and fast.plan.config.gpus <= 24
     assert fast.plan.estimate.goodput is not None and fast.plan.estimate.goodput.spare_nodes >= 1
+
+
+def test_slow_storage_picks_a_layout_with_cheaper_checkpoints() -> None:
+    # DeepSpeed saves synchronously and writes the weights from data-parallel rank 0 of each model-parallel group:
+    # at 0.2 GB/s per node a layout with tensor parallelism spreads that write over more ranks.
+    cluster = _cluster(300.0, checkpoint_write_gbytes_per_s_per_node=0.2, checkpoint_read_gbytes_per_s_per_node=0.2)
+    w = TrainingWorkload(global_batch_size=64, seq_len=4096, framework="deepspeed")
+    fast = plan(LLAMA8B, cluster, w, time_limit_s=30, interval_rule=False)
+    good = plan(LLAMA8B, cluster, w.model_copy(update={"objective": "goodput"}), time_limit_s=30, interval_rule=False)
+    assert fast.plan is not None and good.plan is not None
+    gf, gp = fast.plan.estimate.goodput, good.plan.estimate.goodput
+    assert gf is not None and gp is not None and not gp.async_save
+    assert gp.blocking_s < 0.8 * gf.blocking_s and gp.useful_tokens_per_s > gf.useful_tokens_per_s
+    assert good.plan.estimate.step_time_s >= fast.plan.estimate.step_time_s
+    assert "a checkpoint blocks" in good.explanation.summary
