@@ -112,7 +112,8 @@ class PlanResult(BaseModel):
         "the user reports as run, planned as given without a search; any memory overrun stated in its estimate)."
     )
     objective: str = Field(
-        description="step_time_s, price_per_step (training cost), tpot_s or gpu_seconds_per_token (throughput)."
+        description="step_time_s, price_per_step (training cost), wall_s_per_useful_step (training goodput), tpot_s "
+        "or gpu_seconds_per_token (throughput)."
     )
     objective_value: float | None = None
     lower_bound: float | None = Field(default=None, description="Proven lower bound on the objective.")
