@@ -13,7 +13,7 @@ from rich.console import Console
 from rich.table import Table
 
 from api.cli_errors import OneLineErrorGroup
-from api.cli_inputs import build_parallel_config, build_workload, resolve_target
+from api.cli_inputs import apply_reliability, build_parallel_config, build_workload, resolve_target
 from api.cli_option_groups import OptionGroup, with_option_groups
 from api.cli_options import (
     CalibrationOpt,
@@ -24,6 +24,7 @@ from api.cli_options import (
     ObjectiveOpt,
     ParallelOptions,
     PlacementOptions,
+    ReliabilityOptions,
     ServingEngine,
     ServingOptions,
     Target,
@@ -70,11 +71,13 @@ def estimate(
     serving_engine: OptionGroup[ServingEngine],
     calibration: CalibrationOpt = None,
     run: OptionGroup[MeasuredRun],
+    reliability: OptionGroup[ReliabilityOptions],
     as_json: JsonOpt = False,
 ) -> None:
     """Predict per-GPU memory and step time (or TTFT/TPOT) of ONE parallel configuration."""
     try:
         spec, clus = resolve_target(target, calibration)
+        clus = apply_reliability(clus, reliability)
         work = build_workload(shape, numerics, objective, framework, engine=serving_engine)
         config = build_parallel_config(parallel, placement)
         measured = measured_figures(run, work, config.gpus)
@@ -121,6 +124,18 @@ def render_estimate(e: Estimate, model: str, cluster: str) -> None:
             f"{e.tokens_per_s:,.0f} output tokens/s"
         )
     out.print(f"peak memory {e.peak_memory_gb:.1f} GB{_band(e.peak_memory_interval_gb, 'GB')}")
+    g = e.goodput
+    if g is not None:
+        save = f"async, blocks {g.blocking_s:.2g} s" if g.async_save else "synchronous"
+        out.print(
+            f"goodput {g.fraction:.1%} | {g.useful_tokens_per_s:,.0f} useful tokens/s | checkpoint "
+            f"{g.checkpoint_gb:,.0f} GB ({g.checkpoint_gb_per_rank:.3g} GB per rank), write {g.write_s:.3g} s "
+            f"({save}), load {g.load_s:.3g} s, every {g.interval_s:,.0f} s ({g.interval_steps} steps) | "
+            f"{g.failures_per_day:.3g} failures/day on {g.nodes} nodes, {g.spare_nodes} spare, {g.restart_s:,.0f} s "
+            f"per restart | lost per day: "
+            f"{g.lost_h_per_day:.2f} h (checkpoints {g.checkpoint_h_per_day:.2f}, rework {g.rework_h_per_day:.2f}, "
+            f"restarts {g.restart_h_per_day:.2f})"
+        )
     if e.memory_overrun_gb is not None:
         out.print(f"memory overrun {e.memory_overrun_gb:.1f} GB per GPU (predicted peak minus the GPU's memory)")
     if e.interval_basis:
@@ -189,6 +204,7 @@ def plan(
             "JobSet for Kueue) on the plan's placement, launching the plan's framework.",
         ),
     ] = None,
+    reliability: OptionGroup[ReliabilityOptions],
     as_json: JsonOpt = False,
 ) -> None:
     """Find the configuration with the lowest estimated step time (or best serving objective), proven."""
@@ -198,6 +214,7 @@ def plan(
 
     try:
         spec, clus = resolve_target(target, calibration)
+        clus = apply_reliability(clus, reliability)
         work = build_workload(shape, numerics, objective, framework, serving, serving_engine)
         space_fields: dict[str, object] = {"pins": parse_pins(pin or []), "max_gpus": max_gpus}
         if pools:

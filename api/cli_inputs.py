@@ -13,6 +13,7 @@ from api.cli_options import (
     Numerics,
     ParallelOptions,
     PlacementOptions,
+    ReliabilityOptions,
     ServingEngine,
     ServingOptions,
     Target,
@@ -37,6 +38,40 @@ def resolve_target(target: Target, calibration: Path | None) -> tuple[ModelSpec,
     spec = resolve_model(target.model)
     clus = resolve_cluster(target.cluster).with_calibration(load_calibration(calibration) if calibration else None)
     return spec, clus
+
+
+def apply_reliability(clus: ClusterSpec, r: ReliabilityOptions) -> ClusterSpec:
+    """The cluster with the command line's failure rate, checkpoint bandwidth and spares on every pool (a bad
+    value names its option)."""
+    if r.failure_rate is None and r.checkpoint_gbps is None and r.spares is None:
+        return clus
+    if r.failure_rate is not None and not 0 < r.failure_rate <= 1_000_000:
+        raise DomainError(
+            "--failure-rate", f"must be > 0 and <= 1000000 interruptions per 1,000 node-days (got {r.failure_rate:g})"
+        )
+    if r.checkpoint_gbps is not None and not 0 < r.checkpoint_gbps <= 100_000:
+        raise DomainError("--checkpoint-gbps", f"must be > 0 and <= 100000 GB/s per node (got {r.checkpoint_gbps:g})")
+    if r.spares is not None and r.spares < 0:
+        raise DomainError("--spares", f"must be >= 0 nodes (got {r.spares})")
+    pools = []
+    for p in clus.pools:
+        if r.spares is not None and r.spares >= p.node_count:
+            raise DomainError(
+                "--spares", f"{r.spares} spare nodes leave pool {p.name} ({p.node_count} nodes) none to plan on"
+            )
+        rel = p.reliability_or_default
+        if r.failure_rate is not None:
+            rel = rel.with_total_rate(r.failure_rate)
+        update: dict[str, object] = {}
+        if r.checkpoint_gbps is not None:
+            update |= {
+                "checkpoint_write_gbytes_per_s_per_node": r.checkpoint_gbps,
+                "checkpoint_read_gbytes_per_s_per_node": r.checkpoint_gbps,
+            }
+        if r.spares is not None:
+            update["spare_nodes"] = r.spares
+        pools.append(p.model_copy(update={"reliability": rel.model_copy(update=update)}))
+    return clus.model_copy(update={"pools": pools})
 
 
 def load_calibration(path: Path) -> ClusterCalibration:

@@ -12,7 +12,10 @@ import typer
 CvOpt = Annotated[float | None, typer.Option(help="Length spread, standard deviation / mean (SLA plans).")]
 ObjectiveOpt = Annotated[
     str | None,
-    typer.Option(help="Training: step_time (default) or cost (needs pool prices). Inference: latency or throughput."),
+    typer.Option(
+        help="Training: step_time (default), cost (needs pool prices) or goodput (wall time per useful step after "
+        "checkpoints, failures and restarts). Inference: latency or throughput."
+    ),
 ]
 FrameworkOpt = Annotated[
     str,
@@ -25,6 +28,27 @@ CalibrationOpt = Annotated[
     Path | None,
     typer.Option(help="A cluster calibration (JSON or YAML: pools -> constants, as GET .../calibrations gives)."),
 ]
+
+
+@dataclass(frozen=True)
+class ReliabilityOptions:
+    """Training's failure model (optimizer/spec/reliability.py), applied to every pool of the cluster (None: the
+    inventory's, or the sourced defaults)."""
+
+    failure_rate: Annotated[
+        float | None,
+        typer.Option(
+            help="Job interruptions per 1,000 node-days, split over GPU, network, host and software as the pool's "
+            "own rates (default: Llama 3 405B's 3.79)."
+        ),
+    ] = None
+    checkpoint_gbps: Annotated[
+        float | None,
+        typer.Option(help="Checkpoint write and read bandwidth of one node to the file system, GB/s."),
+    ] = None
+    spares: Annotated[
+        int | None, typer.Option(help="Healthy nodes each pool holds back from the plan as hot spares.")
+    ] = None
 
 
 @dataclass(frozen=True)

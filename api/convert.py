@@ -48,7 +48,17 @@ def revision_out(rev: ClusterRevision) -> S.RevisionOut:
 
 
 def pools_summary(spec: ClusterSpec) -> list[S.PoolSummary]:
-    return [from_row(S.PoolSummary, p, nodes=p.node_count, nodes_by_state=dict(p.state_counts())) for p in spec.pools]
+    return [
+        from_row(
+            S.PoolSummary,
+            p,
+            nodes=p.node_count,
+            nodes_by_state=dict(p.state_counts()),
+            reliability=p.reliability_or_default,
+            reliability_sourced=p.reliability is None,
+        )
+        for p in spec.pools
+    ]
 
 
 def identity(row: Cluster | Model) -> dict[str, object]:

@@ -16,6 +16,7 @@ from optimizer.search.result import PlanResult
 from optimizer.spec.calibration import ClusterCalibration
 from optimizer.spec.gpu_catalog import GPUSpec
 from optimizer.spec.inventory import InventoryDiff
+from optimizer.spec.reliability import PoolReliability
 from optimizer.spec.scheduler_inventory.inventory_document import ImportDefaults
 from optimizer.spec.scheduler_inventory.kubernetes import KubernetesLabels
 from optimizer.spec.scheduler_inventory.sources import SyncSource
@@ -82,6 +83,11 @@ class PoolSummary(BaseModel):
     gpus_per_node: int
     healthy_gpus: int
     nodes_by_state: dict[str, int]
+    reliability: PoolReliability = Field(
+        description="Failure rates, checkpoint bandwidth, restart cost and spare nodes the goodput model uses "
+        "(the sourced defaults where the inventory sets none)."
+    )
+    reliability_sourced: bool = Field(description="The inventory sets no reliability: the sourced defaults apply.")
 
 
 class RevisionOut(BaseModel):

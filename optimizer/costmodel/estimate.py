@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import math
+
+from optimizer.costmodel.goodput import plan_goodput
 from optimizer.costmodel.inference import estimate_inference
 from optimizer.costmodel.placed_fabric import PlacedFabric
 from optimizer.costmodel.result import Estimate, admitted
@@ -41,4 +44,6 @@ def estimate(
     else:
         est = estimate_inference(model, cluster, workload, config, layout)
     est = with_intervals(est, model, cluster, workload, config)
+    if isinstance(workload, TrainingWorkload) and est.step_time_s > 0 and math.isfinite(est.step_time_s):
+        est.goodput = plan_goodput(model, cluster, workload, config, est)
     return admitted(est) if admit else est

@@ -95,6 +95,11 @@ class Estimate(BaseModel):
         description="The configuration is reported as having run: priced as given, any memory overrun stated "
         "(memory_overrun_gb, notes) instead of refused.",
     )
+    goodput: Goodput | None = Field(
+        default=None,
+        description="Training: checkpoint size and times, the optimal checkpoint interval, hours lost per day to "
+        "failures and the useful tokens per second (optimizer/costmodel/goodput.py); None for serving.",
+    )
 
     @property
     def peak_allocated_gb(self) -> float:
@@ -145,3 +150,34 @@ def admitted(est: Estimate) -> Estimate:
     return est.model_copy(
         update={"admitted": True, "memory_overrun_gb": over, "reason": reason, "notes": [*est.notes, note]}
     )
+
+
+class Goodput(BaseModel):
+    """What failures and checkpoints cost a training plan (optimizer/costmodel/goodput.py)."""
+
+    checkpoint_gb: float = Field(description="Checkpoint size in all: weights and optimizer state, GB (1e9 bytes).")
+    checkpoint_gb_per_rank: float = Field(description="The largest share one rank writes, GB.")
+    async_save: bool = Field(description="The framework saves asynchronously (training blocks for the host copy).")
+    write_s: float = Field(description="Seconds to write one checkpoint to the file system.")
+    blocking_s: float = Field(description="Seconds training stops per checkpoint (write_s when synchronous).")
+    load_s: float = Field(description="Seconds to read the checkpoint back on restart.")
+    interval_s: float = Field(description="Optimal checkpoint interval (Young / Daly), seconds of training.")
+    interval_steps: int = Field(description="The interval in optimizer steps (at least 1).")
+    nodes: int = Field(description="Nodes the plan runs on.")
+    spare_nodes: int = Field(description="Healthy nodes of the plan's pools it leaves free (hot spares).")
+    failures_per_day: float = Field(description="Expected job interruptions per day on the plan's nodes.")
+    mtbf_h: float = Field(description="Mean time between the job's interruptions, hours.")
+    restart_s: float = Field(
+        description="Expected seconds per interruption before training resumes: launch, NCCL initialisation, "
+        "checkpoint load, and the wait for a repaired node when no spare is free."
+    )
+    checkpoint_h_per_day: float = Field(description="Hours per day training stops for checkpoints.")
+    rework_h_per_day: float = Field(description="Hours per day of work lost since the last checkpoint, redone.")
+    restart_h_per_day: float = Field(description="Hours per day spent restarting.")
+    lost_h_per_day: float = Field(description="All hours lost per day (checkpoints, rework, restarts).")
+    fraction: float = Field(description="Share of wall time that trains (effective training time ratio), 0-1.")
+    useful_tokens_per_s: float = Field(description="Tokens trained per second of wall time after all losses.")
+    wall_s_per_step: float = Field(description="Wall seconds per useful optimizer step: step time / fraction.")
+
+
+Estimate.model_rebuild()

@@ -88,6 +88,9 @@ class Framework:
     """The fused-attention kernel it runs by default (TrainingWorkload.attention_kernel overrides)."""
     sources: tuple[tuple[str, str], ...]
     """(knob, citation) pairs."""
+    async_checkpoint: bool = False
+    """Saves checkpoints asynchronously: training blocks only for the copy of its state to host memory, a
+    background process writes it (costmodel/goodput.py)."""
 
     def source(self, knob: str) -> str:
         """The citation for one knob."""
@@ -95,6 +98,10 @@ class Framework:
 
 
 MEGATRON = Framework(
+    # Megatron-LM d98e8a6 megatron/training/config/training_config.py: async_save (--async-save) with
+    # core/dist_checkpointing/strategies/async_utils.py (the write runs in a background process after the
+    # state is staged in host memory); fully_parallel_save default True (the save is spread over the DP ranks).
+    async_checkpoint=True,
     name="megatron",
     title="Megatron-Core / Megatron-LM",
     schedules=("1f1b", "interleaved-1f1b"),
@@ -358,6 +365,9 @@ DEEPSPEED = Framework(
 )
 
 TORCHTITAN = Framework(
+    # torchtitan b5bcd76 torchtitan/components/checkpointer/dcp.py: async_mode "async" / "async_with_pinned_mem"
+    # (torch.distributed.checkpoint async_save: staged to pinned host memory, written by a background thread).
+    async_checkpoint=True,
     name="torchtitan",
     title="torchtitan (FSDP2 + TP + PP + CP)",
     schedules=("gpipe", "1f1b", "interleaved-1f1b"),

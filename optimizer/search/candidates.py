@@ -173,6 +173,13 @@ class KeyBatch:
         order = np.lexsort((self.gpus, lbs))
         return KeyBatch(self.key, lbs[order], self.gpus[order], self.rows[order])
 
+    def scaled(self, factors: np.ndarray) -> KeyBatch:
+        """The batch with each candidate's bound multiplied by its factor (>= 1: a least objective rate per second
+        of step time, e.g. 1 / the largest goodput fraction its GPU count allows), re-sorted."""
+        lbs = self.lbs * factors
+        order = np.lexsort((self.gpus, lbs))
+        return KeyBatch(self.key, lbs[order], self.gpus[order], self.rows[order])
+
     def peek(self) -> float:
         return float(self.lbs[self.next]) if self.next < len(self.lbs) else float("inf")
 
@@ -268,7 +275,7 @@ class TrainingSpace:
         self.fw: Framework = framework(priced_framework(w.framework))
         self.rt = runtime(self.fw.name)
         names = space.pools or tuple(p.name for p in cluster.pools)
-        self.pools: list[NodePool] = [cluster.pool(n) for n in names if cluster.pool(n).healthy_gpus > 0]
+        self.pools: list[NodePool] = [cluster.pool(n) for n in names if cluster.pool(n).plannable_gpus > 0]
         # The framework's TP-comm overlap runs on every allowed pool's GPU (Megatron's needs Transformer Engine).
         self.tp_overlap_runs = all(runs_tp_comm_overlap(self.fw, cluster.gpu_of(p)) for p in self.pools)
         # The smallest NVLink (or PCIe) domain among the allowed pools: an EP group larger than it crosses the network.
@@ -277,10 +284,10 @@ class TrainingSpace:
         self.smallest_scale_up = min(
             (max(p.gpus_per_node, cluster.fabric_of(p).domain_size or 1) for p in self.pools), default=1
         )
-        self.budget = sum(p.healthy_gpus for p in self.pools)
+        self.budget = sum(p.plannable_gpus for p in self.pools)
         if space.max_gpus is not None:
             self.budget = min(self.budget, space.max_gpus)
-        self.largest_pool = max((p.healthy_gpus for p in self.pools), default=0)
+        self.largest_pool = max((p.plannable_gpus for p in self.pools), default=0)
         self.usable = {
             p.name: cluster.gpu_of(p).memory_bytes
             - training_reserve_bytes(cluster.gpu_of(p).memory_bytes, cluster.calibration_of(p).memory_reserve)
@@ -839,7 +846,7 @@ class TrainingSpace:
         ks = np.arange(1, max(p_max, 1) + 1, dtype=float)[:, None]
         harmonic = np.zeros((len(ks), len(gps)))
         filled = np.zeros(len(gps))
-        for a, healthy in sorted((work[p.name] / L, p.healthy_gpus) for p in self.pools):
+        for a, healthy in sorted((work[p.name] / L, p.plannable_gpus) for p in self.pools):
             if a > 0:
                 slots = (healthy // gps).astype(float)
                 harmonic += np.clip(ks - filled[None, :], 0.0, slots[None, :]) / a

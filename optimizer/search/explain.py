@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from optimizer.costmodel.result import Goodput
 from optimizer.search.decision import Decision, oom_stages, reason
 from optimizer.search.result import (
     Alternative,
@@ -83,6 +84,51 @@ def decision_text(d: Decision) -> str:
     return " ".join(parts)
 
 
+def goodput_text(g: Goodput) -> str:
+    """One sentence of a training plan's goodput (costmodel/goodput.py)."""
+    save = f"async, blocks {g.blocking_s:.2g} s" if g.async_save else "synchronous"
+    return (
+        f"Goodput {g.fraction:.1%}: checkpoint {g.checkpoint_gb:,.0f} GB ({g.checkpoint_gb_per_rank:.3g} GB per rank, "
+        f"write {g.write_s:.3g} s, {save}) every {g.interval_s:,.0f} s ({g.interval_steps} steps); "
+        f"{g.failures_per_day:.3g} failures/day on {g.nodes} nodes ({g.spare_nodes} spare), {g.restart_s:,.0f} s per "
+        f"restart; {g.lost_h_per_day:.2f} h/day lost; {g.useful_tokens_per_s:,.0f} useful tokens/s"
+    )
+
+
+def goodput_change(fast: PlannedConfig, pick: PlannedConfig, budget: int | None) -> str:
+    """What the failure model changed against the step-time optimum `fast` (objective goodput)."""
+    gf, gp = fast.estimate.goodput, pick.estimate.goodput
+    if gf is None or gp is None:
+        return ""
+    same_cost = abs(gp.blocking_s - gf.blocking_s) <= 0.05 * max(gf.blocking_s, gp.blocking_s)
+    if gp.nodes == gf.nodes and gp.spare_nodes == gf.spare_nodes and same_cost:
+        return (
+            f"The failure model changes nothing against the step-time optimum (the same {gp.nodes} nodes, "
+            f"{gp.spare_nodes} spare, a checkpoint as costly): {gp.lost_h_per_day:.2f} h/day lost, goodput "
+            f"{gp.fraction:.1%}."
+        )
+    of = f" of {budget}" if budget else ""
+    gain = 100 * (gp.useful_tokens_per_s / gf.useful_tokens_per_s - 1) if gf.useful_tokens_per_s > 0 else 0.0
+    parts = [
+        f"Goodput chose {pick.config.gpus}{of} GPUs ({describe(pick.config)}) over the step-time optimum's "
+        f"{fast.config.gpus} ({describe(fast.config)}): step {pick.estimate.step_time_s:.3g} s against "
+        f"{fast.estimate.step_time_s:.3g} s"
+    ]
+    if gp.spare_nodes != gf.spare_nodes:
+        parts.append(f"{gp.spare_nodes} spare nodes against {gf.spare_nodes}")
+    if abs(gp.failures_per_day - gf.failures_per_day) > 0.01 * gf.failures_per_day:
+        parts.append(f"{gp.failures_per_day:.3g} failures/day against {gf.failures_per_day:.3g}")
+    if abs(gp.restart_s - gf.restart_s) > 1:
+        parts.append(f"a restart takes {gp.restart_s:,.0f} s against {gf.restart_s:,.0f} s")
+    if abs(gp.blocking_s - gf.blocking_s) > 0.01 * max(gf.blocking_s, 1e-9):
+        parts.append(f"a checkpoint blocks {gp.blocking_s:.3g} s against {gf.blocking_s:.3g} s")
+    parts.append(
+        f"hours lost per day {gf.lost_h_per_day:.2f} -> {gp.lost_h_per_day:.2f}, useful tokens/s "
+        f"{gf.useful_tokens_per_s:,.0f} -> {gp.useful_tokens_per_s:,.0f} ({gain:+.1f}%)"
+    )
+    return "; ".join(parts) + "."
+
+
 def explain(
     ts: TrainingSpace | None,
     planned: PlannedConfig,
@@ -119,6 +165,8 @@ def explain(
             f"{describe(cfg, serving)}: TPOT {1000 * (est.tpot_s or 0):.2f} ms, TTFT {1000 * (est.ttft_s or 0):.1f} ms"
         )
     summary = head + "; time goes to " + ", ".join(f"{k} {v / est.step_time_s:.0%}" for k, v in top)
+    if est.goodput is not None:
+        summary += ". " + goodput_text(est.goodput)
     note = decision_text(decision) if decision is not None else ""
     summary += f". {note}" if note else ""
     versus = None

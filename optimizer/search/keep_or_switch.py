@@ -66,7 +66,10 @@ def shortfall(cluster: ClusterSpec, config: ParallelConfig) -> str | None:
 
 def objective_of(cluster: ClusterSpec, w: TrainingWorkload, p: PlannedConfig) -> float:
     """The planner's objective for `p`: its step time, or with objective=cost its price per step when every pool
-    it uses has a price (planner.py: step time x ClusterSpec.price_per_s)."""
+    it uses has a price (planner.py: step time x ClusterSpec.price_per_s), with objective=goodput its wall time
+    per useful step (costmodel/goodput.py)."""
+    if w.objective == "goodput" and p.estimate.goodput is not None:
+        return p.estimate.goodput.wall_s_per_step
     rate = cluster.price_per_s(p.config.gpus_per_stage, [s.pool for s in p.estimate.stages])
     return p.estimate.step_time_s * rate if w.objective == "cost" and rate is not None else p.estimate.step_time_s
 

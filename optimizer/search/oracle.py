@@ -41,7 +41,7 @@ def contiguous_blocks(pools: int, stages: int) -> Iterator[tuple[int, ...]]:
 def _layouts(ts: TrainingSpace, c: ParallelConfig) -> Iterator[tuple[list[int], list[str]]]:
     pp = c.pp
     rules = LayerRules.of(ts.model, pp, c.vp, ts.fw.virtual_stage_layout)
-    pools = [p for p in ts.pools if p.healthy_gpus >= c.gpus_per_stage]
+    pools = [p for p in ts.pools if p.plannable_gpus >= c.gpus_per_stage]
     names = [p.name for p in pools]
 
     assigns = list(contiguous_blocks(len(pools), pp))
@@ -79,6 +79,8 @@ def oracle_ranked(
             value = est.step_time_s
             if w.objective == "cost":  # price per step: each stage's GPUs at its pool's price
                 value *= cluster.price_per_s(c.gpus_per_stage, pools) or 0.0
+            elif w.objective == "goodput":  # wall time per useful step: step time / goodput fraction
+                value = est.goodput.wall_s_per_step if est.goodput is not None else value
             sig = (cfg.tp, cfg.pp, cfg.dp, cfg.cp, cfg.ep)
             prev = best.get(sig)
             if est.feasible and (prev is None or (value, cfg.gpus) < (prev[0], prev[1])):
@@ -111,7 +113,7 @@ def oracle_evaluations_lower_bound(ts: TrainingSpace) -> int:
     whose stages all fit on one pool is evaluated with at least every one-pool layout; the others at least once."""
     counts: dict[tuple[int, int], int] = {}
     total = 0
-    largest = max((p.healthy_gpus for p in ts.pools), default=0)
+    largest = max((p.plannable_gpus for p in ts.pools), default=0)
     for cand in ts.all_candidates(prune_memory=False):
         c = cand.config
         if c.gpus > largest:

@@ -12,7 +12,10 @@ import math
 import time
 from collections.abc import Callable, Sequence
 
+import numpy as np
+
 from optimizer.costmodel.estimate import estimate
+from optimizer.costmodel.goodput import failure_model
 from optimizer.costmodel.result import Estimate
 from optimizer.errors import DomainError
 from optimizer.frameworks.capabilities import Framework, allows, check_model, check_workload, framework
@@ -22,7 +25,7 @@ from optimizer.placement.priced import PlacedEstimate, placed_estimate
 from optimizer.search.candidates import Candidate, KeyBatch, TrainingSpace
 from optimizer.search.decision import RUNNERS_UP, contenders, decide, ratio_interval_pct, same_gpu
 from optimizer.search.diagnosis import diagnose_infeasible
-from optimizer.search.explain import explain
+from optimizer.search.explain import explain, goodput_change
 from optimizer.search.inference_planner import check_serving_pins, plan_inference
 from optimizer.search.request import SearchRequest
 from optimizer.search.result import (
@@ -251,11 +254,38 @@ def _plan_training(
     ts: TrainingSpace | None = None,
 ) -> PlanResult:
     """The training search of one framework; `ts` is its search space when the caller has already built it."""
+    if req.workload.objective == "goodput" and not first_feasible:
+        return _plan_goodput(req, diagnose, ts)
     ts = ts or TrainingSpace(req.model, req.cluster, req.workload, req.space)
     search = TrainingSearch(
         ts, req.top_k, req.time_limit_s, req.progress, req.cancelled, first_feasible, req.measured, req.interval_rule
     )
     return search.run(req.warm_start, diagnose)
+
+
+def _plan_goodput(req: SearchRequest[TrainingWorkload], diagnose: bool, ts: TrainingSpace | None) -> PlanResult:
+    """Objective goodput: the step-time optimum first (a third of the time limit), then the goodput search
+    warm-started with it; the explanation says what the failure model changed against it."""
+    t0 = time.perf_counter()
+    fast_w = req.workload.model_copy(update={"objective": "step_time"})
+    share = max(MIN_TIME_LIMIT_S, req.time_limit_s / 3)
+    fast_ts = TrainingSpace(req.model, req.cluster, fast_w, req.space)
+    fast = TrainingSearch(fast_ts, 1, share, None, req.cancelled, False, req.measured, False).run(req.warm_start, False)
+    ts = ts or TrainingSpace(req.model, req.cluster, req.workload, req.space)
+    rest = max(MIN_TIME_LIMIT_S, req.time_limit_s - (time.perf_counter() - t0))
+    warm = req.warm_start or (fast.plan.config if fast.plan is not None else None)
+    search = TrainingSearch(ts, req.top_k, rest, req.progress, req.cancelled, False, req.measured, req.interval_rule)
+    result = search.run(warm, diagnose)
+    if result.plan is None or fast.plan is None:
+        return result
+    change = goodput_change(fast.plan, result.plan, ts.budget)
+    summary = result.explanation.summary.rstrip(". ") + ". " + change
+    return result.model_copy(
+        update={
+            "explanation": result.explanation.model_copy(update={"summary": summary}),
+            "solve_time_s": time.perf_counter() - t0,
+        }
+    )
 
 
 class TrainingSearch:
@@ -298,6 +328,11 @@ class TrainingSearch:
         self.cost = ts.w.objective == "cost"  # check_request checked that every allowed pool has a price
         self.min_price = min((ts.cluster.price_per_s(1, [p.name]) or 0.0 for p in ts.pools), default=0.0)
         self.prices = {p.name: ts.cluster.price_per_s(1, [p.name]) or 0.0 for p in ts.pools}
+        # Goodput: wall seconds per useful step = step time / goodput fraction (costmodel/goodput.py), a rate of at
+        # least 1 per second of step time that depends on the candidate's nodes, spares and checkpoint shares; the
+        # time bounds stay valid bounds on it (1 / fraction >= 1).
+        self.goodput = ts.w.objective == "goodput"
+        self.goodput_rates: dict[tuple[object, ...], float] = {}
         bound_of = (lambda k: ts.key_cost_bound(k, self.prices)) if self.cost else ts.key_bound
         self.keys = sorted(((bound_of(k), n, k) for n, k in enumerate(ts.layer_keys())), key=lambda x: x[:2])
         self.next_key = 0
@@ -328,14 +363,41 @@ class TrainingSearch:
         prev = self.found.get(_signature(cand.config))
         return thr if prev is None else min(thr, prev[0])
 
-    def rate(self, gpus_per_stage: int, pools: tuple[str, ...]) -> float:
-        """Objective units per second of step time for a layout on these pools (1 for step time)."""
+    def rate(self, gpus_per_stage: int, pools: tuple[str, ...], cfg: ParallelConfig | None = None) -> float:
+        """Objective units per second of step time for a layout on these pools (1 for step time; for goodput the
+        configuration `cfg` decides it, and without one its least value, 1)."""
+        if self.goodput:
+            return 1.0 if cfg is None else self.goodput_rate(cfg, pools)
         if not self.cost:
             return 1.0
         key = (gpus_per_stage, pools)
         hit = self.rates.get(key)
         if hit is None:
             hit = self.rates[key] = self.ts.cluster.price_per_s(gpus_per_stage, pools) or 0.0
+        return hit
+
+    def goodput_floor(self, gpus: np.ndarray) -> np.ndarray:
+        """A least goodput rate (1 / fraction) for plans of `gpus` GPUs on the allowed pools: they use at least
+        gpus / (the most GPUs per node) nodes at the least failure rate, and each failure costs at least the
+        least launch and NCCL initialisation (no checkpoint, rework or wait), so fraction <= 1 - restart / MTBF."""
+        pools = self.ts.pools
+        rels = [p.reliability_or_default for p in pools]
+        per_node_day = min(sum(r.rates_per_node_day().values()) for r in rels)
+        gpn = max(p.gpus_per_node for p in pools)
+        nodes = np.ceil(gpus / gpn)
+        restart = min(r.launch_s for r in rels) + min(r.nccl_init_s_per_1000_gpus for r in rels) * gpus / 1000
+        upper = 1.0 - restart * nodes * per_node_day / 86_400.0
+        with np.errstate(divide="ignore"):
+            return np.where(upper > 0, 1.0 / np.maximum(upper, 1e-300), np.inf)
+
+    def goodput_rate(self, cfg: ParallelConfig, pools: tuple[str, ...]) -> float:
+        """1 / goodput fraction of `cfg` on these stage pools (infinite when failures leave no useful time)."""
+        key = (cfg.tp, cfg.pp, cfg.dp, cfg.cp, cfg.ep, cfg.zero_stage, pools)
+        hit = self.goodput_rates.get(key)
+        if hit is None:
+            placed = cfg.model_copy(update={"stage_pools": list(pools)})
+            fraction = failure_model(self.ts.model, self.ts.cluster, self.ts.w, placed, self.ts.fw.name).fraction
+            hit = self.goodput_rates[key] = 1.0 / fraction if fraction > 0 else math.inf
         return hit
 
     def record(self, cand: Candidate, layers: tuple[int, ...], pools: tuple[str, ...], objective: float) -> None:
@@ -365,6 +427,8 @@ class TrainingSearch:
             self.next_key += 1
             if b is not None and self.cost:
                 b = b.priced(self.min_price, bound)  # the key's own price bound floors its candidates
+            if b is not None and self.goodput:
+                b = b.scaled(self.goodput_floor(b.gpus))
             if b is not None:
                 self.batches.append(b)
                 self.total += len(b.lbs)
@@ -380,7 +444,9 @@ class TrainingSearch:
             return
         remaining = self.time_limit_s - self.elapsed()
         if sm.Q == 1:
-            r = self.rate(sm.gps, (sm.pools[0].name,) * cand.config.pp)
+            r = self.rate(sm.gps, (sm.pools[0].name,) * cand.config.pp, cand.config)
+            if math.isinf(r):  # goodput: failures leave this candidate no useful time
+                return
             self.take(cand, sm.solve(max(0.05, remaining), None if math.isinf(thr) else thr / r, hint), r)
             return
         names = [p.name for p in sm.pools]
@@ -388,7 +454,9 @@ class TrainingSearch:
         if hint is not None and len(hint[1]) == cand.config.pp and set(hint[1]) <= set(names):
             # warm start: the previous plan's own structure first, hinted with its layout
             warm = tuple(names.index(n) for n in hint[1])
-            r = self.rate(sm.gps, hint[1])
+            r = self.rate(sm.gps, hint[1], cand.config)
+            if math.isinf(r):
+                return
             self.take(
                 cand, sm.solve_structure(max(0.05, remaining), None if math.isinf(thr) else thr / r, warm, hint), r
             )
@@ -400,7 +468,9 @@ class TrainingSearch:
         for lb, fixed in sm.structures(limit):
             if fixed == warm:
                 continue
-            r = self.rate(sm.gps, tuple(names[q] for q in fixed))
+            r = self.rate(sm.gps, tuple(names[q] for q in fixed), cand.config)
+            if math.isinf(r):
+                continue
             bound = max(lb * r, cand.lb)
             if bound < thr:  # queued on its cheap bound; the table bound is computed when it is popped
                 self.pending.append((sm, fixed, r))
@@ -547,6 +617,7 @@ class TrainingSearch:
             alternatives=alts,
             explanation=explanation,
             price_per_step=None if rate_s is None else est.step_time_s * rate_s,
+            goodput=est.goodput,
             placement=placement,
             **counts,
         )

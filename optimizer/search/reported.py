@@ -17,7 +17,7 @@ from optimizer.search.explain import describe
 from optimizer.search.result import BindingConstraint, Explanation, PlannedConfig, PlanResult
 from optimizer.spec.cluster_spec import ClusterSpec
 from optimizer.spec.model_spec import ModelSpec
-from optimizer.spec.objectives import PRICE_PER_STEP, objective_name
+from optimizer.spec.objectives import PRICE_PER_STEP, WALL_PER_USEFUL_STEP, objective_name
 from optimizer.spec.parallel_config import ParallelConfig
 from optimizer.spec.workload import InferenceWorkload, TrainingWorkload
 
@@ -72,9 +72,14 @@ def reported_plan(
         status=REPORTED,
         framework=w.framework,
         objective=objective,
-        objective_value=price if objective == PRICE_PER_STEP else est.step_time_s,
+        objective_value=price
+        if objective == PRICE_PER_STEP
+        else est.goodput.wall_s_per_step
+        if objective == WALL_PER_USEFUL_STEP and est.goodput is not None
+        else est.step_time_s,
         plan=PlannedConfig(config=config, estimate=est),
         price_per_step=price,
+        goodput=est.goodput,
         explanation=Explanation(summary=summary, binding=binding, time_breakdown=est.breakdown.model_dump()),
         solve_time_s=time.perf_counter() - t0,
         candidates_total=0,

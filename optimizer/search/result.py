@@ -8,7 +8,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
-from optimizer.costmodel.result import Estimate
+from optimizer.costmodel.result import Estimate, Goodput
 from optimizer.placement.result import Placement
 from optimizer.search.decision import contains_zero
 from optimizer.search.fleet_result import FleetPlan
@@ -167,7 +167,8 @@ class PlanResult(BaseModel):
         "the user reports as run, planned as given without a search; any memory overrun stated in its estimate)."
     )
     objective: str = Field(
-        description="step_time_s, price_per_step (training cost), tpot_s or gpu_seconds_per_token (throughput)."
+        description="step_time_s, price_per_step (training cost), wall_s_per_useful_step (training goodput), tpot_s "
+        "or gpu_seconds_per_token (throughput)."
     )
     objective_value: float | None = None
     lower_bound: float | None = Field(default=None, description="Proven lower bound on the objective.")
@@ -183,6 +184,12 @@ class PlanResult(BaseModel):
     )
     framework_comparison: list[FrameworkOutcome] = Field(
         default_factory=list, description="With framework auto: every framework's best, the winner first."
+    )
+    goodput: Goodput | None = Field(
+        default=None,
+        description="Training: the plan's checkpoint size, write and load times, optimal checkpoint interval, hours "
+        "lost per day to checkpoints, rework and restarts, and useful tokens per second (optimizer/costmodel/"
+        "goodput.py); None for serving.",
     )
     alternatives: list[Alternative] = Field(default_factory=list)
     fleet: FleetPlan | None = Field(

@@ -109,7 +109,7 @@ class StageModel:
         )
         self.ctx.stage_cache = space.stage_cache(self.ctx.stage_signature())
         self.gps = c.gpus_per_stage
-        self.pools = [p for p in space.pools if p.healthy_gpus >= self.gps]
+        self.pools = [p for p in space.pools if p.plannable_gpus >= self.gps]
         self.Q = len(self.pools)
         L, pp = space.model.num_layers, c.pp
         self.L = L
@@ -383,7 +383,7 @@ class StageModel:
         come from structures, which only lists block assignments within the pools' GPUs.)"""
         if all(isinstance(q, int) for q in v.pool):
             return
-        v.member = add_pool_capacity(model, v.pool, [p.healthy_gpus for p in self.pools], self.gps)
+        v.member = add_pool_capacity(model, v.pool, [p.plannable_gpus for p in self.pools], self.gps)
 
     def _pool_contiguity(self, model: cp_model.CpModel, v: _Vars) -> None:
         """Symmetry breaking (labelled): the stages on one pool form one contiguous block, so a pipeline crosses
@@ -482,7 +482,7 @@ class StageModel:
         pp, vp = c.pp, c.vp
         n_moe = self.ctx.moe_count(0, L)
         per_layer = [layer_work(self.ctx, pool, L - n_moe, n_moe) / L for pool in self.pools]
-        cap = [p.healthy_gpus // self.gps for p in self.pools]
+        cap = [p.plannable_gpus // self.gps for p in self.pools]
         # Step >= pipeline + stage 0's work after its last backward (no slack on stage 0); that work grows with
         # the stage's parameters, so its least value is at the fewest layers stage 0 may hold.
         l0 = self.l_first[0] if self.l_first else 1

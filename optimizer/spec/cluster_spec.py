@@ -13,6 +13,7 @@ from optimizer.errors import DomainError, UnknownNameError
 from optimizer.spec.calibration import IDENTITY, ClusterCalibration, PoolCalibration
 from optimizer.spec.gpu_catalog import GPUSpec, resolve_gpu
 from optimizer.spec.names import FrameworkName
+from optimizer.spec.reliability import DEFAULT_RELIABILITY, PoolReliability
 
 NodeState = Literal["healthy", "drained", "failed"]
 
@@ -109,12 +110,22 @@ class NodePool(BaseModel):
         default_factory=dict, description="State overrides by node name (for `nodes` given as a count)."
     )
     price_per_gpu_hour: float | None = Field(default=None, ge=0, description="Price of one GPU-hour, any currency.")
+    reliability: PoolReliability | None = Field(
+        default=None,
+        description="Failure rates, checkpoint bandwidth, restart cost and spare nodes (optimizer/spec/"
+        "reliability.py); None: the sourced defaults.",
+    )
 
     @model_validator(mode="after")
     def _check(self) -> NodePool:
         count = self.nodes if isinstance(self.nodes, int) else len(self.nodes)
         if count < 1 or count > MAX_NODES_PER_POOL:
             raise DomainError(f"pools.{self.name}.nodes", f"must be between 1 and {MAX_NODES_PER_POOL} (got {count})")
+        if self.reliability is not None and self.reliability.spare_nodes >= count:
+            raise DomainError(
+                f"pools.{self.name}.reliability.spare_nodes",
+                f"must be fewer than the pool's {count} nodes (got {self.reliability.spare_nodes})",
+            )
         if isinstance(self.nodes, list):
             names = [n.name for n in self.nodes]
             if len(set(names)) != len(names):
@@ -191,6 +202,17 @@ class NodePool(BaseModel):
     def healthy_gpus(self) -> int:
         """GPUs on healthy nodes."""
         return self.healthy_nodes * self.gpus_per_node
+
+    @property
+    def plannable_gpus(self) -> int:
+        """GPUs a training plan may use: those of healthy nodes not held back as spares (reliability.spare_nodes)."""
+        held = self.reliability.spare_nodes if self.reliability is not None else 0
+        return max(0, self.healthy_nodes - held) * self.gpus_per_node
+
+    @property
+    def reliability_or_default(self) -> PoolReliability:
+        """The pool's reliability inputs (the sourced defaults where unset)."""
+        return self.reliability or DEFAULT_RELIABILITY
 
 
 class ClusterSpec(BaseModel):

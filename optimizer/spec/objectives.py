@@ -10,6 +10,8 @@ STEP_TIME = "step_time_s"
 """Training, objective step_time: seconds per optimizer step."""
 PRICE_PER_STEP = "price_per_step"
 """Training, objective cost: the pools' price units per optimizer step."""
+WALL_PER_USEFUL_STEP = "wall_s_per_useful_step"
+"""Training, objective goodput: wall seconds per useful optimizer step (step time / goodput fraction)."""
 TPOT = "tpot_s"
 """Serving, objective latency: seconds per output token."""
 GPU_SECONDS_PER_TOKEN = "gpu_seconds_per_token"
@@ -24,6 +26,7 @@ MAX_RATE = "max_requests_per_s"
 LABELS = {
     STEP_TIME: "step time",
     PRICE_PER_STEP: "price per step",
+    WALL_PER_USEFUL_STEP: "wall time per useful step",
     TPOT: "time per output token",
     GPU_SECONDS_PER_TOKEN: "GPU-seconds per output token",
     FLEET_GPUS: "GPUs serving the rate",
@@ -35,7 +38,7 @@ LABELS = {
 def objective_name(w: TrainingWorkload | InferenceWorkload) -> str:
     """The objective a workload is planned for."""
     if isinstance(w, TrainingWorkload):
-        return PRICE_PER_STEP if w.objective == "cost" else STEP_TIME
+        return {"cost": PRICE_PER_STEP, "goodput": WALL_PER_USEFUL_STEP}.get(w.objective, STEP_TIME)
     return {
         "latency": TPOT,
         "throughput": GPU_SECONDS_PER_TOKEN,
@@ -48,6 +51,7 @@ def objective_name(w: TrainingWorkload | InferenceWorkload) -> str:
 FORMATS: dict[str, Callable[[float], str]] = {
     STEP_TIME: lambda v: f"{v:.4g} s",
     PRICE_PER_STEP: lambda v: f"{v:.4g} per step",
+    WALL_PER_USEFUL_STEP: lambda v: f"{v:.4g} s per useful step",
     TPOT: lambda v: f"{1000 * v:.3g} ms",
     GPU_SECONDS_PER_TOKEN: lambda v: f"{v:.4g} GPU-s/token",
     FLEET_GPUS: lambda v: f"{v:.0f} GPUs",

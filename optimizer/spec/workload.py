@@ -69,10 +69,12 @@ class TrainingWorkload(BaseModel):
         "(Megatron's vocab-parallel loss, flash-attn's, torchtitan with compile.components including loss); "
         "false: the unfused fp32 loss; unset: the framework's default.",
     )
-    objective: Literal["step_time", "cost"] = Field(
+    objective: Literal["step_time", "cost", "goodput"] = Field(
         default="step_time",
         description="step_time: seconds per step; cost: price per step (GPUs used x their pool's price_per_gpu_hour"
-        " x step time), which may leave GPUs idle or pick cheaper pools.",
+        " x step time), which may leave GPUs idle or pick cheaper pools; goodput: wall seconds per useful step "
+        "after checkpoints, failures and restarts (step time / goodput fraction, optimizer/costmodel/goodput.py), "
+        "which may leave nodes free as spares or pick a layout with cheaper checkpoints.",
     )
 
     @model_validator(mode="after")

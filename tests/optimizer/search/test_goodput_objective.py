@@ -1,0 +1,73 @@
+"""The goodput objective (issue 36 §1): wall seconds per useful step, which may leave nodes free as spares."""
+
+from __future__ import annotations
+
+import pytest
+
+from optimizer.search.planner import plan
+from optimizer.spec.cluster_loading import load_cluster_preset
+from optimizer.spec.cluster_spec import ClusterSpec
+from optimizer.spec.model_loading import load_model_preset
+from optimizer.spec.objectives import WALL_PER_USEFUL_STEP, format_objective
+from optimizer.spec.reliability import PoolReliability
+from optimizer.spec.workload import TrainingWorkload
+
+LLAMA8B = load_model_preset("llama-3-8b")
+
+
+def _cluster(per_1000_node_days: float, **fields: object) -> ClusterSpec:
+    c = load_cluster_preset("dgx-h100:4")
+    rel = PoolReliability.model_validate(fields).with_total_rate(per_1000_node_days)
+    return c.model_copy(update={"pools": [c.pools[0].model_copy(update={"reliability": rel})]})
+
+
+def _w(objective: str) -> TrainingWorkload:
+    return TrainingWorkload.model_validate({"global_batch_size": 64, "seq_len": 4096, "objective": objective})
+
+
+def test_a_high_failure_rate_leaves_a_node_spare() -> None:
+    # 2 interruptions per node-day (about 500x Llama 3's): a restart without a free node waits 2 h for a repair.
+    cluster = _cluster(2000.0)
+    fast = plan(LLAMA8B, cluster, _w("step_time"), time_limit_s=30)
+    good = plan(LLAMA8B, cluster, _w("goodput"), time_limit_s=30)
+    assert fast.plan is not None and good.plan is not None
+    gf, gp = fast.plan.estimate.goodput, good.plan.estimate.goodput
+    assert gf is not None and gp is not None
+    assert fast.plan.config.gpus == 32 and good.plan.config.gpus < 32 and gp.spare_nodes >= 1
+    assert good.plan.estimate.step_time_s > fast.plan.estimate.step_time_s  # slower per step ...
+    assert gp.useful_tokens_per_s > 1.1 * gf.useful_tokens_per_s  # ... and more useful tokens per second
+    assert good.objective == WALL_PER_USEFUL_STEP
+    assert good.objective_value == pytest.approx(gp.wall_s_per_step, abs=1e-5)  # CP-SAT: integer nanoseconds
+    assert good.lower_bound is not None and good.objective_value is not None
+    assert good.lower_bound <= good.objective_value
+    assert "Goodput chose" in good.explanation.summary and "1 spare nodes against 0" in good.explanation.summary
+    assert format_objective(WALL_PER_USEFUL_STEP, 1.5) == "1.5 s per useful step"
+
+
+def test_at_the_published_rate_goodput_keeps_every_gpu() -> None:
+    cluster = _cluster(1000 * 419 / (54 * 2048))  # Llama 3's unexpected interruptions per node-day
+    good = plan(LLAMA8B, cluster, _w("goodput"), time_limit_s=30)
+    assert good.plan is not None and good.plan.config.gpus == 32
+    assert "changes nothing against the step-time optimum" in good.explanation.summary
+
+
+def test_held_spares_are_left_out_of_the_plan() -> None:
+    cluster = _cluster(1000 * 419 / (54 * 2048), spare_nodes=1)
+    fast = plan(LLAMA8B, cluster, _w("step_time"), time_limit_s=30)
+    assert fast.plan is not None and fast.plan.config.gpus <= 24
+    assert fast.plan.estimate.goodput is not None and fast.plan.estimate.goodput.spare_nodes >= 1
+
+
+def test_slow_storage_picks_a_layout_with_cheaper_checkpoints() -> None:
+    # DeepSpeed saves synchronously and writes the weights from data-parallel rank 0 of each model-parallel group:
+    # at 0.2 GB/s per node a layout with tensor parallelism spreads that write over more ranks.
+    cluster = _cluster(300.0, checkpoint_write_gbytes_per_s_per_node=0.2, checkpoint_read_gbytes_per_s_per_node=0.2)
+    w = TrainingWorkload(global_batch_size=64, seq_len=4096, framework="deepspeed")
+    fast = plan(LLAMA8B, cluster, w, time_limit_s=30, interval_rule=False)
+    good = plan(LLAMA8B, cluster, w.model_copy(update={"objective": "goodput"}), time_limit_s=30, interval_rule=False)
+    assert fast.plan is not None and good.plan is not None
+    gf, gp = fast.plan.estimate.goodput, good.plan.estimate.goodput
+    assert gf is not None and gp is not None and not gp.async_save
+    assert gp.blocking_s < 0.8 * gf.blocking_s and gp.useful_tokens_per_s > gf.useful_tokens_per_s
+    assert good.plan.estimate.step_time_s >= fast.plan.estimate.step_time_s
+    assert "a checkpoint blocks" in good.explanation.summary
