@@ -6,7 +6,10 @@ stops training for delta seconds every tau seconds of training, and R seconds pe
 that trains is, to first order [Young 1974, "A first order approximation to the optimum checkpoint interval", CACM
 17(9); Daly 2006, "A higher order estimate of the optimum checkpoint interval for restart dumps", FGCS 22(3)]
 
-    fraction = (1 - (R + rework) / M) x tau / (tau + delta),  rework = (tau + delta) / 2 (synchronous save)
+    fraction = (M - rework) / (M + R) x tau / (tau + delta),  rework = (tau + delta) / 2 (synchronous save)
+
+(a renewal-reward cycle: M of running between failures, of which rework is redone, then R restarting; to first
+order 1 - (R + rework) / M, Young's and Daly's form, which stays meaningful where R nears or passes M)
 
 and the interval that maximises it is Young's tau = sqrt(2 delta M), which Daly refines to
 tau = sqrt(2 delta M) (1 + sqrt(delta / 2M) / 3 + delta / 18M) - delta for delta < 2M (M otherwise). Kokolis et al.
@@ -29,7 +32,11 @@ data-parallel rank 0 of each model-parallel group and each rank's ZeRO partition
 Restart: job launch, NCCL initialisation in proportion to the job's GPUs (MegaScale §3.5), the checkpoint load,
 and, after a hardware failure, the wait for a node when no spare is free. Nodes in repair are taken as an M/M/inf
 queue (offered load a = hardware failure rate x repair time, the count in repair Poisson(a)); a failure finds no
-free spare among s with probability P(Poisson(a) >= s) and then waits one repair time (an upper bound on the wait).
+free spare among s with probability P(Poisson(a) >= s). It then does not idle for the repair: it restarts on the
+nodes it has with fewer data-parallel replicas, the checkpoint loadable as is and the global batch kept by more
+accumulation (the checkpoint-compatible fallback of optimizer/search/fallbacks.py), at that fallback's share of the
+plan's throughput, and restarts once more onto the repaired node; it waits the whole repair only where that is
+cheaper (no smaller data-parallel degree divides the global batch, or the extra restart costs more).
 """
 
 from __future__ import annotations
@@ -104,10 +111,32 @@ def wait_probability(offered_load: float, spares: int) -> float:
 
 
 def goodput_fraction(delta_s: float, tau_s: float, mtbf_s: float, restart_s: float, rework_s: float) -> float:
-    """Share of wall time that trains: (1 - (restart + rework) / M) x tau / (tau + delta) [Young; Daly]."""
+    """Share of wall time that trains: (M - rework) / (M + restart) x tau / (tau + delta) [Young; Daly; to first
+    order 1 - (restart + rework) / M]."""
     if not math.isfinite(mtbf_s):
         return tau_s / (tau_s + delta_s) if tau_s > 0 else 1.0
-    return max(0.0, 1.0 - (restart_s + rework_s) / mtbf_s) * tau_s / (tau_s + delta_s)
+    return max(0.0, (mtbf_s - rework_s) / (mtbf_s + restart_s)) * tau_s / (tau_s + delta_s)
+
+
+def degraded_share(w: TrainingWorkload, c: ParallelConfig, gpus_per_node: int) -> float:
+    """Throughput share of the checkpoint-compatible fallback after losing one node: the data-parallel replicas
+    left (a node holds gpus_per_node / (tp x cp) data-parallel ranks of one stage in Megatron's rank order
+    tp-cp-dp-pp: megatron/core/parallel_state.py RankGenerator), cut to the largest degree whose micro-batches still
+    divide the global batch (Megatron: global batch % (micro-batch x dp) == 0), each replica running more
+    micro-batches at the same rate (the pipeline bubble's share shrinking is left out: a lower bound)."""
+    lost = max(1, gpus_per_node // max(1, c.tp * c.cp))
+    for d in range(c.dp - lost, 0, -1):
+        if w.global_batch_size % (d * c.mbs) == 0:
+            return d / c.dp
+    return 0.0
+
+
+def repair_cost(w: TrainingWorkload, c: ParallelConfig, pool: NodePool, repair_s: float, regrow_s: float) -> float:
+    """Seconds of the plan's throughput lost while a failed node with no free spare is repaired: run the
+    checkpoint-compatible fallback meanwhile and restart onto the node again (regrow_s), or wait, whichever costs
+    less."""
+    share = degraded_share(w, c, pool.gpus_per_node)
+    return min(repair_s, repair_s * (1.0 - share) + regrow_s) if share > 0 else repair_s
 
 
 @dataclass(frozen=True)
@@ -163,6 +192,9 @@ def failure_model(
     write_s = max(node_write, total / (min(r.storage_write_gbytes_per_s for _, _, r in rels) * GB))
     load_s = max(node_read, total / (min(r.storage_read_gbytes_per_s for _, _, r in rels) * GB))
     blocking_s = rank / (D2H_GBYTES_PER_S_PER_GPU * GB) if fw.async_checkpoint else write_s
+    launch = max(r.launch_s for _, _, r in rels)
+    nccl = max(r.nccl_init_s_per_1000_gpus for _, _, r in rels) * c.gpus / 1000
+    regrow_s = launch + nccl + load_s  # the restart back onto the repaired node
     per_day = 0.0
     waiting_per_day = 0.0  # failures per day x their expected wait for a node
     spares = 0
@@ -174,9 +206,7 @@ def failure_model(
         spares += free
         load = hw_rate / SECONDS_PER_DAY * r.node_repair_s
         per_day += pool_rate
-        waiting_per_day += hw_rate * wait_probability(load, free) * r.node_repair_s
-    launch = max(r.launch_s for _, _, r in rels)
-    nccl = max(r.nccl_init_s_per_1000_gpus for _, _, r in rels) * c.gpus / 1000
+        waiting_per_day += hw_rate * wait_probability(load, free) * repair_cost(w, c, p, r.node_repair_s, regrow_s)
     restart_s = launch + nccl + load_s + (waiting_per_day / per_day if per_day > 0 else 0.0)
     mtbf_s = SECONDS_PER_DAY / per_day if per_day > 0 else math.inf
     tau = daly_interval(blocking_s, mtbf_s) if math.isfinite(mtbf_s) else math.inf

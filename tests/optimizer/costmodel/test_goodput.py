@@ -13,9 +13,11 @@ from optimizer.costmodel.estimate import estimate
 from optimizer.costmodel.goodput import (
     checkpoint_bytes,
     daly_interval,
+    degraded_share,
     failure_model,
     goodput_fraction,
     largest_rank_share,
+    repair_cost,
     wait_probability,
 )
 from optimizer.errors import DomainError
@@ -175,6 +177,22 @@ def test_llama3_effective_training_time_from_its_interruption_rate() -> None:
     fractions = [_llama3_fraction(*corner) for corner in itertools.product(*LLAMA_RANGES.values())]
     assert min(fractions) > 0.90  # the report: "more than 90% effective training time"
     assert max(fractions) < 0.99  # and failures still cost the run visibly
-    # Outside the range: a 15-minute relaunch at the full rate, or no spare node, and 90% is out of reach.
-    assert _llama3_fraction(466, 10.0, 2000.0, 900.0, 10.0, 3600.0, 64) < 0.90
+    # Outside the range: a 20-minute relaunch at the full rate, or no spare node (the job then runs a smaller
+    # data-parallel fallback until each repair), and 90% is out of reach.
+    assert _llama3_fraction(466, 10.0, 2000.0, 1200.0, 10.0, 3600.0, 64) < 0.90
     assert _llama3_fraction(419, 10.0, 2000.0, 300.0, 2.5, 3600.0, 0) < 0.90
+
+
+def test_without_a_spare_the_job_runs_its_fallback_until_the_repair() -> None:
+    # dgx-h100 nodes of 8 GPUs, tp 2: one lost node takes 4 of 32 data-parallel replicas; 28 does not divide a
+    # batch of 256 at micro-batch 1, 16 does.
+    w = TrainingWorkload(global_batch_size=256, seq_len=4096)
+    pool = load_cluster_preset("dgx-h100:8").pools[0]
+    c = ParallelConfig(tp=2, dp=32)
+    assert degraded_share(w, c, pool.gpus_per_node) == pytest.approx(16 / 32)
+    assert repair_cost(w, c, pool, 7200.0, 600.0) == pytest.approx(7200.0 * 0.5 + 600.0)
+    assert repair_cost(w, c, pool, 900.0, 600.0) == 900.0  # a short repair: waiting beats a second restart
+    odd = TrainingWorkload(global_batch_size=31, seq_len=4096)
+    # 31 is prime: of the smaller degrees only 1 divides it, and one replica is not worth a second restart
+    assert degraded_share(odd, ParallelConfig(tp=8, dp=31), 8) == pytest.approx(1 / 31)
+    assert repair_cost(odd, ParallelConfig(tp=8, dp=31), pool, 7200.0, 600.0) == 7200.0

@@ -26,21 +26,29 @@ def _w(objective: str) -> TrainingWorkload:
 
 
 def test_a_high_failure_rate_leaves_a_node_spare() -> None:
-    # 2 interruptions per node-day (about 500x Llama 3's): a restart without a free node waits 2 h for a repair.
-    cluster = _cluster(2000.0)
-    fast = plan(LLAMA8B, cluster, _w("step_time"), time_limit_s=30)
-    good = plan(LLAMA8B, cluster, _w("goodput"), time_limit_s=30)
+    # 0.5 interruptions per node-day (about 130x Llama 3's) on 8 nodes, 8 h to repair one. Without a free node
+    # the job runs its checkpoint-compatible fallback until the repair: 60 replicas less a node's 8 is 52, which
+    # does not divide the batch of 60, so 30 run, at half rate. Two spare nodes serve most failures at once.
+    c = load_cluster_preset("dgx-h100:8")
+    rel = PoolReliability.model_validate({"node_repair_s": 8 * 3600.0}).with_total_rate(500.0)
+    cluster = c.model_copy(update={"pools": [c.pools[0].model_copy(update={"reliability": rel})]})
+
+    def w(objective: str) -> TrainingWorkload:
+        return TrainingWorkload.model_validate({"global_batch_size": 60, "seq_len": 4096, "objective": objective})
+
+    fast = plan(LLAMA8B, cluster, w("step_time"), time_limit_s=30)
+    good = plan(LLAMA8B, cluster, w("goodput"), time_limit_s=30)
     assert fast.plan is not None and good.plan is not None
     gf, gp = fast.plan.estimate.goodput, good.plan.estimate.goodput
     assert gf is not None and gp is not None
-    assert fast.plan.config.gpus == 32 and good.plan.config.gpus < 32 and gp.spare_nodes >= 1
+    assert gf.spare_nodes == 0 and good.plan.config.gpus < fast.plan.config.gpus and gp.spare_nodes >= 1
     assert good.plan.estimate.step_time_s > fast.plan.estimate.step_time_s  # slower per step ...
     assert gp.useful_tokens_per_s > 1.1 * gf.useful_tokens_per_s  # ... and more useful tokens per second
     assert good.objective == WALL_PER_USEFUL_STEP
     assert good.objective_value == pytest.approx(gp.wall_s_per_step, abs=1e-5)  # CP-SAT: integer nanoseconds
     assert good.lower_bound is not None and good.objective_value is not None
     assert good.lower_bound <= good.objective_value
-    assert "Goodput chose" in good.explanation.summary and "1 spare nodes against 0" in good.explanation.summary
+    assert "Goodput chose" in good.explanation.summary and "spare nodes against 0" in good.explanation.summary
     assert format_objective(WALL_PER_USEFUL_STEP, 1.5) == "1.5 s per useful step"
 
 
