@@ -66,6 +66,8 @@ def record_workload(rec: Record) -> InferenceWorkload:
         memory_fraction=rec.get("memory_fraction"),
         max_batched_tokens=rec.get("max_batched_tokens"),
         max_seqs=rec.get("max_seqs"),
+        prompt_len_cv=rec.get("prompt_len_cv", 0.0),
+        output_len_cv=rec.get("output_len_cv", 0.0),
     )
 
 
@@ -153,8 +155,11 @@ def predict_serving(rec: Record) -> list[CalibrationCase]:
         pred = pt.output_tokens_per_s if pt is not None else 0.0
         return [CalibrationCase(rec["id"], group, "output_tokens_per_s", measured["output_tokens_per_s"], pred, desc)]
     pt = load.at_rate(float(rec["rate"]) * w.output_len / rec["output_len"])
+    # A source that prints the median inter-token latency instead of the median TPOT (sglang bench_serving's result
+    # lines): both are one decode iteration at the median, so the ITL is scored as the time per output token.
+    tpot_ms = measured["median_tpot_ms"] if "median_tpot_ms" in measured else measured["median_itl_ms"]
     if pt is None:
-        return [CalibrationCase(rec["id"], group, "tpot_s", measured["median_tpot_ms"] / 1000, float("inf"), desc)]
+        return [CalibrationCase(rec["id"], group, "tpot_s", tpot_ms / 1000, float("inf"), desc)]
     # vLLM 0.6 multi-step scheduling (--num-scheduler-steps N) schedules once per group of N decode iterations, so
     # a request that arrives during a group waits for its end: (N - 1) / 2 iterations more on average than under
     # per-iteration scheduling [vLLM v0.6.0 vllm/engine/llm_engine.py _has_remaining_steps; vLLM blog 2024-09-05
@@ -163,15 +168,30 @@ def predict_serving(rec: Record) -> list[CalibrationCase]:
     steps = int(rec.get("scheduler_steps", 1))
     ttft = pt.ttft_mean_s + (steps - 1) / 2 * pt.step_s
     return [
-        CalibrationCase(rec["id"], group, "tpot_s", measured["median_tpot_ms"] / 1000, pt.step_s, desc),
+        CalibrationCase(rec["id"], group, "tpot_s", tpot_ms / 1000, pt.step_s, desc),
         CalibrationCase(rec["id"], group, "ttft_s", measured["median_ttft_ms"] / 1000, ttft, desc),
     ]
 
 
-def run_serving() -> list[CalibrationCase]:
-    """Every scored serving case."""
+def held_out_sources() -> set[str]:
+    """Sources marked `held_out` in the data set's meta: public figures the serving constants were never fitted on,
+    scored apart (benchmarks/serving_accuracy.py)."""
+    sources, _ = load_serving_records()
+    return {sid for sid, src in sources.items() if src.get("held_out")}
+
+
+def run_serving(*, held_out: bool = False) -> list[CalibrationCase]:
+    """Every scored serving case of the sources the constants were fitted on (held_out: of the held-out sources
+    instead)."""
     _, records = load_serving_records()
-    return [case for rec in records for case in predict_serving(rec) if (case.id, case.metric) not in SKIPPED]
+    apart = held_out_sources()
+    return [
+        case
+        for rec in records
+        if (rec["source"] in apart) == held_out
+        for case in predict_serving(rec)
+        if (case.id, case.metric) not in SKIPPED
+    ]
 
 
 def held_out_serving() -> list[tuple[CalibrationCase, str]]:
