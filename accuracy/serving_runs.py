@@ -39,6 +39,27 @@ for _rid in (
     SKIPPED[(_rid, "output_tokens_per_s_per_gpu")] = _NO_XQA
 
 
+# What each source's engine release ran that the current defaults (optimizer/costmodel/serving_engines.py) no longer
+# say; a record's own field wins.
+SOURCE_FACTS: dict[str, Record] = {
+    # TensorRT-LLM v0.6.1 ran built TensorRT engines (gptSessionBenchmark); the PyTorch backend came with v0.19.
+    "trtllm_performance_v061": {"trtllm_backend": "tensorrt"},
+    # perf-overview.md's llm_options.yml: cuda_graph_config batch_sizes 1 ... 8192 with enable_padding.
+    "trtllm_perf_overview_v1": {"cuda_graph_max_batch": 8192},
+}
+# SGLang v0.3.0 server_args.py: cuda_graph_max_bs 160 above 25 GB of GPU memory. vLLM v0.6.0
+# vllm/worker/model_runner.py: _BATCH_SIZES_TO_CAPTURE = [1, 2, 4] + [8 * i for i in range(1, 33)], up to 256.
+_V060_GRAPHS = {"sglang": 160, "vllm": 256}
+
+
+def record_facts(rec: Record) -> Record:
+    """The engine facts of a record: its own fields over its source's (SOURCE_FACTS)."""
+    facts = dict(SOURCE_FACTS.get(rec["source"], {}))
+    if rec["source"] == "sglang_vs_vllm060":
+        facts["cuda_graph_max_batch"] = _V060_GRAPHS[rec["engine"]]
+    return facts | {k: rec[k] for k in ("trtllm_backend", "cuda_graph_max_batch", "cuda_graphs") if k in rec}
+
+
 def load_serving_records() -> tuple[dict[str, Any], list[Record]]:
     """(sources by id, records) of the shipped serving data set."""
     doc = json.loads((resources.files("accuracy") / "data" / "serving_runs.json").read_text())
@@ -68,6 +89,7 @@ def record_workload(rec: Record) -> InferenceWorkload:
         max_seqs=rec.get("max_seqs"),
         prompt_len_cv=rec.get("prompt_len_cv", 0.0),
         output_len_cv=rec.get("output_len_cv", 0.0),
+        **record_facts(rec),
     )
 
 
