@@ -56,9 +56,10 @@ class EngineLimits:
 
     def decode_graphs(self, seqs_per_rank: float) -> bool:
         """Whether a decode iteration of `seqs_per_rank` sequences on each rank replays a CUDA graph. An iteration
-        without decodes (a prefill chunk alone on the request-rate path) is priced launch-free, as calibrated: its
-        kernels are long enough to be launched ahead of the GPU."""
-        return math.ceil(seqs_per_rank - 1e-9) <= self.graph_max_batch
+        without decodes (a prefill alone) launches its kernels: the engines capture decode batches only (TensorRT-LLM
+        CudaGraphConfig: "enabled for batches that consist of decoding requests *only*"; SGLang's extend batches and
+        vLLM V0's prefills run eagerly)."""
+        return 0 < math.ceil(seqs_per_rank - 1e-9) <= self.graph_max_batch
 
 
 # ---- engine defaults (each from the engine's own code, version named) ----------------------------------------

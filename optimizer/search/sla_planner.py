@@ -65,7 +65,8 @@ def plan_sla(req: SearchRequest[InferenceWorkload]) -> PlanResult:
     )
     # The estimate of one replica at its planned load (sequences per attention-DP rank).
     batch = max(1, round(shape.concurrency / shape.dp))
-    est = estimate(model, cluster, w.model_copy(update={"batch": batch}), cfg)
+    # The fleet's rate is spread over its groups (the fleet says how): no per-replica simulation here.
+    est = estimate(model, cluster, w.model_copy(update={"batch": batch}), cfg, latency=False)
     return PlanResult(
         status=out.status,
         objective=objective,

@@ -140,7 +140,11 @@ class InferenceWorkload(BaseModel):
         default="vllm", description="Serving engine (optimizer/costmodel/serving_engines.py): vllm, sglang or trtllm."
     )
     rate: float | None = Field(
-        default=None, gt=0, le=1_000_000, description="Requests per second the whole fleet must serve (SLA plan)."
+        default=None,
+        gt=0,
+        le=1_000_000,
+        description="Requests per second the whole fleet must serve (SLA plan); estimate reports TTFT/TPOT "
+        "percentiles at this rate (Poisson arrivals, spread over the configuration's replicas).",
     )
     ttft_ms: float | None = Field(
         default=None, gt=0, le=3_600_000, description="Time-to-first-token target, p90, milliseconds."
@@ -161,8 +165,8 @@ class InferenceWorkload(BaseModel):
         default=None,
         ge=1,
         le=1_000_000,
-        description="Closed loop: users per replica, each sending its next request when the previous one finishes "
-        "(latency percentiles at that load); not with rate.",
+        description="Closed loop: concurrent users over the configuration's replicas, each sending its next request "
+        "when the previous one finishes (estimate reports TTFT/TPOT percentiles at that load); not with rate.",
     )
     chunked_prefill: bool | None = Field(
         strict=True,
