@@ -40,7 +40,7 @@ def _load(w: InferenceWorkload, c: ParallelConfig = TP1) -> ReplicaLoad:
 def test_fixed_batch_and_rate_paths_price_the_same_step(engine: str, batch: int) -> None:
     """TPOT of a fixed batch is the request-rate path's decode iteration at that batch: same host time, same
     CUDA-graph limit (600 sequences exceed every engine's default capture limit on an H100 at TP 1)."""
-    w = InferenceWorkload(prompt_len=256, output_len=64, batch=batch, engine=engine)  # type: ignore[arg-type]
+    w = InferenceWorkload(prompt_len=256, output_len=64, batch=batch, engine=engine)
     est = estimate(MODEL, CLUSTER, w, TP1)
     assert est.tpot_s is not None
     assert est.tpot_s == pytest.approx(_load(w).iteration_s(float(batch), 0.0), rel=1e-12)
@@ -103,7 +103,7 @@ def test_max_seqs_caps_the_running_batch() -> None:
 
 @pytest.mark.parametrize("engine", ["vllm", "sglang", "trtllm"])
 def test_one_closed_loop_user_sees_a_lone_request(engine: str) -> None:
-    w = InferenceWorkload(prompt_len=512, output_len=128, engine=engine)  # type: ignore[arg-type]
+    w = InferenceWorkload(prompt_len=512, output_len=128, engine=engine)
     est = estimate(MODEL, CLUSTER, w, TP1)
     rep = simulate(_load(w), concurrency=1, requests=50)
     assert est.ttft_s is not None and est.tpot_s is not None
@@ -115,7 +115,7 @@ def test_one_closed_loop_user_sees_a_lone_request(engine: str) -> None:
 
 @pytest.mark.parametrize("engine", ["vllm", "sglang", "trtllm"])
 def test_percentiles_are_ordered_and_grow_with_the_rate(engine: str) -> None:
-    w = InferenceWorkload(prompt_len=512, output_len=128, prompt_len_cv=0.5, output_len_cv=0.5, engine=engine)  # type: ignore[arg-type]
+    w = InferenceWorkload(prompt_len=512, output_len=128, prompt_len_cv=0.5, output_len_cv=0.5, engine=engine)
     load = _load(w)
     reports = [simulate(load, rate=r) for r in (2.0, 15.0, 30.0)]
     for rep in reports:
@@ -167,10 +167,9 @@ def test_chunked_prefill_off_runs_a_long_prompt_in_one_iteration() -> None:
 
 
 @pytest.mark.parametrize(
-    ("update", "field"),
-    [({"rate": 0.0}, "rate"), ({"rate": -1.0}, "rate"), ({"concurrency": 0}, "concurrency")],
+    ("rate", "users", "field"), [(0.0, None, "rate"), (-1.0, None, "rate"), (None, 0, "concurrency")]
 )
-def test_bad_loads_are_refused_naming_the_field(update: dict[str, float], field: str) -> None:
+def test_bad_loads_are_refused_naming_the_field(rate: float | None, users: int | None, field: str) -> None:
     with pytest.raises(DomainError) as exc:
-        simulate(_load(InferenceWorkload(prompt_len=64, output_len=8)), **update)  # type: ignore[arg-type]
+        simulate(_load(InferenceWorkload(prompt_len=64, output_len=8)), rate=rate, concurrency=users)
     assert field in exc.value.field
