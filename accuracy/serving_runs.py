@@ -178,8 +178,10 @@ def predict_serving(rec: Record) -> list[CalibrationCase]:
         return [CalibrationCase(rec["id"], group, "output_tokens_per_s", measured["output_tokens_per_s"], pred, desc)]
     pt = load.at_rate(float(rec["rate"]) * w.output_len / rec["output_len"])
     # A source that prints the median inter-token latency instead of the median TPOT (sglang bench_serving's result
-    # lines): both are one decode iteration at the median, so the ITL is scored as the time per output token.
-    tpot_ms = measured["median_tpot_ms"] if "median_tpot_ms" in measured else measured["median_itl_ms"]
+    # lines): the median gap between two tokens is a decode iteration without a prefill beside it (prefill
+    # iterations are a minority of the gaps), where a request's TPOT averages them in.
+    itl = "median_tpot_ms" not in measured
+    tpot_ms = measured["median_itl_ms"] if itl else measured["median_tpot_ms"]
     if pt is None:
         return [CalibrationCase(rec["id"], group, "tpot_s", tpot_ms / 1000, float("inf"), desc)]
     # vLLM 0.6 multi-step scheduling (--num-scheduler-steps N) schedules once per group of N decode iterations, so
@@ -190,7 +192,9 @@ def predict_serving(rec: Record) -> list[CalibrationCase]:
     steps = int(rec.get("scheduler_steps", 1))
     ttft = pt.ttft_mean_s + (steps - 1) / 2 * pt.step_s
     return [
-        CalibrationCase(rec["id"], group, "tpot_s", tpot_ms / 1000, pt.step_s, desc),
+        CalibrationCase(
+            rec["id"], group, "tpot_s", tpot_ms / 1000, load.iteration_s(pt.decoding, 0.0) if itl else pt.step_s, desc
+        ),
         CalibrationCase(rec["id"], group, "ttft_s", measured["median_ttft_ms"] / 1000, ttft, desc),
     ]
 
