@@ -94,7 +94,8 @@ def refit(
     return best[1], best[2]
 
 
-def main() -> None:
+def serving_accuracy_tables() -> tuple[Table, Table, str]:
+    """(per-engine table: in-sample | left-out | held-out, the folds' refits, a footnote)."""
     sources, records = load_serving_records()
     apart = held_out_sources()
     fitted = [r for r in records if r["source"] not in apart]
@@ -162,13 +163,16 @@ def main() -> None:
             fmt(_median(h), TARGET_MEDIAN),
             fmt(_p90(h), TARGET_P90),
         )
-    console = Console(width=160)
-    console.print(table)
-    console.print(folds)
-    console.print(
-        "* misses the target. Held-out sources: "
-        + ", ".join(f"{s} ({sources[s]['repo']} {sources[s]['commit'][:8]})" for s in sorted(apart))
+    note = "* misses the target. Held-out sources: " + ", ".join(
+        f"{s} ({sources[s]['repo']} {sources[s]['commit'][:8]})" for s in sorted(apart)
     )
+    return table, folds, note
+
+
+def main() -> None:
+    console = Console(width=160)
+    for part in serving_accuracy_tables():
+        console.print(part)
 
 
 if __name__ == "__main__":
