@@ -470,3 +470,17 @@ def test_decode_attention_adds_to_compute_bound_gemms() -> None:
 
     kv = seqs * ctx * model.num_layers * kv_bytes_per_token_per_layer(model, 1, 2)
     assert iteration(ctx) - iteration(1) >= 0.9 * hbm_time(gpu, kv)
+
+
+def test_an_aggregated_sla_plan_reports_its_replicas_latency_percentiles() -> None:
+    """The SLA search and the latency simulation price the same engine step: the planned replica, simulated at its
+    share of the served rate, keeps its p50 TPOT within the target it was planned for (issue 39)."""
+    w = InferenceWorkload(
+        prompt_len=512, output_len=128, rate=20, tpot_ms=40, ttft_ms=1000, objective="gpus", disaggregation="off"
+    )
+    res = plan(MODEL, TWO_POOLS, w, time_limit_s=20)
+    assert res.fleet is not None and res.plan is not None
+    ll = res.plan.estimate.load_latency
+    assert ll is not None and ll.rate_per_replica is not None and ll.rate_per_replica > 0
+    assert ll.ttft.p50_s <= ll.ttft.p90_s <= ll.ttft.p99_s
+    assert ll.tpot.p50_s <= 0.040
