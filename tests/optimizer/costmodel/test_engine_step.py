@@ -173,3 +173,12 @@ def test_bad_loads_are_refused_naming_the_field(rate: float | None, users: int |
     with pytest.raises(DomainError) as exc:
         simulate(_load(InferenceWorkload(prompt_len=64, output_len=8)), rate=rate, concurrency=users)
     assert field in exc.value.field
+
+
+def test_an_open_loop_rate_above_capacity_is_not_sustained() -> None:
+    load = _load(InferenceWorkload(prompt_len=512, output_len=128, prompt_len_cv=0.5, output_len_cv=0.5))
+    top = load.saturated_point
+    assert top is not None
+    assert simulate(load, rate=0.3 * top.rate).stable
+    over = simulate(load, rate=1.5 * top.rate)
+    assert not over.stable and over.request_rate < 1.5 * top.rate
