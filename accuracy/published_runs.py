@@ -304,6 +304,9 @@ def predict(rec: Record, include_skipped: bool = False) -> CalibrationCase | Non
             output_len=b["output_len"],
             batch=b["global_batch_size"],
             precision="fp8" if rec["precision"] == "FP8" else "fp16",
+            # TensorRT-LLM v0.5 ran built TensorRT engines (the PyTorch backend came with v0.19)
+            engine="trtllm",
+            trtllm_backend="tensorrt",
         )
         cfg = ParallelConfig(tp=rec["parallel"]["tp"])
         est = estimate(model, cluster, iw, cfg)

@@ -39,6 +39,27 @@ for _rid in (
     SKIPPED[(_rid, "output_tokens_per_s_per_gpu")] = _NO_XQA
 
 
+# What each source's engine release ran that the current defaults (optimizer/costmodel/serving_engines.py) no longer
+# say; a record's own field wins.
+SOURCE_FACTS: dict[str, Record] = {
+    # TensorRT-LLM v0.6.1 ran built TensorRT engines (gptSessionBenchmark); the PyTorch backend came with v0.19.
+    "trtllm_performance_v061": {"trtllm_backend": "tensorrt"},
+    # perf-overview.md's llm_options.yml: cuda_graph_config batch_sizes 1 ... 8192 with enable_padding.
+    "trtllm_perf_overview_v1": {"cuda_graph_max_batch": 8192},
+}
+# SGLang v0.3.0 server_args.py: cuda_graph_max_bs 160 above 25 GB of GPU memory. vLLM v0.6.0
+# vllm/worker/model_runner.py: _BATCH_SIZES_TO_CAPTURE = [1, 2, 4] + [8 * i for i in range(1, 33)], up to 256.
+_V060_GRAPHS = {"sglang": 160, "vllm": 256}
+
+
+def record_facts(rec: Record) -> Record:
+    """The engine facts of a record: its own fields over its source's (SOURCE_FACTS)."""
+    facts = dict(SOURCE_FACTS.get(rec["source"], {}))
+    if rec["source"] == "sglang_vs_vllm060":
+        facts["cuda_graph_max_batch"] = _V060_GRAPHS[rec["engine"]]
+    return facts | {k: rec[k] for k in ("trtllm_backend", "cuda_graph_max_batch", "cuda_graphs") if k in rec}
+
+
 def load_serving_records() -> tuple[dict[str, Any], list[Record]]:
     """(sources by id, records) of the shipped serving data set."""
     doc = json.loads((resources.files("accuracy") / "data" / "serving_runs.json").read_text())
@@ -66,6 +87,9 @@ def record_workload(rec: Record) -> InferenceWorkload:
         memory_fraction=rec.get("memory_fraction"),
         max_batched_tokens=rec.get("max_batched_tokens"),
         max_seqs=rec.get("max_seqs"),
+        prompt_len_cv=rec.get("prompt_len_cv", 0.0),
+        output_len_cv=rec.get("output_len_cv", 0.0),
+        **record_facts(rec),
     )
 
 
@@ -153,8 +177,13 @@ def predict_serving(rec: Record) -> list[CalibrationCase]:
         pred = pt.output_tokens_per_s if pt is not None else 0.0
         return [CalibrationCase(rec["id"], group, "output_tokens_per_s", measured["output_tokens_per_s"], pred, desc)]
     pt = load.at_rate(float(rec["rate"]) * w.output_len / rec["output_len"])
+    # A source that prints the median inter-token latency instead of the median TPOT (sglang bench_serving's result
+    # lines): the median gap between two tokens is a decode iteration without a prefill beside it (prefill
+    # iterations are a minority of the gaps), where a request's TPOT averages them in.
+    itl = "median_tpot_ms" not in measured
+    tpot_ms = measured["median_itl_ms"] if itl else measured["median_tpot_ms"]
     if pt is None:
-        return [CalibrationCase(rec["id"], group, "tpot_s", measured["median_tpot_ms"] / 1000, float("inf"), desc)]
+        return [CalibrationCase(rec["id"], group, "tpot_s", tpot_ms / 1000, float("inf"), desc)]
     # vLLM 0.6 multi-step scheduling (--num-scheduler-steps N) schedules once per group of N decode iterations, so
     # a request that arrives during a group waits for its end: (N - 1) / 2 iterations more on average than under
     # per-iteration scheduling [vLLM v0.6.0 vllm/engine/llm_engine.py _has_remaining_steps; vLLM blog 2024-09-05
@@ -163,15 +192,32 @@ def predict_serving(rec: Record) -> list[CalibrationCase]:
     steps = int(rec.get("scheduler_steps", 1))
     ttft = pt.ttft_mean_s + (steps - 1) / 2 * pt.step_s
     return [
-        CalibrationCase(rec["id"], group, "tpot_s", measured["median_tpot_ms"] / 1000, pt.step_s, desc),
+        CalibrationCase(
+            rec["id"], group, "tpot_s", tpot_ms / 1000, load.iteration_s(pt.decoding, 0.0) if itl else pt.step_s, desc
+        ),
         CalibrationCase(rec["id"], group, "ttft_s", measured["median_ttft_ms"] / 1000, ttft, desc),
     ]
 
 
-def run_serving() -> list[CalibrationCase]:
-    """Every scored serving case."""
+def held_out_sources() -> set[str]:
+    """Sources marked `held_out` in the data set's meta: public figures the serving constants were never fitted on,
+    scored apart (benchmarks/serving_accuracy.py)."""
+    sources, _ = load_serving_records()
+    return {sid for sid, src in sources.items() if src.get("held_out")}
+
+
+def run_serving(*, held_out: bool = False) -> list[CalibrationCase]:
+    """Every scored serving case of the sources the constants were fitted on (held_out: of the held-out sources
+    instead)."""
     _, records = load_serving_records()
-    return [case for rec in records for case in predict_serving(rec) if (case.id, case.metric) not in SKIPPED]
+    apart = held_out_sources()
+    return [
+        case
+        for rec in records
+        if (rec["source"] in apart) == held_out
+        for case in predict_serving(rec)
+        if (case.id, case.metric) not in SKIPPED
+    ]
 
 
 def held_out_serving() -> list[tuple[CalibrationCase, str]]:

@@ -16,7 +16,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from api import errors, openapi_doc
 from api.metrics import Metrics
 from api.read_cache import ReadCache
-from api.routers import acceptance, clusters, gpu_types, health, jobs, measurements, models, plans, watches
+from api.routers import acceptance, clusters, estimates, gpu_types, health, jobs, measurements, models, plans, watches
 from store.db import Database, database
 from store.settings import Settings, settings
 from workers.dispatch import Dispatcher, InProcessDispatcher, make_dispatcher
@@ -151,7 +151,7 @@ def create_app(
     app.state.settings, app.state.db, app.state.dispatcher = cfg, db, dispatcher
     app.state.metrics = Metrics(db)
     errors.install(app)
-    for r in (gpu_types, clusters, models, jobs, plans, measurements, acceptance, watches, health):
+    for r in (gpu_types, clusters, models, jobs, plans, estimates, measurements, acceptance, watches, health):
         app.include_router(r.router)
     from api.pages import router as pages
 

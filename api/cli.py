@@ -17,6 +17,7 @@ from api.cli_inputs import apply_reliability, build_parallel_config, build_workl
 from api.cli_option_groups import OptionGroup, with_option_groups
 from api.cli_options import (
     CalibrationOpt,
+    ConcurrencyOpt,
     FrameworkOpt,
     JsonOpt,
     MeasuredRun,
@@ -34,7 +35,7 @@ from api.cli_output import err, fail
 from optimizer.calibration.measurements import Measurement
 from optimizer.calibration.run_logs import parse_log
 from optimizer.costmodel.estimate import estimate as run_estimate
-from optimizer.costmodel.result import Estimate
+from optimizer.costmodel.result import Estimate, LoadLatency
 from optimizer.errors import DomainError
 from optimizer.exports.launch import Export
 from optimizer.spec.cluster_loading import cluster_document_from_topo, cluster_preset_names
@@ -69,16 +70,21 @@ def estimate(
     objective: ObjectiveOpt = None,
     framework: FrameworkOpt = "megatron",
     serving_engine: OptionGroup[ServingEngine],
+    serving: OptionGroup[ServingOptions],
+    concurrency: ConcurrencyOpt = None,
     calibration: CalibrationOpt = None,
     run: OptionGroup[MeasuredRun],
     reliability: OptionGroup[ReliabilityOptions],
     as_json: JsonOpt = False,
 ) -> None:
-    """Predict per-GPU memory and step time (or TTFT/TPOT) of ONE parallel configuration."""
+    """Predict per-GPU memory and step time (or TTFT/TPOT, and their percentiles at --rate or --concurrency) of ONE
+    parallel configuration."""
     try:
         spec, clus = resolve_target(target, calibration)
         clus = apply_reliability(clus, reliability)
-        work = build_workload(shape, numerics, objective, framework, engine=serving_engine)
+        work = build_workload(
+            shape, numerics, objective, framework, serving=serving, engine=serving_engine, concurrency=concurrency
+        )
         config = build_parallel_config(parallel, placement)
         measured = measured_figures(run, work, config.gpus)
         result = run_estimate(spec, clus, work, config, admit=run.ran or measured is not None)
@@ -123,6 +129,8 @@ def render_estimate(e: Estimate, model: str, cluster: str) -> None:
             f"TPOT {1000 * (e.tpot_s or 0):.3g} ms{_band(tpot and (1000 * tpot[0], 1000 * tpot[1]), 'ms')} | "
             f"{e.tokens_per_s:,.0f} output tokens/s"
         )
+    if e.load_latency is not None:
+        render_load_latency(e.load_latency)
     out.print(f"peak memory {e.peak_memory_gb:.1f} GB{_band(e.peak_memory_interval_gb, 'GB')}")
     g = e.goodput
     if g is not None:
@@ -173,6 +181,26 @@ def render_estimate(e: Estimate, model: str, cluster: str) -> None:
         if v > 0:
             tb.add_row(k, f"{v:.4f}", f"{v / total:.1%}")
     out.print(tb)
+
+
+def render_load_latency(ll: LoadLatency) -> None:
+    """TTFT and TPOT percentiles at the workload's rate or concurrency, per replica."""
+    load = (
+        f"{ll.rate_per_replica:.3g} requests/s (Poisson)"
+        if ll.rate_per_replica is not None
+        else f"{ll.users_per_replica:.3g} users (closed loop)"
+    )
+    out.print(
+        f"at {load} per replica ({ll.replicas} replica{'s' if ll.replicas > 1 else ''}): "
+        f"{ll.request_rate:.3g} requests/s, {ll.output_tokens_per_s:,.0f} output tokens/s per replica"
+        + ("" if ll.sustained else " [red](not sustained: the queue keeps growing)[/red]")
+    )
+    tab = Table(title="Latency at that load (ms)")
+    for col in ("", "mean", "median", "p90", "p99"):
+        tab.add_column(col, justify="right")
+    for name, p in (("TTFT", ll.ttft), ("TPOT", ll.tpot)):
+        tab.add_row(name, *(f"{1000 * v:.4g}" for v in (p.mean_s, p.p50_s, p.p90_s, p.p99_s)))
+    out.print(tab)
 
 
 @app.command()

@@ -94,6 +94,7 @@ def build_workload(
     framework: str,
     serving: ServingOptions | None = None,
     engine: ServingEngine | None = None,
+    concurrency: int | None = None,
 ) -> TrainingWorkload | InferenceWorkload:
     """The training or inference workload the options describe (serving and engine options apply to inference
     only)."""
@@ -117,14 +118,18 @@ def build_workload(
         if shape.prompt_len is None or shape.output_len is None:
             raise DomainError("workload", "inference needs --prompt-len and --output-len")
         serving = serving or ServingOptions()
+        knobs = dataclasses.asdict(engine or ServingEngine())
+        eager = knobs.pop("enforce_eager")
         return build_inference(
             prompt_len=shape.prompt_len,
             output_len=shape.output_len,
             batch=shape.batch,
             precision=numerics.precision,
             objective=objective or serving_objective(serving),
+            concurrency=concurrency,
+            cuda_graphs=False if eager else None,
             **dataclasses.asdict(serving),
-            **dataclasses.asdict(engine or ServingEngine()),
+            **knobs,
         )
     raise DomainError("mode", f"must be training or inference (got {shape.mode!r})")
 

@@ -133,6 +133,48 @@ class ServingEngine:
     engine: Annotated[str | None, typer.Option(help="Serving engine: vllm (default), sglang, trtllm.")] = None
     kv_cache_dtype: Annotated[str | None, typer.Option(help="KV-cache type: bf16, fp16, fp8 (inference).")] = None
     weight_dtype: Annotated[str | None, typer.Option(help="Stored weights: bf16, fp16, fp8, int4 (inference).")] = None
+    trtllm_backend: Annotated[
+        str | None,
+        typer.Option(help="TensorRT-LLM backend: pytorch (default since v0.19) or tensorrt (a built engine)."),
+    ] = None
+    max_seqs: Annotated[
+        int | None,
+        typer.Option(
+            help="Most sequences per iteration, per replica (vLLM --max-num-seqs, SGLang --max-running-requests, "
+            "TensorRT-LLM max_batch_size); default: the engine's."
+        ),
+    ] = None
+    memory_fraction: Annotated[
+        float | None,
+        typer.Option(
+            help="Engine memory fraction in (0, 1] (vLLM --gpu-memory-utilization, SGLang --mem-fraction-static, "
+            "TensorRT-LLM free_gpu_memory_fraction); default: the engine's."
+        ),
+    ] = None
+    max_batched_tokens: Annotated[
+        int | None,
+        typer.Option(
+            help="Tokens per iteration (vLLM --max-num-batched-tokens, SGLang --chunked-prefill-size, TensorRT-LLM "
+            "max_num_tokens); default: the engine's."
+        ),
+    ] = None
+    chunked_prefill: Annotated[
+        bool | None,
+        typer.Option(
+            "--chunked-prefill/--no-chunked-prefill", help="Split long prompts into chunks of the token budget (on)."
+        ),
+    ] = None
+    enforce_eager: Annotated[
+        bool,
+        typer.Option("--enforce-eager", help="No CUDA graphs: every decode step launches its kernels (vLLM's name)."),
+    ] = False
+    cuda_graph_max_batch: Annotated[
+        int | None,
+        typer.Option(
+            help="Largest decode batch per rank captured in a CUDA graph, sequences (vLLM max_cudagraph_capture_size, "
+            "SGLang --cuda-graph-max-bs, TensorRT-LLM cuda_graph_config.max_batch_size); default: the engine's."
+        ),
+    ] = None
 
 
 @dataclass(frozen=True)
@@ -140,7 +182,11 @@ class ServingOptions:
     """`plan`'s serving: the SLA targets and the request mix (None: the planner's default)."""
 
     rate: Annotated[
-        float | None, typer.Option(help="Requests/s the fleet must serve (SLA plan; objective gpus/cost).")
+        float | None,
+        typer.Option(
+            help="Requests/s the fleet must serve (SLA plan; objective gpus/cost); estimate prints TTFT/TPOT mean, "
+            "median, p90, p99 at this rate."
+        ),
     ] = None
     ttft_ms: Annotated[float | None, typer.Option("--ttft-ms", help="TTFT target, p90, ms (SLA plan).")] = None
     tpot_ms: Annotated[float | None, typer.Option("--tpot-ms", help="TPOT target, mean, ms (SLA plan).")] = None
@@ -149,6 +195,15 @@ class ServingOptions:
     ] = None
     prompt_len_cv: CvOpt = None
     output_len_cv: CvOpt = None
+
+
+ConcurrencyOpt = Annotated[
+    int | None,
+    typer.Option(
+        help="Inference: closed loop of this many users (each sends its next request when the previous one "
+        "finishes): prints TTFT/TPOT mean, median, p90, p99. With --rate instead: open loop at that rate."
+    ),
+]
 
 
 @dataclass(frozen=True)

@@ -16,6 +16,7 @@ from optimizer.search.result import PlanResult
 from optimizer.spec.calibration import ClusterCalibration
 from optimizer.spec.gpu_catalog import GPUSpec
 from optimizer.spec.inventory import InventoryDiff
+from optimizer.spec.parallel_config import ParallelConfig
 from optimizer.spec.reliability import PoolReliability
 from optimizer.spec.scheduler_inventory.inventory_document import ImportDefaults
 from optimizer.spec.scheduler_inventory.kubernetes import KubernetesLabels
@@ -380,3 +381,11 @@ class AcceptanceTestOut(BaseModel):
         "the calibration's priors."
     )
     error: str = Field(description="Why it cannot be read against the cluster's current inventory ('' when it can).")
+
+
+# ---- estimates
+class EstimateRequest(Strict):
+    cluster_id: int = Field(ge=1, le=2_147_483_647, description="The cluster, at its current inventory revision.")
+    model_id: int = Field(ge=1, le=2_147_483_647, description="The model, at its current version.")
+    workload: Workload
+    config: ParallelConfig = Field(description="The one parallel configuration to price.")

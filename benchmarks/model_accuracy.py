@@ -7,6 +7,9 @@ Run: .venv/bin/python benchmarks/model_accuracy.py
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+
 from rich.console import Console
 from rich.table import Table
 
@@ -88,3 +91,9 @@ if __name__ == "__main__":
     table, text = serving_report()
     console.print(table)
     console.print(text, markup=False)
+    # Beside the in-sample serving table: per engine, in-sample | leave-one-source-out | held-out public figures.
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    from benchmarks.serving_accuracy import serving_accuracy_tables
+
+    for part in serving_accuracy_tables():
+        console.print(part)

@@ -177,3 +177,7 @@ DECODE_ATTENTION_HBM_SHARE = 1.0  # calibrated 2026-11 (grid 0.6-1.0 x host 0-10
 # TensorRT-LLM's executor is C++ with the overlap scheduler: 2 ms fits its rows (median 6.6%, max 25%; 6 ms gave
 # 9.7%); vLLM and SGLang (Python schedulers) 6 ms.
 ENGINE_ITERATION_OVERHEAD_S: dict[str, float] = {"vllm": 0.006, "sglang": 0.006, "trtllm": 0.002}  # calibrated 2026-11
+# TensorRT-LLM's TensorRT engine backend (InferenceWorkload.trtllm_backend "tensorrt"; the only backend before v0.19):
+# the C++ runtime enqueues the built engine without a Python step, so its exposed host time is taken as 0; the
+# v0.6.1 gptSessionBenchmark rows (static batches on TensorRT engines) fit at 0 (benchmarks/serving_fit.py grid).
+TRTLLM_TENSORRT_ITERATION_OVERHEAD_S = 0.0

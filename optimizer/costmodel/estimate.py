@@ -8,6 +8,8 @@ from optimizer.costmodel.goodput import plan_goodput
 from optimizer.costmodel.inference import estimate_inference
 from optimizer.costmodel.placed_fabric import PlacedFabric
 from optimizer.costmodel.result import Estimate, admitted
+from optimizer.costmodel.serving_load import ReplicaLoad
+from optimizer.costmodel.serving_sim import load_latency
 from optimizer.costmodel.training import estimate_training
 from optimizer.costmodel.uncertainty import with_intervals
 from optimizer.frameworks.validation import validate
@@ -25,6 +27,7 @@ def estimate(
     fabric: PlacedFabric | None = None,
     *,
     admit: bool = False,
+    latency: bool = True,
 ) -> Estimate:
     """Memory per stage and step time (training) or TTFT/TPOT (inference) of one configuration.
 
@@ -37,12 +40,20 @@ def estimate(
     `admit`: the configuration is reported as having run (a measurement posted for it): the estimate is marked
     admitted and, where the model predicts that it does not fit, states the overrun (memory_overrun_gb, reason,
     a note) instead of refusing it; `feasible` keeps the model's verdict.
+
+    `latency` (inference with a rate or concurrency in the workload): simulate TTFT and TPOT percentiles at that
+    load (load_latency); off where the caller prices one replica of a fleet whose rate is spread otherwise.
     """
     layout = validate(model, cluster, workload, config)
     if isinstance(workload, TrainingWorkload):
         est = estimate_training(model, cluster, workload, config, layout, fabric)
     else:
         est = estimate_inference(model, cluster, workload, config, layout)
+        if latency and est.feasible and (workload.rate is not None or workload.concurrency is not None):
+            # Attention data parallelism (dp with ep) is inside one replica; plain dp copies the replica.
+            replicas = 1 if config.ep > 1 else config.dp
+            load = ReplicaLoad(model, cluster, workload, config, layout)
+            est = est.model_copy(update={"load_latency": load_latency(load, replicas)})
     est = with_intervals(est, model, cluster, workload, config)
     if isinstance(workload, TrainingWorkload) and est.step_time_s > 0 and math.isfinite(est.step_time_s):
         est.goodput = plan_goodput(model, cluster, workload, config, est)

@@ -30,6 +30,7 @@ from optimizer.costmodel.result import (
     memory_overrun_gb,
     memory_shortfall,
 )
+from optimizer.costmodel.serving_engines import EngineLimits, workload_limits
 from optimizer.frameworks.validation import Layout
 from optimizer.spec.cluster_spec import ClusterSpec, NodePool
 from optimizer.spec.model_spec import ModelSpec
@@ -119,8 +120,14 @@ class StepWork:
         return StepWork(batch * prompt, batch * prompt * prompt / 2, 0.0, batch, False)
 
     @staticmethod
-    def decode(seqs: float, ctx: float) -> StepWork:
-        return StepWork(seqs, seqs * ctx, seqs * ctx, seqs, True)
+    def decode(seqs: float, ctx: float, graphs: bool = True) -> StepWork:
+        return StepWork(seqs, seqs * ctx, seqs * ctx, seqs, graphs)
+
+    @staticmethod
+    def engine_decode(limits: EngineLimits, seqs: float, ctx: float) -> StepWork:
+        """One decode iteration of `seqs` sequences on a rank as the engine runs it: from a CUDA graph when the
+        batch is within the engine's capture limit (EngineLimits.graph_max_batch), else kernel by kernel."""
+        return StepWork.decode(seqs, ctx, limits.decode_graphs(seqs))
 
     def __add__(self, other: StepWork) -> StepWork:
         return StepWork(
@@ -240,7 +247,8 @@ def stage_time(
         attn_t = max(attn_flops_t, hbm_time(gpu, kv_read / constants.DECODE_ATTENTION_HBM_SHARE))
         layer_t = gemm_t + attn_t + hbm_time(gpu, tokens * (repl + shard / tp))
         tp_t = 2 * net.all_reduce(lv, tokens * model.hidden_size * 2) if tp > 1 else 0.0  # [formulas G]
-        # Prefill pays kernel launches; decode steps replay CUDA graphs, so launches are ~free [VL optimization].
+        # Decode steps within the engine's capture limit replay CUDA graphs: launches ~free [VL optimization].
+        # Otherwise (prefill, eager decode past the capture limit) the host launches kernel by kernel.
         kernels = KERNELS_PER_LAYER + (FP8_CAST_KERNELS_PER_LAYER if fp8 else 0)
         launch = 0.0 if own.graphs else kernels * KERNEL_LAUNCH_S
         parts["forward"] += count * layer_t
@@ -343,11 +351,23 @@ def _shared_expert_layer_time(
     }
 
 
+def replica_limits(
+    cluster: ClusterSpec, w: InferenceWorkload, c: ParallelConfig, pools: list[NodePool]
+) -> EngineLimits:
+    """The engine limits of one replica (its smallest GPU decides), read the same way by the fixed-batch estimate,
+    the request-rate load (serving_load.ReplicaLoad) and the layout search (search/serving_model.py)."""
+    gpu = min((cluster.gpu_of(p) for p in pools), key=lambda g: g.memory_bytes)
+    return workload_limits(w, gpu, c.tp, wide_ep=c.dp > 1 and c.ep > 1)
+
+
 def estimate_inference(
     model: ModelSpec, cluster: ClusterSpec, w: InferenceWorkload, c: ParallelConfig, layout: Layout
 ) -> Estimate:
-    """TTFT (prefill of the whole batch), TPOT (one decode step at the mean context) and memory per stage."""
+    """TTFT (prefill of the whole batch), TPOT (one decode step at the mean context) and memory per stage. Each
+    iteration is the engine's step (EngineLimits): its host time and, past the CUDA-graph capture limit, its kernel
+    launches, as on the request-rate path (serving_load.ReplicaLoad.iteration_s)."""
     pools, layer_counts = layout.stage_pools, layout.stage_layers
+    limits = replica_limits(cluster, w, c, list(pools))
     ctx_mean = w.prompt_len + w.output_len / 2
     p = c.pp
     mb = w.batch / p if w.batch >= p and p > 1 else float(w.batch)  # micro-batches keep every stage busy
@@ -357,7 +377,9 @@ def estimate_inference(
     for i, (pool, layers) in enumerate(zip(pools, layer_counts, strict=True)):
         last = i == p - 1
         t_pre, _ = stage_time(model, cluster, w, c, pool, start, layers, StepWork.prefill(w.batch, w.prompt_len), last)
-        t_dec, parts_dec = stage_time(model, cluster, w, c, pool, start, layers, StepWork.decode(mb, ctx_mean), last)
+        t_dec, parts_dec = stage_time(
+            model, cluster, w, c, pool, start, layers, StepWork.engine_decode(limits, mb, ctx_mean), last
+        )
         prefill.append(t_pre)
         decode.append(t_dec)
         for k, v in parts_dec.items():
@@ -398,13 +420,16 @@ def estimate_inference(
         tier = net.cluster_tiers(cluster, pools[0])
         nb = net.neighbour_tier(tier, c.tp)
         hop = net.p2p(nb.bw, nb.network, mb * model.hidden_size * 2)
-    ttft = sum(prefill) + (p - 1) * hop
+    # The prefill is one engine iteration: it pays the engine's host time once.
+    ttft = sum(prefill) + (p - 1) * hop + limits.host_s
     # Decode: a token passes every stage; with >= p micro-batches the stages work concurrently and the cycle is
-    # bounded by p x the slowest stage [formulas G; N21 §2.2].
+    # bounded by p x the slowest stage [formulas G; N21 §2.2]. Every iteration pays the engine's host time.
     tpot = sum(decode) + (p - 1) * hop
     if p > 1 and w.batch >= p:
         tpot = max(tpot, p * max(decode))
+    tpot += limits.host_s
     bd.pp_comm = (p - 1) * hop * w.output_len
+    bd.launch += limits.host_s * (w.output_len + 1)
     total_time = ttft + w.output_len * tpot
     out_tokens_per_s = c.dp * w.batch / tpot
     reason = memory_shortfall(stage_out)

@@ -38,6 +38,29 @@ class StageEstimate(BaseModel):
     )
 
 
+class LatencyPercentiles(BaseModel):
+    """One latency over a load's requests."""
+
+    mean_s: float = Field(description="Mean, seconds.")
+    p50_s: float = Field(description="Median, seconds.")
+    p90_s: float = Field(description="90th percentile, seconds.")
+    p99_s: float = Field(description="99th percentile, seconds.")
+
+
+class LoadLatency(BaseModel):
+    """Inference: TTFT and TPOT percentiles of one replica at a request rate (open loop, Poisson arrivals) or a
+    number of concurrent users (closed loop), simulated over the engine's step (costmodel/serving_sim.py)."""
+
+    replicas: int = Field(description="Replicas the load is spread over (the configuration's data-parallel copies).")
+    rate_per_replica: float | None = Field(description="Open loop: requests/s offered to each replica.")
+    users_per_replica: float | None = Field(description="Closed loop: users per replica.")
+    ttft: LatencyPercentiles = Field(description="Time to first token: arrival to the first output token.")
+    tpot: LatencyPercentiles = Field(description="Time per output token after the first, per request.")
+    request_rate: float = Field(description="Requests/s each replica completes.")
+    output_tokens_per_s: float = Field(description="Output tokens/s of each replica.")
+    sustained: bool = Field(description="False: the open-loop queue keeps growing (the rate exceeds the replica).")
+
+
 class StepBreakdown(BaseModel):
     """Where the step time goes, seconds; the terms add up to step_time_s."""
 
@@ -99,6 +122,10 @@ class Estimate(BaseModel):
         default=None,
         description="Training: checkpoint size and times, the optimal checkpoint interval, hours lost per day to "
         "failures and the useful tokens per second (optimizer/costmodel/goodput.py); None for serving.",
+    )
+    load_latency: LoadLatency | None = Field(
+        default=None,
+        description="Inference with a workload rate or concurrency: latency percentiles at that load.",
     )
 
     @property

@@ -7,10 +7,13 @@ Read from the engines' own code (the version is named on each entry); a user's e
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, replace
 
+from optimizer.costmodel.constants import ENGINE_ITERATION_OVERHEAD_S, TRTLLM_TENSORRT_ITERATION_OVERHEAD_S
 from optimizer.spec.gpu_catalog import GPUSpec
 from optimizer.spec.names import ENGINES, EngineName
+from optimizer.spec.workload import InferenceWorkload
 
 __all__ = ["ENGINES", "EngineName"]
 GIB = 1024**3
@@ -41,6 +44,22 @@ class EngineLimits:
     mixes_prefill: bool = True
     """Prefill chunks run in the same iteration as the decodes (vLLM V1, TensorRT-LLM in-flight batching); SGLang
     runs separate prefill batches unless --enable-mixed-chunk (server_args.py: enable_mixed_chunk False)."""
+    host_s: float = 0.0
+    """Host time per iteration the GPU waits for (scheduling, input preparation, sampling), seconds: the same on
+    every path that prices a step (fixed batch, request rate, SLA search)."""
+    graph_max_batch: int = 0
+    """Largest decode batch per rank replayed from a captured CUDA graph; larger batches (and every batch when
+    0: graphs off) launch their kernels one by one."""
+    chunked_prefill: bool = True
+    """Long prompts are split into chunks of the token budget; off: a prompt's whole prefill runs in one iteration
+    (the budget then only bounds how many prompts an iteration takes)."""
+
+    def decode_graphs(self, seqs_per_rank: float) -> bool:
+        """Whether a decode iteration of `seqs_per_rank` sequences on each rank replays a CUDA graph. An iteration
+        without decodes (a prefill alone) launches its kernels: the engines capture decode batches only (TensorRT-LLM
+        CudaGraphConfig: "enabled for batches that consist of decoding requests *only*"; SGLang's extend batches and
+        vLLM V0's prefills run eagerly)."""
+        return 0 < math.ceil(seqs_per_rank - 1e-9) <= self.graph_max_batch
 
 
 # ---- engine defaults (each from the engine's own code, version named) ----------------------------------------
@@ -69,6 +88,28 @@ TRTLLM_MAX_BATCH_SIZE = 2048
 TRTLLM_MAX_NUM_TOKENS = 8192
 TRTLLM_FREE_GPU_MEMORY_FRACTION = 0.9
 TRTLLM_TOKENS_PER_BLOCK = 32
+
+# ---- CUDA graph capture limits (the largest decode batch replayed from a graph), from the engines' code ----------
+# vLLM vllm/config/vllm.py VllmConfig._set_cudagraph_sizes (vllm-project/vllm 09f030eaf851400a83ad3d99f730868f76df0ca7):
+# max_cudagraph_capture_size = min(max_num_seqs * 2, 512), then min(max_num_batched_tokens, that); a batch above the
+# largest capture size runs without a graph.
+VLLM_CUDAGRAPH_CAPTURE_CAP = 512
+# SGLang python/sglang/srt/server_args.py (sgl-project/sglang 469c63e54e7d94591617ef9590c6aa26d54dc1bb),
+# cuda_graph_max_bs by the GPU's memory (MiB) and TP size: < 35 GiB 24 (tp < 4) / 80; < 60 GiB (A100 40GB, L40)
+# 32 / 160; < 160 GiB (H100, A100 80GB, H200) 256 / 512; larger (B200, MI300X) 512. Older releases (v0.3-v0.4:
+# 160, 8 under 25 GB) are set per record (`cuda_graph_max_batch`).
+SGLANG_CUDA_GRAPH_MAX_BS: tuple[tuple[float, int, int], ...] = (
+    (35 * GIB, 24, 80),
+    (60 * GIB, 32, 160),
+    (160 * GIB, 256, 512),
+    (math.inf, 512, 512),
+)
+# TensorRT-LLM PyTorch backend tensorrt_llm/llmapi/llm_args.py CudaGraphConfig.validate_cuda_graph_config: neither
+# batch_sizes nor max_batch_size given, "a default max_batch_size of 128 is used"; graphs replay decode-only
+# iterations. The TensorRT engine backend enqueues the whole built engine from C++ per step (no per-kernel launch
+# from Python), priced as always graph-replayed.
+TRTLLM_CUDA_GRAPH_MAX_BATCH = 128
+TRTLLM_TENSORRT_GRAPH_MAX_BATCH = 1 << 30
 
 
 # The engines' own option names for the limits, for exports (same sources as the defaults above).
@@ -100,10 +141,15 @@ def engine_limits(
     max_batched_tokens: int | None = None,
     memory_fraction: float | None = None,
     wide_ep: bool = False,
+    cuda_graphs: bool | None = None,
+    cuda_graph_max_batch: int | None = None,
+    chunked_prefill: bool | None = None,
+    trtllm_backend: str | None = None,
 ) -> EngineLimits:
     """The limits `engine` sets for a replica with `tp` GPUs per stage of type `gpu` (explicit values win).
     `wide_ep`: experts spread with DP attention over DeepEP, whose low-latency dispatch buffers are preallocated
-    per rank; SGLang then decodes at most SGLANG_WIDE_EP_MAX_SEQS sequences per rank."""
+    per rank; SGLang then decodes at most SGLANG_WIDE_EP_MAX_SEQS sequences per rank. `trtllm_backend`: pytorch
+    (the default since TensorRT-LLM v0.19, trtllm-bench --backend pytorch) or tensorrt (a built engine)."""
     if engine == "vllm":
         # Large GPUs (not A100) get the larger batch defaults; gpu_memory_utilization of the device, 16-token
         # blocks allocated as tokens arrive (PagedAttention).
@@ -148,9 +194,48 @@ def engine_limits(
             ENGINE_FLAGS["trtllm"],
         )
     default_seqs = SGLANG_WIDE_EP_MAX_SEQS if wide_ep and engine == "sglang" else limits.max_seqs
-    return replace(
+    limits = replace(
         limits,
         memory_fraction=memory_fraction if memory_fraction is not None else limits.memory_fraction,
         max_seqs=max_seqs if max_seqs is not None else default_seqs,
         max_batched_tokens=max_batched_tokens if max_batched_tokens is not None else limits.max_batched_tokens,
+        chunked_prefill=chunked_prefill if chunked_prefill is not None else True,
+    )
+    tensorrt = engine == "trtllm" and trtllm_backend == "tensorrt"
+    # Host time per iteration [constants.ENGINE_ITERATION_OVERHEAD_S]; a TensorRT engine's C++ runtime
+    # [TRTLLM_TENSORRT_ITERATION_OVERHEAD_S].
+    host = TRTLLM_TENSORRT_ITERATION_OVERHEAD_S if tensorrt else ENGINE_ITERATION_OVERHEAD_S[engine]
+    graph_max = 0
+    if cuda_graphs is not False:
+        graph_max = cuda_graph_max_batch if cuda_graph_max_batch is not None else _default_graph_max(limits, gpu, tp)
+        if tensorrt and cuda_graph_max_batch is None:
+            graph_max = TRTLLM_TENSORRT_GRAPH_MAX_BATCH
+    return replace(limits, host_s=host, graph_max_batch=graph_max)
+
+
+def _default_graph_max(limits: EngineLimits, gpu: GPUSpec, tp: int) -> int:
+    """The engine's default largest CUDA-graph decode batch (sources at the constants above)."""
+    if limits.engine == "vllm":
+        return min(2 * limits.max_seqs, VLLM_CUDAGRAPH_CAPTURE_CAP, limits.max_batched_tokens)
+    if limits.engine == "sglang":
+        small, large = next((s, lg) for cap, s, lg in SGLANG_CUDA_GRAPH_MAX_BS if gpu.memory_bytes < cap)
+        return small if tp < 4 else large
+    return TRTLLM_CUDA_GRAPH_MAX_BATCH
+
+
+def workload_limits(w: InferenceWorkload, gpu: GPUSpec, tp: int, *, wide_ep: bool = False) -> EngineLimits:
+    """The limits of a replica serving `w` (its engine, knobs and release) on `gpu` with `tp` GPUs per stage: the
+    one place every serving path (fixed batch, request rate, SLA search) reads them from."""
+    return engine_limits(
+        w.engine,
+        gpu,
+        tp,
+        max_seqs=w.max_seqs,
+        max_batched_tokens=w.max_batched_tokens,
+        memory_fraction=w.memory_fraction,
+        wide_ep=wide_ep,
+        cuda_graphs=w.cuda_graphs,
+        cuda_graph_max_batch=w.cuda_graph_max_batch,
+        chunked_prefill=w.chunked_prefill,
+        trtllm_backend=w.trtllm_backend,
     )

@@ -22,11 +22,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from optimizer.costmodel import network as net
-from optimizer.costmodel.constants import CUDA_CONTEXT_BYTES, CUDA_GRAPHS_BYTES, ENGINE_ITERATION_OVERHEAD_S
-from optimizer.costmodel.inference import StepWork, kv_bytes_per_token_per_layer, stage_time
+from optimizer.costmodel.constants import CUDA_CONTEXT_BYTES, CUDA_GRAPHS_BYTES
+from optimizer.costmodel.inference import StepWork, kv_bytes_per_token_per_layer, replica_limits, stage_time
 from optimizer.costmodel.memory import stage_params
 from optimizer.costmodel.moe_serving import busiest_rank_prompt_tokens
-from optimizer.costmodel.serving_engines import EngineLimits, engine_limits
+from optimizer.costmodel.serving_engines import EngineLimits
 from optimizer.frameworks.validation import Layout
 from optimizer.spec.cluster_spec import ClusterSpec
 from optimizer.spec.model_spec import ModelSpec
@@ -104,16 +104,7 @@ class ReplicaLoad:
             stages.append(_Stage(start, layers, i, i == c.pp - 1))
             start += layers
         self.stages = stages
-        gpu = min((cluster.gpu_of(p) for p in self.pools), key=lambda g: g.memory_bytes)
-        self.limits: EngineLimits = engine_limits(
-            w.engine,
-            gpu,
-            c.tp,
-            max_seqs=w.max_seqs,
-            max_batched_tokens=w.max_batched_tokens,
-            memory_fraction=w.memory_fraction,
-            wide_ep=c.dp > 1 and c.ep > 1,
-        )
+        self.limits: EngineLimits = replica_limits(cluster, w, c, self.pools)
         # Attention data parallelism inside a replica (serving EP = tp x dp, validation.check_serving_experts):
         # each of the dp ranks holds and runs its own sequences [SGLang --enable-dp-attention].
         self.ranks = c.dp
@@ -174,10 +165,12 @@ class ReplicaLoad:
     # ---- time -----------------------------------------------------------------------------------------------
     def iteration_s(self, decoding: float, prefill_tokens: float) -> float:
         """One engine iteration: `decoding` sequences at the mean context plus `prefill_tokens` prompt tokens.
-        With pp stages the sequences run as pp micro-batches; the iteration is pp x the slowest stage's share."""
+        With pp stages the sequences run as pp micro-batches; the iteration is pp x the slowest stage's share. The
+        step is the fixed-batch estimate's (inference.estimate_inference): decodes from a CUDA graph within the
+        capture limit, the engine's host time once per iteration."""
         p = self.c.pp
         per = p * self.ranks
-        work = StepWork.decode(decoding / per, self.ctx)
+        work = StepWork.engine_decode(self.limits, decoding / per, self.ctx)
         busiest = None
         if prefill_tokens > 0:
             pre = StepWork.prefill(prefill_tokens / self.w.prompt_len / per, self.w.prompt_len)
@@ -206,7 +199,7 @@ class ReplicaLoad:
             )[0]
             for s in self.stages
         ]
-        host = ENGINE_ITERATION_OVERHEAD_S[self.w.engine]
+        host = self.limits.host_s
         if p == 1:
             return times[0] + host
         return max(sum(times) + (p - 1) * self.hop_s, p * max(times)) + host
@@ -229,6 +222,8 @@ class ReplicaLoad:
         fewer prompts wait (about rate x t arrive per iteration; at least one prompt)."""
         w = self.w
         room = max(1.0, self.token_budget - decoding)
+        if not self.limits.chunked_prefill:
+            room = max(room, float(w.prompt_len))  # a whole prompt per iteration, whatever the budget
         return min(room, w.prompt_len * max(1.0, rate * t))
 
     def mean_iteration_s(self, rate: float, t: float) -> float:

@@ -474,6 +474,7 @@ def _vllm(w: InferenceWorkload, c: ParallelConfig, layers: list[int], model_ref:
         pairs.append(("--quantization", "fp8"))
     if w.kv_cache_dtype == "fp8":
         pairs.append(("--kv-cache-dtype", "fp8"))
+    pairs += _vllm_engine_knobs(w)
     text, names = _flags(pairs)
     env = {}
     if c.pp > 1 and len(set(layers)) > 1:
@@ -482,6 +483,37 @@ def _vllm(w: InferenceWorkload, c: ParallelConfig, layers: list[int], model_ref:
     return Export(
         tool="vllm", format="args", content=f"vllm serve {model_ref} \\\n  {text}", options=names, env=env, notes=notes
     )
+
+
+def _vllm_engine_knobs(w: InferenceWorkload) -> list[tuple[str, object | None]]:
+    """vLLM flags for the engine knobs the workload sets (vllm/engine/arg_utils.py: --enforce-eager,
+    --enable-chunked-prefill / --no-enable-chunked-prefill, --max-num-batched-tokens; --compilation-config
+    max_cudagraph_capture_size, vllm/config/compilation.py)."""
+    pairs: list[tuple[str, object | None]] = []
+    if w.max_batched_tokens is not None:
+        pairs.append(("--max-num-batched-tokens", w.max_batched_tokens))
+    if w.chunked_prefill is not None:
+        pairs.append(("--enable-chunked-prefill" if w.chunked_prefill else "--no-enable-chunked-prefill", None))
+    if w.cuda_graphs is False:
+        pairs.append(("--enforce-eager", None))
+    elif w.cuda_graph_max_batch is not None:
+        pairs.append(("--compilation-config", f"'{{\"max_cudagraph_capture_size\": {w.cuda_graph_max_batch}}}'"))
+    return pairs
+
+
+def _sglang_engine_knobs(w: InferenceWorkload) -> list[tuple[str, object | None]]:
+    """SGLang flags for the engine knobs the workload sets (python/sglang/srt/server_args.py: --chunked-prefill-size,
+    -1 disables chunking; --disable-cuda-graph; --cuda-graph-max-bs)."""
+    pairs: list[tuple[str, object | None]] = []
+    if w.chunked_prefill is False:
+        pairs.append(("--chunked-prefill-size", -1))
+    elif w.max_batched_tokens is not None:
+        pairs.append(("--chunked-prefill-size", w.max_batched_tokens))
+    if w.cuda_graphs is False:
+        pairs.append(("--disable-cuda-graph", None))
+    elif w.cuda_graph_max_batch is not None:
+        pairs.append(("--cuda-graph-max-bs", w.cuda_graph_max_batch))
+    return pairs
 
 
 def _sglang(w: InferenceWorkload, c: ParallelConfig, model_ref: str) -> Export:
@@ -511,6 +543,7 @@ def _sglang(w: InferenceWorkload, c: ParallelConfig, model_ref: str) -> Export:
         pairs.append(("--quantization", "fp8"))
     if w.kv_cache_dtype == "fp8":
         pairs.append(("--kv-cache-dtype", "fp8_e4m3"))
+    pairs += _sglang_engine_knobs(w)
     notes = []
     if c.pp > 1 and len(set(c.layers_per_stage or [])) > 1:
         notes.append(f"SGLang splits layers evenly across pp ranks; the plan's split is {c.layers_per_stage}")
@@ -550,6 +583,22 @@ def _trtllm(w: InferenceWorkload, c: ParallelConfig, model_ref: str, max_batch: 
     if c.dp > 1:
         extra.append("enable_attention_dp: true")
         names.append("enable_attention_dp")
+    # The engine knobs the plan was priced with, when set (TorchLlmArgs: cuda_graph_config null turns graphs off;
+    # enable_chunked_prefill).
+    if w.cuda_graphs is False:
+        extra.append("cuda_graph_config: null")
+        names.append("cuda_graph_config")
+    elif w.cuda_graph_max_batch is not None:
+        extra.append(f"cuda_graph_config: {{max_batch_size: {w.cuda_graph_max_batch}}}")
+        names.append("cuda_graph_config.max_batch_size")
+    if w.chunked_prefill is not None:
+        extra.append(f"enable_chunked_prefill: {'true' if w.chunked_prefill else 'false'}")
+        names.append("enable_chunked_prefill")
+    if w.trtllm_backend == "tensorrt":
+        notes.append(
+            "the plan priced the TensorRT engine backend: build the engine (trtllm-build) and serve it; this "
+            "command runs the PyTorch backend"
+        )
     if extra:
         pairs.append(("--extra_llm_api_options", "extra.yml"))
         names.append("--extra_llm_api_options")
@@ -592,14 +641,12 @@ def export_fleet(
         )
         exp = export(tool, model, wg, c, model_ref)
         extra: list[tuple[str, object | None]] = []
-        if tool == "vllm":
-            extra.append(("--max-num-batched-tokens", s.max_batched_tokens))
-            if s.role != "replica":
-                extra.append(("--kv-transfer-config", '\'{"kv_connector":"NixlConnector","kv_role":"kv_both"}\''))
-        if tool == "sglang":
-            extra.append(("--chunked-prefill-size", s.max_batched_tokens))
-            if s.role != "replica":
-                extra += [("--disaggregation-mode", s.role), ("--disaggregation-transfer-backend", "mooncake")]
+        # The group's token budget is in wg: the engine export writes it (--max-num-batched-tokens,
+        # --chunked-prefill-size, --max_num_tokens).
+        if tool == "vllm" and s.role != "replica":
+            extra.append(("--kv-transfer-config", '\'{"kv_connector":"NixlConnector","kv_role":"kv_both"}\''))
+        if tool == "sglang" and s.role != "replica":
+            extra += [("--disaggregation-mode", s.role), ("--disaggregation-transfer-backend", "mooncake")]
         text, names = _flags(extra)
         content = exp.content + (" \\\n  " + text if extra else "")
         notes = [f"{g.count} x {s.role} on pool {s.pool} ({s.gpu}), {s.gpus} GPUs each", *exp.notes]

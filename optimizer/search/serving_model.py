@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from ortools.sat.python import cp_model
 
 from optimizer.costmodel import network as net
-from optimizer.costmodel.inference import StepWork, serving_memory, stage_time
+from optimizer.costmodel.inference import StepWork, replica_limits, serving_memory, stage_time
 from optimizer.search.pool_capacity import add_pool_capacity
 from optimizer.search.solver_params import TIME_UNIT_S, stage_solver
 from optimizer.spec.cluster_spec import ClusterSpec, NodePool
@@ -76,6 +76,10 @@ class ServingModel:
         # stages hold whole MoE periods, so each stage's dense/MoE mix depends only on its role and layer count.
         self.rules = LayerRules.of(model, self.p, 1, True)
         self.tables: dict[tuple[bool, bool], _RoleTable] = {}
+        # The engine's step, as the estimate prices it: CUDA graphs within the capture limit (the decode work
+        # below) and the host time of each iteration (added to TPOT). The smallest allowed GPU decides the limits
+        # (the capture limit follows the GPU's memory for SGLang).
+        self.limits = replica_limits(cluster, w, c, self.pools) if self.pools else None
 
     def _table(self, i: int) -> _RoleTable:
         """The decode-time table of stage i's role (first, last), filled once per role."""
@@ -91,9 +95,9 @@ class ServingModel:
             for x in self.rules.counts(i):
                 moe = model.moe_prefix[min(L, start + x)] - model.moe_prefix[start]
                 *needs, capacity = serving_memory(model, self.cluster, self.w, self.c, pool, x, moe, first, last)
-                t, _ = stage_time(
-                    model, self.cluster, self.w, self.c, pool, start, x, StepWork.decode(self.mb, self.ctx_mean), last
-                )
+                assert self.limits is not None  # tables are built only when some pool hosts a stage
+                work = StepWork.engine_decode(self.limits, self.mb, self.ctx_mean)
+                t, _ = stage_time(model, self.cluster, self.w, self.c, pool, start, x, work, last)
                 j = q * (L + 1) + x
                 time[j] = round(t * NS)
                 if sum(needs) <= capacity:
@@ -152,20 +156,21 @@ class ServingModel:
         """TPOT = sum of stage times + (p - 1) hops; with at least p micro-batches, also >= p x the slowest stage
         [estimate_inference]."""
         p = self.p
-        hi = sum(max(t.time) for t in self.tables.values()) * (p + 1) + 10**12
+        host = round(self.limits.host_s * NS) if self.limits is not None else 0  # every iteration's host time
+        hi = sum(max(t.time) for t in self.tables.values()) * (p + 1) + host + 10**12
         tpot = model.new_int_var(0, hi, "tpot")
         if p > 1:
             hops = self._hops()
             hop = model.new_int_var(min(hops), max(hops), "hop")
             model.add_element(v.pool[0], hops, hop)
-            model.add(tpot >= sum(v.time) + (p - 1) * hop)
+            model.add(tpot >= sum(v.time) + (p - 1) * hop + host)
         else:
-            model.add(tpot >= sum(v.time))
+            model.add(tpot >= sum(v.time) + host)
         if p > 1 and self.w.batch >= p:
             dmax = model.new_int_var(0, max(max(t.time) for t in self.tables.values()), "dmax")
             for d in v.time:
                 model.add(d <= dmax)
-            model.add(tpot >= p * dmax)
+            model.add(tpot >= p * dmax + host)
         if upper_s is not None:
             model.add(tpot <= int(upper_s * NS))
         v.tpot = tpot

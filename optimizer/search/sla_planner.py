@@ -63,9 +63,18 @@ def plan_sla(req: SearchRequest[InferenceWorkload]) -> PlanResult:
         ep_comm_overlap=shape.overlap,
         stage_pools=[shape.pool] * shape.pp,
     )
-    # The estimate of one replica at its planned load (sequences per attention-DP rank).
+    # The estimate of one replica at its planned load (sequences per attention-DP rank). An aggregated fleet
+    # spreads the served rate over its replicas in proportion to what each sustains: the main replica's share is
+    # simulated for its TTFT/TPOT percentiles (Estimate.load_latency); a disaggregated fleet's replicas are not
+    # whole servers, so none is simulated.
     batch = max(1, round(shape.concurrency / shape.dp))
-    est = estimate(model, cluster, w.model_copy(update={"batch": batch}), cfg)
+    replicas = 1 if cfg.ep > 1 else cfg.dp  # estimate spreads a workload rate over these
+    share = fleet.served_rate * shape.rate / fleet.capacity_rate if fleet.capacity_rate > 0 else 0.0
+    aggregated = fleet.mode == "aggregated" and share > 0
+    update: dict[str, object] = {"batch": batch}
+    if aggregated:
+        update["rate"] = share * replicas
+    est = estimate(model, cluster, w.model_copy(update=update), cfg, latency=aggregated)
     return PlanResult(
         status=out.status,
         objective=objective,

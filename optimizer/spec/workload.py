@@ -142,7 +142,11 @@ class InferenceWorkload(BaseModel):
         default="vllm", description="Serving engine (optimizer/costmodel/serving_engines.py): vllm, sglang or trtllm."
     )
     rate: float | None = Field(
-        default=None, gt=0, le=1_000_000, description="Requests per second the whole fleet must serve (SLA plan)."
+        default=None,
+        gt=0,
+        le=1_000_000,
+        description="Requests per second the whole fleet must serve (SLA plan); estimate reports TTFT/TPOT "
+        "percentiles at this rate (Poisson arrivals, spread over the configuration's replicas).",
     )
     ttft_ms: float | None = Field(
         default=None, gt=0, le=3_600_000, description="Time-to-first-token target, p90, milliseconds."
@@ -159,6 +163,39 @@ class InferenceWorkload(BaseModel):
     memory_fraction: float | None = Field(
         default=None, gt=0, le=1, description="Engine memory fraction; None = engine default."
     )
+    concurrency: int | None = Field(
+        default=None,
+        ge=1,
+        le=1_000_000,
+        description="Closed loop: concurrent users over the configuration's replicas, each sending its next request "
+        "when the previous one finishes (estimate reports TTFT/TPOT percentiles at that load); not with rate.",
+    )
+    chunked_prefill: bool | None = Field(
+        strict=True,
+        default=None,
+        description="Split long prompts into chunks of the per-iteration token budget (vLLM "
+        "--enable-chunked-prefill, SGLang --chunked-prefill-size > 0, TensorRT-LLM enable_chunked_prefill); None = "
+        "on (the engines' default for this planner's budgets).",
+    )
+    cuda_graphs: bool | None = Field(
+        strict=True,
+        default=None,
+        description="Decode iterations replay captured CUDA graphs (false: vLLM --enforce-eager, SGLang "
+        "--disable-cuda-graph, TensorRT-LLM cuda_graph_config null); None = on.",
+    )
+    cuda_graph_max_batch: int | None = Field(
+        default=None,
+        ge=1,
+        le=1_000_000,
+        description="Largest decode batch per rank captured in a CUDA graph (vLLM max_cudagraph_capture_size, SGLang "
+        "--cuda-graph-max-bs, TensorRT-LLM cuda_graph_config.max_batch_size), sequences; None = engine default "
+        "(optimizer/costmodel/serving_engines.py).",
+    )
+    trtllm_backend: Literal["pytorch", "tensorrt"] | None = Field(
+        default=None,
+        description="TensorRT-LLM release line: pytorch (the PyTorch backend, default since v0.19) or tensorrt (a "
+        "built TensorRT engine, the only backend before); None = pytorch. Ignored by other engines.",
+    )
     disaggregation: Literal["auto", "off", "on"] = Field(
         default="auto",
         description="SLA plans: separate prefill and decode instances (on), one kind of replica (off), or "
@@ -171,6 +208,8 @@ class InferenceWorkload(BaseModel):
             raise ValueError(f"rate: objective {self.objective} plans GPUs for a request rate; give rate")
         if self.objective == "max_rate" and self.rate is not None:
             raise ValueError("rate: objective max_rate finds the rate; do not give one")
+        if self.concurrency is not None and self.rate is not None:
+            raise ValueError("concurrency: a closed loop of users sets its own rate; give rate or concurrency")
         if self.rate is not None and self.objective in ("latency", "throughput"):
             raise ValueError("objective: a request rate is planned with objective gpus, cost or max_rate")
         if (self.ttft_ms is not None or self.tpot_ms is not None) and self.objective in ("latency", "throughput"):

@@ -192,8 +192,11 @@ def test_decode_sanity_70b_on_h100(llama70b: ModelSpec) -> None:
         InferenceWorkload(prompt_len=512, output_len=64),
         ParallelConfig(tp=8),
     )
-    # formulas G sanity: 17.5 GB of weights per GPU at 0.8 x 3.35 TB/s + ~1.6 ms of all-reduce = ~8 ms/token
-    assert est.tpot_s is not None and 0.006 < est.tpot_s < 0.010
+    # formulas G sanity: 17.5 GB of weights per GPU at 0.8 x 3.35 TB/s + ~1.6 ms of all-reduce = ~8 ms/token on the
+    # GPU, plus the engine's host time of every iteration (vLLM by default), as on the request-rate path
+    from optimizer.costmodel.constants import ENGINE_ITERATION_OVERHEAD_S
+
+    assert est.tpot_s is not None and 0.006 < est.tpot_s - ENGINE_ITERATION_OVERHEAD_S["vllm"] < 0.010
 
 
 def test_step_breakdown_adds_up(llama70b: ModelSpec, two_dgx_h100: ClusterSpec) -> None:

@@ -163,3 +163,37 @@ def test_megatron_export_leaves_the_backend_to_te_when_the_kernel_is_not_pinned(
         "--attention-backend"
         not in export("megatron", load_model_preset("llama-3.1-405b"), W, TRAIN_CONFIGS[0]).content
     )
+
+
+def test_serving_exports_carry_the_engine_knobs_the_plan_was_priced_with() -> None:
+    """The engine limits a workload sets reach the launch command under the engine's own option names, each one the
+    registry documents (issue 39)."""
+    from optimizer.spec.model_loading import load_model_preset
+    from optimizer.spec.workload import InferenceWorkload
+
+    model = load_model_preset("llama-3-8b")
+    registry = json.loads((resources.files("optimizer.exports") / "export_options.json").read_text())
+    base = InferenceWorkload(prompt_len=512, output_len=128, batch=8)
+    cases = {
+        "vllm": (
+            {"cuda_graphs": False, "chunked_prefill": False, "max_batched_tokens": 4096},
+            ["--enforce-eager", "--no-enable-chunked-prefill", "--max-num-batched-tokens 4096"],
+        ),
+        "sglang": (
+            {"cuda_graph_max_batch": 48, "chunked_prefill": False},
+            ["--cuda-graph-max-bs 48", "--chunked-prefill-size -1"],
+        ),
+        "trtllm": (
+            {"cuda_graph_max_batch": 64, "chunked_prefill": True},
+            ["cuda_graph_config: {max_batch_size: 64}", "enable_chunked_prefill: true"],
+        ),
+    }
+    for tool, (knobs, expected) in cases.items():
+        w = base.model_copy(update={"engine": tool, **knobs})
+        e = export(tool, model, w, ParallelConfig(tp=1), "meta-llama/Llama-3.1-8B")
+        for text in expected:
+            assert text in e.content, (tool, text, e.content)
+        assert set(e.options) <= set(registry[tool]["options"]), set(e.options) - set(registry[tool]["options"])
+        plain = export(tool, model, base.model_copy(update={"engine": tool}), ParallelConfig(tp=1), "m")
+        for text in expected:
+            assert text not in plain.content

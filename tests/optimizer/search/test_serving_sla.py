@@ -502,3 +502,17 @@ def test_moe_attention_dp_rows_are_priced_within_their_measured_bound() -> None:
 def test_moe_attention_dp_rows_within_20_percent() -> None:
     errors = _moe_attention_dp_errors("held_out") + _moe_attention_dp_errors("in_sample")
     assert max(errors) <= 0.20
+
+
+def test_an_aggregated_sla_plan_reports_its_replicas_latency_percentiles() -> None:
+    """The SLA search and the latency simulation price the same engine step: the planned replica, simulated at its
+    share of the served rate, keeps its p50 TPOT within the target it was planned for (issue 39)."""
+    w = InferenceWorkload(
+        prompt_len=512, output_len=128, rate=20, tpot_ms=40, ttft_ms=1000, objective="gpus", disaggregation="off"
+    )
+    res = plan(MODEL, TWO_POOLS, w, time_limit_s=20)
+    assert res.fleet is not None and res.plan is not None
+    ll = res.plan.estimate.load_latency
+    assert ll is not None and ll.rate_per_replica is not None and ll.rate_per_replica > 0
+    assert ll.ttft.p50_s <= ll.ttft.p90_s <= ll.ttft.p99_s
+    assert ll.tpot.p50_s <= 0.040
