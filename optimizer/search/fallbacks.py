@@ -264,6 +264,8 @@ def _entry(
         gpus=e.gpus,
         peak_memory_gb=e.peak_memory_gb,
         step_time_delta_pct=100 * (e.step_time_s / running.estimate.step_time_s - 1),
+        # priced on the scenario's inventory: its spares and failure rate are those left after the loss
+        goodput_tokens_per_s=e.goodput.useful_tokens_per_s if e.goodput is not None else None,
         diff=diff_text(running, p.config, e),
         checkpoint_compatible=ok,
         preferred=preferred,

@@ -146,8 +146,8 @@ class Fallback(BaseModel):
     )
     goodput_tokens_per_s: float | None = Field(
         default=None,
-        description="Expected useful tokens per second after failures and restarts (the goodput model, "
-        "optimizer/costmodel/goodput.py, fills it); None: not computed.",
+        description="Expected useful tokens per second after failures, checkpoints and restarts on the scenario's "
+        "inventory (optimizer/costmodel/goodput.py); None: no configuration fits.",
     )
     searched: bool = Field(
         default=False, description="A reshaped plan was searched for this scenario (or one of the same GPU counts)."

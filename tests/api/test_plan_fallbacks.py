@@ -18,6 +18,7 @@ def test_the_plan_json_has_the_fallbacks_and_the_page_lists_them(client: TestCli
     assert {"node", "two_nodes"} <= kinds and plan["result"]["fallbacks_time_s"] > 0
     one = next(f for f in found if f["scenario"] == "node" and f["preferred"])
     assert one["healthy_gpus"] == {"h100": 24} and one["step_time_s"] > 0 and one["diff"]
+    assert 0 < one["goodput_tokens_per_s"] < one["tokens_per_s"]
 
     token = client.headers["Authorization"].split()[1]
     page = client.get(f"/plans/{plan['id']}", cookies={"meshplan_token": token})
@@ -25,6 +26,7 @@ def test_the_plan_json_has_the_fallbacks_and_the_page_lists_them(client: TestCli
     assert page.text.count('class="fallback') == len(found)
     assert one["label"] in page.text and one["diff"] in page.text
     assert 'data-scenario="two_nodes"' in page.text and "(preferred)" in page.text
+    assert page.text.count('class="num fallback-goodput"') == len(found) and " tok/s</td>" in page.text
 
     off = solved_job(client, training_job(c, m, 64, 20, search={"fallbacks": False}))
     bare = ok(client.get(f"/v1/plans/{off['plan_id']}"))

@@ -85,6 +85,12 @@ def test_the_compatible_fallback_keeps_the_shards_and_the_global_batch_and_a_fas
     assert "Megatron torch_dist" in reshaped.reshard and "distrib_optimizer.py" in reshaped.reshard
     assert all(f.lost_nodes == ["dgx-h100-003"] and f.healthy_gpus == {"dgx-h100": 24} for f in one)
     assert all(f.compute_time_s >= 0 and f.searched for f in one)
+    # each fallback's goodput is priced on the inventory after the loss: below its raw token rate, and the faster
+    # reshaped plan also yields more useful tokens per second
+    for f in (compat, reshaped):
+        assert f.goodput_tokens_per_s is not None and f.tokens_per_s is not None
+        assert 0 < f.goodput_tokens_per_s < f.tokens_per_s
+    assert reshaped.goodput_tokens_per_s > compat.goodput_tokens_per_s  # type: ignore[operator]
 
 
 def test_reshard_notes_by_framework() -> None:
