@@ -9,7 +9,7 @@ pick a different plan among those the intervals cannot order, for either objecti
 not depend on the failure rate: it is planned once per scenario and its goodput
 priced at each rate (optimizer/costmodel/goodput.py plan_goodput). Every pool takes the sourced defaults of
 optimizer/spec/reliability.py besides the rate (no spares held back; a node lost to a hardware failure is back
-after 2 h unless a free node stands in).
+after 2 h; unless a free node stands in, the job runs its checkpoint-compatible fallback meanwhile).
 
 Run: .venv/bin/python benchmarks/goodput.py [--time-limit 10] [--scenarios llama,gpt] [--framework megatron]
 """
