@@ -131,7 +131,7 @@ list_page(
     "/clusters",
     "clusters.html",
     "Clusters",
-    lambda s: [cluster_out(s, c) for c in ClusterRepository(s).page(LISTED).items],
+    lambda s: ClusterRepository(s).listing(LISTED.limit),  # summary columns, no inventory read
 )
 
 
