@@ -18,6 +18,7 @@ from optimizer.spec.cluster_spec import ClusterSpec
 from optimizer.spec.inventory import InventoryDiff, diff_inventories
 from optimizer.spec.model_spec import ModelSpec
 from optimizer.spec.workload import InferenceWorkload, TrainingWorkload
+from store.errors import NotFoundError
 from store.models import Job, Plan
 from store.repositories.clusters import ClusterRepository, revision_spec
 from store.repositories.models import ModelRepository, version_spec
@@ -115,7 +116,8 @@ def plan_pair(s: Session, plan_id: int, against: int | None) -> tuple[Plan, Plan
     after = repo.get(plan_id)
     base = against if against is not None else after.previous_plan_id
     if base is None:
-        raise DomainError("against", f"plan {plan_id} has no previous plan; name one with ?against=ID")
+        # a 404 (what to compare with does not exist), not a 422: the request is valid [issue 37 item 2, schemathesis]
+        raise NotFoundError("against", plan_id, f"plan {plan_id} has no previous plan; name one with ?against=ID")
     return repo.get(base), after
 
 

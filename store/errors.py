@@ -8,8 +8,8 @@ from optimizer.errors import DomainError
 class NotFoundError(DomainError):
     """No row with that id or name."""
 
-    def __init__(self, kind: str, key: object) -> None:
-        super().__init__(kind, f"no {kind} {key!r}")
+    def __init__(self, kind: str, key: object, rule: str | None = None) -> None:
+        super().__init__(kind, rule or f"no {kind} {key!r}")
 
 
 class ConflictError(DomainError):

@@ -173,6 +173,12 @@ class ClusterRevision(Snapshot):
     cluster_id: Mapped[int] = parent_key("clusters")
     healthy_gpus: Mapped[int]
     total_gpus: Mapped[int]
+    gpu_types: Mapped[list[str]] = mapped_column(
+        Document,
+        default=list,
+        doc="The pools' GPU types in pool order, each once: the cluster list shows them without reading the "
+        "inventory [issue 37 item 4].",
+    )
     cause: Mapped[str] = mapped_column(String(256), default="", doc="What recorded it (import, node change...).")
     diff: Mapped[dict[str, Any] | None] = mapped_column(Document, doc="Against the previous revision.")
     recorded_at: Mapped[datetime] = mapped_column(default=now, index=True)

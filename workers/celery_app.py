@@ -14,7 +14,7 @@ from workers import names
 
 def make_celery(cfg: Settings) -> Celery:
     url = cfg.redis_url or "redis://127.0.0.1:6379/0"
-    app = Celery("meshplan", broker=url, backend=url, include=["workers.tasks"])
+    app = Celery("meshplan", broker=url, backend=url, include=["workers.tasks", "workers.lease_watch"])
     hh, mm = (int(x) for x in cfg.replan_at.split(":"))
     app.conf.update(
         task_acks_late=True,  # acknowledge after the task ran: a worker that dies leaves the message unacked

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import logging
+
 from optimizer.errors import DomainError
 from service.calibration import recalibrate_stale
 from service.jobs import run_job
@@ -12,6 +14,8 @@ from store.repositories.clusters import ClusterRepository
 from store.repositories.jobs import JobRepository
 from store.settings import settings
 from workers.dispatch import CeleryDispatcher, Dispatcher, make_dispatcher, send_committed
+
+log = logging.getLogger("meshplan.workers")
 
 
 def run(job_id: int) -> str:
@@ -40,6 +44,16 @@ def sweep(dispatcher: Dispatcher | None = None) -> list[int]:
     with db.session() as s:
         ids = JobRepository(s).stale_queued_ids(cfg.sweep_after_s)
     send_committed(dispatcher or _dispatcher(), ids)
+    return ids
+
+
+def take_over_expired(dispatcher: Dispatcher | None = None) -> list[int]:
+    """Jobs whose worker stopped beating (killed whole, machine gone): requeued and sent at once, committed first."""
+    with database().session() as s:
+        ids = JobRepository(s).requeue_expired()
+    if ids:
+        log.warning("jobs %s: their worker stopped beating; sent again", ids)
+        send_committed(dispatcher or _dispatcher(), ids)
     return ids
 
 

@@ -4,12 +4,13 @@ every mark also carries its number or a label."""
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from html import escape
 
 from optimizer.costmodel.result import Estimate
 from optimizer.exports.timeline import Timeline
 from optimizer.placement.result import Placement
-from optimizer.spec.cluster_spec import ClusterSpec
+from optimizer.spec.cluster_spec import ClusterSpec, Node, NodePool
 from optimizer.spec.parallel_config import ParallelConfig
 from service.calibration import MeasuredPoint
 
@@ -69,37 +70,85 @@ def interval_band(point: float, interval: tuple[float, float] | None, unit: str,
     return _svg(width, height, body, f"{label}: {point:.3g} {unit}, 80% interval {low:.3g} to {high:.3g}", "band")
 
 
+def _healthy_before(pool: NodePool, index: int) -> int:
+    """Healthy nodes of `pool` before node `index`: a counted pool's from its overrides alone (generated names have
+    one width, so they sort as their indices), a listed pool's by scanning its parsed nodes up to `index`."""
+    if isinstance(pool.nodes, int):
+        cut = pool.node_name(index) if index < pool.nodes else None
+        down = sum(1 for n, st in pool.node_states.items() if st != "healthy" and (cut is None or n < cut))
+        return index - down
+    states = pool.node_states
+    return sum(1 for n in pool.nodes[:index] if states.get(n.name, n.state) == "healthy")
+
+
+def mesh_nodes(cluster: ClusterSpec, first: int, limit: int) -> list[tuple[NodePool, int, Node]]:
+    """Nodes `first` to `first + limit` of the cluster in pool order, as (pool, index in the pool, node): work
+    proportional to the pools and `limit` (a listed pool's healthy count before the page is a scan of parsed
+    nodes), never to the node count [issue 37 item 4]."""
+    rows: list[tuple[NodePool, int, Node]] = []
+    for pool in cluster.pools:
+        count = pool.node_count
+        if first >= count:
+            first -= count
+            continue
+        end = min(count, first + limit - len(rows))
+        rows.extend((pool, i, pool.node_at(i)) for i in range(first, end))
+        first = 0
+        if len(rows) >= limit:
+            break
+    return rows
+
+
 def device_mesh(
-    cluster: ClusterSpec, cfg: ParallelConfig, est: Estimate, max_nodes: int = 48, placement: Placement | None = None
+    cluster: ClusterSpec,
+    cfg: ParallelConfig,
+    est: Estimate,
+    max_nodes: int = 48,
+    placement: Placement | None = None,
+    first: int = 0,
 ) -> str:
-    """Nodes (rows) x GPUs (columns), coloured by pipeline stage; TP groups outlined. With a placement, its hosts
-    run the ranks it gives them (the placed hosts first, in node-rank order); without, ranks fill each stage's pool
-    in Megatron's order (tp fastest, then cp, then dp)."""
+    """Nodes (rows) x GPUs (columns), coloured by pipeline stage; TP groups outlined: `max_nodes` rows from row
+    `first` (the plan page pages them with ?nodes_from=), built without walking the other nodes. With a placement,
+    its hosts run the ranks it gives them (the placed hosts first, in node-rank order); without, ranks fill each
+    stage's pool in Megatron's order (tp fastest, then cp, then dp)."""
     per_stage = cfg.tp * cfg.cp * cfg.dp
     pools = {p.name: p for p in cluster.pools}
-    cursor: dict[str, int] = dict.fromkeys(pools, 0)
-    owner: dict[tuple[str, int], tuple[int, int]] = {}  # (pool, gpu index) -> (stage, tp group)
     if placement is not None:
-        return _placed_mesh(cluster, placement, len(est.stages), cfg.tp, max_nodes)
+        return _placed_mesh(cluster, placement, len(est.stages), cfg.tp, max_nodes, first)
+    on_pool: dict[str, list[int]] = {name: [] for name in pools}  # pool -> its stages, in rank order
     for st in est.stages:
-        start = cursor[st.pool]
-        for r in range(per_stage):
-            owner[(st.pool, start + r)] = (st.index, r // cfg.tp)
-        cursor[st.pool] = start + per_stage
-    cell, gap, left, top = 16, 2, 110, 18
+        on_pool[st.pool].append(st.index)
+
+    def owner_of(pool_name: str, gpu: int) -> tuple[int, int] | None:
+        """(stage, tp group) of the pool's healthy GPU number `gpu`: stages fill a pool in blocks of per_stage."""
+        block = gpu // per_stage
+        stages = on_pool[pool_name]
+        return (stages[block], (gpu % per_stage) // cfg.tp) if block < len(stages) else None
+
     rows: list[tuple[str, str, int]] = []  # (pool, node name, node's first gpu index among healthy)
-    for pool in cluster.pools:
-        k = 0
-        for node in pool.node_list:
-            if node.state == "healthy":
-                rows.append((pool.name, node.name, k))
-                k += pool.gpus_per_node
-            else:
-                rows.append((pool.name, f"{node.name} ({node.state})", -1))
-    shown = rows[:max_nodes]
+    healthy: dict[str, int] = {}
+    for pool, i, node in mesh_nodes(cluster, first, max_nodes):
+        if pool.name not in healthy:
+            healthy[pool.name] = _healthy_before(pool, i)
+        if node.state == "healthy":
+            rows.append((pool.name, node.name, healthy[pool.name] * pool.gpus_per_node))
+            healthy[pool.name] += 1
+        else:
+            rows.append((pool.name, f"{node.name} ({node.state})", -1))
+    total = cluster.node_count
+    shown = rows
+    owner = {
+        (pn, k + g): o
+        for pn, _l, k in rows
+        if k >= 0
+        for g in range(pools[pn].gpus_per_node)
+        if (o := owner_of(pn, k + g)) is not None
+    }
+    cell, gap, left, top = 16, 2, 110, 18
     gpn = max(p.gpus_per_node for p in cluster.pools)
     width = left + gpn * (cell + gap) + 10
-    height = top + len(shown) * (cell + gap) + (18 if len(rows) > max_nodes else 4)
+    more = total - first - len(shown)
+    height = top + len(shown) * (cell + gap) + (18 if more > 0 or first > 0 else 4)
     body = [f'<text x="0" y="12" font-weight="bold">node</text><text x="{left}" y="12">GPUs (number = stage)</text>']
     n_stages = len(est.stages)
     for i, (pool_name, label, first) in enumerate(shown):
@@ -137,31 +186,69 @@ def device_mesh(
                 f'height="{cell + 2}" fill="none" stroke="#000" stroke-width="1.5"/>'
             )
             g += run
-    if len(rows) > max_nodes:
-        body.append(f'<text x="0" y="{height - 4}">… {len(rows) - max_nodes} more nodes not drawn</text>')
-    return _svg(
-        width, height, body, f"device mesh: {len(rows)} nodes, {n_stages} stages, TP groups of {cfg.tp}", "mesh"
-    )
+    _not_drawn(body, height, first, more)
+    return _svg(width, height, body, f"device mesh: {total} nodes, {n_stages} stages, TP groups of {cfg.tp}", "mesh")
 
 
-def _placed_mesh(cluster: ClusterSpec, p: Placement, n_stages: int, tp: int, max_nodes: int) -> str:
+def _not_drawn(body: list[str], height: int, first: int, more: int) -> None:
+    """The line under a mesh page: how many nodes it leaves out before and after."""
+    parts = ([f"{first} nodes before"] if first > 0 else []) + ([f"{more} more nodes"] if more > 0 else [])
+    if parts:
+        body.append(f'<text x="0" y="{height - 4}">… {" and ".join(parts)} not drawn</text>')
+
+
+def _unplaced_at(pool: NodePool, placed: list[str], j: int) -> int:
+    """Index in `pool` of its `j`-th node (0-based) not among `placed` (sorted names of the pool's placed hosts).
+    A counted pool's generated names sort as their indices: the index is the least fixed point of
+    i = j + (placed names <= name(i)), reached from i = j in at most len(placed) steps; a listed pool's parsed
+    names are scanned."""
+    if isinstance(pool.nodes, list):
+        taken = set(placed)
+        for i, node in enumerate(pool.nodes):
+            if node.name not in taken:
+                if j == 0:
+                    return i
+                j -= 1
+        return len(pool.nodes)
+    i = j
+    while (nxt := j + bisect_right(placed, pool.node_name(i))) != i:
+        i = nxt
+    return i
+
+
+def _placed_mesh(cluster: ClusterSpec, p: Placement, n_stages: int, tp: int, max_nodes: int, first: int) -> str:
     """device_mesh of a placement: its hosts in node-rank order, then the cluster's other nodes (idle, drained or
-    failed); a TP group split across NVLink domains is outlined in red."""
+    failed); a TP group split across NVLink domains is outlined in red. Rows `first` to `first + max_nodes`: the
+    cluster's other nodes are walked only as far as the page reaches (skipping the placed ones)."""
     cell, gap, left, top = 16, 2, 150, 18
     split = {g for g, d in enumerate(p.tp_domains) if " + " in d}
-    placed = {(h.pool, h.name): h for h in p.hosts}
+    placed = {(h.pool, h.name) for h in p.hosts}
     rows: list[tuple[str, str, int, int]] = []  # (pool, label, first rank, ranks)
-    for h in p.hosts:
+    for h in p.hosts[first : first + max_nodes]:
         rows.append((h.pool, f"{h.name} · {h.nvlink_domain}", h.first_rank, h.ranks))
+    skip = max(0, first - len(p.hosts))  # other nodes before the page
     for pool in cluster.pools:
-        for node in pool.node_list:
-            if (pool.name, node.name) not in placed:
+        if len(rows) >= max_nodes:
+            break
+        names = sorted(n for q, n in placed if q == pool.name)
+        if skip >= pool.node_count - len(names):
+            skip -= pool.node_count - len(names)
+            continue
+        i = _unplaced_at(pool, names, skip)
+        skip = 0
+        taken = set(names)
+        while len(rows) < max_nodes and i < pool.node_count:
+            node = pool.node_at(i)
+            i += 1
+            if node.name not in taken:
                 state = "" if node.state == "healthy" else f" ({node.state})"
                 rows.append((pool.name, f"{node.name}{state}", -1, 0))
-    shown = rows[:max_nodes]
+    total = len(p.hosts) + cluster.node_count - len(placed)
+    more = total - first - len(rows)
+    shown = rows
     gpn = max(q.gpus_per_node for q in cluster.pools)
     width = left + gpn * (cell + gap) + 10
-    height = top + len(shown) * (cell + gap) + (18 if len(rows) > max_nodes else 4)
+    height = top + len(shown) * (cell + gap) + (18 if more > 0 or first > 0 else 4)
     body = [f'<text x="0" y="12" font-weight="bold">host · NVLink domain</text><text x="{left}" y="12">GPUs</text>']
     gpus = {q.name: q.gpus_per_node for q in cluster.pools}
     for i, (pool_name, label, first, ranks) in enumerate(shown):
@@ -195,8 +282,7 @@ def _placed_mesh(cluster: ClusterSpec, p: Placement, n_stages: int, tp: int, max
                 f'height="{cell + 2}" fill="none" stroke="{stroke}" stroke-width="1.5"/>'
             )
             g += run
-    if len(rows) > max_nodes:
-        body.append(f'<text x="0" y="{height - 4}">… {len(rows) - max_nodes} more nodes not drawn</text>')
+    _not_drawn(body, height, first, more)
     return _svg(
         width, height, body, f"device mesh: {len(p.hosts)} placed hosts, {n_stages} stages, TP groups of {tp}", "mesh"
     )

@@ -132,12 +132,27 @@ list_page(
     "/clusters",
     "clusters.html",
     "Clusters",
-    lambda s: [cluster_out(s, c) for c in ClusterRepository(s).page(LISTED).items],
+    lambda s: ClusterRepository(s).listing(LISTED.limit),  # summary columns, no inventory read
 )
 
 
 NODES_SHOWN = 100  # nodes the cluster page lists at a time (?nodes_from= pages on); pools are summarised whole
 NodesFrom = Annotated[int, Query(ge=0, le=MAX_NODES_PER_CLUSTER, description="First node the page lists (0-based).")]
+
+
+MESH_NODES = 48  # rows of the plan page's device mesh at a time (?nodes_from= pages on)
+
+
+def pages_of(first: int, shown: int, total: int) -> dict[str, int | None]:
+    """Where a page of `shown` rows from `first` sits among `total`: its bounds and the previous and next pages."""
+    return {
+        "total": total,
+        "shown": shown,
+        "first": first,
+        "last": max(first, min(total, first + shown)),
+        "before": max(0, first - shown) if first > 0 else None,
+        "after": first + shown if first + shown < total else None,
+    }
 
 
 @router.get("/clusters/{cluster_id}", response_class=HTMLResponse)
@@ -156,14 +171,7 @@ def cluster_page(
     for p in spec.pools:
         by_type[p.gpu] += p.healthy_gpus
     nodes = spec.nodes_page(nodes_from, NODES_SHOWN)
-    node_pages = {
-        "total": spec.node_count,
-        "shown": NODES_SHOWN,
-        "first": nodes_from,
-        "last": nodes_from + len(nodes),
-        "before": max(0, nodes_from - NODES_SHOWN) if nodes_from > 0 else None,
-        "after": nodes_from + NODES_SHOWN if nodes_from + NODES_SHOWN < spec.node_count else None,
-    }
+    node_pages = pages_of(nodes_from, NODES_SHOWN, spec.node_count)
     revs = repo.revisions(cluster, PageRequest(limit=100)).items
     revisions = [{**r.__dict__, "diff": InventoryDiff.model_validate(r.diff) if r.diff else None} for r in revs]
     calibrations = [calibration_out(r) for r in CalibrationRepository(s).history(cluster_id)]
@@ -302,7 +310,9 @@ def placement_rows(p: Placement, limit: int = 256) -> list[dict[str, Any]]:
 
 
 @router.get("/plans/{plan_id}", response_class=HTMLResponse)
-def plan_page(request: Request, plan_id: RowId, s: SessionDep, _: Viewer) -> HTMLResponse:
+def plan_page(request: Request, plan_id: RowId, s: SessionDep, _: Viewer, nodes_from: NodesFrom = 0) -> HTMLResponse:
+    """The plan; its device mesh draws MESH_NODES rows from `nodes_from` (a huge cluster's mesh is paged, never
+    walked whole) [issue 37 item 4]."""
     row = PlanRepository(s).get(plan_id)
     p = plan_out(s, row)
     best = p.result.plan
@@ -338,7 +348,8 @@ def plan_page(request: Request, plan_id: RowId, s: SessionDep, _: Viewer) -> HTM
             ctx.update(placement=placement, placement_rows=placement_rows(placement), split_tp_groups=split)
         ctx.update(
             config_rows=[(label, getattr(cfg, k)) for label, k in CONFIG_ROWS],
-            mesh=device_mesh(specs.cluster, cfg, est, placement=placement),
+            mesh=device_mesh(specs.cluster, cfg, est, MESH_NODES, placement, nodes_from),
+            mesh_pages=pages_of(nodes_from, MESH_NODES, specs.cluster.node_count),  # a placed host is a node
             unavailable_exports=unavailable,
             timeline=pipeline_timeline(timeline),
             memory=memory_bars(est),

@@ -13,7 +13,7 @@ from pydantic import ValidationError
 from optimizer.errors import DomainError, UnknownNameError
 from optimizer.spec.cluster_spec import ClusterSpec, IntraNodeFabric
 from optimizer.spec.validation_errors import domain_error_from_validation
-from optimizer.spec.yaml_documents import read_document, yaml_mapping
+from optimizer.spec.yaml_documents import read_document, shown_path, yaml_mapping
 
 # NVLink 3 and 4 carry 25 GB/s per direction per link (A100: 12 links = 300 GB/s, H100: 18 links = 450 GB/s);
 # NVLink 5 carries 50 GB/s per link [NV NVLink product pages; ST].
@@ -42,9 +42,12 @@ def cluster_preset_names() -> list[str]:
 def load_cluster_preset(ref: str) -> ClusterSpec:
     """`dgx-h100` (the preset's own node count) or `dgx-h100:16` (16 nodes)."""
     name, _, count = ref.partition(":")
+    known = cluster_preset_names()
+    # Looked up among the presets, not probed as a file: a 100,000-character name failed in the file system
+    # (OSError: file name too long) [issue 37 item 3].
+    if name.lower() not in known:
+        raise UnknownNameError("cluster", shown_path(name, 60), known)
     res = resources.files("optimizer.spec") / "presets" / "clusters" / f"{name.lower()}.yaml"
-    if not res.is_file():
-        raise UnknownNameError("cluster", name, cluster_preset_names())
     data = yaml.safe_load(res.read_text())
     if count:
         if not (count.isascii() and count.isdigit()) or len(count) > 6 or int(count) < 1:

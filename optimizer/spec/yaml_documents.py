@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
+import select
+import stat
 from pathlib import Path
 from typing import Any, BinaryIO, Literal
 
@@ -37,15 +40,37 @@ def document_mapping(text: str, field: str, source: str, holds: str, fmt: Litera
 MAX_DOCUMENT_BYTES = 64 * 2**20
 
 
+# A pipe (bash's `<(...)`, /dev/stdin fed by a pipe) or a character device is read once it has data or is closed;
+# a FIFO that nothing writes to would block the command for ever: after this long it is an error [issue 37 item 3].
+PIPE_WAIT_S = 5.0
+
+
 def read_document(path: Path, field: str) -> str:
-    """The UTF-8 text of `path`; a DomainError on `field` when it cannot be read, is larger than
-    MAX_DOCUMENT_BYTES, or is not UTF-8."""
+    """The UTF-8 text of `path` (a regular file, or a pipe whose writer starts within PIPE_WAIT_S); a DomainError on
+    `field` when it cannot be read, is a directory or a device, is larger than MAX_DOCUMENT_BYTES, or is not
+    UTF-8. Opened without blocking: a FIFO with no writer never hangs the command."""
+    shown = shown_path(path)
     try:
-        with path.open("rb") as stream:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    except (OSError, ValueError) as exc:  # ValueError: a NUL byte in the path
+        raise DomainError(field, f"cannot read {shown}: {getattr(exc, 'strerror', None) or exc}") from None
+    try:
+        mode = os.fstat(fd).st_mode
+        if stat.S_ISDIR(mode):
+            raise DomainError(field, f"{shown} is a directory, not a file")
+        if stat.S_ISFIFO(mode) or stat.S_ISCHR(mode):  # /dev/zero reads at once (to the cap); a tty may never
+            if not select.select([fd], [], [], PIPE_WAIT_S)[0]:
+                raise DomainError(field, f"{shown} is a pipe or device nothing wrote to within {PIPE_WAIT_S:g} s")
+            os.set_blocking(fd, True)
+        elif not stat.S_ISREG(mode):
+            raise DomainError(field, f"{shown} is not a regular file (a socket or a block device)")
+        with os.fdopen(os.dup(fd), "rb") as stream:
             data = stream.read(MAX_DOCUMENT_BYTES + 1)
     except OSError as exc:
-        raise DomainError(field, f"cannot read {shown_path(path)}: {exc.strerror}") from None
-    return decode_document(data, field, shown_path(path))
+        raise DomainError(field, f"cannot read {shown}: {exc.strerror}") from None
+    finally:
+        os.close(fd)
+    return decode_document(data, field, shown)
 
 
 def read_stream(stream: BinaryIO, field: str, source: str = "stdin") -> str:

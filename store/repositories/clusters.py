@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import and_, select
 
 from optimizer.spec.cluster_spec import ClusterSpec
 from optimizer.spec.inventory import InventoryDiff, content_hash, diff_inventories, spec_document
@@ -19,11 +21,46 @@ def revision_spec(cluster: Cluster, rev: ClusterRevision) -> ClusterSpec:
     return ClusterSpec.model_validate({**rev.spec, "name": cluster.name})
 
 
+@dataclass(frozen=True)
+class ClusterListed:
+    """A cluster as the list page shows it: its head revision's summary, not its inventory."""
+
+    id: int
+    name: str
+    created_at: datetime
+    revision: int
+    healthy_gpus: int
+    total_gpus: int
+    gpu_types: list[str]
+
+
 class ClusterRepository(Repository[Cluster]):
     row_type, kind = Cluster, "cluster"
 
     def create(self, name: str) -> Cluster:
         return insert_unique(self.s, Cluster(name=name, head_revision=0), "name", f"a cluster named {name!r} exists")
+
+    def listing(self, limit: int) -> list[ClusterListed]:
+        """The newest `limit` clusters with their head revision's summary columns: one query that reads no
+        inventory (a cluster at the node cap has a document of megabytes) [issue 37 item 4]."""
+        q = (
+            select(
+                Cluster.id,
+                Cluster.name,
+                Cluster.created_at,
+                ClusterRevision.number,
+                ClusterRevision.healthy_gpus,
+                ClusterRevision.total_gpus,
+                ClusterRevision.gpu_types,
+            )
+            .join(
+                ClusterRevision,
+                and_(ClusterRevision.cluster_id == Cluster.id, ClusterRevision.number == Cluster.head_revision),
+            )
+            .order_by(Cluster.created_at.desc(), Cluster.id.desc())  # as page(): newest first
+            .limit(limit)
+        )
+        return [ClusterListed(*row) for row in self.s.execute(q)]
 
     def by_name(self, name: str) -> Cluster | None:
         return self.s.scalar(select(Cluster).where(Cluster.name == name))
@@ -86,6 +123,7 @@ class ClusterRepository(Repository[Cluster]):
             content_hash=digest,
             healthy_gpus=spec.healthy_gpus,
             total_gpus=sum(p.gpus_per_node * p.node_count for p in spec.pools),
+            gpu_types=list(dict.fromkeys(p.gpu for p in spec.pools)),
             cause=cause[:256],
             diff=diff.model_dump(mode="json") if diff else None,
         )

@@ -15,6 +15,10 @@ from store.repositories.paging import Page, PageRequest
 ACTIVE = ("queued", "running")
 FINISHED = ("succeeded", "failed", "cancelled")
 LEASE_S = 10.0  # a running job whose worker has not beaten for this long is claimable again
+# How often every live worker looks for expired leases (a worker killed whole: no Celery parent to requeue its
+# message, the broker keeps it unacknowledged for the visibility timeout): a dead worker's job is taken over at most
+# LEASE_S + TAKEOVER_CHECK_S after its last heartbeat [issue 37 item 1].
+TAKEOVER_CHECK_S = 2.0
 
 
 class JobRepository(Repository[Job]):
@@ -115,6 +119,20 @@ class JobRepository(Repository[Job]):
             )
         )
         return list(self.s.scalars(q.order_by(Job.id)))
+
+    def requeue_expired(self) -> list[int]:
+        """Running jobs whose lease expired (their worker died) put back to queued, each by one conditional update:
+        of several workers looking at once, one takes each job over (and sends it); the others see it queued."""
+        stale = now() - timedelta(seconds=LEASE_S)
+        expired = and_(Job.status == "running", Job.heartbeat_at < stale)
+        taken: list[int] = []
+        for job_id in self.s.scalars(select(Job.id).where(expired).order_by(Job.id)):
+            res = self.s.execute(
+                update(Job).where(Job.id == job_id, expired).values(status="queued", heartbeat_at=None)
+            )
+            if res.rowcount:  # type: ignore[attr-defined]
+                taken.append(job_id)
+        return taken
 
     def progress(self, job_id: int, best: float | None, bound: float | None, elapsed: float, solved: int) -> None:
         self.s.execute(

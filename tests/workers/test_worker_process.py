@@ -10,6 +10,7 @@ from fastapi.testclient import TestClient
 
 from api.app import create_app
 from store.db import Database
+from store.repositories.jobs import LEASE_S, TAKEOVER_CHECK_S
 from store.repositories.tokens import TokenRepository
 from store.settings import Settings
 from tests.api.helpers import TRAINING, make_cluster, make_model, name, ok, training_job, wait_job
@@ -74,6 +75,45 @@ def test_worker_killed_mid_solve_job_finishes_once(
         first.kill()
         assert ok(c.get(f"/v1/jobs/{job['id']}"))["status"] == "running"
         start("worker", env)
+        done = wait_job(c, job["id"], timeout=120)
+        assert done["status"] == "succeeded" and done["attempts"] == 2
+        assert len(plans_of_job(c, cluster["id"], job["id"])) == 1
+
+
+def test_worker_killed_whole_job_taken_over_within_its_lease(
+    worker_db: Database, clean_redis: str, start: Callable[..., Proc]
+) -> None:
+    """Main process and pool killed together (SIGKILL to the process group): no Celery parent requeues the message,
+    the broker holds it for the visibility timeout (the default 900 s here) and no beat runs; the live worker takes
+    the job over once its lease expires: within LEASE_S + TAKEOVER_CHECK_S of the kill (plus 3 s of slack for
+    this shared 2-core machine), solved again once, one plan."""
+    env = service_env(worker_db.url, clean_redis)
+    workers = [start("worker", env), start("worker", env)]
+    with api_client(worker_db, clean_redis) as c:
+        cluster = ok(
+            c.post(
+                "/v1/clusters/import/yaml",
+                params={"name": name("hetero")},
+                content=hetero_yaml(pools=4),
+                headers={"Content-Type": "application/yaml"},
+            ),
+            201,
+        )
+        body = training_job(cluster, make_model(c, "llama-2-70b"), gbs=512, time_limit_s=15)
+        job = ok(c.post("/v1/jobs", json=body), 202)
+        deadline = time.monotonic() + 60
+        while ok(c.get(f"/v1/jobs/{job['id']}"))["progress"]["best_objective"] is None:  # mid-solve
+            assert time.monotonic() < deadline
+            time.sleep(0.2)
+        holder = next(w for w in workers if "] received" in w.log.read_text(errors="replace"))
+        holder.kill()
+        killed_at = time.monotonic()
+        bound = LEASE_S + TAKEOVER_CHECK_S + 3
+        while (state := ok(c.get(f"/v1/jobs/{job['id']}")))["attempts"] < 2:
+            assert state["status"] in {"running", "queued"}
+            waited = time.monotonic() - killed_at
+            assert waited < bound, f"not re-claimed {waited:.1f} s after the kill (bound {bound:.0f} s)"
+            time.sleep(0.2)
         done = wait_job(c, job["id"], timeout=120)
         assert done["status"] == "succeeded" and done["attempts"] == 2
         assert len(plans_of_job(c, cluster["id"], job["id"])) == 1
