@@ -72,6 +72,8 @@ def test_plan_page_on_a_cluster_at_the_cap_draws_one_page_of_nodes(
     labels = re.findall(r'<text x="0" y="\d+">(h100-\d{5}[^<]*)</text>', mesh[: mesh.index("</svg>")])
     assert labels[0] == "h100-59990" and "h100-60000 (drained)" in labels and len(labels) == MESH_NODES
     assert walked == [], f"the plan page built the node list of {walked}"
-    assert len(took) == 2 and max(took) < 0.5, took  # was a row for each of the 100,000 nodes
+    assert len(took) == 2, (
+        took
+    )  # two meshes drawn, neither building the node list (its time: benchmarks/cluster_pages.py)
     assert client.get(f"/plans/{plan}", params={"nodes_from": MAX_NODES_PER_CLUSTER + 1}).status_code == 422
     ok(client.get(f"/v1/plans/{plan}"))
