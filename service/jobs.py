@@ -14,7 +14,7 @@ from sqlalchemy.orm import Session
 from optimizer.errors import DomainError
 from optimizer.exports.plan_diff import diff_fleets, diff_plans
 from optimizer.search.explain import describe
-from optimizer.search.fallbacks import FALLBACK_BUDGET_S, compatible, fallbacks, lost_nodes, match
+from optimizer.search.fallbacks import compatible, fallback_budget, fallbacks, lost_nodes, match
 from optimizer.search.fleet_result import FleetPlan
 from optimizer.search.planner import plan
 from optimizer.search.reported import reported_plan
@@ -283,8 +283,7 @@ def solve(inputs: JobInputs, cfg: Settings, watcher: _Watcher) -> PlanResult:
             return result
         t1 = time.perf_counter()
         try:
-            # The searches share at most the job's own time limit (a quick plan gets quick fallbacks).
-            budget = min(FALLBACK_BUDGET_S, inputs.time_limit_s)
+            budget = fallback_budget(inputs.time_limit_s, result.solve_time_s)
             found = fallbacks(inputs.model, inputs.cluster, inputs.workload, result, inputs.space, budget_s=budget)
         except DomainError:  # a rule the reduced inventory breaks that the search did not catch: no fallbacks
             log.warning("fallbacks not computed", exc_info=True)

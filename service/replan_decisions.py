@@ -16,7 +16,7 @@ import time
 
 from sqlalchemy.orm import Session
 
-from optimizer.search.fallbacks import FALLBACK_BUDGET_S, fallbacks
+from optimizer.search.fallbacks import fallback_budget, fallbacks
 from optimizer.search.keep_or_switch import NoLongerFits, applied, decide
 from optimizer.search.result import PlannedConfig, PlanResult
 from optimizer.spec.workload import TrainingWorkload
@@ -53,6 +53,7 @@ def decided(s: Session, job: Job, result: PlanResult) -> PlanResult:
         # the fallbacks were computed for the search's optimum: the watch runs another layout, so its own
         t0 = time.perf_counter()
         space = SearchOptions.model_validate(job.search).space()
-        found = fallbacks(specs.model, cluster, w, out, space, budget_s=min(FALLBACK_BUDGET_S, job.time_limit_s))
+        budget = fallback_budget(job.time_limit_s, result.solve_time_s)
+        found = fallbacks(specs.model, cluster, w, out, space, budget_s=budget)
         out = out.model_copy(update={"fallbacks": found, "fallbacks_time_s": time.perf_counter() - t0})
     return out

@@ -43,6 +43,15 @@ from optimizer.spec.workload import TrainingWorkload
 # The seconds all fallback searches of one plan may take together: issue 36 §3 asks for the fallbacks of a
 # 1,000+ GPU plan in under 10 s more than the plan; the cheap (no-search) fallbacks and the pricing take the rest.
 FALLBACK_BUDGET_S = 7.0
+
+
+def fallback_budget(time_limit_s: float, plan_solve_s: float) -> float:
+    """Seconds the fallback searches of one plan may share: no more than the plan's own search took (at least a
+    second), its time limit, or FALLBACK_BUDGET_S: a plan found in a fraction of a second on a small cluster gets
+    its fallbacks as quickly, a 1,000+ GPU plan within the issue's 10 s."""
+    return min(FALLBACK_BUDGET_S, time_limit_s, max(1.0, plan_solve_s))
+
+
 # One search's cap, seconds: the budget is shared by the distinct GPU counts the scenarios leave (usually 2-4).
 SEARCH_CAP_S = 3.0
 # Below this a search is not started (the planner's own minimum time limit is 0.1 s, planner.MIN_TIME_LIMIT_S).
