@@ -14,7 +14,7 @@ from rich.console import Console
 from rich.table import Table
 
 from optimizer.search.explain import describe
-from optimizer.search.fallbacks import fallbacks
+from optimizer.search.fallbacks import fallback_budget, fallbacks
 from optimizer.search.planner import plan
 from optimizer.search.result import Fallback, PlanResult
 from optimizer.spec.cluster_loading import load_cluster_yaml, resolve_cluster
@@ -80,7 +80,8 @@ def main() -> None:
         result = plan(model, cluster, w, time_limit_s=args.time_limit)
         plan_s = time.perf_counter() - t0
         t1 = time.perf_counter()
-        found = fallbacks(model, cluster, w, result)
+        # the budget a job gives them (service/jobs.py): no more than the plan's own search took
+        found = fallbacks(model, cluster, w, result, budget_s=fallback_budget(args.time_limit, result.solve_time_s))
         fb_s = time.perf_counter() - t1
         gpus = result.plan.estimate.gpus if result.plan else 0
         scenario_count = len({(f.scenario, f.pool) for f in found})
