@@ -41,8 +41,11 @@ slurm:
 	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
 	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq slurm-wlm munge >/dev/null; }
 
+# Two passes: the tests marked serial (worker processes on one Redis database, browsers, Slurm, wall-time bounds:
+# tests/conftest.py SERIAL_PATHS) in one process, the rest on both cores (pytest-xdist).
 test: lint browsers slurm
-	$(BIN)/pytest
+	$(BIN)/pytest -n 2 -m "not serial"
+	$(BIN)/pytest -m serial
 
 bench: setup
 	$(BIN)/python benchmarks/estimate_speed.py

@@ -72,3 +72,34 @@ def slurm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SlurmCluster]:
         require(f"Slurm is not installed (no {', '.join(missing)}; `make slurm` installs slurm-wlm and munge)")
     with slurm_cluster(tmp_path_factory.mktemp("slurm")) as cluster:
         yield cluster
+
+
+# Tests that run in the serial pass of `make test` (the rest run on both cores, pytest-xdist): real worker processes
+# on one Redis database (tests/workers), browsers and servers on ports (tests/pages, tests/deploy), the Slurm
+# controller, and tests that bound a wall time (a solver cancelled within a second, a test clock) which a busy
+# second core would distort.
+SERIAL_PATHS = (
+    "tests/workers/",
+    "tests/pages/",
+    "tests/deploy/",
+    "tests/service/test_scheduler_sync_slurm.py",
+    "tests/service/test_jobs.py",
+    "tests/service/test_deleted_jobs_stop.py",
+    "tests/store/test_changes.py",
+    "tests/api/test_token_use.py",
+    "tests/api/test_commit_before_answer.py",
+    "tests/api/test_cli_every_option.py",
+    "tests/optimizer/costmodel/test_engine_step.py",
+)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "serial: runs in make test's one-process pass (see SERIAL_PATHS)")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    root = Path(str(config.rootpath))
+    for item in items:
+        rel = Path(str(item.path)).relative_to(root).as_posix()
+        if rel.startswith(SERIAL_PATHS):
+            item.add_marker(pytest.mark.serial)
