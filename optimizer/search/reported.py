@@ -13,6 +13,7 @@ import time
 from optimizer.costmodel.estimate import estimate
 from optimizer.errors import DomainError
 from optimizer.frameworks.validation import assign_pools
+from optimizer.placement.place import place
 from optimizer.search.explain import describe
 from optimizer.search.result import BindingConstraint, Explanation, PlannedConfig, PlanResult
 from optimizer.spec.cluster_spec import ClusterSpec
@@ -68,6 +69,10 @@ def reported_plan(
                 share=worst.memory_gb.total / worst.memory_gb.capacity,
             )
         )
+    try:  # stored with the plan like a searched plan's, so its page and exports never place it again
+        placement = place(cluster, config).placement
+    except DomainError:  # it ran where the inventory now has no room for it: the plan stands without a placement
+        placement = None
     return PlanResult(
         status=REPORTED,
         framework=w.framework,
@@ -80,6 +85,7 @@ def reported_plan(
         plan=PlannedConfig(config=config, estimate=est),
         price_per_step=price,
         goodput=est.goodput,
+        placement=placement,
         explanation=Explanation(summary=summary, binding=binding, time_breakdown=est.breakdown.model_dump()),
         solve_time_s=time.perf_counter() - t0,
         candidates_total=0,
