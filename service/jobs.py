@@ -283,7 +283,7 @@ def solve(inputs: JobInputs, cfg: Settings, watcher: _Watcher) -> PlanResult:
             return result
         t1 = time.perf_counter()
         try:
-            budget = fallback_budget(inputs.time_limit_s, result.solve_time_s)
+            budget = fallback_budget(inputs.time_limit_s)
             found = fallbacks(inputs.model, inputs.cluster, inputs.workload, result, inputs.space, budget_s=budget)
         except DomainError:  # a rule the reduced inventory breaks that the search did not catch: no fallbacks
             log.warning("fallbacks not computed", exc_info=True)

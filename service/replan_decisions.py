@@ -53,7 +53,7 @@ def decided(s: Session, job: Job, result: PlanResult) -> PlanResult:
         # the fallbacks were computed for the search's optimum: the watch runs another layout, so its own
         t0 = time.perf_counter()
         space = SearchOptions.model_validate(job.search).space()
-        budget = fallback_budget(job.time_limit_s, result.solve_time_s)
+        budget = fallback_budget(job.time_limit_s)
         found = fallbacks(specs.model, cluster, w, out, space, budget_s=budget)
         out = out.model_copy(update={"fallbacks": found, "fallbacks_time_s": time.perf_counter() - t0})
     return out
