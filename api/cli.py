@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
+import time
 from pathlib import Path
 from typing import Annotated
 
@@ -233,6 +234,14 @@ def plan(
         ),
     ] = None,
     reliability: OptionGroup[ReliabilityOptions],
+    with_fallbacks: Annotated[
+        bool,
+        typer.Option(
+            "--fallbacks",
+            help="Training: also compute the plan after losing one node, two nodes, an NVLink domain or a leaf "
+            "switch (as a service job does), within 7 s or the time limit when shorter.",
+        ),
+    ] = False,
     as_json: JsonOpt = False,
 ) -> None:
     """Find the configuration with the lowest estimated step time (or best serving objective), proven."""
@@ -263,6 +272,12 @@ def plan(
         result = run_plan(spec, clus, work, space, top_k=top, time_limit_s=time_limit, progress=report)
         if show:
             err.print()
+        if with_fallbacks and isinstance(work, TrainingWorkload) and result.plan is not None:
+            from optimizer.search.fallbacks import fallback_budget, fallbacks
+
+            t0 = time.perf_counter()
+            found = fallbacks(spec, clus, work, result, space, budget_s=fallback_budget(time_limit))
+            result = result.model_copy(update={"fallbacks": found, "fallbacks_time_s": time.perf_counter() - t0})
     except DomainError as exc:
         fail(exc)
     except ValidationError as exc:
@@ -410,10 +425,34 @@ def render_plan(r: object, model: str, cluster: str) -> None:
                 ", ".join(a.differs_in),
             )
         out.print(t)
+    if r.fallbacks:
+        render_fallbacks(r)
     for b in r.explanation.binding:
         out.print(f"  {b.kind}: {b.detail}")
     if r.explanation.versus_runner_up:
         out.print(r.explanation.versus_runner_up)
+
+
+def render_fallbacks(r: object) -> None:
+    """The plan after losing nodes, one row per scenario and kind (optimizer/search/fallbacks.py)."""
+    from optimizer.search.explain import describe
+    from optimizer.search.result import PlanResult
+
+    assert isinstance(r, PlanResult)
+    took = f" (computed in {r.fallbacks_time_s:.1f} s)" if r.fallbacks_time_s is not None else ""
+    t = Table(title=f"Fallbacks{took}")
+    for col in ("loses", "configuration", "step s", "vs plan", "useful tokens/s", "checkpoint"):
+        t.add_column(col)
+    for f in r.fallbacks:
+        t.add_row(
+            f.label + (" (preferred)" if f.preferred else ""),
+            describe(f.config) if f.config is not None else "-",
+            f"{f.step_time_s:.4g}" if f.step_time_s is not None else "-",
+            f"{f.step_time_delta_pct:+.1f}%" if f.step_time_delta_pct is not None else "-",
+            f"{f.goodput_tokens_per_s:,.0f}" if f.goodput_tokens_per_s is not None else "-",
+            "loads as is" if f.checkpoint_compatible else f.reshard,
+        )
+    out.print(t)
 
 
 def render_fleet(f: object) -> None:

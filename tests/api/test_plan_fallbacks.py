@@ -1,6 +1,8 @@
-"""A solved training plan's fallbacks in the API's plan JSON and on its page (scenario, step time, changes)."""
+"""A solved training plan's fallbacks in the API's plan JSON, on its page and from `meshplan plan --fallbacks`."""
 
 from __future__ import annotations
+
+import json
 
 from fastapi.testclient import TestClient
 
@@ -33,3 +35,20 @@ def test_the_plan_json_has_the_fallbacks_and_the_page_lists_them(client: TestCli
     assert bare["result"]["fallbacks"] == []
     page = client.get(f"/plans/{bare['id']}", cookies={"meshplan_token": token})
     assert page.status_code == 200 and 'id="fallbacks"' not in page.text
+
+
+def test_the_cli_plan_computes_fallbacks_when_asked() -> None:
+    from typer.testing import CliRunner
+
+    from api.cli import app
+
+    runner = CliRunner()
+    args = ["plan", "--model", "llama-3-8b", "--cluster", "dgx-h100:4", "--gbs", "64", "--seq-len", "4096"]
+    doc = json.loads(runner.invoke(app, [*args, "--time-limit", "10", "--fallbacks", "--json"]).output)
+    kinds = {f["scenario"] for f in doc["fallbacks"]}
+    assert {"node", "two_nodes"} <= kinds and doc["fallbacks_time_s"] > 0
+    assert all(f["healthy_gpus"] for f in doc["fallbacks"])
+    text = runner.invoke(app, [*args, "--time-limit", "10", "--fallbacks"])
+    assert text.exit_code == 0 and "Fallbacks (computed in" in text.output and "one node of pool" in text.output
+    plain = json.loads(runner.invoke(app, [*args, "--time-limit", "10", "--json"]).output)
+    assert plain["fallbacks"] == [] and plain["fallbacks_time_s"] is None  # not asked: not computed
