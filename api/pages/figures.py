@@ -10,7 +10,7 @@ from html import escape
 from optimizer.costmodel.result import Estimate
 from optimizer.exports.timeline import Timeline
 from optimizer.placement.result import Placement
-from optimizer.spec.cluster_spec import ClusterSpec, Node, NodePool
+from optimizer.spec.cluster_spec import ClusterSpec, NodePool
 from optimizer.spec.parallel_config import ParallelConfig
 from service.calibration import MeasuredPoint
 
@@ -81,24 +81,6 @@ def _healthy_before(pool: NodePool, index: int) -> int:
     return sum(1 for n in pool.nodes[:index] if states.get(n.name, n.state) == "healthy")
 
 
-def mesh_nodes(cluster: ClusterSpec, first: int, limit: int) -> list[tuple[NodePool, int, Node]]:
-    """Nodes `first` to `first + limit` of the cluster in pool order, as (pool, index in the pool, node): work
-    proportional to the pools and `limit` (a listed pool's healthy count before the page is a scan of parsed
-    nodes), never to the node count [issue 37 item 4]."""
-    rows: list[tuple[NodePool, int, Node]] = []
-    for pool in cluster.pools:
-        count = pool.node_count
-        if first >= count:
-            first -= count
-            continue
-        end = min(count, first + limit - len(rows))
-        rows.extend((pool, i, pool.node_at(i)) for i in range(first, end))
-        first = 0
-        if len(rows) >= limit:
-            break
-    return rows
-
-
 def device_mesh(
     cluster: ClusterSpec,
     cfg: ParallelConfig,
@@ -127,7 +109,7 @@ def device_mesh(
 
     rows: list[tuple[str, str, int]] = []  # (pool, node name, node's first gpu index among healthy)
     healthy: dict[str, int] = {}
-    for pool, i, node in mesh_nodes(cluster, first, max_nodes):
+    for pool, i, node in cluster.indexed_nodes_page(first, max_nodes):
         if pool.name not in healthy:
             healthy[pool.name] = _healthy_before(pool, i)
         if node.state == "healthy":

@@ -263,21 +263,25 @@ class ClusterSpec(BaseModel):
         """Nodes in all pools, whatever their state."""
         return sum(p.node_count for p in self.pools)
 
-    def nodes_page(self, offset: int, limit: int) -> list[tuple[str, Node]]:
-        """Nodes `offset` to `offset + limit` of the cluster, pool by pool, as (pool, node): work proportional to
-        the pools and `limit`, not to the node count."""
-        page: list[tuple[str, Node]] = []
+    def indexed_nodes_page(self, offset: int, limit: int) -> list[tuple[NodePool, int, Node]]:
+        """Nodes `offset` to `offset + limit` of the cluster, pool by pool, as (pool, index in the pool, node):
+        work proportional to the pools and `limit`, not to the node count."""
+        page: list[tuple[NodePool, int, Node]] = []
         for pool in self.pools:
             count = pool.node_count
             if offset >= count:
                 offset -= count
                 continue
             end = min(count, offset + limit - len(page))
-            page.extend((pool.name, pool.node_at(i)) for i in range(offset, end))
+            page.extend((pool, i, pool.node_at(i)) for i in range(offset, end))
             offset = 0
             if len(page) >= limit:
                 break
         return page
+
+    def nodes_page(self, offset: int, limit: int) -> list[tuple[str, Node]]:
+        """Nodes `offset` to `offset + limit` of the cluster, pool by pool, as (pool name, node)."""
+        return [(pool.name, node) for pool, _, node in self.indexed_nodes_page(offset, limit)]
 
     def unhealthy_nodes(self, limit: int) -> list[tuple[str, Node]]:
         """The first `limit` nodes not healthy, as (pool, node), in pool order: a counted pool's from its overrides
