@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import sys
-import time
 from pathlib import Path
 from typing import Annotated
 
@@ -234,7 +233,7 @@ def plan(
         ),
     ] = None,
     reliability: OptionGroup[ReliabilityOptions],
-    with_fallbacks: Annotated[
+    fallbacks_too: Annotated[
         bool,
         typer.Option(
             "--fallbacks",
@@ -272,12 +271,10 @@ def plan(
         result = run_plan(spec, clus, work, space, top_k=top, time_limit_s=time_limit, progress=report)
         if show:
             err.print()
-        if with_fallbacks and isinstance(work, TrainingWorkload) and result.plan is not None:
-            from optimizer.search.fallbacks import fallback_budget, fallbacks
+        if fallbacks_too and isinstance(work, TrainingWorkload) and result.plan is not None:
+            from optimizer.search.fallbacks import with_fallbacks
 
-            t0 = time.perf_counter()
-            found = fallbacks(spec, clus, work, result, space, budget_s=fallback_budget(time_limit))
-            result = result.model_copy(update={"fallbacks": found, "fallbacks_time_s": time.perf_counter() - t0})
+            result = with_fallbacks(spec, clus, work, result, space, time_limit)
     except DomainError as exc:
         fail(exc)
     except ValidationError as exc:

@@ -14,7 +14,7 @@ from rich.console import Console
 from rich.table import Table
 
 from optimizer.search.explain import describe
-from optimizer.search.fallbacks import fallback_budget, fallbacks
+from optimizer.search.fallbacks import with_fallbacks
 from optimizer.search.planner import plan
 from optimizer.search.result import Fallback, PlanResult
 from optimizer.spec.cluster_loading import load_cluster_yaml, resolve_cluster
@@ -80,8 +80,8 @@ def main() -> None:
         result = plan(model, cluster, w, time_limit_s=args.time_limit)
         plan_s = time.perf_counter() - t0
         t1 = time.perf_counter()
-        # the budget a job gives them (service/jobs.py)
-        found = fallbacks(model, cluster, w, result, budget_s=fallback_budget(args.time_limit))
+        # as a job computes them (service/jobs.py)
+        found = with_fallbacks(model, cluster, w, result, None, args.time_limit).fallbacks
         fb_s = time.perf_counter() - t1
         gpus = result.plan.estimate.gpus if result.plan else 0
         scenario_count = len({(f.scenario, f.pool) for f in found})

@@ -14,7 +14,7 @@ from sqlalchemy.orm import Session
 from optimizer.errors import DomainError
 from optimizer.exports.plan_diff import diff_fleets, diff_plans
 from optimizer.search.explain import describe
-from optimizer.search.fallbacks import compatible, fallback_budget, fallbacks, lost_nodes, match
+from optimizer.search.fallbacks import compatible, lost_nodes, match, with_fallbacks
 from optimizer.search.fleet_result import FleetPlan
 from optimizer.search.planner import plan
 from optimizer.search.reported import reported_plan
@@ -281,14 +281,12 @@ def solve(inputs: JobInputs, cfg: Settings, watcher: _Watcher) -> PlanResult:
     if inputs.fallbacks and result.plan is not None and isinstance(inputs.workload, TrainingWorkload):
         if watcher.cancel.is_set():
             return result
-        t1 = time.perf_counter()
         try:
-            budget = fallback_budget(inputs.time_limit_s)
-            found = fallbacks(inputs.model, inputs.cluster, inputs.workload, result, inputs.space, budget_s=budget)
+            return with_fallbacks(
+                inputs.model, inputs.cluster, inputs.workload, result, inputs.space, inputs.time_limit_s
+            )
         except DomainError:  # a rule the reduced inventory breaks that the search did not catch: no fallbacks
             log.warning("fallbacks not computed", exc_info=True)
-            return result
-        result = result.model_copy(update={"fallbacks": found, "fallbacks_time_s": time.perf_counter() - t1})
     return result
 
 

@@ -12,11 +12,9 @@ and the next re-plan weighs against it. The optimum is kept beside it as the fir
 
 from __future__ import annotations
 
-import time
-
 from sqlalchemy.orm import Session
 
-from optimizer.search.fallbacks import fallback_budget, fallbacks
+from optimizer.search.fallbacks import with_fallbacks
 from optimizer.search.keep_or_switch import NoLongerFits, applied, decide
 from optimizer.search.result import PlannedConfig, PlanResult
 from optimizer.spec.workload import TrainingWorkload
@@ -51,9 +49,6 @@ def decided(s: Session, job: Job, result: PlanResult) -> PlanResult:
     watch.last_check = decision.text[:256]
     if result.fallbacks and out.plan is not None and out.plan.config != result.plan.config:
         # the fallbacks were computed for the search's optimum: the watch runs another layout, so its own
-        t0 = time.perf_counter()
         space = SearchOptions.model_validate(job.search).space()
-        budget = fallback_budget(job.time_limit_s)
-        found = fallbacks(specs.model, cluster, w, out, space, budget_s=budget)
-        out = out.model_copy(update={"fallbacks": found, "fallbacks_time_s": time.perf_counter() - t0})
+        out = with_fallbacks(specs.model, cluster, w, out, space, job.time_limit_s)
     return out

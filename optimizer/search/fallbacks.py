@@ -45,10 +45,19 @@ from optimizer.spec.workload import TrainingWorkload
 FALLBACK_BUDGET_S = 7.0
 
 
-def fallback_budget(time_limit_s: float) -> float:
-    """Seconds the fallback searches of one plan may share: FALLBACK_BUDGET_S, or the job's own time limit when that
-    is shorter (a plan asked for in 2 s does not wait 7 s for its fallbacks)."""
-    return min(FALLBACK_BUDGET_S, time_limit_s)
+def with_fallbacks(
+    model: ModelSpec,
+    cluster: ClusterSpec,
+    w: TrainingWorkload,
+    result: PlanResult,
+    space: SearchSpace | None,
+    time_limit_s: float,
+) -> PlanResult:
+    """`result` with its fallbacks and the seconds they took; the searches share FALLBACK_BUDGET_S, or the plan's
+    own time limit when that is shorter (a plan asked for in 2 s does not wait 7 s for its fallbacks)."""
+    t0 = time.perf_counter()
+    found = fallbacks(model, cluster, w, result, space, budget_s=min(FALLBACK_BUDGET_S, time_limit_s))
+    return result.model_copy(update={"fallbacks": found, "fallbacks_time_s": time.perf_counter() - t0})
 
 
 # One search's cap, seconds: the budget is shared by the distinct GPU counts the scenarios leave (usually 2-4).
