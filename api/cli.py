@@ -5,15 +5,13 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
-from pydantic import ValidationError
 from rich.console import Console
 from rich.table import Table
 
 from api.cli_errors import OneLineErrorGroup
-from api.cli_inputs import apply_reliability, build_parallel_config, build_workload, resolve_target
 from api.cli_option_groups import OptionGroup, with_option_groups
 from api.cli_options import (
     CalibrationOpt,
@@ -32,21 +30,17 @@ from api.cli_options import (
     WorkloadShape,
 )
 from api.cli_output import err, fail
-from optimizer.calibration.measurements import Measurement
-from optimizer.calibration.run_logs import parse_log
-from optimizer.costmodel.estimate import estimate as run_estimate
-from optimizer.costmodel.result import Estimate, LoadLatency
-from optimizer.errors import DomainError
-from optimizer.exports.launch import Export
-from optimizer.spec.cluster_loading import cluster_document_from_topo, cluster_preset_names
-from optimizer.spec.cluster_spec import ClusterSpec
-from optimizer.spec.gpu_catalog import BUILTIN_GPUS
-from optimizer.spec.model_loading import load_model_preset, preset_names
-from optimizer.spec.model_spec import ModelSpec
-from optimizer.spec.names import SCHEDULERS
-from optimizer.spec.validation_errors import domain_error_from_validation
-from optimizer.spec.workload import InferenceWorkload, TrainingWorkload
-from optimizer.spec.yaml_documents import read_document, read_stream
+
+# Start-up: `meshplan --help` and every command import only typer, rich and the option declarations here; what a
+# command runs (the cost model, the search, pydantic specs, OR-Tools) is imported inside it (issue 49: --help in
+# <= 0.3 s). The names below are for the type checker.
+if TYPE_CHECKING:
+    from optimizer.calibration.measurements import Measurement
+    from optimizer.costmodel.result import Estimate, LoadLatency
+    from optimizer.exports.launch import Export
+    from optimizer.spec.cluster_spec import ClusterSpec
+    from optimizer.spec.model_spec import ModelSpec
+    from optimizer.spec.workload import InferenceWorkload, TrainingWorkload
 
 app = typer.Typer(
     cls=OneLineErrorGroup,
@@ -79,6 +73,10 @@ def estimate(
 ) -> None:
     """Predict per-GPU memory and step time (or TTFT/TPOT, and their percentiles at --rate or --concurrency) of ONE
     parallel configuration."""
+    from api.cli_inputs import apply_reliability, build_parallel_config, build_workload, resolve_target
+    from optimizer.costmodel.estimate import estimate as run_estimate
+    from optimizer.errors import DomainError
+
     try:
         spec, clus = resolve_target(target, calibration)
         clus = apply_reliability(clus, reliability)
@@ -244,9 +242,16 @@ def plan(
     as_json: JsonOpt = False,
 ) -> None:
     """Find the configuration with the lowest estimated step time (or best serving objective), proven."""
+    from pydantic import ValidationError
+
+    from api.cli_inputs import apply_reliability, build_workload, resolve_target
+    from optimizer.errors import DomainError
     from optimizer.search.planner import plan as run_plan
     from optimizer.search.result import Progress
     from optimizer.search.space import SearchSpace, parse_pins
+    from optimizer.spec.names import SCHEDULERS
+    from optimizer.spec.validation_errors import domain_error_from_validation
+    from optimizer.spec.workload import InferenceWorkload, TrainingWorkload
 
     try:
         spec, clus = resolve_target(target, calibration)
@@ -329,8 +334,10 @@ def job_export(
     scheduler: str, r: object, model: ModelSpec, cluster: ClusterSpec, work: object, model_ref: str
 ) -> Export:
     """A training plan's Slurm script or Kubernetes JobSet on its placement."""
+    from optimizer.errors import DomainError
     from optimizer.exports.job_scripts import export_job
     from optimizer.search.result import PlanResult
+    from optimizer.spec.workload import TrainingWorkload
 
     assert isinstance(r, PlanResult) and r.plan is not None
     if not isinstance(work, TrainingWorkload) or r.placement is None:
@@ -505,6 +512,8 @@ def render_fleet(f: object) -> None:
 @app.command()
 def gpus() -> None:
     """List the built-in GPU catalog."""
+    from optimizer.spec.gpu_catalog import BUILTIN_GPUS
+
     t = Table(title="GPU catalog (dense TFLOP/s; GB/s per direction)")
     for col in ("name", "BF16", "FP8", "GiB", "TB/s", "scale-up GB/s", "domain", "source"):
         t.add_column(col)
@@ -525,6 +534,9 @@ def gpus() -> None:
 @app.command()
 def models() -> None:
     """List the model presets with their parameter counts."""
+    from optimizer.spec.cluster_loading import cluster_preset_names
+    from optimizer.spec.model_loading import load_model_preset, preset_names
+
     t = Table(title="Model presets")
     for col in ("name", "params (B)", "active (B)", "layers", "hidden", "heads/kv", "vocab"):
         t.add_column(col)
@@ -554,6 +566,10 @@ def import_topo(
     """Turn `nvidia-smi topo -m` into a cluster YAML (NVLink vs PCIe inside the node, NIC count)."""
     import yaml
 
+    from optimizer.errors import DomainError
+    from optimizer.spec.cluster_loading import cluster_document_from_topo
+    from optimizer.spec.yaml_documents import read_document, read_stream
+
     try:
         text = read_stream(sys.stdin.buffer, "path") if str(path) == "-" else read_document(path, "path")
         spec = cluster_document_from_topo(text, gpu, nodes, nic_gbps, name)
@@ -564,6 +580,14 @@ def import_topo(
 
 def measured_figures(run: MeasuredRun, work: TrainingWorkload | InferenceWorkload, gpus: int) -> Measurement | None:
     """What a run measured, from its log or a typed-in step time (None when neither is given)."""
+    from pydantic import ValidationError
+
+    from optimizer.calibration.measurements import Measurement
+    from optimizer.calibration.run_logs import parse_log
+    from optimizer.errors import DomainError
+    from optimizer.spec.validation_errors import domain_error_from_validation
+    from optimizer.spec.yaml_documents import read_document
+
     if run.log is not None:
         if run.step_time is not None:
             raise DomainError("--measured-step-time", "give a log or a step time, not both")

@@ -10,23 +10,22 @@ import json
 import time
 import urllib.error
 import urllib.parse
-import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.console import Console
 from rich.table import Table
 
-from api.cli_inputs import build_parallel_config, build_workload
 from api.cli_option_groups import OptionGroup, with_option_groups
 from api.cli_options import FrameworkOpt, Numerics, ParallelOptions, PlacementOptions, WorkloadShape
 from api.cli_output import fail
-from optimizer.calibration.gemm_bench import parse_gemm_bench
-from optimizer.calibration.nccl_tests import COLLECTIVES, Collective, parse_nccl_tests
 from optimizer.errors import DomainError
-from optimizer.spec.yaml_documents import read_document
+
+# Start-up (issue 49): the parsers, specs and urllib.request load inside the commands that use them.
+if TYPE_CHECKING:
+    from optimizer.calibration.nccl_tests import Collective
 
 UrlOpt = Annotated[
     str,
@@ -69,6 +68,8 @@ def _call(
         raise DomainError("--token", f"{scope} is needed (--token or MESHPLAN_TOKEN)")
     if not url.startswith(("http://", "https://")):
         raise DomainError("--url", f"must start with http:// or https:// (got {url!r})")
+    import urllib.request
+
     data = None if method == "GET" else body or b""
     req = urllib.request.Request(url.rstrip("/") + path, data=data, method=method)
     req.add_header("Authorization", f"Bearer {token}")
@@ -117,6 +118,8 @@ def measure(
     token: TokenOpt = None,
 ) -> None:
     """Record what a run of a plan measured (figures or its log) and print it next to the prediction."""
+    from optimizer.spec.yaml_documents import read_document
+
     figures = Figures(step_time, tokens_per_s, peak_allocated_gb, peak_reserved_gb, steps, framework_version, note)
     try:
         if log is not None:
@@ -204,6 +207,8 @@ def report_run(
 ) -> None:
     """Report a training configuration that ran (which the planner may refuse): the service plans it as given,
     states any memory overrun the model predicts, and records the run's figures against that plan when given."""
+    from api.cli_inputs import build_parallel_config, build_workload
+
     figures = Figures(step_time, tokens_per_s, peak_allocated_gb, peak_reserved_gb, note=note)
     try:
         work = build_workload(WorkloadShape(gbs=gbs, seq_len=seq_len), numerics, None, framework)
@@ -348,6 +353,8 @@ def next_measurement(
 def _collective_hint(path: Path, text: str) -> Collective | None:
     """The collective of an nccl-tests output whose version does not print it, from its file name
     (`all_gather_2x8.txt`); None when the output names it itself."""
+    from optimizer.calibration.nccl_tests import COLLECTIVES
+
     if "Collective test concluded:" in text:
         return None
     return next((c for c in COLLECTIVES if c in path.name), None)
@@ -368,6 +375,10 @@ def measure_cluster(
 ) -> None:
     """Record a pool's acceptance tests (nccl-tests, the MAMF GEMM sweep) and print their figures against the cost
     model's. Every file is parsed here and checked by the service before any is stored: one bad file stores none."""
+    from optimizer.calibration.gemm_bench import parse_gemm_bench
+    from optimizer.calibration.nccl_tests import parse_nccl_tests
+    from optimizer.spec.yaml_documents import read_document
+
     files = [("nccl-tests", "--nccl-tests", p) for p in nccl_tests or []] + [("gemm", "--gemm", p) for p in gemm or []]
     try:
         if not files:

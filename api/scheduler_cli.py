@@ -4,23 +4,20 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
-import yaml
-from pydantic import ValidationError
 from rich.console import Console
 
 from api.cli_options import DomainLabelsOpt, FabricLabelsOpt, NicGbpsOpt, NicsPerNodeOpt, TopologyOpt
 from api.cli_output import err, fail
 from optimizer.errors import DomainError
-from optimizer.spec.scheduler_inventory.inventory_document import ClusterImport, ImportDefaults, cluster_document
-from optimizer.spec.scheduler_inventory.kubernetes import KubernetesLabels, kubernetes_inventory
-from optimizer.spec.scheduler_inventory.slurm import slurm_inventory
-from optimizer.spec.scheduler_inventory.sources import KubernetesSource, SlurmSource
-from optimizer.spec.scheduler_inventory.topology_conf import parse_topology
-from optimizer.spec.validation_errors import domain_error_from_validation
-from optimizer.spec.yaml_documents import read_document, read_stream
+
+# Start-up (issue 49): the inventory readers (pydantic specs, YAML) load inside the commands that use them.
+if TYPE_CHECKING:
+    from optimizer.spec.scheduler_inventory.inventory_document import ClusterImport, ImportDefaults
+    from optimizer.spec.scheduler_inventory.kubernetes import KubernetesLabels
+    from optimizer.spec.scheduler_inventory.sources import KubernetesSource, SlurmSource
 
 NodesArg = Annotated[Path, typer.Argument(help="The scheduler's JSON ('-' for stdin).")]
 NameOpt = Annotated[str, typer.Option(help="Cluster name.")]
@@ -34,10 +31,14 @@ def register(app: typer.Typer) -> None:
 
 
 def _read(path: Path, field: str) -> str:
+    from optimizer.spec.yaml_documents import read_document, read_stream
+
     return read_stream(sys.stdin.buffer, field) if str(path) == "-" else read_document(path, field)
 
 
 def _defaults(nic_gbps: float, nics_per_node: int | None) -> ImportDefaults:
+    from optimizer.spec.scheduler_inventory.inventory_document import ImportDefaults
+
     if not 0 < nic_gbps <= 100_000:
         raise DomainError("--nic-gbps", f"must be above 0 and at most 100000 Gb/s (got {nic_gbps:g})")
     if nics_per_node is not None and not 0 <= nics_per_node <= 64:
@@ -46,6 +47,8 @@ def _defaults(nic_gbps: float, nics_per_node: int | None) -> ImportDefaults:
 
 
 def _labels(fabric: str | None, domain: str | None) -> KubernetesLabels:
+    from optimizer.spec.scheduler_inventory.kubernetes import KubernetesLabels
+
     def keys(text: str) -> list[str]:
         return [k.strip() for k in text.split(",") if k.strip()]
 
@@ -61,6 +64,8 @@ def _labels(fabric: str | None, domain: str | None) -> KubernetesLabels:
 
 def _print_yaml(imported: ClusterImport) -> None:
     """The inventory YAML, its notes as comments on top (the file says where it came from)."""
+    import yaml
+
     head = "".join(f"# {line}\n" for note in imported.notes for line in note.splitlines())
     sys.stdout.write(head + yaml.safe_dump(imported.document, sort_keys=False, default_flow_style=None, width=120))
 
@@ -74,6 +79,11 @@ def import_slurm(
 ) -> None:
     """Turn `sinfo --json` (or `scontrol show nodes --json`) and topology.conf into a cluster YAML: a pool per GPU
     type (GRES or features), node states from Slurm's states and flags, switches and blocks from the topology."""
+    from optimizer.spec.scheduler_inventory.inventory_document import cluster_document
+    from optimizer.spec.scheduler_inventory.slurm import slurm_inventory
+    from optimizer.spec.scheduler_inventory.topology_conf import parse_topology
+    from optimizer.spec.yaml_documents import read_document
+
     try:
         defaults = _defaults(nic_gbps, nics_per_node)
         topo = parse_topology(read_document(topology, "--topology"), str(topology)) if topology else None
@@ -95,6 +105,9 @@ def import_k8s(
     """Turn `kubectl get nodes -o json` into a cluster YAML: GPU type, count and memory from GPU Feature Discovery's
     labels, NVLink domains from nvidia.com/gpu.clique, switches from Topograph or Kueue topology labels, health
     from cordons and the Ready condition."""
+    from optimizer.spec.scheduler_inventory.inventory_document import cluster_document
+    from optimizer.spec.scheduler_inventory.kubernetes import kubernetes_inventory
+
     try:
         defaults, labels = _defaults(nic_gbps, nics_per_node), _labels(fabric_labels, domain_labels)
         inventory = kubernetes_inventory(_read(nodes, "nodes"), labels, None, str(nodes))
@@ -125,7 +138,11 @@ def sync(
 ) -> None:
     """Read the cluster's scheduler now (sinfo --json / kubectl on this host) and store a new inventory revision
     when something changed; a scheduler that does not answer leaves the last revision (exit code 1)."""
+    from pydantic import ValidationError
+
     from api.service_cli import _settings, database_errors
+    from optimizer.spec.scheduler_inventory.sources import KubernetesSource, SlurmSource
+    from optimizer.spec.validation_errors import domain_error_from_validation
     from service.scheduler_sync import sync_cluster
     from store.db import database
     from workers.dispatch import InProcessDispatcher, make_dispatcher, send_committed
@@ -171,6 +188,6 @@ def sync(
     if outcome.replan_jobs:
         out.print(f"watch re-plan jobs: {outcome.replan_jobs}")
         if isinstance(dispatcher, InProcessDispatcher):
-            dispatcher.pool.shutdown(wait=True)
+            dispatcher.wait()
     if outcome.status == "unreachable":
         raise typer.Exit(code=1)

@@ -5,13 +5,15 @@ from __future__ import annotations
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from api.cli_output import fail
 from optimizer.errors import DomainError
-from store.settings import Settings
+
+if TYPE_CHECKING:  # start-up (issue 49): the settings (pydantic-settings, SQLAlchemy URLs) load when a command runs
+    from store.settings import Settings
 
 GIL_SWITCH_S = 0.001
 token_app = typer.Typer(add_completion=False, pretty_exceptions_enable=False, help="API tokens.")
@@ -154,7 +156,7 @@ def replan(
         jobs = replan_all("nightly", cluster, dispatcher)
     typer.echo(f"{len(jobs)} watch(es) changed; jobs {jobs}" if jobs else "no watch changed")
     if isinstance(dispatcher, InProcessDispatcher) and wait:
-        dispatcher.pool.shutdown(wait=True)
+        dispatcher.wait()
 
 
 @token_app.command("create")

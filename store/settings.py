@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import re
 from functools import lru_cache
+from typing import Literal
 from urllib.parse import urlsplit
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
@@ -67,6 +68,11 @@ class Settings(BaseModel):
         default="/tmp/meshplan-beat-schedule", description="File where Celery beat keeps its last run times."
     )
     job_progress_interval_s: float = Field(default=1.0, gt=0, description="Job progress written at most this often.")
+    embedded_jobs: Literal["process", "thread"] = Field(
+        default="process",
+        description="Embedded mode (no REDIS_URL): jobs run in a child process, so a solve never holds the API's "
+        "interpreter (process), or on a thread of the API process (thread: an in-memory SQLite database needs it).",
+    )
 
     @field_validator("replan_at")
     @classmethod

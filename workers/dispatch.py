@@ -4,8 +4,12 @@ Callers enqueue only after the transaction that created the job committed."""
 from __future__ import annotations
 
 import logging
+import multiprocessing
+import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable
+from concurrent.futures import Executor, Future, ProcessPoolExecutor, ThreadPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from typing import Any, Protocol
 
 from service.jobs import run_job
@@ -32,43 +36,117 @@ class Dispatcher(Protocol):
     def shutdown(self) -> None: ...
 
 
+def _run_in_child(cfg: Settings, job_id: int) -> str:
+    """A job in the embedded mode's child process: this process's own engine (store.db.database keys by PID)."""
+    from store.db import database
+
+    return run_job(database(cfg.database_url), job_id, cfg)
+
+
+def _warm_child() -> None:
+    """Import what a solve needs before the first job arrives (the child is started with the API)."""
+    import optimizer.search.planner  # noqa: F401
+
+
+def _shared_across_processes(url: str) -> bool:
+    """Whether another process opening `url` sees the same database (an in-memory SQLite database it does not)."""
+    return not (url.startswith("sqlite") and (":memory:" in url or url.rstrip("/") in ("sqlite:", "sqlite+pysqlite:")))
+
+
 class InProcessDispatcher:
-    """Embedded mode: one background thread runs the jobs, through the same service code as a worker."""
+    """Embedded mode (no REDIS_URL): jobs run one at a time through the same service code as a worker, in a child
+    process of the API (settings.embedded_jobs "process", the default), so a solve never holds the API's
+    interpreter: under the GIL a solving thread starved the API (50 clients on the plan history: p99 293 ms while
+    two jobs solved, 10 ms after; issue 49). The child is spawned (not forked: the API holds threads and
+    connections) when the app starts and kept; it renews each job's lease as a worker does. A child killed mid-job
+    is taken over as a dead worker's is: the pool is made anew, and this process's lease watch requeues and sends
+    the job once its lease has expired (store.repositories.jobs LEASE_S + TAKEOVER_CHECK_S). With "thread" (or an
+    in-memory SQLite database, which a child cannot open) jobs run on a thread of this process."""
 
     mode = "in-process"
 
     def __init__(self, db: Database, cfg: Settings) -> None:
         self.db, self.cfg = db, cfg
-        self.pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="meshplan-job")
+        self.processes = cfg.embedded_jobs == "process" and _shared_across_processes(db.url)
+        self.pool: Executor = self._new_pool()
         self.stopped = False
         self.users = 0
+        self._lock = threading.Lock()
+        self._watch_stop = threading.Event()
+
+    def _new_pool(self) -> Executor:
+        if not self.processes:
+            return ThreadPoolExecutor(max_workers=1, thread_name_prefix="meshplan-job")
+        return ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn"))
 
     def start(self) -> None:
         """One more app lifespan uses this dispatcher; a stopped pool is made anew. Lifespans are counted so that
         an inner one ending (an ASGI test harness entering the same app again) leaves the outer one running."""
-        self.users += 1
-        if self.stopped:
-            self.pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="meshplan-job")
-            self.stopped = False
+        with self._lock:
+            self.users += 1
+            if self.stopped:
+                self.pool = self._new_pool()
+                self.stopped = False
+        if self.processes and self.users == 1:
+            self.pool.submit(_warm_child)
+            self._watch_stop.clear()
+            threading.Thread(target=self._lease_watch, name="meshplan-lease-watch", daemon=True).start()
 
     def enqueue(self, job_id: int) -> None:
-        self.pool.submit(self._run, job_id)
+        call: tuple[Callable[..., str], tuple[object, ...]] = (
+            (_run_in_child, (self.cfg, job_id)) if self.processes else (run_job, (self.db, job_id, self.cfg))
+        )
+        with self._lock:
+            try:
+                future = self.pool.submit(call[0], *call[1])
+            except BrokenProcessPool:  # the child died (killed): a new one runs this and later jobs
+                self.pool = self._new_pool()
+                future = self.pool.submit(call[0], *call[1])
+        future.add_done_callback(lambda f: self._done(job_id, f))
 
-    def _run(self, job_id: int) -> None:
-        try:
-            run_job(self.db, job_id, self.cfg)
-        except Exception:  # the database went away mid-job: the job stays running/queued and is recovered
-            log.exception("job %s could not be run", job_id)
+    def _done(self, job_id: int, future: Future[str]) -> None:
+        exc = None if future.cancelled() else future.exception()
+        if isinstance(exc, BrokenProcessPool):  # killed with its process: the lease watch takes the job over
+            log.warning("job %s: its process died; taken over when its lease expires", job_id)
+        elif exc is not None:  # the database went away mid-job: the job stays running/queued and is recovered
+            log.error("job %s could not be run: %s", job_id, exc)
+
+    def _lease_watch(self) -> None:
+        """Jobs whose process stopped beating are requeued (one conditional update each) and sent again."""
+        from store.repositories.jobs import TAKEOVER_CHECK_S, JobRepository
+
+        while not self._watch_stop.wait(TAKEOVER_CHECK_S):
+            try:
+                with self.db.session() as s:
+                    ids = JobRepository(s).requeue_expired()
+                for job_id in ids:
+                    log.warning("job %s: its process stopped beating; sent again", job_id)
+                    self.enqueue(job_id)
+            except Exception:  # the database briefly away: look again at the next tick
+                log.warning("expired job leases not checked", exc_info=True)
 
     def problem(self) -> str | None:
         return None
 
+    def wait(self) -> None:
+        """Wait for the jobs sent so far (a command that sends jobs and waits for them)."""
+        self.pool.shutdown(wait=True)
+
     def shutdown(self) -> None:
-        self.users -= 1
-        if self.users > 0:
-            return
-        self.stopped = True
-        self.pool.shutdown(wait=False, cancel_futures=True)
+        with self._lock:
+            self.users -= 1
+            if self.users > 0:
+                return
+            self.stopped = True
+            self._watch_stop.set()
+            self.pool.shutdown(wait=False, cancel_futures=True)
+            # A job still solving in the child stops with the API; the next start recovers it
+            # (service.jobs.recover_interrupted), as it did the thread's. (ProcessPoolExecutor has no public way to
+            # stop its workers before Python 3.14's terminate_workers.)
+            children: dict[int, multiprocessing.process.BaseProcess] = getattr(self.pool, "_processes", None) or {}
+            for child in list(children.values()):
+                if child.is_alive():
+                    child.terminate()
 
 
 SEND_TIMEOUT_S = 2.0

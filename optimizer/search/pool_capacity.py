@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ortools.sat.python import cp_model
+from optimizer.search.cpsat import cp_model
 
 
 def add_pool_capacity(

@@ -15,13 +15,12 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from ortools.sat.python import cp_model
-
 from optimizer.costmodel import network as net
 from optimizer.costmodel.inference import kv_bytes_per_token_per_layer
 from optimizer.costmodel.serving_load import PrefillLoad, ReplicaLoad
 from optimizer.errors import DomainError
 from optimizer.frameworks.validation import validate
+from optimizer.search.cpsat import cp_model
 from optimizer.search.fleet_result import FleetGroup, FleetPlan, ReplicaShape
 from optimizer.search.request import SearchRequest
 from optimizer.search.result import Progress, ProgressFn

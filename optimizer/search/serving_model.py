@@ -12,10 +12,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ortools.sat.python import cp_model
-
 from optimizer.costmodel import network as net
 from optimizer.costmodel.inference import StepWork, replica_limits, serving_memory, stage_time
+from optimizer.search.cpsat import cp_model
 from optimizer.search.pool_capacity import add_pool_capacity
 from optimizer.search.solver_params import TIME_UNIT_S, stage_solver
 from optimizer.spec.cluster_spec import ClusterSpec, NodePool

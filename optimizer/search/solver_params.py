@@ -6,7 +6,7 @@ import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
-from ortools.sat.python import cp_model
+from optimizer.search.cpsat import cp_model
 
 # Times in the CP-SAT models are integers in nanoseconds: the plan's objective agrees with `estimate` to within
 # (number of rounded terms) x 0.5 ns, far below a microsecond.

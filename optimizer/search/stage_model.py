@@ -19,11 +19,10 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from ortools.sat.python import cp_model
-
 from optimizer.costmodel.memory import inflight_microbatches
 from optimizer.costmodel.stage import CostContext, StageCost, stage_cost
 from optimizer.search.candidates import Candidate, TrainingSpace, layer_work, pipeline_lower_bound
+from optimizer.search.cpsat import cp_model
 from optimizer.search.pool_capacity import add_pool_capacity
 from optimizer.search.solver_params import TIME_UNIT_S, stage_solver, stop_when
 from optimizer.spec.stage_layers import LayerRules
