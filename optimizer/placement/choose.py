@@ -26,6 +26,7 @@ from optimizer.spec.cluster_spec import ClusterSpec, NodePool
 from optimizer.spec.parallel_config import ParallelConfig
 
 CHUNKS, BLOCKS, SINGLES = 0, 1, 2
+HostRun = tuple[Host, int, int]  # consecutive ranks on one host: (host, first local GPU, GPUs)
 
 
 def domain_chunk(c: ParallelConfig, domain_gpus: int) -> int:
@@ -57,27 +58,36 @@ class Leaf:
     name: str
     healthy: int
     pieces: list[list[list[Host]]] = field(default_factory=lambda: [[], [], []])
+    _nodes: list[int] | None = None  # nodes per kind of piece (None: to count again)
 
     def room(self, level: int) -> int:
         """Nodes in pieces of kinds up to `level` (CHUNKS, BLOCKS, SINGLES)."""
-        return sum(len(p) for k in range(level + 1) for p in self.pieces[k])
+        if self._nodes is None:  # counted once per change: 100,000-node leaves are asked for every stage
+            self._nodes = [sum(map(len, self.pieces[k])) for k in range(3)]
+        return sum(self._nodes[: level + 1])
 
     def take(self, n: int, level: int, split: bool = False) -> list[Host]:
         """Up to `n` nodes from whole pieces of kinds up to `level`, chunks first; with `split`, the last piece
-        may be cut (its rest stays as single nodes)."""
+        may be cut (its rest stays as single nodes). Pieces that do not fit stay; the scan stops once it has `n`
+        (every later piece would stay)."""
         got: list[Host] = []
+        self._nodes = None
         for k in range(level + 1):
+            pieces = self.pieces[k]
             keep: list[list[Host]] = []
-            for piece in self.pieces[k]:
+            i = 0
+            while i < len(pieces) and len(got) < n:
+                piece = pieces[i]
+                i += 1
                 if len(got) + len(piece) <= n:
                     got += piece
-                elif split and len(got) < n:
+                elif split:
                     need = n - len(got)
                     got += piece[:need]
                     self.pieces[SINGLES] += [[h] for h in piece[need:]]
                 else:
                     keep.append(piece)
-            self.pieces[k] = keep
+            self.pieces[k] = keep + pieces[i:]
         return got
 
 
@@ -148,28 +158,33 @@ class PoolStock:
             "config", f"pool {self.pool.name} has too few healthy nodes for {self.n_gpus}-GPU stages ({n} nodes each)"
         )
 
-    def take_stage(self, follows: bool) -> list[tuple[Host, int]]:
-        """The (host, local GPU) of each rank of the next stage on this pool; `follows`: the previous stage runs on
-        this pool too (its leaf is preferred, and stages smaller than a node share its last node)."""
+    def take_stage(self, follows: bool) -> list[HostRun]:
+        """The next stage's ranks on this pool, as runs of consecutive ranks on one host (host, first local GPU,
+        GPUs); `follows`: the previous stage runs on this pool too (its leaf is preferred, and stages smaller than
+        a node share its last node)."""
         if self.whole:
             hosts = self._whole_nodes(follows)
             self.last_leaf = hosts[-1].leaf if hosts else None
-            return [(h, i) for h in hosts for i in range(self.g)]
+            return [(h, 0, self.g) for h in hosts]
         if not follows and self.cursor % self.g:  # a node's ranks stay consecutive: start on a fresh node
             self.cursor += self.g - self.cursor % self.g
         end = self.cursor + self.n_gpus
         if end > len(self.order) * self.g:
             raise DomainError("config", f"pool {self.pool.name} has too few healthy GPUs for its stages")
-        slots = [(self.order[k // self.g], k % self.g) for k in range(self.cursor, end)]
+        runs: list[HostRun] = []
+        for k in range(self.cursor // self.g, (end - 1) // self.g + 1):
+            lo, hi = max(self.cursor, k * self.g), min(end, (k + 1) * self.g)
+            runs.append((self.order[k], lo - k * self.g, hi - lo))
         self.cursor = end
-        self.last_leaf = slots[-1][0].leaf
-        return slots
+        self.last_leaf = runs[-1][0].leaf
+        return runs
 
 
-def rank_slots(cluster: ClusterSpec, c: ParallelConfig, pools: Sequence[NodePool]) -> list[tuple[Host, int]]:
-    """Per global rank, its host and local GPU: stage by stage in rank order, each from its pool's stock."""
+def rank_slots(cluster: ClusterSpec, c: ParallelConfig, pools: Sequence[NodePool]) -> list[HostRun]:
+    """The global ranks in order, as runs on one host each (host, first local GPU, GPUs): stage by stage, each from
+    its pool's stock. Runs, not one entry per rank: 800,000 ranks are 100,000 runs (issue 49)."""
     stocks: dict[str, PoolStock] = {}
-    out: list[tuple[Host, int]] = []
+    out: list[HostRun] = []
     previous: str | None = None
     for pool in pools:
         stock = stocks.get(pool.name)

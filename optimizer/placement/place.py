@@ -9,11 +9,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
+from pydantic import TypeAdapter
 
 from optimizer.costmodel import network as net
 from optimizer.costmodel.placed_fabric import PlacedFabric, StageFabric
 from optimizer.frameworks.validation import assign_pools
-from optimizer.placement.choose import rank_slots
+from optimizer.placement.choose import HostRun, rank_slots
 from optimizer.placement.hosts import Host
 from optimizer.placement.result import PipelineHop, PlacedHost, Placement
 from optimizer.placement.spans import (
@@ -61,27 +62,62 @@ class PlacementOutcome:
 
 @dataclass(slots=True)
 class _Ranks:
-    """Per global rank: host, local GPU, NVLink domain and leaf switch, as integer ids."""
+    """Per global rank: host, local GPU, NVLink domain and leaf switch, as integer ids (each numbered in order of
+    first appearance), with the hosts and the domain and leaf names those ids index."""
 
     host: IntArray
     local: IntArray
     domain: IntArray
     leaf: IntArray
+    hosts: list[Host]
+    domain_names: list[str]
+    leaf_names: list[str]
 
     @classmethod
-    def of(cls, slots: list[tuple[Host, int]]) -> _Ranks:
-        ids: dict[str, dict[str, int]] = {"host": {}, "domain": {}, "leaf": {}}
-
-        def idx(kind: str, key: str) -> int:
-            table = ids[kind]
-            return table.setdefault(key, len(table))
-
+    def of(cls, runs: list[HostRun]) -> _Ranks:
+        """From the ranks' runs on their hosts (choose.rank_slots), per host, then spread to the ranks with numpy:
+        a plan on 800,000 GPUs has 100,000 hosts (issue 49: per-rank Python loops here were most of its time)."""
+        number: dict[int, int] = {}  # the runs' Host objects are one per node (choose.PoolStock)
+        hosts: list[Host] = []
+        for h, _, _ in runs:
+            if number.setdefault(id(h), len(hosts)) == len(hosts):
+                hosts.append(h)
+        domains: dict[str, int] = {}
+        leaves: dict[str, int] = {}
+        host_domain = np.array([domains.setdefault(h.domain, len(domains)) for h in hosts], dtype=np.int64)
+        host_leaf = np.array([leaves.setdefault(h.leaf, len(leaves)) for h in hosts], dtype=np.int64)
+        run_host = np.array([number[id(h)] for h, _, _ in runs], dtype=np.int64)
+        first_local = np.array([lo for _, lo, _ in runs], dtype=np.int64)
+        counts = np.array([k for _, _, k in runs], dtype=np.int64)
+        n = int(counts.sum())
+        starts = np.cumsum(counts) - counts
+        offset = np.arange(n, dtype=np.int64) - np.repeat(starts, counts)
+        host = np.repeat(run_host, counts)
         return cls(
-            host=np.array([idx("host", f"{h.pool}/{h.name}") for h, _ in slots], dtype=np.int64),
-            local=np.array([i for _, i in slots], dtype=np.int64),
-            domain=np.array([idx("domain", h.domain) for h, _ in slots], dtype=np.int64),
-            leaf=np.array([idx("leaf", h.leaf) for h, _ in slots], dtype=np.int64),
+            host=host,
+            local=np.repeat(first_local, counts) + offset,
+            domain=host_domain[host] if n else host,
+            leaf=host_leaf[host] if n else host,
+            hosts=hosts,
+            domain_names=list(domains),
+            leaf_names=list(leaves),
         )
+
+    def runs(self) -> tuple[IntArray, IntArray]:
+        """(first rank, rank count) of each host's ranks, in rank order; AssertionError where a host's ranks are not
+        consecutive on its GPUs 0, 1, ... (choose.py never gives a host's GPUs to stages that are not neighbours on
+        one pool)."""
+        n = len(self.host)
+        starts = np.flatnonzero(np.diff(self.host)) + 1 if n else np.zeros(0, dtype=np.int64)
+        starts = np.concatenate(([0], starts)).astype(np.int64) if n else starts
+        counts = np.diff(np.append(starts, n)).astype(np.int64)
+        if len(starts) != len(self.hosts):
+            raise AssertionError("a host's ranks are not consecutive")
+        expected = np.arange(n, dtype=np.int64) - np.repeat(starts, counts)
+        if not np.array_equal(self.local, expected):
+            bad = int(self.host[np.flatnonzero(self.local != expected)[0]])
+            raise AssertionError(f"host {self.hosts[bad].name}: ranks not consecutive on its GPUs")
+        return starts, counts
 
     def units(self, cluster: ClusterSpec, pool: NodePool) -> RankUnits:
         """Every rank's unit at each tier of `pool` (the unit ids of ranks on other pools are not read)."""
@@ -102,40 +138,37 @@ class _Ranks:
         return RankUnits(tiers, tuple(out))
 
 
-def _hosts(slots: list[tuple[Host, int]], n: int) -> list[PlacedHost]:
-    """The hosts in order of their first rank (a host's ranks are consecutive: choose.py never gives a host's
-    GPUs to stages that are not neighbours on one pool)."""
-    first: dict[tuple[str, str], tuple[Host, int]] = {}
-    count: dict[tuple[str, str], int] = {}
-    stages: dict[tuple[str, str], list[int]] = {}
-    for r, (h, local) in enumerate(slots):
-        key = (h.pool, h.name)
-        if key not in first:
-            first[key], count[key], stages[key] = (h, r), 0, []
-        if r != first[key][1] + count[key] or local != count[key]:
-            raise AssertionError(f"host {h.name}: ranks not consecutive on its GPUs")
-        count[key] += 1
-        if not stages[key] or stages[key][-1] != r // n:
-            stages[key].append(r // n)
-    return [
-        PlacedHost(
-            name=h.name,
-            pool=h.pool,
-            leaf=h.leaf,
-            nvlink_domain=h.domain,
-            first_rank=r,
-            ranks=count[key],
-            stages=stages[key],
-        )
-        for key, (h, r) in first.items()
+_PLACED_HOSTS = TypeAdapter(list[PlacedHost])  # one validation call for every host (100,000 at 800,000 GPUs)
+
+
+def _hosts(ranks: _Ranks, n: int) -> list[PlacedHost]:
+    """The hosts in order of their first rank, with the stages (of n ranks) their ranks belong to."""
+    starts, counts = ranks.runs()
+    rows = [
+        {
+            "name": h.name,
+            "pool": h.pool,
+            "leaf": h.leaf,
+            "nvlink_domain": h.domain,
+            "first_rank": r,
+            "ranks": count,
+            "stages": list(range(r // n, (r + count - 1) // n + 1)),
+        }
+        # numbered in order of first appearance: the runs' order
+        for h, r, count in zip(ranks.hosts, starts.tolist(), counts.tolist(), strict=True)
     ]
+    return _PLACED_HOSTS.validate_python(rows)
 
 
-def _tp_domains(slots: list[tuple[Host, int]], tp: int) -> list[str]:
-    out = []
-    for g in range(len(slots) // tp):
-        names = list(dict.fromkeys(h.domain for h, _ in slots[g * tp : (g + 1) * tp]))
-        out.append(" + ".join(names))
+def _tp_domains(ranks: _Ranks, tp: int) -> list[str]:
+    """Per TP group (tp consecutive ranks), the NVLink domains it spans joined by ' + ' (in rank order)."""
+    groups = len(ranks.domain) // tp
+    d = ranks.domain[: groups * tp].reshape(groups, tp)
+    one = (d == d[:, :1]).all(axis=1)
+    names = ranks.domain_names
+    out = [names[x] for x in d[:, 0].tolist()]
+    for g in np.flatnonzero(~one).tolist():
+        out[g] = " + ".join(names[x] for x in dict.fromkeys(d[g].tolist()))
     return out
 
 
@@ -194,11 +227,9 @@ def _hops(
     out: list[_Hop] = []
     for s, t in pairs:
         a, b = s * n + i, t * n + i
-        leaves = [leaf_names[x] for x in sorted({int(x) for x in ranks.leaf[a]} | {int(x) for x in ranks.leaf[b]})]
+        leaves = [leaf_names[x] for x in np.union1d(ranks.leaf[a], ranks.leaf[b]).tolist()]
         same_leaf = bool((ranks.leaf[a] == ranks.leaf[b]).all())
-        domains = [
-            domain_names[x] for x in sorted({int(x) for x in ranks.domain[a]} | {int(x) for x in ranks.domain[b]})
-        ]
+        domains = [domain_names[x] for x in np.union1d(ranks.domain[a], ranks.domain[b]).tolist()]
         if pools[s].name != pools[t].name:
             hop = PipelineHop(stage=s, next_stage=t, same_leaf=same_leaf, tier="pools", leaves=leaves)
             out.append(_Hop(hop, t, None, domains))
@@ -214,7 +245,7 @@ def _hops(
 class _Analysis:
     """A placement on one inventory and, per stage, where it is worse than the cost model's tiers assume."""
 
-    slots: list[tuple[Host, int]]
+    ranks: _Ranks
     hops: list[_Hop]
     units: dict[str, RankUnits]
     spans: list[dict[str, tuple[str, GroupSpan]]]  # per stage: field -> (label, span) where worse
@@ -232,9 +263,7 @@ def _analyse(cluster: ClusterSpec, c: ParallelConfig, stage_pools: list[NodePool
     n = c.gpus_per_stage
     ranks = _Ranks.of(slots)
     units = {p.name: ranks.units(cluster, p) for p in {p.name: p for p in stage_pools}.values()}
-    leaf_names = list(dict.fromkeys(h.leaf for h, _ in slots))
-    domain_names = list(dict.fromkeys(h.domain for h, _ in slots))
-    hops = _hops(c, stage_pools, ranks, units, leaf_names, domain_names)
+    hops = _hops(c, stage_pools, ranks, units, ranks.leaf_names, ranks.domain_names)
     reach: dict[int, list[int]] = {}  # per stage, the tier indices its same-pool sends reach
     for h in hops:
         if h.tier is not None:
@@ -253,7 +282,7 @@ def _analyse(cluster: ClusterSpec, c: ParallelConfig, stage_pools: list[NodePool
         sends.append(send)
     if not spans:  # nothing to compare: every stage as the tiers say
         worse, rings, sends = [{} for _ in stage_pools], [None] * len(stage_pools), [None] * len(stage_pools)
-    return _Analysis(slots, hops, units, worse, rings, sends)
+    return _Analysis(ranks, hops, units, worse, rings, sends)
 
 
 def healthy_twin(cluster: ClusterSpec) -> ClusterSpec:
@@ -295,7 +324,7 @@ def place(cluster: ClusterSpec, c: ParallelConfig, pools: Sequence[NodePool] | N
     if a.short and unhealthy:
         twin = healthy_twin(cluster)
         base = _analyse(twin, c, [twin.pool(p.name) for p in stage_pools])
-    tp_domains = _tp_domains(a.slots, c.tp)
+    tp_domains = _tp_domains(a.ranks, c.tp)
     fabric: list[StageFabric | None] = []
     notes: dict[tuple[str, str, str], list[tuple[int, int, int]]] = {}  # (label, placed, assumed) -> stages
     kinds = {k[0]: k[4] for k in group_kinds(c)}
@@ -328,24 +357,23 @@ def place(cluster: ClusterSpec, c: ParallelConfig, pools: Sequence[NodePool] | N
                 worse_hops.append(h)
         degraded += _hop_notes(worse_hops, len(a.hops), a.units, stage_pools, n)
     placement = Placement(
-        world_size=len(a.slots),
+        world_size=len(a.ranks.host),
         tp=c.tp,
         gpus_per_stage=n,
-        hosts=_hosts(a.slots, n),
+        hosts=_hosts(a.ranks, n),
         tp_domains=tp_domains,
         hops=[h.hop for h in a.hops],
         degraded=degraded,
-        idle_gpus=_idle(a.slots, stage_pools),
+        idle_gpus=_idle(a.ranks, stage_pools),
     )
     return PlacementOutcome(placement, tuple(fabric) if any(f is not None for f in fabric) else None)
 
 
-def _idle(slots: list[tuple[Host, int]], pools: Sequence[NodePool]) -> int:
+def _idle(ranks: _Ranks, pools: Sequence[NodePool]) -> int:
+    """GPUs of the hosts the plan uses that no rank runs on."""
     g = {p.name: p.gpus_per_node for p in pools}
-    used: dict[tuple[str, str], int] = {}
-    for h, _ in slots:
-        used[(h.pool, h.name)] = used.get((h.pool, h.name), 0) + 1
-    return sum(g[pool] - k for (pool, _), k in used.items())
+    _, counts = ranks.runs()
+    return sum(g[h.pool] for h in ranks.hosts) - int(counts.sum())
 
 
 def _stages_text(stages: list[tuple[int, int, int]]) -> str:
