@@ -27,6 +27,7 @@ from optimizer.search.decision import RUNNERS_UP, contenders, decide, ratio_inte
 from optimizer.search.diagnosis import diagnose_infeasible
 from optimizer.search.explain import explain, goodput_change
 from optimizer.search.inference_planner import check_serving_pins, plan_inference
+from optimizer.search.phase_clock import PhaseClock
 from optimizer.search.request import SearchRequest
 from optimizer.search.result import (
     Alternative,
@@ -345,6 +346,7 @@ class TrainingSearch:
         self.total = 0
         self.solved = 0
         self.stopped: str | None = None  # "time limit" or "cancelled"
+        self.clock = PhaseClock()
 
     # ---- bookkeeping ---------------------------------------------------------------------------------------------
     def elapsed(self) -> float:
@@ -410,6 +412,7 @@ class TrainingSearch:
     def take(self, cand: Candidate, res: StageLayout, r: float) -> None:
         """Record a candidate solve; one that stopped before its proof keeps its bound open."""
         self.solved += 1
+        self.clock.add("cp-sat", res.cpsat_s)
         if res.status not in ("OPTIMAL", "INFEASIBLE"):
             self.unproven = min(self.unproven, max(cand.lb, res.bound_s * r if math.isfinite(res.bound_s) else 0.0))
         if res.layers:
@@ -419,6 +422,10 @@ class TrainingSearch:
     def expand_keys(self) -> None:
         """Enumerate the candidates of the layer keys (lazily, best bound first) until the heap's top is below
         the next unexpanded key's bound, or that bound cannot beat the K-th best plan."""
+        with self.clock("candidates"):
+            self._expand_keys()
+
+    def _expand_keys(self) -> None:
         while self.next_key < len(self.keys) and self.keys[self.next_key][0] < min(
             self.heap[0][0] if self.heap else math.inf, self.threshold()
         ):
@@ -525,17 +532,18 @@ class TrainingSearch:
                 self.stopped = "time limit"
                 break
             heapq.heappop(self.heap)
-            if kind == STRUCTURE_UNTIGHTENED:
-                self.tighten_structure(i, lb, _g)
-            elif kind == STRUCTURE:
-                self.solve_structure(i)
-            else:
-                b = self.batches[i]
-                cand = self.ts.candidate(b, b.next)
-                b.next += 1
-                if b.next < len(b.lbs):
-                    heapq.heappush(self.heap, (b.peek(), int(b.gpus[b.next]), KEY_BATCH, i))
-                self.consider(cand)
+            with self.clock("layouts"):
+                if kind == STRUCTURE_UNTIGHTENED:
+                    self.tighten_structure(i, lb, _g)
+                elif kind == STRUCTURE:
+                    self.solve_structure(i)
+                else:
+                    b = self.batches[i]
+                    cand = self.ts.candidate(b, b.next)
+                    b.next += 1
+                    if b.next < len(b.lbs):
+                        heapq.heappush(self.heap, (b.peek(), int(b.gpus[b.next]), KEY_BATCH, i))
+                    self.consider(cand)
             if self.first_feasible and self.found:
                 self.stopped = "first plan"
                 break
@@ -578,7 +586,8 @@ class TrainingSearch:
                 explanation=Explanation(summary="A plan exists (feasibility probe)."),
                 **counts,
             )
-        found, placements, ideal = self.placed(ranked[: self.keep])
+        with self.clock("pricing"):
+            found, placements, ideal = self.placed(ranked[: self.keep])
         if any(pe is not None and pe.repriced for pe in placements):
             # The search proved its optimum on the idealised fabric; the kept plans are priced as placed (never
             # below their idealised price), so what bounds a placed price is the least open bound, the idealised
@@ -586,6 +595,7 @@ class TrainingSearch:
             beyond = ranked[self.keep][0] if len(ranked) > self.keep else math.inf
             lower = min(bound, beyond, min(obj for obj, _, _ in found))
             status = "OPTIMAL" if self.stopped is None and lower >= min(obj for obj, _, _ in found) else "FEASIBLE"
+        t_decision = time.perf_counter()
         decision = decide(contenders(ts.model, ts.cluster, w, found, self.measured), ts.cluster, self.interval_rule)
         best_obj, best_cfg, est = decision.pick.objective, decision.pick.config, decision.pick.estimate
         pick = next(i for i, f in enumerate(found) if f[1] is best_cfg)
@@ -597,8 +607,10 @@ class TrainingSearch:
         pools = best_cfg.stage_pools or [ts.pools[0].name] * best_cfg.pp
         rate_s = ts.cluster.price_per_s(best_cfg.gpus_per_stage, pools)
         explanation = explain(ts, planned, alts, decision=decision)
+        self.clock.add("decision", time.perf_counter() - t_decision)
         placed = placements[pick]
-        placement = placed.placement if placed is not None else place(ts.cluster, best_cfg).placement
+        with self.clock("placement"):
+            placement = placed.placement if placed is not None else place(ts.cluster, best_cfg).placement
         if placed is not None and placement.degraded:
             extra = f" (+{100 * (est.step_time_s / ideal[pick] - 1):.1f}% over the idealised fabric)"
             explanation.summary = explanation.summary.rstrip(". ") + (
@@ -619,6 +631,7 @@ class TrainingSearch:
             price_per_step=None if rate_s is None else est.step_time_s * rate_s,
             goodput=est.goodput,
             placement=placement,
+            phase_times_s=self.clock.phases(),
             **counts,
         )
 

@@ -197,6 +197,12 @@ class PlanResult(BaseModel):
     )
     explanation: Explanation
     solve_time_s: float
+    phase_times_s: dict[str, float] = Field(
+        default_factory=dict,
+        description="Training searches: where solve_time_s went, seconds: candidates (enumeration and bounds), "
+        "layouts (each candidate's stage tables and model), cp-sat (inside CP-SAT), pricing (the kept plans' "
+        "estimates: goodput and intervals), decision (the interval rule and the explanation), placement.",
+    )
     candidates_total: int = Field(description="Global-knob candidates in the declared space after bounds.")
     candidates_solved: int = Field(description="Candidates whose stage layout CP-SAT solved.")
     rounding_note: str = (

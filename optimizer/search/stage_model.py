@@ -16,8 +16,11 @@ from __future__ import annotations
 import bisect
 import itertools
 import math
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
+
+import numpy as np
 
 from optimizer.costmodel.memory import inflight_microbatches
 from optimizer.costmodel.stage import CostContext, StageCost, stage_cost
@@ -37,6 +40,8 @@ class StageLayout:
     pools: tuple[str, ...]
     objective_s: float
     bound_s: float
+    cpsat_s: float = 0.0
+    """Seconds inside CP-SAT (the rest of the candidate's time built its tables and model)."""
 
 
 _Table = tuple[dict[str, list[int]], list[int]]  # integer columns by name, and the indices filled in
@@ -120,6 +125,7 @@ class StageModel:
         self._blocks: dict[tuple[tuple[bool, bool], int, int], list[int]] = {}  # filled (role, pool, next pool)
         self._allowed: dict[tuple[int, int, int, float], _Domain] = {}  # (stage, pool, next pool, t limit)
         self._inflight: dict[tuple[int, int], float] = {}
+        self.closed: tuple[tuple[int, ...], int] | None = None  # a layout build() proved optimal without CP-SAT
 
     def inflight(self, stage: int, layers: int) -> float:
         """Micro-batches of activations stage `stage` holds at its peak with `layers` layers, in units of its
@@ -294,6 +300,109 @@ class StageModel:
         d0 = domains[0]
         return (pipe + min(d0.tab["e"][j] for j in d0.allowed)) * TIME_UNIT_S, t_max
 
+    def _balance_bound(
+        self, domains: list[_Domain], t_star: int, upper_bound_s: float
+    ) -> tuple[float, list[int] | None]:
+        """A lower bound on the step time (seconds) tighter than _layout_bound, and the table entry of each stage
+        of a layout that reaches it on this relaxation (None without one). Most candidates the search hands to
+        CP-SAT are solves that prove no layout beats the K-th best plan (152 of 183 on 405B / 131,072 H100), and
+        most of the others' optima equal this bound (issue 49).
+
+        For each T >= T* (the slowest stage's time), the least sum of the stages' times with every stage at most T
+        and the layers summing to L (a shortest path over stages x layers, numpy per stage), plus stage 0's end
+        work chosen with its own entry: step >= (m - 1) T + sum t + e_0 (1F1B, GPipe) or (m - 1/v) T + sum t / v +
+        e_0 (interleaved), the i = 0 term of _objective with t_max = T. The middle stages' order is relaxed, so it
+        bounds the model's optimum from below. ZB-H1 keeps _layout_bound's (its fill reads u, not t)."""
+        c, m, L = self.cand.config, self.cand.microbatches, self.L
+        if c.schedule == "zb-h1":
+            return 0.0, None
+        share = 1.0 / c.vp if c.schedule == "interleaved-1f1b" else 1.0  # the stage times' weight in the pipeline
+        slope = m - share  # t_max's
+        limit = upper_bound_s / TIME_UNIT_S
+        stages = []
+        for i, d in enumerate(domains):
+            x = np.array([j % (L + 1) for j in d.allowed], dtype=np.int64)
+            t = np.array([d.tab["t"][j] for j in d.allowed], dtype=np.float64)
+            extra = np.array([d.tab["e"][j] for j in d.allowed], dtype=np.float64) if i == 0 else np.zeros(len(x))
+            stages.append((x, t, share * t + extra))
+
+        def least_sum(T: float, trace: bool = False) -> tuple[float, list[int] | None]:
+            """The least weighted sum reaching L layers with every stage's time <= T, and (with trace) the entry
+            of each stage on that path (positions in its domain's `allowed`)."""
+            choices: list[np.ndarray] = []
+            best = np.full(L + 1, np.inf)
+            pick = np.full(L + 1, -1, dtype=np.int64)
+            x0, t0, w0 = stages[0]
+            for k in np.flatnonzero(t0 <= T):
+                if w0[k] < best[x0[k]]:
+                    best[x0[k]], pick[x0[k]] = w0[k], k
+            choices.append(pick)
+            for x, t, w in stages[1:]:
+                new = np.full(L + 1, np.inf)
+                pick = np.full(L + 1, -1, dtype=np.int64)
+                for k in np.flatnonzero(t <= T):
+                    n = int(x[k])
+                    cand = best[: L + 1 - n] + w[k]
+                    better = cand < new[n:]
+                    new[n:][better] = cand[better]
+                    pick[n:][better] = k
+                best = new
+                choices.append(pick)
+            if not trace or not math.isfinite(best[L]):
+                return float(best[L]), None
+            path: list[int] = []
+            left: int = L
+            for i in range(len(stages) - 1, -1, -1):
+                chosen = int(choices[i][left])
+                path.append(domains[i].allowed[chosen])
+                left -= int(stages[i][0][chosen])
+            return float(best[L]), path[::-1]
+
+        floor = least_sum(math.inf)[0]  # every T's sum is at least the unconstrained one
+        result, at = math.inf, math.inf
+        for T in sorted({float(v) for _, t, _ in stages for v in t if v >= t_star}):
+            if slope * T + floor >= min(result, limit * (1 + 1e-9)):
+                break  # larger T cannot give less
+            value = slope * T + least_sum(T)[0]
+            if value < result:
+                result, at = value, T
+        if not math.isfinite(result):
+            return math.inf, None
+        return result * TIME_UNIT_S, least_sum(at, trace=True)[1]
+
+    def _middle_sorted(self, entries: list[int], domains: list[_Domain]) -> list[int]:
+        """The same layers with the middle stages' counts in non-decreasing order (the model's _middle_order; the
+        sum and the middle stages' times are unchanged on one pool), where every stage's domain allows its new
+        count; else the entries as they were."""
+        L = self.L
+        mid = range(1, len(entries) - 1)
+        counts = sorted(entries[i] % (L + 1) for i in mid)
+        out = list(entries)
+        for i, x in zip(mid, counts, strict=True):
+            j = entries[i] - entries[i] % (L + 1) + x
+            if j not in domains[i].allowed:
+                return entries
+            out[i] = j
+        return out
+
+    def _step_of(self, entries: list[int]) -> int | None:
+        """The objective _objective gives a layout of these table entries (integer, x the schedule's scale), or
+        None where the layout breaks a rule of the model the relaxation leaves out (the middle stages' order on
+        one pool). The solver-agnostic check of a layout found without CP-SAT."""
+        c, m, L, s = self.cand.config, self.cand.microbatches, self.L, self.scale
+        layers = [j % (L + 1) for j in entries]
+        if any(layers[i] > layers[i + 1] for i in range(1, len(layers) - 2)):
+            return None
+        tab = [self._tables((i == 0, i == c.pp - 1)) for i in range(c.pp)]
+        t = [tab[i]["t"][j] for i, j in enumerate(entries)]
+        t_max = max(t)
+        pipe = s * m * t_max + sum(t) - t_max if c.schedule == "interleaved-1f1b" else sum(t) + (m - 1) * t_max
+        step, prefix = 0, 0
+        for i, j in enumerate(entries):
+            step = max(step, pipe - prefix + s * tab[i]["e"][j])
+            prefix += tab[i]["b"][j]
+        return step
+
     def build(
         self,
         upper_bound_s: float | None = None,
@@ -309,6 +418,18 @@ class StageModel:
         bound_s, t_star = self._layout_bound(domains)
         if upper_bound_s is not None and bound_s > upper_bound_s * (1 + 1e-9):
             return None
+        floor_s, entries = self._balance_bound(domains, t_star, math.inf if upper_bound_s is None else upper_bound_s)
+        if upper_bound_s is not None and floor_s > upper_bound_s * (1 + 1e-9):
+            return None  # no layout beats the bound: proven without CP-SAT
+        self.closed = None
+        if entries is not None and Q == 1:
+            entries = self._middle_sorted(entries, domains)
+            step = self._step_of(entries)
+            if step is not None and step / self.scale <= floor_s / TIME_UNIT_S * (1 + 1e-12) + 1:
+                # The layout reaches the lower bound: optimal, and _solve_one needs no CP-SAT solve.
+                self.closed = (tuple(j % (L + 1) for j in entries), step)
+            if hint is None:  # CP-SAT starts from it (a layout the relaxation found, its order repaired by it)
+                hint = (tuple(j % (L + 1) for j in entries), (self.pools[0].name,) * c.pp)
         model = _Model()
         v = _Vars()
         for i, dom in enumerate(domains):
@@ -346,7 +467,7 @@ class StageModel:
         self._pool_capacity(model, v)
         self._pool_contiguity(model, v)
         self._middle_order(model, v)
-        self._objective(model, v, m, upper_bound_s, t_star)
+        self._objective(model, v, m, upper_bound_s, t_star, floor_s)
         if hint is not None:
             names = [p.name for p in self.pools]
             for var, val in zip(v.layers, hint[0], strict=True):
@@ -416,12 +537,19 @@ class StageModel:
                 model.add(v.layers[i] <= v.layers[i + 1]).only_enforce_if(same)
 
     def _objective(
-        self, model: cp_model.CpModel, v: _Vars, m: int, upper_bound_s: float | None, t_star: int = 0
+        self,
+        model: cp_model.CpModel,
+        v: _Vars,
+        m: int,
+        upper_bound_s: float | None,
+        t_star: int = 0,
+        floor_s: float = 0.0,
     ) -> None:
         """Step time of the cost model [training.step_time], times the schedule's scale (v for interleaved):
         pipeline = sum t + (m-1) max t (1F1B, GPipe); v m max t + sum t - max t (interleaved, x v);
         m max t + sum u - max u (ZB-H1). Step = max over stages of pipeline - earlier backwards + own end work.
-        Redundant (labelled): t_max >= T*, the layer-balance bound of _layout_bound."""
+        Redundant (labelled): t_max >= T*, the layer-balance bound of _layout_bound; step >= _balance_bound (often
+        the optimum itself: CP-SAT then stops at the first layout that reaches it instead of proving it)."""
         c = self.cand.config
         t_hi = v.bounds["t"][1]
         t_max = model.new_int_var(min(t_star, t_hi), t_hi, "t_max")
@@ -445,6 +573,8 @@ class StageModel:
             prefix.append(v.b[i])
         if upper_bound_s is not None:
             model.add(step <= int(upper_bound_s / TIME_UNIT_S * s))
+        if 0 < floor_s < math.inf:  # rounded down with a nanosecond per table term to spare (TIME_UNIT_S)
+            model.add(step >= max(0, math.floor(floor_s / TIME_UNIT_S * s) - s * (len(v.t) + 2)))
         v.step = step
         model.minimize(step)
 
@@ -538,12 +668,20 @@ class StageModel:
         if built is None:
             return StageLayout("INFEASIBLE", (), (), math.inf, math.inf)
         model, v = built
+        if self.closed is not None and (
+            upper_bound_s is None or self.closed[1] <= upper_bound_s / TIME_UNIT_S * self.scale
+        ):
+            layers, step = self.closed
+            value = step * TIME_UNIT_S / self.scale
+            return StageLayout("OPTIMAL", layers, (self.pools[0].name,) * len(layers), value, value)
         solver = stage_solver(time_limit_s)
+        t0 = time.perf_counter()
         with stop_when(solver, self.stop):
             status = solver.solve(model)
+        took = time.perf_counter() - t0
         name = solver.status_name(status)
         if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
-            return StageLayout(name, (), (), math.inf, math.inf)
+            return StageLayout(name, (), (), math.inf, math.inf, took)
         layers, pools = v.extract(solver, [p.name for p in self.pools])
         unit = TIME_UNIT_S / self.scale
-        return StageLayout(name, layers, pools, solver.objective_value * unit, solver.best_objective_bound * unit)
+        return StageLayout(name, layers, pools, solver.objective_value * unit, solver.best_objective_bound * unit, took)
