@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from accuracy.published_runs import Record, predict
-from optimizer.costmodel.uncertainty import RunFeatures, step_time_interval, training_features
+from optimizer.costmodel.uncertainty import RunFeatures, step_time_interval, training_features, training_gpu
 from optimizer.errors import DomainError
 
 QUARANTINE_DIR = Path(__file__).parent / "data" / "quarantine"
@@ -104,7 +104,9 @@ def load_sources(directory: Path = QUARANTINE_DIR) -> list[Source]:
         records = tuple(doc["records"])
         for r in records:
             if r["group"] != path.stem:
-                raise DomainError("quarantine", f"{path.name}: record {r['id']} has group {r['group']}, not {path.stem}")
+                raise DomainError(
+                    "quarantine", f"{path.name}: record {r['id']} has group {r['group']}, not {path.stem}"
+                )
         out.append(Source(path.stem, doc["meta"], records))
     return out
 
@@ -118,7 +120,7 @@ def score_record(rec: Record) -> QuarantineCase:
     """Price one quarantined record as published_runs.predict prices a published one, with its shipped interval."""
     q = rec["quarantine"]
     measured = rec["measured"].get("step_time_s") or rec["derived"]["step_time_s"]
-    base = dict(
+    base: dict[str, Any] = dict(
         id=rec["id"], source=rec["group"], stack=q["stack"], gpu=rec["cluster"]["gpu_type"], measured=float(measured)
     )
     try:
@@ -128,8 +130,9 @@ def score_record(rec: Record) -> QuarantineCase:
     assert case is not None and case.run is not None
     run = case.run
     assert not isinstance(run.workload, str)
-    feats = training_features(run.model, run.cluster, run.workload, run.config)  # type: ignore[arg-type]
-    iv = step_time_interval(feats, case.predicted)
+    feats = training_features(run.model, run.cluster, run.workload, run.config)
+    base["gpu"] = training_gpu(run.cluster, run.config)
+    iv = step_time_interval(feats, case.predicted, gpu=base["gpu"], stand_in="; ".join(q["missing"]))
     return QuarantineCase(
         **base,
         predicted=case.predicted,
@@ -171,7 +174,9 @@ def summarise(cases: list[QuarantineCase]) -> Summary:
     if not errs:
         return Summary(len(cases), 0, sum(c.expressible for c in cases), math.nan, math.nan, math.nan, 0.0, math.nan)
     p90 = errs[min(len(errs) - 1, math.ceil(0.9 * len(errs)) - 1)]
-    widths = [(c.high - c.low) / c.predicted for c in priced if c.high is not None and c.low is not None and c.predicted]
+    widths = [
+        (c.high - c.low) / c.predicted for c in priced if c.high is not None and c.low is not None and c.predicted
+    ]
     return Summary(
         n=len(cases),
         priced=len(priced),
@@ -241,7 +246,8 @@ def score_line(source: str, summary: Summary, day: datetime.date, command: str) 
     """The dated log line of one source's score."""
     return (
         f"- scored {day.isoformat()}: n={summary.n} (priced {summary.priced}, fully expressible "
-        f"{summary.expressible}); |error| median {summary.median:.1%}, p90 {summary.p90:.1%}; bias {summary.bias:+.1%}; "
+        f"{summary.expressible}); |error| median {summary.median:.1%}, p90 {summary.p90:.1%}; "
+        f"bias {summary.bias:+.1%}; "
         f"80% interval coverage {summary.coverage:.0%} (median width {summary.median_width:.0%}); model at "
         f"{_commit()}; `{command}`"
     )
@@ -276,10 +282,14 @@ def main() -> None:
     for c in cases:
         err = "unpriced: " + c.why_unpriced if c.error is None else f"{c.error:+.1%}"
         inside = "in" if c.covered else "OUT"
-        print(f"{c.id:55s} {c.measured:8.3f} {c.predicted or math.nan:8.3f} {err:>8s} {inside:3s} {'; '.join(c.missing)}")
+        print(
+            f"{c.id:55s} {c.measured:8.3f} {c.predicted or math.nan:8.3f} {err:>8s} {inside:3s} {'; '.join(c.missing)}"
+        )
     for source in sorted({c.source for c in cases}):
         s = summarise([c for c in cases if c.source == source])
-        print(f"{source:40s} n={s.n:3d} median {s.median:6.1%} p90 {s.p90:6.1%} bias {s.bias:+6.1%} cov {s.coverage:4.0%}")
+        print(
+            f"{source:40s} n={s.n:3d} median {s.median:6.1%} p90 {s.p90:6.1%} bias {s.bias:+6.1%} cov {s.coverage:4.0%}"
+        )
     s = summarise(cases)
     print(f"{'all':40s} n={s.n:3d} median {s.median:6.1%} p90 {s.p90:6.1%} bias {s.bias:+6.1%} cov {s.coverage:4.0%}")
     if args.log:
