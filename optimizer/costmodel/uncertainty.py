@@ -29,6 +29,7 @@ from optimizer.costmodel.novelty import (
     shipped_support,
     shipped_widening,
 )
+from optimizer.costmodel.published_mfu import best_published
 from optimizer.costmodel.result import Estimate
 from optimizer.spec.calibration import ClusterCalibration
 from optimizer.spec.cluster_spec import ClusterSpec
@@ -385,6 +386,19 @@ def narrower(published: Interval, own: Interval | None) -> Interval:
     )
 
 
+def beyond_measured(query: RunFeatures, mfu: float, step_time_s: float) -> tuple[float, str] | None:
+    """(the step time the best published MFU gives, why) when the predicted MFU exceeds the best any published run
+    of the query's GPU family and precision reached (published_mfu.py); else None."""
+    best = best_published(query.family, query.precision)
+    if best is None or mfu <= best.mfu:
+        return None
+    floor = step_time_s * mfu / best.mfu
+    return floor, (
+        f"beyond measured territory: MFU {mfu:.1%} above the best published for {query.family} {query.precision} "
+        f"({best.mfu:.1%}, {best.record}, {best.source}); the interval reaches {floor:.3g} s, the step at that MFU"
+    )
+
+
 def with_intervals(
     est: Estimate,
     model: ModelSpec,
@@ -406,6 +420,11 @@ def with_intervals(
         feats = training_features(model, cluster, workload, config)
         step = step_time_interval(feats, est.step_time_s, gpu=training_gpu(cluster, config))
         step = narrower(step, cluster_interval(est.step_time_s, cluster.calibration))
+        beyond = beyond_measured(feats, est.mfu, est.step_time_s)
+        if beyond is not None:
+            floor, why = beyond
+            step = Interval(step.low, max(step.high, floor), f"{step.basis}; {why}", step.runs, step.regime)
+            update["beyond_measured"] = why
         update["step_time_interval_s"] = (step.low, step.high)
         update["interval_basis"] = f"step time: {step.basis}. Memory: {mem.basis}."
     else:
