@@ -342,6 +342,8 @@ def memory_interval() -> Interval:
     return pooled_interval(1.0, MEMORY_METRICS, "per-GPU peak memory records (all frameworks)")
 
 
+# The regime name of an interval from the cluster's own runs.
+CLUSTER_REGIME = "this cluster"
 # A cluster's own runs replace the published-run interval once they leave at least this many degrees of freedom
 # after the fit (a t interval on fewer is wider than the published one anyway).
 MIN_CLUSTER_DOF = 2
@@ -367,7 +369,7 @@ def cluster_interval(predicted: float, calibration: ClusterCalibration | None) -
         f"{COVERAGE:.0%} interval from {n} of this cluster's measured runs (calibration {calibration.version}; "
         f"t interval, {dof} degrees of freedom after {calibration.fitted_constants} fitted constants)"
     )
-    return Interval(predicted * math.exp(mean - half), predicted * math.exp(mean + half), basis, n, "this cluster")
+    return Interval(predicted * math.exp(mean - half), predicted * math.exp(mean + half), basis, n, CLUSTER_REGIME)
 
 
 def narrower(published: Interval, own: Interval | None) -> Interval:
@@ -423,7 +425,10 @@ def with_intervals(
         beyond = beyond_measured(feats, est.mfu, est.step_time_s)
         if beyond is not None:
             floor, why = beyond
-            step = Interval(step.low, max(step.high, floor), f"{step.basis}; {why}", step.runs, step.regime)
+            if step.regime == CLUSTER_REGIME:  # the cluster's own runs measured this territory: not widened
+                why += "; not widened: this cluster's own measured runs give the interval"
+            else:
+                step = Interval(step.low, max(step.high, floor), f"{step.basis}; {why}", step.runs, step.regime)
             update["beyond_measured"] = why
         update["step_time_interval_s"] = (step.low, step.high)
         update["interval_basis"] = f"step time: {step.basis}. Memory: {mem.basis}."
