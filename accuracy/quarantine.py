@@ -253,10 +253,12 @@ def score_line(source: str, summary: Summary, day: datetime.date, command: str) 
     )
 
 
-def append_scores(cases: list[QuarantineCase], command: str, day: datetime.date | None = None) -> None:
-    """Append one dated score line per source to LOG.md (a new section for a source the log has not seen)."""
+def append_scores(
+    cases: list[QuarantineCase], command: str, day: datetime.date | None = None, path: Path = LOG_PATH
+) -> None:
+    """Append one dated score line per source to the log (a new section for a source the log has not seen)."""
     day = day or datetime.date.today()
-    text = LOG_PATH.read_text() if LOG_PATH.exists() else ""
+    text = path.read_text() if path.exists() else ""
     sections = parse_log(text)
     lines = text.rstrip("\n").split("\n") if text else []
     for source in sorted({c.source for c in cases}):
@@ -269,7 +271,7 @@ def append_scores(cases: list[QuarantineCase], command: str, day: datetime.date 
             lines.insert(end, line)
         else:
             lines += ["", f"## {source}", "", line]
-    LOG_PATH.write_text("\n".join(lines) + "\n")
+    path.write_text("\n".join(lines) + "\n")
 
 
 def main() -> None:

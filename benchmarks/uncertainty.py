@@ -27,6 +27,10 @@ from rich.table import Table
 
 from accuracy.novelty_fit import Row, all_rows, figures, fit, score_in_sample, score_nested, unwidened
 from accuracy.novelty_fit import Scored as NoveltyScored
+from accuracy.published_runs import predict
+from accuracy.quarantine import load_sources
+from optimizer.calibration.fit import fit_calibration
+from optimizer.costmodel.estimate import estimate
 from optimizer.costmodel.uncertainty import (
     ACROSS_GPUS,
     MEMORY_METRICS,
@@ -42,6 +46,7 @@ from optimizer.costmodel.uncertainty import (
     ratio_offsets,
     residual_table,
 )
+from optimizer.spec.workload import TrainingWorkload
 
 
 @dataclass(frozen=True)
@@ -244,6 +249,53 @@ def pair_table_view(scored: list[ScoredPair]) -> Table:
     return table
 
 
+def calibration_narrowing() -> Table:
+    """The calibration path on the quarantine: every run of a source with 4+ priced runs predicted from a calibration
+    fitted on the source's other runs (leave-one-run-out, `fit_calibration`), its interval the narrower of the
+    cluster's own and the published one (docs/uncertainty.md section 7), against the uncalibrated prediction."""
+    table = Table(title="Calibration narrowing on the quarantine (leave one run out of the source's calibration)")
+    for col in ("source", "runs", "uncalibrated: cov / width / |err|", "calibrated: cov / width / |err|", "own used"):
+        table.add_column(col, justify="left" if col == "source" else "right")
+    totals: dict[str, list[tuple[bool, float, float]]] = {"before": [], "after": []}
+    own_total = 0
+    for source in load_sources():
+        runs = [case.run for case in map(predict, source.records) if case is not None and case.run is not None]
+        if len(runs) < 4:
+            continue
+        cells: dict[str, list[tuple[bool, float, float]]] = {"before": [], "after": []}
+        own = 0
+        for i, run in enumerate(runs):
+            assert run.step_time_s is not None and isinstance(run.workload, TrainingWorkload)
+            cal = fit_calibration([r for j, r in enumerate(runs) if j != i]).calibration
+            for key, cluster in (("before", run.cluster), ("after", run.cluster.with_calibration(cal))):
+                e = estimate(run.model, cluster, run.workload, run.config)
+                lo, hi = e.step_time_interval_s or (math.nan, math.nan)
+                cells[key].append(
+                    (lo <= run.step_time_s <= hi, (hi - lo) / e.step_time_s, e.step_time_s / run.step_time_s - 1)
+                )
+                own += key == "after" and "this cluster's measured runs" in (e.interval_basis or "")
+        table.add_row(source.id, str(len(runs)), _cal_cell(cells["before"]), _cal_cell(cells["after"]), str(own))
+        for key in totals:
+            totals[key] += cells[key]
+        own_total += own
+    table.add_row(
+        "all",
+        str(len(totals["before"])),
+        _cal_cell(totals["before"]),
+        _cal_cell(totals["after"]),
+        str(own_total),
+        style="bold",
+    )
+    return table
+
+
+def _cal_cell(items: list[tuple[bool, float, float]]) -> str:
+    cov = sum(c for c, _, _ in items) / len(items)
+    width = statistics.median(w for _, w, _ in items)
+    err = statistics.median(abs(e) for _, _, e in items)
+    return f"{cov:4.0%}  {width:4.0%}  {err:5.1%}"
+
+
 def main() -> None:
     table = residual_table()
     console = Console(width=200)
@@ -256,6 +308,7 @@ def main() -> None:
     ):
         console.print(coverage_table(f"{what}: nested by source", nested_pooled(table, metrics, what)))
     console.print(pair_table_view(nested_pairs(pair_table())))
+    console.print(calibration_narrowing())
 
 
 if __name__ == "__main__":

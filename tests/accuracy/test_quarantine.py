@@ -4,6 +4,7 @@ logged score; and the intervals widened by novelty cover 75-85% of it left out b
 from __future__ import annotations
 
 import builtins
+import dataclasses
 import datetime
 import json
 import math
@@ -19,6 +20,8 @@ from accuracy.novelty_fit import NOVELTY_PATH, Scored, all_rows, document, score
 from accuracy.quarantine import (
     LOG_PATH,
     QUARANTINE_DIR,
+    QuarantineCase,
+    append_scores,
     load_sources,
     parse_log,
     quarantined_ids,
@@ -107,6 +110,20 @@ def test_a_source_is_released_only_after_its_score_is_logged() -> None:
         released_sources("## s\n\n- released 2026-11-01: fitted\n")
     ok = "## s\n\n- scored 2026-11-01: n=3\n- released 2026-11-01: fitted\n\n## t\n\n- scored 2026-11-02: n=1\n"
     assert released_sources(ok) == {"s": datetime.date(2026, 11, 1)}
+
+
+def test_scores_append_into_their_own_section(tmp_path: Path) -> None:
+    """A score goes under its source's section (after its last line), a new source gets a new section at the end,
+    and nothing else of the file moves: what keeps branches' appends mergeable."""
+    log = tmp_path / "LOG.md"
+    log.write_text("# log\n\n## a\n\n- scored 2026-11-01: old\nnote\n\n## b\n\n- scored 2026-11-01: old\n")
+    case = QuarantineCase("r1", "a", "stack", "H100-SXM-80GB", 2.0, 2.2, (), None, 1.8, 2.4)
+    append_scores([case, dataclasses.replace(case, id="r2", source="c")], "cmd", datetime.date(2026, 11, 28), log)
+    text = log.read_text()
+    assert text.startswith("# log\n\n## a\n\n- scored 2026-11-01: old\nnote\n- scored 2026-11-28: n=1")
+    assert "bias +10.0%" in text and "coverage 100%" in text and text.rstrip().splitlines()[-3] == "## c"
+    sections = parse_log(text)
+    assert [len(sections[s].scored) for s in "abc"] == [2, 1, 1]
 
 
 def test_every_quarantined_source_has_a_dated_score() -> None:
