@@ -120,6 +120,8 @@ def render_estimate(e: Estimate, model: str, cluster: str) -> None:
             f"step time {e.step_time_s:.3g} s{_band(e.step_time_interval_s, 's')} | {e.tokens_per_s:,.0f} tokens/s | "
             f"MFU {e.mfu:.1%} | HFU {e.hfu:.1%} | {e.microbatches} micro-batches"
         )
+        if e.beyond_measured:
+            out.print(f"[yellow]{e.beyond_measured}[/yellow]")
     else:
         ttft, tpot = e.ttft_interval_s, e.tpot_interval_s
         out.print(

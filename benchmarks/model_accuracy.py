@@ -93,7 +93,10 @@ if __name__ == "__main__":
     console.print(text, markup=False)
     # Beside the in-sample serving table: per engine, in-sample | leave-one-source-out | held-out public figures.
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    from benchmarks.quarantine_columns import error_columns_table
     from benchmarks.serving_accuracy import serving_accuracy_tables
 
+    # Step time per stack: in-sample | left-out by source | quarantine (sources never fitted; issue 44).
+    console.print(error_columns_table())
     for part in serving_accuracy_tables():
         console.print(part)

@@ -3,6 +3,11 @@ pick, its predicted step time and MFU, the published configuration's predicted t
 data has it, the ratio of the pick's predicted time to the published configuration's predicted time and to its measured
 time. A pick predicted more than 15% faster than a tuned published configuration is a finding to explain.
 
+The pick's claim (issue 44 §3): its predicted gain over the published configuration with the 80% band of that
+difference (uncertainty.difference_interval: the error of a predicted ratio of two configurations of one setup), its
+gain over the measured step time with the band of its own step-time interval, and a flag where its MFU lies above the
+best published MFU of its GPU family and precision (optimizer/costmodel/published_mfu.py; Estimate.beyond_measured).
+
 Run: .venv/bin/python benchmarks/plan_quality.py [--framework megatron|deepspeed|torchtitan|auto]
 """
 
@@ -15,6 +20,7 @@ from rich.table import Table
 
 from accuracy.plan_quality import SCENARIOS, SERVING_SCENARIOS, Scenario, best_published_mfu, published_step_time
 from optimizer.costmodel.estimate import estimate
+from optimizer.costmodel.uncertainty import difference_interval
 from optimizer.errors import DomainError
 from optimizer.search.explain import describe
 from optimizer.search.planner import plan
@@ -97,6 +103,9 @@ def main() -> None:
         "measured s",
         "pick / published",
         "pick / measured",
+        "claimed gain vs published (80% band)",
+        "claimed gain vs measured (80% band)",
+        "beyond measured",
     ):
         t.add_column(col)
     findings = []
@@ -106,10 +115,10 @@ def main() -> None:
         try:
             r = plan(model, cluster, w, time_limit_s=args.time_limit, top_k=1)
         except DomainError as exc:  # e.g. a model feature the framework does not train
-            t.add_row(s.name, f"{exc.field}: {exc.rule}", "-", "-", "-", "-", "-", "-", "-", "-")
+            t.add_row(s.name, f"{exc.field}: {exc.rule}", *["-"] * 11)
             continue
         if r.plan is None:
-            t.add_row(s.name, r.status, "-", "-", "-", "-", "-", "-", "-", "-")
+            t.add_row(s.name, r.status, *["-"] * 11)
             continue
         e = r.plan.estimate
         best, rec = best_published_mfu(s.family, s.precision)
@@ -129,12 +138,36 @@ def main() -> None:
             f"{meas:.2f}" if meas else "-",
             f"{ratio:.2f}" if ratio else "-",
             f"{e.step_time_s / meas:.2f}" if meas else "-",
+            claim_vs_published(ratio),
+            claim_vs_measured(meas, e.step_time_interval_s, e.step_time_s),
+            "yes" if e.beyond_measured else "-",
         )
+        if e.beyond_measured:
+            findings.append(f"{s.name}: {e.beyond_measured}")
     console = Console(width=220)
     console.print(t)
     for f in findings:
         console.print(f"finding: {f}")
     console.print(serving_table(args.time_limit))
+
+
+def claim_vs_published(ratio: float | None) -> str:
+    """The pick's predicted gain over the published configuration (t_published / t_pick - 1) with the 80% band of
+    the difference; "indistinguishable" when the band holds 0."""
+    if ratio is None:
+        return "-"
+    low, high = difference_interval(ratio)  # the true ratio pick / published
+    band = (1 / high - 1, 1 / low - 1)
+    tag = " indistinguishable" if band[0] <= 0 <= band[1] else ""
+    return f"{1 / ratio - 1:+.0%} ({band[0]:+.0%}..{band[1]:+.0%}){tag}"
+
+
+def claim_vs_measured(measured: float | None, interval: tuple[float, float] | None, predicted: float) -> str:
+    """The pick's predicted gain over the published run's measured step time (t_measured / t_pick - 1), with the
+    band its own 80% step-time interval gives."""
+    if measured is None or interval is None:
+        return "-"
+    return f"{measured / predicted - 1:+.0%} ({measured / interval[1] - 1:+.0%}..{measured / interval[0] - 1:+.0%})"
 
 
 def serving_table(time_limit: float) -> Table:

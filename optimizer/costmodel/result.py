@@ -108,6 +108,12 @@ class Estimate(BaseModel):
     interval_basis: str | None = Field(
         default=None, description="How the intervals were made: the runs and regime used, any widening and why."
     )
+    beyond_measured: str | None = Field(
+        default=None,
+        description="Training: why the prediction lies beyond measured territory (its MFU above the best published "
+        "MFU of its GPU family and precision, optimizer/costmodel/published_mfu.py; the interval then reaches the "
+        "step time that MFU gives), or None.",
+    )
     memory_overrun_gb: float | None = Field(
         default=None,
         description="GB per GPU by which the worst stage's predicted peak (allocated + reserve) exceeds its GPU's "

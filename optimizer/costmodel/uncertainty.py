@@ -6,7 +6,8 @@ without it (leave-one-group-out). An interval is split conformal on those residu
 2018, "Distribution-free predictive inference for regression", JASA 113(523) §2.2]: the equal-tailed empirical
 quantiles at ceil((n + 1)(1 - a/2)) and floor((n + 1) a/2) of the n residuals of the query's regime, a = 0.2,
 applied to the log prediction. A regime with fewer than MIN_RUNS runs or MIN_SOURCES sources falls back to a
-broader one (REGIME_LEVELS); a configuration beyond the published runs widens the interval (widening()).
+broader one (REGIME_LEVELS); the query's novelty along named axes widens it (novelty.py: each axis's widening
+learned from left-out and quarantine errors by accuracy/novelty_fit.py).
 """
 
 from __future__ import annotations
@@ -14,10 +15,21 @@ from __future__ import annotations
 import functools
 import json
 import math
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from importlib import resources
 from typing import Any
 
+from optimizer.costmodel.novelty import (
+    RunFeatures as RunFeatures,
+)
+from optimizer.costmodel.novelty import (
+    Widening,
+    knob_distance,
+    novelty,
+    shipped_support,
+    shipped_widening,
+)
+from optimizer.costmodel.published_mfu import best_published
 from optimizer.costmodel.result import Estimate
 from optimizer.spec.calibration import ClusterCalibration
 from optimizer.spec.cluster_spec import ClusterSpec
@@ -44,25 +56,8 @@ REGIME_LEVELS: tuple[tuple[str, ...], ...] = (
     ("framework",),
     (),
 )
-# GPU-count buckets (upper bounds): one node, one rack-scale NVLink domain / a few nodes, hundreds, thousands.
-SCALE_BUCKETS: tuple[tuple[int, str], ...] = ((8, "<=8"), (64, "9-64"), (512, "65-512"))
-# Widening for a configuration beyond the published runs: half-width x (1 + WIDEN_PER_STEP x steps), a step being
-# one doubling of a numeric knob beyond the published range or one categorical knob value no run used; a framework,
-# GPU family or precision with no published step time multiplies by WIDEN_UNSEEN each. These three are judgement,
-# not fits: no published source lies beyond all the others in those ways, so no nested check can measure them
-# (benchmarks/uncertainty.py prints the coverage of the records the knob rule does widen: above 80%, so the rule
-# errs wide). WIDEN_UNSEEN = 2: the nearest measured case, the Blackwell B200 records (a family whose other runs come
-# from one source), are off by 8-15% left out against a 4.7% median over all step times, 2-3x (docs/uncertainty.md).
-WIDEN_PER_STEP = 0.2
-WIDEN_UNSEEN = 2.0
-WIDEN_MAX = 4.0
-# A GPU family with published runs from fewer than MIN_SOURCES sources borrows a broader regime's residuals; its
-# half-width is multiplied by this (chosen so that those records' nested coverage reaches 80%, benchmarks/
-# uncertainty.py).
-WIDEN_THIN_FAMILY = 1.15
-NUMERIC_KNOBS = ("tp", "pp", "dp", "cp", "ep", "vp", "mbs", "gpus")
-CATEGORICAL_KNOBS = ("recompute", "zero_stage", "schedule")
-NOVEL_FEATURES = ("framework", "family", "precision")
+# Beyond the regime's residuals, the interval widens with the query's novelty along named axes, each axis's widening
+# learned from out-of-sample errors (optimizer/costmodel/novelty.py, novelty.json; docs/uncertainty.md section 3).
 # Student t quantiles t_{0.9, df} for the normal-theory interval of a pool too small for conformal bounds (n < 9).
 T90 = (3.078, 1.886, 1.638, 1.533, 1.476, 1.440, 1.415, 1.397)
 
@@ -72,54 +67,6 @@ TTFT_METRICS = ("ttft_s", "first_token_latency_s")
 TPOT_METRICS = ("tpot_s",)
 # Serving throughput figures are decode-bound: log(measured/predicted TPOT) ~ -log(measured/predicted throughput).
 THROUGHPUT_METRICS = ("output_tokens_per_s", "output_tokens_per_s_per_gpu", "output_tokens_per_s_per_node")
-
-
-@dataclass(frozen=True, slots=True)
-class RunFeatures:
-    """What places a training run in a regime and how far it lies from the published runs."""
-
-    framework: str
-    """Training framework priced (megatron, deepspeed, torchtitan)."""
-    family: str
-    """GPU family of the first stage's pool."""
-    precision: str
-    """GEMM precision (bf16, fp16, fp8)."""
-    moe: bool
-    """Whether the model has routed experts."""
-    gpus: int
-    """GPUs of the run."""
-    tp: int
-    """Tensor-parallel degree."""
-    pp: int
-    """Pipeline stages."""
-    dp: int
-    """Data-parallel degree."""
-    cp: int
-    """Context-parallel degree."""
-    ep: int
-    """Expert-parallel degree."""
-    vp: int
-    """Virtual stages per pipeline rank."""
-    mbs: int
-    """Micro-batch size, sequences."""
-    recompute: str
-    """Activation recomputation (none, selective, full)."""
-    zero_stage: int
-    """ZeRO stage."""
-    schedule: str
-    """Pipeline schedule."""
-
-    @property
-    def scale(self) -> str:
-        """The GPU-count bucket (SCALE_BUCKETS)."""
-        return next((name for top, name in SCALE_BUCKETS if self.gpus <= top), ">512")
-
-    def value(self, name: str) -> Any:
-        """A feature or knob by name (scale included)."""
-        return self.scale if name == "scale" else getattr(self, name)
-
-    def to_json(self) -> dict[str, Any]:
-        return {f.name: getattr(self, f.name) for f in fields(self)}
 
 
 @dataclass(frozen=True, slots=True)
@@ -162,6 +109,13 @@ class Interval:
     """The regime whose residuals were used."""
     widening: float = 1.0
     """Factor applied to the half-width (1 = none)."""
+
+
+def training_gpu(cluster: ClusterSpec, config: ParallelConfig) -> str:
+    """Catalog name of the GPU of the configuration's first stage (the GPU-variant novelty axis)."""
+    first = config.stage_pools[0] if config.stage_pools else None
+    pool = next((p for p in cluster.pools if p.name == first), cluster.pools[0])
+    return str(cluster.gpu_of(pool).name)
 
 
 def training_features(
@@ -276,39 +230,10 @@ def _describe(query: RunFeatures, level: tuple[str, ...]) -> str:
     return " ".join(words[k] for k in level)
 
 
-def _knob_distance(query: RunFeatures, published: tuple[RunFeatures, ...]) -> tuple[float, list[str]]:
-    steps, reasons = 0.0, []
-    for name in NUMERIC_KNOBS:
-        values = [int(p.value(name)) for p in published]
-        q = int(query.value(name))
-        if values and q > max(values):
-            steps += math.log2(q / max(values))
-            reasons.append(f"{name}={q} beyond any published run (max {max(values)})")
-        elif values and q < min(values):
-            steps += math.log2(min(values) / q)
-            reasons.append(f"{name}={q} below any published run (min {min(values)})")
-    for name in CATEGORICAL_KNOBS:
-        if all(p.value(name) != query.value(name) for p in published):
-            steps += 1
-            reasons.append(f"{name} {query.value(name)} in no published run")
-    return steps, reasons
-
-
 def knob_steps(query: RunFeatures, runs: tuple[RunFeatures, ...]) -> float:
     """How far the query's knobs lie beyond `runs`: doublings of a numeric knob beyond their range, plus one per
-    categorical knob value none of them used (the distance widening() counts; 0 inside their range)."""
-    return _knob_distance(query, runs)[0]
-
-
-def widening(query: RunFeatures, published: tuple[RunFeatures, ...]) -> tuple[float, list[str]]:
-    """(factor on the half-width, reasons): how far the query lies beyond every published run."""
-    factor, reasons = 1.0, []
-    for name in NOVEL_FEATURES:
-        if all(p.value(name) != query.value(name) for p in published):
-            factor *= WIDEN_UNSEEN
-            reasons.append(f"{name} {query.value(name)} has no published run")
-    steps, knob_reasons = _knob_distance(query, published)
-    return min(WIDEN_MAX, factor * (1 + WIDEN_PER_STEP * steps)), reasons + knob_reasons
+    categorical knob value none of them used (0 inside their range)."""
+    return knob_distance(query, runs)[0]
 
 
 @functools.cache
@@ -318,30 +243,25 @@ def published_features() -> tuple[RunFeatures, ...]:
 
 
 @functools.lru_cache(maxsize=1024)
-def _step_offsets(
-    query: RunFeatures, table: tuple[Residual, ...] | None, exclude_group: str | None
-) -> tuple[float, float, int, str, float, str]:
+def base_offsets(
+    query: RunFeatures, table: tuple[Residual, ...] | None = None, exclude_group: str | None = None
+) -> tuple[float, float, int, str]:
+    """(low, high, runs, regime): the split-conformal interval of the query's regime from the left-out residuals
+    (without `exclude_group`'s), before any widening."""
     tab = residual_table() if table is None else table
     pool = [r for r in tab if r.metric == STEP_METRIC and r.features is not None and r.group != exclude_group]
-    lo, hi, n, regime = -math.inf, math.inf, 0, "no published run"
     for level in REGIME_LEVELS:
         match = [r for r in pool if r.features and all(r.features.value(k) == query.value(k) for k in level)]
         if (len(match) >= MIN_RUNS and len({r.group for r in match}) >= MIN_SOURCES) or not level:
             lo, hi, _ = interval_offsets([(r.group, r.left_out) for r in match])
-            n, regime = len(match), _describe(query, level)
-            break
-    factor, reasons = widening(query, tuple(r.features for r in pool if r.features))
-    family_sources = {r.group for r in pool if r.features and r.features.family == query.family}
-    if 0 < len(family_sources) < MIN_SOURCES:
-        factor = min(WIDEN_MAX, factor * WIDEN_THIN_FAMILY)
-        reasons.append(f"{query.family} has published runs from only {len(family_sources)} source(s)")
-    center, half = (lo + hi) / 2, (hi - lo) / 2
-    return center - factor * half, center + factor * half, n, regime, factor, "; ".join(reasons)
+            return lo, hi, len(match), _describe(query, level)
+    return -math.inf, math.inf, 0, "no published run"
 
 
-def _words(n: int, what: str, factor: float, reasons: str) -> str:
-    text = f"{COVERAGE:.0%} interval from {n} left-out published runs of {what}"
-    return text + (f"; widened x{factor:.2g}: {reasons}" if factor > 1 else "")
+@functools.lru_cache(maxsize=64)
+def _published_without(table: tuple[Residual, ...] | None, exclude_group: str | None) -> tuple[RunFeatures, ...]:
+    tab = residual_table() if table is None else table
+    return tuple(r.features for r in tab if r.metric == STEP_METRIC and r.features and r.group != exclude_group)
 
 
 def step_time_interval(
@@ -349,13 +269,38 @@ def step_time_interval(
     predicted: float,
     table: tuple[Residual, ...] | None = None,
     exclude_group: str | None = None,
+    *,
+    gpu: str = "",
+    own_source: bool = False,
+    stand_in: str = "",
+    widen: Widening | None = None,
 ) -> Interval:
-    """80% interval for a training step predicted at `predicted` seconds; `exclude_group` leaves one source's
-    residuals out (the nested check of benchmarks/uncertainty.py)."""
-    lo, hi, n, regime, factor, reasons = _step_offsets(query, table, exclude_group)
-    return Interval(
-        predicted * math.exp(lo), predicted * math.exp(hi), _words(n, regime, factor, reasons), n, regime, factor
+    """80% interval for a training step predicted at `predicted` seconds: the regime's split-conformal interval,
+    widened by the query's novelty (novelty.py). `gpu` the catalog GPU (its variant is an axis; empty: not judged);
+    `exclude_group` leaves one source out of the residuals and the fitted support, and `own_source` marks the query
+    as one of the project's own runs (the nested check of benchmarks/uncertainty.py); `stand_in` what the model only
+    approximates about the query; `widen` replaces the shipped per-axis widening (a refit of accuracy/novelty_fit)."""
+    lo, hi, n, regime = base_offsets(query, table, exclude_group)
+    support = tuple(s for s in shipped_support() if s.group != exclude_group)
+    nov = novelty(
+        query,
+        gpu,
+        support,
+        _published_without(table, exclude_group),
+        unseen_source=not own_source,
+        stand_in=stand_in,
     )
+    if not gpu:
+        nov.values.pop("gpu_variant", None)
+    w = shipped_widening(unseen=not own_source) if widen is None else widen
+    center, half = (lo + hi) / 2, (hi - lo) / 2
+    wide = w.half_width(half, nov)
+    factor = wide / half if half > 0 and math.isfinite(half) else 1.0
+    text = f"{COVERAGE:.0%} interval from {n} left-out published runs of {regime}"
+    reasons = w.describe(nov)
+    if reasons:
+        text += f"; widened x{factor:.2g} by novelty (learned per axis, novelty.json): {reasons}"
+    return Interval(predicted * math.exp(center - wide), predicted * math.exp(center + wide), text, n, regime, factor)
 
 
 @functools.lru_cache(maxsize=256)
@@ -397,6 +342,8 @@ def memory_interval() -> Interval:
     return pooled_interval(1.0, MEMORY_METRICS, "per-GPU peak memory records (all frameworks)")
 
 
+# The regime name of an interval from the cluster's own runs.
+CLUSTER_REGIME = "this cluster"
 # A cluster's own runs replace the published-run interval once they leave at least this many degrees of freedom
 # after the fit (a t interval on fewer is wider than the published one anyway).
 MIN_CLUSTER_DOF = 2
@@ -422,7 +369,7 @@ def cluster_interval(predicted: float, calibration: ClusterCalibration | None) -
         f"{COVERAGE:.0%} interval from {n} of this cluster's measured runs (calibration {calibration.version}; "
         f"t interval, {dof} degrees of freedom after {calibration.fitted_constants} fitted constants)"
     )
-    return Interval(predicted * math.exp(mean - half), predicted * math.exp(mean + half), basis, n, "this cluster")
+    return Interval(predicted * math.exp(mean - half), predicted * math.exp(mean + half), basis, n, CLUSTER_REGIME)
 
 
 def narrower(published: Interval, own: Interval | None) -> Interval:
@@ -438,6 +385,19 @@ def narrower(published: Interval, own: Interval | None) -> Interval:
         f"{published.basis}; this cluster's {own.runs} measured runs give a wider interval, not used",
         published.runs,
         published.regime,
+    )
+
+
+def beyond_measured(query: RunFeatures, mfu: float, step_time_s: float) -> tuple[float, str] | None:
+    """(the step time the best published MFU gives, why) when the predicted MFU exceeds the best any published run
+    of the query's GPU family and precision reached (published_mfu.py); else None."""
+    best = best_published(query.family, query.precision)
+    if best is None or mfu <= best.mfu:
+        return None
+    floor = step_time_s * mfu / best.mfu
+    return floor, (
+        f"beyond measured territory: MFU {mfu:.1%} above the best published for {query.family} {query.precision} "
+        f"({best.mfu:.1%}, {best.record}, {best.source}); the interval reaches {floor:.3g} s, the step at that MFU"
     )
 
 
@@ -459,8 +419,17 @@ def with_intervals(
         "peak_memory_interval_gb": (est.peak_memory_gb * mem.low, est.peak_memory_gb * mem.high),
     }
     if isinstance(workload, TrainingWorkload):
-        step = step_time_interval(training_features(model, cluster, workload, config), est.step_time_s)
+        feats = training_features(model, cluster, workload, config)
+        step = step_time_interval(feats, est.step_time_s, gpu=training_gpu(cluster, config))
         step = narrower(step, cluster_interval(est.step_time_s, cluster.calibration))
+        beyond = beyond_measured(feats, est.mfu, est.step_time_s)
+        if beyond is not None:
+            floor, why = beyond
+            if step.regime == CLUSTER_REGIME:  # the cluster's own runs measured this territory: not widened
+                why += "; not widened: this cluster's own measured runs give the interval"
+            else:
+                step = Interval(step.low, max(step.high, floor), f"{step.basis}; {why}", step.runs, step.regime)
+            update["beyond_measured"] = why
         update["step_time_interval_s"] = (step.low, step.high)
         update["interval_basis"] = f"step time: {step.basis}. Memory: {mem.basis}."
     else:

@@ -169,6 +169,8 @@ def explain(
         summary += ". " + goodput_text(est.goodput)
     note = decision_text(decision) if decision is not None else ""
     summary += f". {note}" if note else ""
+    if est.beyond_measured:  # the pick claims an MFU no published run of its GPU and precision has shown
+        summary += f". Caveat: {est.beyond_measured}"
     versus = None
     if alts:
         r = alts[0]

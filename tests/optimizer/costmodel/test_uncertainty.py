@@ -7,16 +7,22 @@ import dataclasses
 import math
 
 from optimizer.costmodel.estimate import estimate
+from optimizer.costmodel.novelty import (
+    GPU_FAMILY,
+    KNOBS,
+    UNSEEN_SOURCE,
+    SupportRun,
+    novelty,
+    shipped_widening,
+)
 from optimizer.costmodel.training import estimate_training
 from optimizer.costmodel.uncertainty import (
     MEMORY_METRICS,
-    WIDEN_UNSEEN,
     RunFeatures,
     interval_offsets,
     pooled_interval,
     residual_table,
     step_time_interval,
-    widening,
     with_intervals,
 )
 from optimizer.frameworks.validation import validate
@@ -54,21 +60,40 @@ def test_few_sources_use_the_normal_theory_interval() -> None:
     assert "normal-theory" in method and lo < 0.025 < hi
 
 
-def test_widening_names_what_is_beyond_the_published_runs() -> None:
+def test_novelty_names_what_is_beyond_the_fitted_runs() -> None:
+    support = tuple(SupportRun(f"g{i}", "megatron", "hopper", "H100-SXM-80GB", "bf16", False, 64) for i in range(3))
     published = (BASE, dataclasses.replace(BASE, cp=2))
-    assert widening(BASE, published) == (1.0, [])
-    factor, reasons = widening(dataclasses.replace(BASE, cp=8), published)
-    assert factor > 1 and any("cp=8 beyond" in r for r in reasons)
-    factor, reasons = widening(dataclasses.replace(BASE, family="cdna3"), published)
-    assert factor >= WIDEN_UNSEEN and any("family cdna3 has no published run" in r for r in reasons)
+    seen = novelty(BASE, "H100-SXM-80GB", support, published, unseen_source=False)
+    assert seen.values == {}
+    far = novelty(dataclasses.replace(BASE, cp=8), "H100-SXM-80GB", support, published)
+    assert far.values[UNSEEN_SOURCE] == 1 and far.values[KNOBS] == 2 and "cp=8 beyond" in far.words[KNOBS]
+    amd = novelty(dataclasses.replace(BASE, family="cdna3"), "MI300X", support, published)
+    assert amd.values[GPU_FAMILY] == 1 and "cdna3" in amd.words[GPU_FAMILY]
+    assert "framework_gpu" in amd.values and "gpu_variant" not in amd.values
+    variant = novelty(BASE, "H200-SXM-141GB", support, published)
+    assert variant.values["gpu_variant"] == 1 and "framework_thin" not in variant.values
+    thin = novelty(BASE, "H100-SXM-80GB", support[:1], published, unseen_source=False)
+    assert thin.values == {"framework_thin": 1.0} and "only 1 source" in thin.words["framework_thin"]
 
 
 def test_step_time_interval_says_its_basis() -> None:
-    iv = step_time_interval(BASE, 10.0)
-    assert iv.low < 10.0 < iv.high and iv.runs >= 10
-    assert iv.basis.startswith("80% interval from") and "left-out published runs" in iv.basis
-    far = step_time_interval(dataclasses.replace(BASE, family="cdna3"), 10.0)
-    assert far.high - far.low > iv.high - iv.low and "widened" in far.basis
+    own = step_time_interval(BASE, 10.0, gpu="H100-SXM-80GB", own_source=True)
+    assert own.low < 10.0 < own.high and own.runs >= 10
+    assert own.basis.startswith("80% interval from") and "left-out published runs" in own.basis
+    iv = step_time_interval(BASE, 10.0, gpu="H100-SXM-80GB")
+    assert iv.high - iv.low > own.high - own.low and "a setup outside the fitted sources" in iv.basis
+    far = step_time_interval(dataclasses.replace(BASE, family="cdna3"), 10.0, gpu="MI300X")
+    assert far.high - far.low > iv.high - iv.low and "GPU family cdna3" in far.basis and "widened" in far.basis
+
+
+def test_each_axis_only_widens() -> None:
+    """H = sqrt(h^2 + sum x_a w_a^2): adding an axis never narrows the interval, and the shipped weights are >= 0."""
+    w = shipped_widening()
+    assert all(v >= 0 for v in w.weights.values())
+    support = tuple(SupportRun(f"g{i}", "megatron", "hopper", "H100-SXM-80GB", "bf16", False, 64) for i in range(3))
+    base = novelty(BASE, "H100-SXM-80GB", support, (BASE,), unseen_source=False)
+    more = novelty(dataclasses.replace(BASE, cp=4, gpus=512), "H200-SXM-141GB", support, (BASE,), stand_in="jax")
+    assert w.half_width(0.1, more) >= w.half_width(0.1, base) == 0.1
 
 
 def test_training_estimate_carries_intervals_and_keeps_its_point() -> None:
