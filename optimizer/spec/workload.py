@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, model_validator
@@ -10,6 +11,8 @@ from optimizer.errors import DomainError
 from optimizer.spec.names import AttentionKernel, EngineName, FrameworkChoice
 
 Precision = Literal["bf16", "fp16", "fp8"]
+# A release number as frameworks/releases.py parses it (kept here so the workload refuses a malformed one itself).
+RELEASE_PATTERN = re.compile(r"^v?(\d{1,4})(?:\.(\d{1,4}))?(?:\.(\d{1,4}))?(?:[.+-]?[A-Za-z0-9.+-]*)?$")
 CudaGraphs = Literal["none", "layers", "full_iteration"]
 
 
@@ -49,6 +52,15 @@ class TrainingWorkload(BaseModel):
         description="Training framework the plan will run on (frameworks/capabilities.py): megatron, deepspeed, "
         "torchtitan, or auto (plan for each, keep the best).",
     )
+    framework_version: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=32,
+        description="The framework's release: a NeMo / Megatron-Bridge container YY.MM[.NN] for megatron, the package "
+        "version for torchtitan and deepspeed (optimizer/frameworks/releases.py). Its defaults (attention kernel) and "
+        "release terms apply; an unknown or newer release is priced as the nearest known one and named in the "
+        "estimate's stack novelty. Unset: the framework's current defaults, the fitted constants.",
+    )
     fp8_param_gather: bool = Field(
         strict=True,  # a JSON true/false only: 0, 1 and "yes" are refused
         default=False,
@@ -79,6 +91,14 @@ class TrainingWorkload(BaseModel):
 
     @model_validator(mode="after")
     def _fp8_params(self) -> TrainingWorkload:
+        if self.framework_version is not None and self.framework == "auto":
+            raise DomainError("workload.framework_version", "a release belongs to one framework: name it (not auto)")
+        if self.framework_version is not None and RELEASE_PATTERN.match(self.framework_version.strip()) is None:
+            raise DomainError(
+                "workload.framework_version",
+                "must be a release number: a container YY.MM[.NN] (megatron) or a package version X.Y[.Z] "
+                f"(got {self.framework_version!r})",
+            )
         if self.fp8_param_gather and self.precision != "fp8":
             raise DomainError(
                 "workload.fp8_param_gather", f"FP8 primary weights need precision fp8 (got {self.precision})"
