@@ -114,6 +114,7 @@ def build_workload(
             attention_kernel=numerics.attention_kernel,
             cuda_graphs=numerics.cuda_graphs,
             framework_version=numerics.framework_version,
+            fp8_recipe=numerics.fp8_recipe,
         )
     if shape.mode == "inference":
         if shape.prompt_len is None or shape.output_len is None:

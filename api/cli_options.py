@@ -125,6 +125,14 @@ class Numerics:
             "known release and shown as novel (optimizer/frameworks/releases.py). Unset: current defaults.",
         ),
     ] = None
+    fp8_recipe: Annotated[
+        str | None,
+        typer.Option(
+            "--fp8-recipe",
+            help="Training with --precision fp8 on torchtitan: torchao's float8 recipe, tensorwise or rowwise (FP8 "
+            "GEMMs slower, bf16 all-gathers); unset: the release's default (tensorwise through 0.2.2).",
+        ),
+    ] = None
     cuda_graphs: Annotated[
         str | None,
         typer.Option(

@@ -20,7 +20,7 @@ from optimizer.costmodel.compute import (
     peak_flops,
     roofline_time,
 )
-from optimizer.costmodel.constants import BF16_BYTES, FP8_BYTES
+from optimizer.costmodel.constants import BF16_BYTES, FP8_BYTES, TORCHAO_ROWWISE_FP8_RATE
 from optimizer.costmodel.fp8_casts import linear_io_per_token
 from optimizer.costmodel.framework_runtime import runtime
 from optimizer.costmodel.memory import (
@@ -60,7 +60,7 @@ from optimizer.costmodel.terms.tensor_parallel import (
     tp_in_nvlink_domain,
 )
 from optimizer.frameworks.capabilities import framework
-from optimizer.frameworks.releases import release_attention_kernel, release_compute_factor
+from optimizer.frameworks.releases import release_attention_kernel, release_compute_factor, release_fp8_recipe
 from optimizer.spec.cluster_spec import ClusterSpec, NodePool
 from optimizer.spec.gpu_catalog import GPUSpec, has_flash_attention
 from optimizer.spec.model_spec import ModelSpec
@@ -193,6 +193,9 @@ class CostContext:
             self.fw.name, w.framework_version, self.fw.attention_kernel
         )
         self.release_compute = release_compute_factor(self.fw.name, w.framework_version)
+        # torchtitan's float8 recipe: the workload's, else its release's default (tensorwise through 0.2.2).
+        recipe = w.fp8_recipe or release_fp8_recipe(self.fw.name, w.framework_version)
+        self.fp8_rate = TORCHAO_ROWWISE_FP8_RATE if recipe == "rowwise" and w.precision == "fp8" else 1.0
         self.eager_moe = (w.cuda_graphs or "none") != "full_iteration"
         self.eager_dense = (w.cuda_graphs or "none") == "none"
         self.logit_bytes = self.rt.logit_bytes
@@ -268,9 +271,10 @@ class CostContext:
         g = self._gpus.get(key)
         if g is None:
             g = self.cluster.compute_gpu(pool, self.fw.name)
-            if self.release_compute != 1.0:  # the release's own compute term (frameworks/releases.py)
-                fp8 = g.fp8_tflops * self.release_compute if g.fp8_tflops is not None else None
-                g = g.model_copy(update={"bf16_tflops": g.bf16_tflops * self.release_compute, "fp8_tflops": fp8})
+            if self.release_compute != 1.0 or self.fp8_rate != 1.0:  # the release's terms (frameworks/releases.py)
+                k = self.release_compute
+                fp8 = g.fp8_tflops * k * self.fp8_rate if g.fp8_tflops is not None else None
+                g = g.model_copy(update={"bf16_tflops": g.bf16_tflops * k, "fp8_tflops": fp8})
             self._gpus[key] = g
         return g
 

@@ -71,7 +71,9 @@ def test_novelty_axes_per_framework_gpu_variant_and_precision() -> None:
     h100, nvl = resolve_gpu("H100-SXM-80GB"), resolve_gpu("H100-NVL-94GB")
     assert stack_novelty("megatron", None, h100, "bf16").names == ()
     assert stack_novelty("megatron", None, nvl, "bf16").names == ("gpu_variant",)
-    assert stack_novelty("torchtitan", "0.2.1", h100, "fp8").names == ("release", "precision")
+    assert stack_novelty("torchtitan", "0.2.1", h100, "fp8").names == ("release",)
+    assert stack_novelty("torchtitan", "0.0.2", h100, "fp8").names == ()
+    assert stack_novelty("torchtitan", None, h100, "fp16").names == ("precision",)
     assert stack_novelty("deepspeed", None, h100, "bf16").names == ("framework",)
     assert stack_novelty("megatron", "26.02", resolve_gpu("B200-180GB"), "fp8").names == ()
 
@@ -111,3 +113,27 @@ def test_cli_prints_the_stack_and_refuses_a_bad_release() -> None:
     assert "priced as 26.08" in ok.output and "release:" in ok.output
     bad = CliRunner().invoke(app, [*base, "--framework-version", "new"])
     assert bad.exit_code == 2 and "workload.framework_version" in bad.output
+
+
+def test_torchtitan_float8_recipe_follows_the_release_and_rowwise_is_slower() -> None:
+    """torchtitan through 0.2.2 runs torchao's tensorwise recipe; rowwise (its default on main since 6348d93) runs
+    its FP8 GEMMs at TORCHAO_ROWWISE_FP8_RATE of that (pytorch/ao float8 README: 6,768 vs 7,689.5 tok/s)."""
+    model, cluster = resolve_model("llama-3-8b"), resolve_cluster("dgx-h100:1")
+    cfg = ParallelConfig(tp=1, dp=8, zero_stage=3, recompute="selective")
+
+    def step(**kw: object) -> float:
+        base = {"global_batch_size": 8, "seq_len": 8192, "framework": "torchtitan", "framework_version": "0.0.2"}
+        return estimate(model, cluster, TrainingWorkload.model_validate({**base, **kw}), cfg).step_time_s
+
+    tensorwise = step(precision="fp8")
+    assert step(precision="fp8", fp8_recipe="tensorwise") == pytest.approx(tensorwise, rel=1e-12)
+    ratio = step(precision="fp8", fp8_recipe="rowwise") / tensorwise
+    assert 1.05 < ratio < 1.25  # measured 7,689.5 / 6,768 = 1.136
+    assert step() > tensorwise * 1.15  # bf16 slower than float8 (measured 1.25x)
+
+
+def test_a_float8_recipe_needs_torchtitan_and_fp8() -> None:
+    for kw in ({"precision": "bf16", "framework": "torchtitan"}, {"precision": "fp8", "framework": "megatron"}):
+        with pytest.raises(DomainError) as exc:
+            build_training(global_batch_size=8, seq_len=1024, fp8_recipe="rowwise", **kw)
+        assert exc.value.field == "workload.fp8_recipe"
