@@ -31,10 +31,16 @@ import optimizer.costmodel as costmodel_package
 from accuracy.pair_errors import pair_section
 from accuracy.published_runs import CalibrationCase, Record, framework_of, load_records, pinned_setting, predict
 from accuracy.serving_runs import load_serving_records, run_serving
-from optimizer.costmodel import framework_runtime
-from optimizer.costmodel.constants import FLASH_ATTENTION_EFFICIENCY, FRAMEWORK_FACTOR, MOE_EAGER_HOST_S
+from optimizer.costmodel import framework_runtime, stage
+from optimizer.costmodel.constants import (
+    FLASH_ATTENTION_EFFICIENCY,
+    FRAMEWORK_FACTOR,
+    MOE_EAGER_HOST_S,
+    TORCHAO_ROWWISE_FP8_RATE,
+)
 from optimizer.costmodel.terms import expert_parallel
 from optimizer.costmodel.uncertainty import RunFeatures, parse_residuals, training_features
+from optimizer.frameworks import releases
 
 RESIDUALS_PATH = Path(costmodel_package.__file__).parent / "residuals.json"
 # Points between the grid's ends at which each fold's sum of squared log errors is evaluated.
@@ -102,6 +108,31 @@ def _blackwell_attention(value: float) -> Iterator[None]:
         yield
     finally:
         FLASH_ATTENTION_EFFICIENCY["fa3"]["blackwell"] = _BLACKWELL_PAIR
+
+
+@contextlib.contextmanager
+def _torchtitan_002_compute(value: float) -> Iterator[None]:
+    """torchtitan 0.0.2's release compute factor (frameworks/releases.py TORCHTITAN_002_COMPUTE) set to `value`."""
+    old = releases.RELEASES
+    releases.RELEASES = tuple(
+        dataclasses.replace(r, compute_factor=value) if (r.framework, r.version) == ("torchtitan", "0.0.2") else r
+        for r in old
+    )
+    try:
+        yield
+    finally:
+        releases.RELEASES = old
+
+
+@contextlib.contextmanager
+def _rowwise_rate(value: float) -> Iterator[None]:
+    namespace = vars(stage)  # the stage reads the name it imported from constants
+    old = namespace["TORCHAO_ROWWISE_FP8_RATE"]
+    namespace["TORCHAO_ROWWISE_FP8_RATE"] = value
+    try:
+        yield
+    finally:
+        namespace["TORCHAO_ROWWISE_FP8_RATE"] = old
 
 
 def _grid(lo: float, hi: float, step: float, shipped: float) -> tuple[float, ...]:
@@ -183,6 +214,31 @@ REFITS: tuple[Refit, ...] = (
         patch=_blackwell_attention,
         source="constants.py: NeMo 25.04 B200 long-sequence table and Megatron-Bridge's dense Blackwell rows; "
         "prior 1.0: the Hopper pair",
+    ),
+)
+
+# The torchao float8 README's two terms (issue 45), each fitted on that source alone: left out, they take their prior.
+REFITS = (
+    *REFITS,
+    Refit(
+        name="torchtitan 0.0.2 compute_factor (releases.py TORCHTITAN_002_COMPUTE)",
+        shipped=releases.TORCHTITAN_002_COMPUTE,
+        grid=_grid(0.5, 1.1, 0.02, releases.TORCHTITAN_002_COMPUTE),
+        fit_groups=frozenset({"torchao_float8_h100"}),
+        prior=1.0,
+        fallback=lambda rec: framework_of(rec) == "torchtitan" and rec.get("framework_version") == "0.0.2",
+        patch=_torchtitan_002_compute,
+        source="releases.py: the torchao float8 README's bf16 row; prior 1.0: the fitted Hopper constant",
+    ),
+    Refit(
+        name="TORCHAO_ROWWISE_FP8_RATE",
+        shipped=TORCHAO_ROWWISE_FP8_RATE,
+        grid=_grid(0.5, 1.1, 0.02, TORCHAO_ROWWISE_FP8_RATE),
+        fit_groups=frozenset({"torchao_float8_h100"}),
+        prior=1.0,
+        fallback=lambda rec: rec.get("fp8_recipe") == "rowwise",
+        patch=_rowwise_rate,
+        source="constants.py: the torchao float8 README's rowwise / tensorwise pair; prior 1.0: tensorwise's rate",
     ),
 )
 
