@@ -242,15 +242,17 @@ FITTED: tuple[FittedStack, ...] = (
         ("25.04", "25.09", "25.11", "26.02", "26.04", "26.06", "26.08"),
         ("megatron_bridge_blackwell", "nemo2504_b200_long_sequence"),
     ),
-    # PyTorch FSDP stacks priced as torchtitan: MosaicML llm-foundry (FSDP1) and NeMo AutoModel (FSDP2).
+    # Blackwell Ultra: the GB300 records, and B300 / GB300 peaks derived from the Megatron-Bridge B300 / GB300 vs
+    # B200 / GB200 pairs of these containers (gpu_catalog.py; accuracy/leave_out.py HELD).
     FittedStack(
         "megatron",
         "blackwell-ultra",
-        ("GB300-279GB",),
+        ("GB300-279GB", "B300-270GB"),
         ("fp8",),
-        ("26.06",),
+        ("25.11", "26.02", "26.04", "26.06", "26.08"),
         ("megatron_bridge_blackwell",),
     ),
+    # PyTorch FSDP stacks priced as torchtitan: MosaicML llm-foundry (FSDP1) and NeMo AutoModel (FSDP2).
     FittedStack("torchtitan", "ampere", ("A100-SXM-80GB",), ("bf16",), (), ("mosaicml_fsdp_a100",)),
     FittedStack(
         "torchtitan",
