@@ -24,7 +24,8 @@ from optimizer.spec.names import AttentionKernel, FrameworkName
 from optimizer.spec.workload import RELEASE_PATTERN, Fp8Recipe
 
 VERSION_RULE = (
-    "a release number: a container YY.MM[.NN] (megatron) or a package version X.Y[.Z] (torchtitan, deepspeed)"
+    "a release number: a container YY.MM[.NN] or Megatron-Core X.Y.Z (megatron), or a package version X.Y[.Z] "
+    "(torchtitan, deepspeed)"
 )
 
 
@@ -53,6 +54,8 @@ class Release:
     """Factor on the GEMM efficiency against the fitted constant (costmodel FRAMEWORK_FACTOR); 1.0 = as fitted."""
     source: str
     """Where the figures come from (repository + commit + path, or document)."""
+    core: str | None = None
+    """megatron: the Megatron-Core version the container ships (a version below MEGATRON_CORE_BELOW names it)."""
     fp8_recipe: Fp8Recipe | None = None
     """The float8 scaling recipe it runs by default under precision fp8 (torchtitan's torchao recipes; None: not a
     choice of this framework)."""
@@ -120,6 +123,7 @@ RELEASES: tuple[Release, ...] = (
         "fa3",
         1.0,
         _MB,
+        core="0.14.0",
     ),
     Release(
         "megatron",
@@ -129,6 +133,7 @@ RELEASES: tuple[Release, ...] = (
         "fa3",
         1.0,
         _MB,
+        core="0.15.0",
     ),
     Release(
         "megatron",
@@ -138,6 +143,7 @@ RELEASES: tuple[Release, ...] = (
         "fa3",
         1.0,
         _MB,
+        core="0.16.0",
     ),
     Release(
         "megatron",
@@ -147,6 +153,7 @@ RELEASES: tuple[Release, ...] = (
         "fa3",
         1.0,
         _MB,
+        core="0.17.0",
     ),
     Release(
         "megatron",
@@ -278,20 +285,19 @@ class ResolvedRelease:
     """The release a (framework, version) is priced as, and how it was found."""
 
     release: Release | None
-    """None: the framework has no known release (priced with its default constants)."""
+    """None: no known release stands for it (priced with the framework's current defaults)."""
     asked: str | None
     match: str
     """exact | nearest_older (a version between known ones, or newer than all) | oldest (older than all known) |
-    unstated (no version given: the newest known release's defaults, the fitted constants) | unknown_framework."""
+    unstated (no version given: the newest known release's defaults, the fitted constants) | core_unmapped (a
+    Megatron-Core version older than every container whose core version is known) | unknown_framework."""
+    newer_than_known: bool = False
+    """The version is newer than every known release."""
 
-    @property
-    def newer_than_known(self) -> bool:
-        return (
-            self.match == "nearest_older"
-            and self.release is not None
-            and self.asked is not None
-            and (parse_version(self.asked) > max(r.key for r in releases_of(self.release.framework)))
-        )
+
+# Megatron containers are numbered YY.MM (24.03 onwards); a megatron version below this major is a Megatron-Core
+# version (0.14.0, core_r0.14.0), resolved through the containers' `core`.
+MEGATRON_CORE_BELOW = 20
 
 
 def releases_of(framework: str) -> tuple[Release, ...]:
@@ -301,18 +307,25 @@ def releases_of(framework: str) -> tuple[Release, ...]:
 
 def resolve_release(framework: str, version: str | None) -> ResolvedRelease:
     """The known release `version` of `framework` is priced as: itself, else the nearest known release at or before
-    it (the newest for a newer version), else the oldest known. No version: the newest known."""
+    it (the newest for a newer version), else the oldest known. No version: the newest known. A Megatron-Core version
+    resolves through the containers that ship one."""
     known = releases_of(framework)
     if not known:
         return ResolvedRelease(None, version, "unknown_framework")
     if version is None:
         return ResolvedRelease(known[-1], None, "unstated")
     key = parse_version(version)
-    at_or_before = [r for r in known if r.key <= key]
+    keyed = [(r.key, r) for r in known]
+    if framework == "megatron" and key[0] < MEGATRON_CORE_BELOW:
+        keyed = sorted((parse_version(r.core), r) for r in known if r.core)
+        if not keyed or key < keyed[0][0]:
+            return ResolvedRelease(None, version, "core_unmapped")
+    at_or_before = [(k, r) for k, r in keyed if k <= key]
     if not at_or_before:
         return ResolvedRelease(known[0], version, "oldest")
-    best = at_or_before[-1]
-    return ResolvedRelease(best, version, "exact" if best.key == key else "nearest_older")
+    best_key, best = at_or_before[-1]
+    newer = key > keyed[-1][0]
+    return ResolvedRelease(best, version, "exact" if best_key == key else "nearest_older", newer)
 
 
 def release_attention_kernel(framework: str, version: str | None, default: AttentionKernel) -> AttentionKernel:
@@ -379,7 +392,15 @@ def stack_novelty(framework: str, version: str | None, gpu: GPUSpec, precision: 
     else:
         if version is not None:
             seen = {v for f in fitted for v in f.releases}
-            if resolved.match in ("oldest", "unknown_framework") or resolved.newer_than_known:
+            if resolved.match == "core_unmapped":
+                axes.append(
+                    NoveltyAxis(
+                        "release",
+                        f"Megatron-Core {version} is older than every container with a known core version; priced "
+                        "with the current defaults",
+                    )
+                )
+            elif resolved.match in ("oldest", "unknown_framework") or resolved.newer_than_known:
                 axes.append(
                     NoveltyAxis(
                         "release", f"{framework} {version} is outside the known releases; priced as {priced_as}"

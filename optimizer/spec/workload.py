@@ -12,7 +12,9 @@ from optimizer.spec.names import AttentionKernel, EngineName, FrameworkChoice
 
 Precision = Literal["bf16", "fp16", "fp8"]
 # A release number as frameworks/releases.py parses it (kept here so the workload refuses a malformed one itself).
-RELEASE_PATTERN = re.compile(r"^v?(\d{1,4})(?:\.(\d{1,4}))?(?:\.(\d{1,4}))?(?:[.+-]?[A-Za-z0-9.+-]*)?$")
+RELEASE_PATTERN = re.compile(
+    r"^(?:v|core_r|core_v)?(\d{1,4})(?:\.(\d{1,4}))?(?:\.(\d{1,4}))?(?:[.+-]?[A-Za-z0-9.+-]*)?$"
+)
 CudaGraphs = Literal["none", "layers", "full_iteration"]
 Fp8Recipe = Literal["tensorwise", "rowwise"]
 
@@ -57,10 +59,11 @@ class TrainingWorkload(BaseModel):
         default=None,
         min_length=1,
         max_length=32,
-        description="The framework's release: a NeMo / Megatron-Bridge container YY.MM[.NN] for megatron, the package "
-        "version for torchtitan and deepspeed (optimizer/frameworks/releases.py). Its defaults (attention kernel) and "
-        "release terms apply; an unknown or newer release is priced as the nearest known one and named in the "
-        "estimate's stack novelty. Unset: the framework's current defaults, the fitted constants.",
+        description="The framework's release: a NeMo / Megatron-Bridge container YY.MM[.NN] or a Megatron-Core "
+        "version (0.14.0, core_r0.14.0) for megatron, the package version for torchtitan and deepspeed "
+        "(optimizer/frameworks/releases.py). Its defaults (attention kernel, float8 recipe) and release terms "
+        "apply; an unknown or newer release is priced as the nearest known one and named in the estimate's stack "
+        "novelty. Unset: the framework's current defaults, the fitted constants.",
     )
     fp8_recipe: Fp8Recipe | None = Field(
         default=None,
@@ -110,7 +113,8 @@ class TrainingWorkload(BaseModel):
         if self.framework_version is not None and RELEASE_PATTERN.match(self.framework_version.strip()) is None:
             raise DomainError(
                 "workload.framework_version",
-                "must be a release number: a container YY.MM[.NN] (megatron) or a package version X.Y[.Z] "
+                "must be a release number: a container YY.MM[.NN] or Megatron-Core X.Y.Z (megatron), or a package "
+                "version X.Y[.Z] "
                 f"(got {self.framework_version!r})",
             )
         if self.fp8_param_gather and self.precision != "fp8":

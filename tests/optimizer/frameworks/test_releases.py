@@ -33,6 +33,20 @@ def test_versions_resolve_to_the_nearest_known_release_at_or_before_them() -> No
     assert parse_version("v0.2.1rc1") == (0, 2, 1)
 
 
+def test_a_megatron_core_version_resolves_through_the_containers_that_ship_it() -> None:
+    """Megatron-Core 0.14.0 is NeMo 25.09's (Megatron-Bridge software-versions); an older core is not read as a
+    container older than 24.03 (which would price FlashAttention-2) but as unmapped, with the current defaults."""
+    assert (resolve_release("megatron", "core_r0.14.0").release or RELEASES[0]).version == "25.09"
+    between = resolve_release("megatron", "0.16.2")
+    assert between.match == "nearest_older" and between.release is not None and between.release.version == "26.02"
+    old = resolve_release("megatron", "0.8.0")
+    assert old.match == "core_unmapped" and old.release is None
+    h100 = resolve_gpu("H100-SXM-80GB")
+    assert stack_novelty("megatron", "0.8.0", h100, "bf16").names == ("release",)
+    assert stack_novelty("megatron", "0.15.0", h100, "bf16").names == ()
+    assert stack_novelty("megatron", "0.19.0", h100, "bf16").names == ("release",)  # newer than every known core
+
+
 def test_every_release_is_dated_sourced_and_ordered() -> None:
     for r in RELEASES:
         assert r.source and len(r.date) == 7 and r.date[4] == "-"
