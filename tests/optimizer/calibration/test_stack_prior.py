@@ -25,3 +25,17 @@ def test_a_new_release_widens_the_compute_prior_a_fitted_one_does_not() -> None:
     assert _compute_prior("megatron", "26.02") == PRIOR_SPREAD["compute"]
     assert _compute_prior("megatron", None) == PRIOR_SPREAD["compute"]
     assert _compute_prior("deepspeed", None) == STACK_PRIOR_SPREAD  # no fitted DeepSpeed run on Hopper
+
+
+def test_a_measurement_brings_its_release_to_the_fit() -> None:
+    from optimizer.calibration.measurements import Measurement
+
+    w = TrainingWorkload(global_batch_size=8, seq_len=4096, framework="torchtitan")
+    run = Measurement(step_time_s=1.0, framework="torchtitan", framework_version="0.2.1")
+    assert run.with_release(w).framework_version == "0.2.1"
+    assert Measurement(step_time_s=1.0, framework="megatron", framework_version="0.2.1").with_release(w) == w
+    assert Measurement(step_time_s=1.0, framework_version="main@abc123").with_release(w) == w
+    stated = w.model_copy(update={"framework_version": "0.2.2"})
+    assert run.with_release(stated).framework_version == "0.2.2"  # the plan's own release stands
+    nemo = Measurement(step_time_s=1.0, framework="nemo", framework_version="25.09")
+    assert nemo.with_release(TrainingWorkload(global_batch_size=8, seq_len=4096)).framework_version == "25.09"
