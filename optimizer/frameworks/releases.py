@@ -95,16 +95,17 @@ RELEASES: tuple[Release, ...] = (
         "NeMo Framework 24.07 (the first container after FlashAttention-3, July 2024)",
         "fa3",
         1.0,
-        "Megatron-Core 2024 README H100 table (megatron_lm_readme_2024_h100_weak_scaling) priced at fa3",
+        "NVIDIA/NeMo 8e3d65dcfe docs/source/performance/performance_summary.md (Container NeMo24.07, DGX-H100, FP8; "
+        "records nemo2412_h100_fp8, whose 24.12 documentation page carries this table)",
     ),
     Release(
         "megatron",
         "24.12",
         "2024-12",
-        "NeMo Framework 24.12",
+        "NeMo Framework 24.12 (its performance page republished the 24.07 table; no run of its own here)",
         "fa3",
         1.0,
-        "NeMo 24.12 H100 FP8 performance table (accuracy/data/published_runs.json nemo2412_h100_fp8)",
+        "NVIDIA/NeMo d31653f792 (2024-12-12: the performance summary moved to the documentation site)",
     ),
     Release(
         "megatron",
@@ -238,7 +239,7 @@ FITTED: tuple[FittedStack, ...] = (
         "hopper",
         ("H100-SXM-80GB",),
         ("bf16", "fp8"),
-        ("24.03", "24.07", "24.12", "25.09", "25.11", "26.02", "26.04", "26.08"),
+        ("24.03", "24.07", "25.09", "25.11", "26.02", "26.04", "26.06", "26.08"),
         ("megatron_lm_readme_2024_h100_weak_scaling", "nemo2403_h100_long_sequence", "nemo2412_h100_fp8"),
     ),
     FittedStack(
