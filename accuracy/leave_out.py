@@ -23,6 +23,7 @@ import math
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import numpy as np
@@ -74,15 +75,20 @@ def _framework_factor(family: str, value: float) -> Iterator[None]:
         FRAMEWORK_FACTOR[family] = old
 
 
-@contextlib.contextmanager
-def _moe_eager_host(value: float) -> Iterator[None]:
-    namespace = vars(expert_parallel)  # the term reads the name it imported from constants
-    old = namespace["MOE_EAGER_HOST_S"]
-    namespace["MOE_EAGER_HOST_S"] = value
-    try:
-        yield
-    finally:
-        namespace["MOE_EAGER_HOST_S"] = old
+def _imported(module: ModuleType, name: str) -> Callable[[float], contextlib.AbstractContextManager[None]]:
+    """A patch of constant `name` where `module` reads it (the name it imported from constants)."""
+
+    @contextlib.contextmanager
+    def patch(value: float) -> Iterator[None]:
+        namespace = vars(module)
+        old = namespace[name]
+        namespace[name] = value
+        try:
+            yield
+        finally:
+            namespace[name] = old
+
+    return patch
 
 
 @contextlib.contextmanager
@@ -122,17 +128,6 @@ def _torchtitan_002_compute(value: float) -> Iterator[None]:
         yield
     finally:
         releases.RELEASES = old
-
-
-@contextlib.contextmanager
-def _rowwise_rate(value: float) -> Iterator[None]:
-    namespace = vars(stage)  # the stage reads the name it imported from constants
-    old = namespace["TORCHAO_ROWWISE_FP8_RATE"]
-    namespace["TORCHAO_ROWWISE_FP8_RATE"] = value
-    try:
-        yield
-    finally:
-        namespace["TORCHAO_ROWWISE_FP8_RATE"] = old
 
 
 def _grid(lo: float, hi: float, step: float, shipped: float) -> tuple[float, ...]:
@@ -191,7 +186,7 @@ REFITS: tuple[Refit, ...] = (
         fit_groups=frozenset({"megatron_bridge_h100_fp8_moe"}),
         prior=0.0,
         fallback=_is_moe,
-        patch=_moe_eager_host,
+        patch=_imported(expert_parallel, "MOE_EAGER_HOST_S"),
         source="constants.py: the H100 MoE records (megatron_bridge_h100_fp8_moe); prior 0: the term absent",
     ),
     Refit(
@@ -237,7 +232,7 @@ REFITS = (
         fit_groups=frozenset({"torchao_float8_h100"}),
         prior=1.0,
         fallback=lambda rec: rec.get("fp8_recipe") == "rowwise",
-        patch=_rowwise_rate,
+        patch=_imported(stage, "TORCHAO_ROWWISE_FP8_RATE"),
         source="constants.py: the torchao float8 README's rowwise / tensorwise pair; prior 1.0: tensorwise's rate",
     ),
 )
