@@ -2,17 +2,18 @@
 which releases and GPUs the cost model's efficiency constants were fitted on, and how far a query's stack lies from
 them (`stack_novelty`, named axes the interval code reads).
 
-A version names the framework's release as users pin it: Megatron (Megatron-Core under NeMo / Megatron-Bridge) by
-its NeMo Framework container (YY.MM, e.g. 25.09; a point release 26.04.01), torchtitan by its package version
-(0.2.1), DeepSpeed by its package version (0.16.4). An unknown or newer version is priced as the nearest known release
-at or before it (the oldest known for an older one), and says so in its novelty.
+A version names the framework's release as users pin it: Megatron by its NeMo Framework / Megatron-Bridge container
+(YY.MM, e.g. 25.09; a point release 26.04.01) or by its Megatron-Core version (0.14.0, core_r0.14.0; resolved through
+the containers that ship it), torchtitan and DeepSpeed by their package version. An unknown or newer version is priced
+as the nearest known release at or before it, and says so in its novelty.
 
-Release-dependent efficiency is carried as terms with their own signature, each tied to the release that introduced
-it (ReleaseTerms): the fused-attention kernel generation a release runs by default (costmodel FLASH_ATTENTION_
-EFFICIENCY) and a compute factor on the GEMM efficiency. Every compute factor is 1.0 so far: the Megatron runs the
-Hopper constant was fitted on span Megatron-Core 0.x (2024) to NeMo 24.12 and the Megatron-Bridge performance
-summaries 25.09-26.08 price without a trend by container (benchmarks/model_accuracy.py prints the signed median per
-release), and the NeMo 25.02-25.09 tables that show one are quarantined (accuracy/data/quarantine, never fitted)."""
+Release-dependent efficiency is carried as fields of each Release, tied to the release that introduced it: the
+fused-attention kernel generation it runs by default (costmodel FLASH_ATTENTION_EFFICIENCY), torchtitan's float8
+recipe, and a compute factor on the GEMM efficiency. The Megatron releases' compute factors are 1.0: the Megatron-
+Bridge DGX-H100 dense rows of containers 25.09-26.06 (1-3 per container, different models) show signed medians of
+-0.3% to +12% with no order by container that their models do not explain (benchmarks/bridge_summary.py --all-rows),
+and the NeMo 25.02-25.09 tables that might show one are quarantined (never fitted). torchtitan 0.0.2's is fitted
+(TORCHTITAN_002_COMPUTE)."""
 
 from __future__ import annotations
 
