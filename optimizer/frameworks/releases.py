@@ -176,7 +176,9 @@ RELEASES: tuple[Release, ...] = (
         "NVIDIA-NeMo/Megatron-Bridge 067f987 docs/performance-summary.md",
     ),
     # torchtitan: SDPA with the cuDNN backend first since 5cfe514 (2025-03-20, capabilities.py TORCHTITAN); 0.0.2
-    # (2024-04, the paper's snapshot era) ran PyTorch's default SDPA order, FlashAttention-2 first.
+    # (2024-04, the paper's snapshot era) ran PyTorch's default SDPA order, FlashAttention-2 first. assets/version.txt
+    # read 0.0.2 from 2024-04 until 0.1.0 (2025-06-05), so the cuDNN-first change falls inside "0.0.2": fa2 is taken
+    # for the whole span (TORCHTITAN_002_COMPUTE was fitted with it; with fa3 the fit would come out lower).
     # Float8: recipe_name unset = torchao Float8LinearConfig's default, tensorwise, in every release to 0.2.2; rowwise
     # became the default (tensorwise removed) on main in 6348d93 (2026-04-27), after 0.2.2
     # (torchtitan/components/quantization/float8.py Float8LinearConverter.Config.recipe_name).
