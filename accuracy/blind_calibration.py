@@ -16,11 +16,13 @@ group is predicted. Errors are (predicted - measured) / measured.
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import itertools
 import math
 import random
 import statistics
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 
 from optimizer.calibration.fit import FitPoint, fit_calibration
@@ -45,8 +47,49 @@ class ClusterGroup:
     """Runs of one cluster and software stack."""
 
     name: str
-    kind: str  # "published" (in-sample for the cost model) or "bridge" (out of sample)
+    kind: str  # "published" (in-sample), "bridge" (out of sample) or "stack" (a stack priced as left out)
     points: tuple[FitPoint, ...]
+    left_out: str | None = None
+    """kind "stack": the published group whose own fitted terms are set to their priors and whose release leaves the
+    fitted stacks while it is priced (accuracy/leave_out.py REFITS), as the model stood before that source."""
+
+    def priced(self) -> contextlib.AbstractContextManager[None]:
+        """The model this group is priced with: as shipped, or as it stood before its own source (kind stack)."""
+        return _as_left_out(self.left_out) if self.left_out else contextlib.nullcontext()
+
+
+# A published source whose runs fitted terms of their own stack (a release's compute factor, its float8 recipe) is
+# also a blind group of a stack the model had not seen: priced with those terms at their priors, from MIN_STACK_RUNS.
+MIN_STACK_RUNS = 3
+
+
+@contextlib.contextmanager
+def _as_left_out(group: str) -> Iterator[None]:
+    from accuracy.leave_out import REFITS
+    from accuracy.published_runs import load_records
+    from optimizer.frameworks import releases
+
+    own = [r for r in REFITS if r.fit_groups == frozenset({group})]
+    stated: dict[str, set[str]] = {}  # group -> the releases its records state
+    for rec in load_records():
+        if rec.get("framework_version"):
+            stated.setdefault(rec["group"], set()).add(rec["framework_version"])
+    fitted = releases.FITTED
+    kept = []
+    for f in fitted:
+        if group in f.groups:
+            others = tuple(g for g in f.groups if g != group)
+            still = set().union(*(stated.get(g, set()) for g in others)) if others else set()
+            f = dataclasses.replace(f, groups=others, releases=tuple(v for v in f.releases if v in still))
+        kept.append(f)
+    releases.FITTED = tuple(kept)
+    try:
+        with contextlib.ExitStack() as stack:
+            for r in own:
+                stack.enter_context(r.patch(r.prior))
+            yield
+    finally:
+        releases.FITTED = fitted
 
 
 def cluster_groups(min_runs: int = MIN_RUNS) -> list[ClusterGroup]:
@@ -64,7 +107,16 @@ def cluster_groups(min_runs: int = MIN_RUNS) -> list[ClusterGroup]:
             bridge.setdefault(f"bridge {rec['system']} {rec['container']}", []).append(row.point)
     groups = [ClusterGroup(k, "published", tuple(v)) for k, v in sorted(published.items())]
     groups += [ClusterGroup(k, "bridge", tuple(v)) for k, v in sorted(bridge.items())]
-    return [g for g in groups if len(g.points) >= min_runs]
+    groups = [g for g in groups if len(g.points) >= min_runs]
+    from accuracy.leave_out import REFITS
+
+    own = {g for r in REFITS if len(r.fit_groups) == 1 for g in r.fit_groups}
+    stacks = [
+        ClusterGroup(f"{k} (stack left out)", "stack", tuple(v), left_out=k)
+        for k, v in sorted(published.items())
+        if k in own and len(v) >= min(min_runs, MIN_STACK_RUNS) and {p.workload.framework for p in v} != {"megatron"}
+    ]
+    return groups + stacks
 
 
 def _predict(p: FitPoint, cal: ClusterCalibration | None) -> float:
@@ -118,15 +170,16 @@ def blind(group: ClusterGroup, k: int, fitter: Fitter = default_fitter) -> Blind
     """Calibrate on k runs, predict the rest, for every (or MAX_TRIALS) k-subsets."""
     rng = random.Random(f"{SEED}/{group.name}/{k}")
     pts = group.points
-    base = [_predict(p, None) for p in pts]
     score = BlindScore(group.name, group.kind, k)
-    for subset in _subsets(len(pts), k, rng):
-        cal = fitter([pts[i] for i in subset])
-        score.trials += 1
-        for i, p in enumerate(pts):
-            if i not in subset:
-                score.before.append(base[i])
-                score.after.append(_predict(p, cal))
+    with group.priced():
+        base = [_predict(p, None) for p in pts]
+        for subset in _subsets(len(pts), k, rng):
+            cal = fitter([pts[i] for i in subset])
+            score.trials += 1
+            for i, p in enumerate(pts):
+                if i not in subset:
+                    score.before.append(base[i])
+                    score.after.append(_predict(p, cal))
     return score
 
 
@@ -149,17 +202,11 @@ def cross_model(group: ClusterGroup, fitter: Fitter = default_fitter) -> list[Tr
         by_model.setdefault(p.model.name, []).append(p)
     out = []
     for src, tgt in itertools.permutations(sorted(by_model), 2):
-        cal = fitter(by_model[src])
-        out.append(
-            Transfer(
-                group.name,
-                group.kind,
-                src,
-                tgt,
-                tuple(_predict(p, None) for p in by_model[tgt]),
-                tuple(_predict(p, cal) for p in by_model[tgt]),
-            )
-        )
+        with group.priced():
+            cal = fitter(by_model[src])
+            before = tuple(_predict(p, None) for p in by_model[tgt])
+            after = tuple(_predict(p, cal) for p in by_model[tgt])
+        out.append(Transfer(group.name, group.kind, src, tgt, before, after))
     return out
 
 

@@ -108,6 +108,7 @@ def price(rec: dict[str, str]) -> Row:
         precision="fp8" if fp8 else "bf16",
         grad_dtype="bf16",
         fp8_param_gather=fp8,
+        framework_version=rec["container"],
     )
     try:
         cluster = _cluster(rec["system"], gpus)

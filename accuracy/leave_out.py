@@ -23,6 +23,7 @@ import math
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import numpy as np
@@ -31,10 +32,16 @@ import optimizer.costmodel as costmodel_package
 from accuracy.pair_errors import pair_section
 from accuracy.published_runs import CalibrationCase, Record, framework_of, load_records, pinned_setting, predict
 from accuracy.serving_runs import load_serving_records, run_serving
-from optimizer.costmodel import framework_runtime
-from optimizer.costmodel.constants import FLASH_ATTENTION_EFFICIENCY, FRAMEWORK_FACTOR, MOE_EAGER_HOST_S
+from optimizer.costmodel import framework_runtime, stage
+from optimizer.costmodel.constants import (
+    FLASH_ATTENTION_EFFICIENCY,
+    FRAMEWORK_FACTOR,
+    MOE_EAGER_HOST_S,
+    TORCHAO_ROWWISE_FP8_RATE,
+)
 from optimizer.costmodel.terms import expert_parallel
 from optimizer.costmodel.uncertainty import RunFeatures, parse_residuals, training_features
+from optimizer.frameworks import releases
 
 RESIDUALS_PATH = Path(costmodel_package.__file__).parent / "residuals.json"
 # Points between the grid's ends at which each fold's sum of squared log errors is evaluated.
@@ -68,15 +75,20 @@ def _framework_factor(family: str, value: float) -> Iterator[None]:
         FRAMEWORK_FACTOR[family] = old
 
 
-@contextlib.contextmanager
-def _moe_eager_host(value: float) -> Iterator[None]:
-    namespace = vars(expert_parallel)  # the term reads the name it imported from constants
-    old = namespace["MOE_EAGER_HOST_S"]
-    namespace["MOE_EAGER_HOST_S"] = value
-    try:
-        yield
-    finally:
-        namespace["MOE_EAGER_HOST_S"] = old
+def _imported(module: ModuleType, name: str) -> Callable[[float], contextlib.AbstractContextManager[None]]:
+    """A patch of constant `name` where `module` reads it (the name it imported from constants)."""
+
+    @contextlib.contextmanager
+    def patch(value: float) -> Iterator[None]:
+        namespace = vars(module)
+        old = namespace[name]
+        namespace[name] = value
+        try:
+            yield
+        finally:
+            namespace[name] = old
+
+    return patch
 
 
 @contextlib.contextmanager
@@ -102,6 +114,20 @@ def _blackwell_attention(value: float) -> Iterator[None]:
         yield
     finally:
         FLASH_ATTENTION_EFFICIENCY["fa3"]["blackwell"] = _BLACKWELL_PAIR
+
+
+@contextlib.contextmanager
+def _torchtitan_002_compute(value: float) -> Iterator[None]:
+    """torchtitan 0.0.2's release compute factor (frameworks/releases.py TORCHTITAN_002_COMPUTE) set to `value`."""
+    old = releases.RELEASES
+    releases.RELEASES = tuple(
+        dataclasses.replace(r, compute_factor=value) if (r.framework, r.version) == ("torchtitan", "0.0.2") else r
+        for r in old
+    )
+    try:
+        yield
+    finally:
+        releases.RELEASES = old
 
 
 def _grid(lo: float, hi: float, step: float, shipped: float) -> tuple[float, ...]:
@@ -160,7 +186,7 @@ REFITS: tuple[Refit, ...] = (
         fit_groups=frozenset({"megatron_bridge_h100_fp8_moe"}),
         prior=0.0,
         fallback=_is_moe,
-        patch=_moe_eager_host,
+        patch=_imported(expert_parallel, "MOE_EAGER_HOST_S"),
         source="constants.py: the H100 MoE records (megatron_bridge_h100_fp8_moe); prior 0: the term absent",
     ),
     Refit(
@@ -183,6 +209,31 @@ REFITS: tuple[Refit, ...] = (
         patch=_blackwell_attention,
         source="constants.py: NeMo 25.04 B200 long-sequence table and Megatron-Bridge's dense Blackwell rows; "
         "prior 1.0: the Hopper pair",
+    ),
+)
+
+# The torchao float8 README's two terms (issue 45), each fitted on that source alone: left out, they take their prior.
+REFITS = (
+    *REFITS,
+    Refit(
+        name="torchtitan 0.0.2 compute_factor (releases.py TORCHTITAN_002_COMPUTE)",
+        shipped=releases.TORCHTITAN_002_COMPUTE,
+        grid=_grid(0.5, 1.1, 0.02, releases.TORCHTITAN_002_COMPUTE),
+        fit_groups=frozenset({"torchao_float8_h100"}),
+        prior=1.0,
+        fallback=lambda rec: framework_of(rec) == "torchtitan" and rec.get("framework_version") == "0.0.2",
+        patch=_torchtitan_002_compute,
+        source="releases.py: the torchao float8 README's bf16 row; prior 1.0: the fitted Hopper constant",
+    ),
+    Refit(
+        name="TORCHAO_ROWWISE_FP8_RATE",
+        shipped=TORCHAO_ROWWISE_FP8_RATE,
+        grid=_grid(0.5, 1.1, 0.02, TORCHAO_ROWWISE_FP8_RATE),
+        fit_groups=frozenset({"torchao_float8_h100"}),
+        prior=1.0,
+        fallback=lambda rec: rec.get("fp8_recipe") == "rowwise",
+        patch=_imported(stage, "TORCHAO_ROWWISE_FP8_RATE"),
+        source="constants.py: the torchao float8 README's rowwise / tensorwise pair; prior 1.0: tensorwise's rate",
     ),
 )
 

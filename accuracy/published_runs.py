@@ -175,6 +175,8 @@ def _training_space(rec: Record, model: ModelSpec) -> tuple[TrainingWorkload, li
         grad_dtype=p.get("grad_dtype") or ("bf16" if era_2021 else "fp32"),
         flash_attention=not era_2021,
         framework=fw,
+        framework_version=rec.get("framework_version"),
+        fp8_recipe=rec.get("fp8_recipe"),
         fused_loss=rec.get("fused_loss"),
         attention_kernel=rec.get("attention_kernel"),
         cuda_graphs=rec.get("cuda_graphs"),

@@ -148,6 +148,10 @@ def render_estimate(e: Estimate, model: str, cluster: str) -> None:
         out.print(f"memory overrun {e.memory_overrun_gb:.1f} GB per GPU (predicted peak minus the GPU's memory)")
     if e.interval_basis:
         out.print(f"[dim]80% intervals: {e.interval_basis}[/dim]")
+    if e.stack is not None and (e.stack.version is not None or e.stack.novelty):
+        asked = f"{e.stack.framework} {e.stack.version or '(current defaults)'}"
+        novel = "; ".join(e.stack.novelty) or "inside the fitted runs"
+        out.print(f"stack: {asked}, priced as {e.stack.priced_as or 'its default constants'} | novelty: {novel}")
     for s in e.stages:
         if s.oom_risk:
             out.print(f"[yellow]stage {s.index}: out-of-memory risk (the 80% memory interval exceeds the GPU)[/yellow]")

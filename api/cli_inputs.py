@@ -113,6 +113,8 @@ def build_workload(
             precision_aware_optimizer=numerics.precision_aware_optimizer or None,
             attention_kernel=numerics.attention_kernel,
             cuda_graphs=numerics.cuda_graphs,
+            framework_version=numerics.framework_version,
+            fp8_recipe=numerics.fp8_recipe,
         )
     if shape.mode == "inference":
         if shape.prompt_len is None or shape.output_len is None:

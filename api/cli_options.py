@@ -116,6 +116,23 @@ class Numerics:
             "fa2 (FlashAttention-2 class: flash-attn 2.x, stacks before mid-2024); unset: the framework's default.",
         ),
     ] = None
+    framework_version: Annotated[
+        str | None,
+        typer.Option(
+            "--framework-version",
+            help="Training: the framework's release, a NeMo / Megatron-Bridge container (25.09) for megatron, the "
+            "package version (0.2.1) for torchtitan and deepspeed; an unknown or newer one is priced as the nearest "
+            "known release and shown as novel (optimizer/frameworks/releases.py). Unset: current defaults.",
+        ),
+    ] = None
+    fp8_recipe: Annotated[
+        str | None,
+        typer.Option(
+            "--fp8-recipe",
+            help="Training with --precision fp8 on torchtitan: torchao's float8 recipe, tensorwise or rowwise (FP8 "
+            "GEMMs slower, bf16 all-gathers); unset: the release's default (tensorwise through 0.2.2).",
+        ),
+    ] = None
     cuda_graphs: Annotated[
         str | None,
         typer.Option(

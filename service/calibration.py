@@ -111,7 +111,7 @@ def _points(s: Session, cluster_id: int) -> list[FitPoint]:
                 label=f"measurement {row.id} (plan {plan.id})",
                 model=sp.model,
                 cluster=sp.cluster,
-                workload=sp.workload,
+                workload=figures.with_release(sp.workload),
                 config=ParallelConfig.model_validate(row.config),
                 step_time_s=row.step_time_s,
                 peak_allocated_gb=figures.peak_allocated_gb,

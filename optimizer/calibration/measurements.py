@@ -7,7 +7,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from optimizer.errors import DomainError
-from optimizer.spec.workload import InferenceWorkload, TrainingWorkload
+from optimizer.spec.workload import RELEASE_PATTERN, InferenceWorkload, TrainingWorkload
 
 MeasuredFramework = Literal["megatron", "deepspeed", "torchtitan", "nemo", "vllm", "sglang", "trtllm", "other"]
 LogSource = Literal["manual", "megatron", "torchtitan", "deepspeed", "nemo", "vllm", "sglang"]
@@ -61,6 +61,22 @@ class Measurement(BaseModel):
         if planned_framework is not None and ran not in ("other", planned_framework):
             reasons.append(f"ran on {self.framework}, the plan priced {planned_framework}")
         return "; ".join(reasons)
+
+    def with_release(self, workload: TrainingWorkload) -> TrainingWorkload:
+        """The workload as this run ran it: with the run's framework_version where the plan's workload states none,
+        the run is of the plan's (named) framework and the version is a release number (frameworks/releases.py);
+        a calibration then sees the run's stack (its novelty widens the compute prior, calibration/fit.py)."""
+        version = self.framework_version.strip()
+        fw = SAME_STACK.get(self.framework or "other", self.framework or "other")
+        if (
+            not version
+            or workload.framework_version is not None
+            or workload.framework == "auto"
+            or fw not in ("other", workload.framework)
+            or RELEASE_PATTERN.match(version) is None
+        ):
+            return workload
+        return workload.model_copy(update={"framework_version": version})
 
     @model_validator(mode="after")
     def _check(self) -> Measurement:

@@ -51,6 +51,14 @@ OVERLAP_COMPUTE_SLOWDOWN = 0.19
 FRAMEWORK_FACTOR: dict[str, float] = {"volta": 0.80, "ampere": 0.80, "hopper": 0.73}
 FRAMEWORK_FACTOR_DEFAULT = 0.72
 
+# torchao's rowwise float8 recipe (torchtitan fp8_recipe rowwise) runs its FP8 GEMMs as rowwise-scaled
+# torch._scaled_mm (cuBLASLt / CUTLASS with a scale per row and per column) plus per-row amax reductions, slower than
+# the tensorwise recipe ("tensorwise (fastest), rowwise, rowwise_with_gw_hp (most accurate)"); its FSDP all-gathers
+# stay bf16 [pytorch/ao b795037 torchao/float8/README.md]. Factor on the FP8 GEMM rate against tensorwise, fitted on
+# that README's Llama3-8B 8 x H100 pair: rowwise 6,768 vs tensorwise 7,689.5 tok/s/GPU (the tensorwise row's float8
+# all-gather is not priced: within one NVLink node the gathers hide under compute).
+TORCHAO_ROWWISE_FP8_RATE = 0.80  # calibrated 2026-11 (see above): fitted 0.801
+
 # FP8 matmul reaches a smaller share of its peak than BF16: H100 FP8 MAMF 1403/1979 = 0.71 vs BF16 0.80 [ST].
 FP8_MAMF_RATIO = 0.71 / 0.80
 

@@ -7,14 +7,16 @@ import math
 from optimizer.costmodel.goodput import plan_goodput
 from optimizer.costmodel.inference import estimate_inference
 from optimizer.costmodel.placed_fabric import PlacedFabric
-from optimizer.costmodel.result import Estimate, admitted
+from optimizer.costmodel.result import Estimate, StackUsed, admitted
 from optimizer.costmodel.serving_load import ReplicaLoad
 from optimizer.costmodel.serving_sim import load_latency
 from optimizer.costmodel.training import estimate_training
 from optimizer.costmodel.uncertainty import with_intervals
+from optimizer.frameworks.releases import stack_novelty
 from optimizer.frameworks.validation import validate
 from optimizer.spec.cluster_spec import ClusterSpec
 from optimizer.spec.model_spec import ModelSpec
+from optimizer.spec.names import priced_framework
 from optimizer.spec.parallel_config import ParallelConfig
 from optimizer.spec.workload import InferenceWorkload, TrainingWorkload
 
@@ -54,7 +56,22 @@ def estimate(
             replicas = 1 if config.ep > 1 else config.dp
             load = ReplicaLoad(model, cluster, workload, config, layout)
             est = est.model_copy(update={"load_latency": load_latency(load, replicas)})
+    if isinstance(workload, TrainingWorkload):
+        est.stack = stack_used(cluster, workload)
     est = with_intervals(est, model, cluster, workload, config)
     if isinstance(workload, TrainingWorkload) and est.step_time_s > 0 and math.isfinite(est.step_time_s):
         est.goodput = plan_goodput(model, cluster, workload, config, est)
     return admitted(est) if admit else est
+
+
+def stack_used(cluster: ClusterSpec, workload: TrainingWorkload) -> StackUsed:
+    """The stack a training estimate priced and its novelty on the cluster's (first pool's) GPU."""
+    framework = priced_framework(workload.framework)
+    gpu = cluster.gpu_of(cluster.pools[0])
+    nov = stack_novelty(framework, workload.framework_version, gpu, workload.precision)
+    return StackUsed(
+        framework=framework,
+        version=workload.framework_version,
+        priced_as=nov.priced_as,
+        novelty=[f"{a.axis}: {a.detail}" for a in nov.axes],
+    )

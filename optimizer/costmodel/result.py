@@ -79,6 +79,23 @@ class StepBreakdown(BaseModel):
     launch: float = 0.0
 
 
+class StackUsed(BaseModel):
+    """The software stack an estimate priced: the framework, the release asked for and the known release it was
+    priced as, and the named axes (framework, release, gpu_variant, precision) on which it lies outside the fit."""
+
+    framework: str
+    version: str | None = Field(default=None, description="The release asked for (None: the current defaults).")
+    priced_as: str | None = Field(default=None, description="The known release it was priced as.")
+    novelty: list[str] = Field(
+        default_factory=list, description="Named axes outside the fitted runs, as 'axis: detail' (empty: inside)."
+    )
+
+    @property
+    def novelty_axes(self) -> list[str]:
+        """The axis names alone (framework, release, gpu_variant, precision)."""
+        return [n.split(":", 1)[0] for n in self.novelty]
+
+
 class Estimate(BaseModel):
     """The cost model's verdict on one configuration."""
 
@@ -128,6 +145,11 @@ class Estimate(BaseModel):
         default=None,
         description="Training: checkpoint size and times, the optimal checkpoint interval, hours lost per day to "
         "failures and the useful tokens per second (optimizer/costmodel/goodput.py); None for serving.",
+    )
+    stack: StackUsed | None = Field(
+        default=None,
+        description="Training: the framework release it was priced as and how far that stack lies from the fitted "
+        "runs (optimizer/frameworks/releases.py stack_novelty).",
     )
     load_latency: LoadLatency | None = Field(
         default=None,

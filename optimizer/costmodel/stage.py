@@ -20,7 +20,7 @@ from optimizer.costmodel.compute import (
     peak_flops,
     roofline_time,
 )
-from optimizer.costmodel.constants import BF16_BYTES, FP8_BYTES
+from optimizer.costmodel.constants import BF16_BYTES, FP8_BYTES, TORCHAO_ROWWISE_FP8_RATE
 from optimizer.costmodel.fp8_casts import linear_io_per_token
 from optimizer.costmodel.framework_runtime import runtime
 from optimizer.costmodel.memory import (
@@ -60,6 +60,7 @@ from optimizer.costmodel.terms.tensor_parallel import (
     tp_in_nvlink_domain,
 )
 from optimizer.frameworks.capabilities import framework
+from optimizer.frameworks.releases import release_attention_kernel, release_compute_factor, release_fp8_recipe
 from optimizer.spec.cluster_spec import ClusterSpec, NodePool
 from optimizer.spec.gpu_catalog import GPUSpec, has_flash_attention
 from optimizer.spec.model_spec import ModelSpec
@@ -187,7 +188,14 @@ class CostContext:
             self.rt.bf16_optimizer_under_pp and c.pp > 1 and c.zero_stage == 0 and w.precision == "bf16"
         )
         # Bytes per logit at the loss's peak: the framework's own loss unless the workload says which it runs.
-        self.attention_kernel = w.attention_kernel or self.fw.attention_kernel
+        # The attention kernel: the workload's, else its stated release's default, else the framework's.
+        self.attention_kernel = w.attention_kernel or release_attention_kernel(
+            self.fw.name, w.framework_version, self.fw.attention_kernel
+        )
+        self.release_compute = release_compute_factor(self.fw.name, w.framework_version)
+        # torchtitan's float8 recipe: the workload's, else its release's default (tensorwise through 0.2.2).
+        recipe = w.fp8_recipe or release_fp8_recipe(self.fw.name, w.framework_version)
+        self.fp8_rate = TORCHAO_ROWWISE_FP8_RATE if recipe == "rowwise" and w.precision == "fp8" else 1.0
         self.eager_moe = (w.cuda_graphs or "none") != "full_iteration"
         self.eager_dense = (w.cuda_graphs or "none") == "none"
         self.logit_bytes = self.rt.logit_bytes
@@ -262,7 +270,12 @@ class CostContext:
         key = f"{pool.name}/{self.fw.name}"  # a calibration may carry a framework's own compute factor
         g = self._gpus.get(key)
         if g is None:
-            g = self._gpus[key] = self.cluster.compute_gpu(pool, self.fw.name)
+            g = self.cluster.compute_gpu(pool, self.fw.name)
+            if self.release_compute != 1.0 or self.fp8_rate != 1.0:  # the release's terms (frameworks/releases.py)
+                k = self.release_compute
+                fp8 = g.fp8_tflops * k * self.fp8_rate if g.fp8_tflops is not None else None
+                g = g.model_copy(update={"bf16_tflops": g.bf16_tflops * k, "fp8_tflops": fp8})
+            self._gpus[key] = g
         return g
 
     def reserve(self, pool: NodePool) -> float:

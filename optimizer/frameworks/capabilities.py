@@ -472,6 +472,12 @@ TORCHTITAN = Framework(
         ),
         ("logits", "components/loss.py cross_entropy_loss: F.cross_entropy on pred.float(), unfused"),
         (
+            "fp8_recipe",
+            "Float8LinearConverter.Config.recipe_name: unset (torchao's tensorwise) through 0.2.2; 'rowwise' default "
+            "and tensorwise removed in 6348d93 (2026-04-27); rowwise communicates in bf16 "
+            "(torchtitan/components/quantization/float8.py, float8.md)",
+        ),
+        (
             "fp8_casts",
             "torchao Float8Linear (dynamic tensorwise) casts each GEMM operand in its own kernels: 6 B per input "
             "and 8 B per output-gradient element (costmodel/fp8_casts.py)",

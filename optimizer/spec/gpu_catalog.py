@@ -157,6 +157,24 @@ BUILTIN_GPUS: dict[str, GPUSpec] = {
             mamf_fraction=0.80,
             source="ST; NV H100 PCIe; MAMF assumed = H100 SXM",
         ),
+        # H100 NVL (PCIe card, 350-400 W): 1,671 / 3,341 TFLOP/s BF16 / FP8 with sparsity = 835.5 / 1,670.5 dense,
+        # 94 GB HBM3 at 3.9 TB/s, NVLink bridge 600 GB/s bidirectional (pairs) = 300/dir, PCIe Gen5 [NV H100
+        # datasheet, "H100 NVL" column]. The GH100 die with H100 SXM's 132 SMs; the lower peak is its clock under the
+        # card's power cap. MAMF not published: H100 SXM's 0.80 assumed.
+        _gpu(
+            name="H100-NVL-94GB",
+            sm_count=132,
+            family="hopper",
+            bf16_tflops=835.5,
+            fp8_tflops=1670.5,
+            memory_gib=94,
+            memory_tbps=3.9,
+            scaleup_gbytes_per_s=300,
+            scaleup_domain=2,
+            pcie_gen=5,
+            mamf_fraction=0.80,
+            source="NV H100 datasheet (H100 NVL); MAMF assumed = H100 SXM",
+        ),
         # H800: H100 compute with NVLink cut to 400 GB/s bidirectional = 200/dir [NV H800; DS3 §3.2.2].
         _gpu(
             name="H800-SXM-80GB",
@@ -238,6 +256,23 @@ BUILTIN_GPUS: dict[str, GPUSpec] = {
             pcie_gen=5,
             mamf_fraction=0.80,
             source="ST; NV H200",
+        ),
+        # H200 NVL (PCIe card, up to 600 W): 1,671 / 3,341 TFLOP/s BF16 / FP8 with sparsity = 835.5 / 1,670.5 dense,
+        # 141 GB HBM3e at 4.8 TB/s, 2- or 4-way NVLink bridge 900 GB/s bidirectional = 450/dir, PCIe Gen5 [NV H200
+        # datasheet, "H200 NVL" column]; SMs as H100 SXM (same die; the peak is the clock under the cap). MAMF as H100.
+        _gpu(
+            name="H200-NVL-141GB",
+            sm_count=132,
+            family="hopper",
+            bf16_tflops=835.5,
+            fp8_tflops=1670.5,
+            memory_gib=141,
+            memory_tbps=4.8,
+            scaleup_gbytes_per_s=450,
+            scaleup_domain=4,
+            pcie_gen=5,
+            mamf_fraction=0.80,
+            source="NV H200 datasheet (H200 NVL); MAMF assumed = H100 SXM",
         ),
         # B200 (HGX, 1000 W): 2250 / 4500, 180 GB usable, 8 TB/s, NVLink5 900/dir [ST]; MAMF 1745/2250 = 0.78 [ST].
         _gpu(
@@ -460,6 +495,8 @@ ALIASES: dict[str, str] = {
     "A800-80GB": "A800-SXM-80GB",
     "H200": "H200-SXM-141GB",
     "H100-PCIe": "H100-PCIe-80GB",
+    "H100-NVL": "H100-NVL-94GB",
+    "H200-NVL": "H200-NVL-141GB",
     "GH200": "GH200-96GB",
     "GH200-480GB": "GH200-96GB",
     "B200": "B200-180GB",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, model_validator
@@ -10,7 +11,12 @@ from optimizer.errors import DomainError
 from optimizer.spec.names import AttentionKernel, EngineName, FrameworkChoice
 
 Precision = Literal["bf16", "fp16", "fp8"]
+# A release number as frameworks/releases.py parses it (kept here so the workload refuses a malformed one itself).
+RELEASE_PATTERN = re.compile(
+    r"^(?:v|core_r|core_v)?(\d{1,4})(?:\.(\d{1,4}))?(?:\.(\d{1,4}))?(?:[.+-]?[A-Za-z0-9.+-]*)?$"
+)
 CudaGraphs = Literal["none", "layers", "full_iteration"]
+Fp8Recipe = Literal["tensorwise", "rowwise"]
 
 
 class TrainingWorkload(BaseModel):
@@ -49,6 +55,23 @@ class TrainingWorkload(BaseModel):
         description="Training framework the plan will run on (frameworks/capabilities.py): megatron, deepspeed, "
         "torchtitan, or auto (plan for each, keep the best).",
     )
+    framework_version: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=32,
+        description="The framework's release: a NeMo / Megatron-Bridge container YY.MM[.NN] or a Megatron-Core "
+        "version (0.14.0, core_r0.14.0) for megatron, the package version for torchtitan and deepspeed "
+        "(optimizer/frameworks/releases.py). Its defaults (attention kernel, float8 recipe) and release terms "
+        "apply; an unknown or newer release is priced as the nearest known one and named in the estimate's stack "
+        "novelty. Unset: the framework's current defaults, the fitted constants.",
+    )
+    fp8_recipe: Fp8Recipe | None = Field(
+        default=None,
+        description="torchtitan's float8 scaling recipe (torchao Float8Linear): tensorwise (one scale per tensor; "
+        "torchao's default, the only one torchtitan offered before 2026-04) or rowwise (one scale per row, "
+        "communication in bf16; torchtitan's default since 6348d93, 2026-04-27). Needs precision fp8 and framework "
+        "torchtitan; unset: the stated release's default (optimizer/frameworks/releases.py), else tensorwise.",
+    )
     fp8_param_gather: bool = Field(
         strict=True,  # a JSON true/false only: 0, 1 and "yes" are refused
         default=False,
@@ -79,6 +102,21 @@ class TrainingWorkload(BaseModel):
 
     @model_validator(mode="after")
     def _fp8_params(self) -> TrainingWorkload:
+        if self.fp8_recipe is not None and (self.precision != "fp8" or self.framework != "torchtitan"):
+            raise DomainError(
+                "workload.fp8_recipe",
+                "a torchao float8 recipe needs precision fp8 and framework torchtitan "
+                f"(got {self.precision}, {self.framework})",
+            )
+        if self.framework_version is not None and self.framework == "auto":
+            raise DomainError("workload.framework_version", "a release belongs to one framework: name it (not auto)")
+        if self.framework_version is not None and RELEASE_PATTERN.match(self.framework_version.strip()) is None:
+            raise DomainError(
+                "workload.framework_version",
+                "must be a release number: a container YY.MM[.NN] or Megatron-Core X.Y.Z (megatron), or a package "
+                "version X.Y[.Z] "
+                f"(got {self.framework_version!r})",
+            )
         if self.fp8_param_gather and self.precision != "fp8":
             raise DomainError(
                 "workload.fp8_param_gather", f"FP8 primary weights need precision fp8 (got {self.precision})"

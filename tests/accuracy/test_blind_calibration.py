@@ -42,3 +42,22 @@ def test_a_bias_shared_by_two_models_transfers_across_them() -> None:
     assert {t.source_model for t in transfers} == {t.target_model for t in transfers}
     for t in transfers:
         assert max(abs(e) for e in t.after) < 0.5 * min(abs(e) for e in t.before)
+
+
+def test_one_run_of_a_new_stack_teaches_its_bias() -> None:
+    """Issue 45 §3: a 25% stack bias (compute 0.75) on a release the fit has not seen (torchtitan 0.2.1) is learnt from
+    one run, since the compute prior of a new stack is the between-source spread; on a fitted stack (Megatron, no
+    release stated) the same single run moves it less (the between-cluster prior)."""
+    truth = ClusterCalibration(pools={CLUSTER.pools[0].name: PoolCalibration(compute=0.75)})
+    model = load_model_preset("llama-3-8b")
+
+    def one_run(workload: TrainingWorkload) -> float:
+        rng = random.Random(45)
+        configs = random_configs(model, CLUSTER, workload, 3, rng)
+        points = synthetic_points(model, CLUSTER, workload, configs, truth, 0.01, rng)
+        return blind(ClusterGroup("synthetic", "synthetic", tuple(points)), 1).median_after
+
+    new_stack = one_run(W.model_copy(update={"framework": "torchtitan", "framework_version": "0.2.1"}))
+    fitted_stack = one_run(W)
+    assert new_stack < 0.08
+    assert fitted_stack > new_stack + 0.05
