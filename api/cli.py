@@ -38,6 +38,7 @@ from optimizer.costmodel.estimate import estimate as run_estimate
 from optimizer.costmodel.result import Estimate, LoadLatency
 from optimizer.errors import DomainError
 from optimizer.exports.launch import Export
+from optimizer.search.explain import goodput_lines
 from optimizer.spec.cluster_loading import cluster_document_from_topo, cluster_preset_names
 from optimizer.spec.cluster_spec import ClusterSpec
 from optimizer.spec.gpu_catalog import BUILTIN_GPUS
@@ -134,16 +135,7 @@ def render_estimate(e: Estimate, model: str, cluster: str) -> None:
     out.print(f"peak memory {e.peak_memory_gb:.1f} GB{_band(e.peak_memory_interval_gb, 'GB')}")
     g = e.goodput
     if g is not None:
-        save = f"async, blocks {g.blocking_s:.2g} s" if g.async_save else "synchronous"
-        out.print(
-            f"goodput {g.fraction:.1%} | {g.useful_tokens_per_s:,.0f} useful tokens/s | checkpoint "
-            f"{g.checkpoint_gb:,.0f} GB ({g.checkpoint_gb_per_rank:.3g} GB per rank), write {g.write_s:.3g} s "
-            f"({save}), load {g.load_s:.3g} s, every {g.interval_s:,.0f} s ({g.interval_steps} steps) | "
-            f"{g.failures_per_day:.3g} failures/day on {g.nodes} nodes, {g.spare_nodes} spare, {g.restart_s:,.0f} s "
-            f"per restart | lost per day: "
-            f"{g.lost_h_per_day:.2f} h (checkpoints {g.checkpoint_h_per_day:.2f}, rework {g.rework_h_per_day:.2f}, "
-            f"restarts {g.restart_h_per_day:.2f})"
-        )
+        out.print(goodput_lines(g))
     if e.memory_overrun_gb is not None:
         out.print(f"memory overrun {e.memory_overrun_gb:.1f} GB per GPU (predicted peak minus the GPU's memory)")
     if e.interval_basis:
