@@ -300,7 +300,8 @@ def _keep_step_time_plan(result: PlanResult, fast: PlannedConfig, band: tuple[fl
     value = fast.estimate.goodput.wall_s_per_step
     best = result.objective_value if result.objective_value is not None else value
     note = (
-        f"Kept the step-time optimum ({describe(fast.config)}): the goodput search's pick ({describe(result.plan.config)}) "
+        f"Kept the step-time optimum ({describe(fast.config)}): the goodput search's pick "
+        f"({describe(result.plan.config)}) "
         f"would gain {100 * (band[0] - 1):+.1f}% to {100 * (band[1] - 1):+.1f}% useful tokens/s over the failure "
         "inputs' ranges (80%), a gain inside its band."
     )
