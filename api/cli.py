@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from pydantic import ValidationError
@@ -13,7 +13,13 @@ from rich.console import Console
 from rich.table import Table
 
 from api.cli_errors import OneLineErrorGroup
-from api.cli_inputs import apply_reliability, build_parallel_config, build_workload, resolve_target
+from api.cli_inputs import (
+    apply_reliability,
+    build_parallel_config,
+    build_workload,
+    resolve_target,
+    restart_history_file,
+)
 from api.cli_option_groups import OptionGroup, with_option_groups
 from api.cli_options import (
     CalibrationOpt,
@@ -91,15 +97,44 @@ def estimate(
         result = run_estimate(spec, clus, work, config, admit=run.ran or measured is not None)
     except DomainError as exc:
         fail(exc)
+    history = history_against(reliability, result)
     if as_json:
         doc = estimate_json(result)
         if measured is not None:
             doc["measured"] = measured.model_dump(mode="json", exclude_none=True)
+        if history is not None:
+            doc["restart_history"] = history
         sys.stdout.write(json.dumps(doc, indent=2) + "\n")
     else:
         render_estimate(result, spec.name, clus.name)
         if measured is not None:
             render_measured(measured, result)
+        if history is not None:
+            band = history["interruptions_per_day_interval"]
+            out.print(
+                f"restart history: {history['jobs']} jobs, {history['interruptions']} interruptions, "
+                f"{history['interruptions_per_day']:.3g} per day (80% {band[0]:.3g}-{band[1]:.3g}), "
+                f"restart {history['restart_s'] or 0:,.0f} s, "
+                f"measured uptime {history['uptime']:.1%} against predicted ETTR {history['predicted_ettr']:.1%} "
+                "(uptime bounds the goodput from above)"
+            )
+
+
+def history_against(reliability: ReliabilityOptions, result: Estimate) -> dict[str, Any] | None:
+    """What --restart-history measured, beside the prediction made with it (None without a history)."""
+    if reliability.restart_history is None or result.goodput is None:
+        return None
+    h = restart_history_file(reliability.restart_history)
+    return {
+        "jobs": h.jobs,
+        "interruptions": h.interruptions,
+        "interruptions_per_day": h.per_running_day,
+        "interruptions_per_day_interval": list(h.rate_band()),
+        "restart_s": h.restart_s,
+        "uptime": h.uptime,
+        "predicted_ettr": result.goodput.ettr,
+        "predicted_fraction": result.goodput.fraction,
+    }
 
 
 def estimate_json(result: Estimate) -> dict[str, object]:

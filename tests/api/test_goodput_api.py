@@ -101,3 +101,57 @@ def test_cli_options_move_the_estimate_goodput() -> None:
     assert worse["failures_per_day"] == pytest.approx(2 * 0.4)  # 2 nodes x 400 per 1,000 node-days
     assert worse["write_s"] > 10 * base["write_s"] and worse["fraction"] < base["fraction"]
     assert base["spare_nodes"] == 2
+
+
+@pytest.mark.parametrize(
+    ("args", "option"),
+    [
+        (["--recovery", "prayer"], "--recovery"),
+        (["--checkpoint-tier", "tape"], "--checkpoint-tier"),
+        (["--collective-timeout", "0"], "--collective-timeout"),
+        (["--checkpoint-interval", "-5"], "--checkpoint-interval"),
+        (["--restart-history", "/nonexistent/sacct.txt"], "--restart-history"),
+    ],
+)
+def test_bad_goodput_options_fail_in_one_line(args: list[str], option: str) -> None:
+    r = meshplan(*ESTIMATE, "--tp", "8", "--dp", "4", *args)
+    assert r.returncode == 2 and r.stdout == ""
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and option in lines[0], r.stderr
+
+
+def test_goodput_options_and_a_restart_history_reach_the_estimate(tmp_path: Any) -> None:
+    history = tmp_path / "sacct.txt"
+    history.write_text(
+        "JobID|State|Start|End|NNodes\n"
+        "1|NODE_FAIL|2024-05-01T00:00:00|2024-05-02T00:00:00|2\n"
+        "2|FAILED|2024-05-02T01:00:00|2024-05-03T00:00:00|2\n"
+        "3|COMPLETED|2024-05-03T02:00:00|2024-05-04T00:00:00|2\n"
+    )
+    args = [*ESTIMATE, "--tp", "8", "--dp", "2", "--json"]
+    base = json.loads(meshplan(*args).stdout)["goodput"]
+    doc = json.loads(
+        meshplan(
+            *args,
+            "--recovery",
+            "manual",
+            "--checkpoint-interval",
+            "7200",
+            "--checkpoint-tier",
+            "memory",
+            "--restart-history",
+            str(history),
+        ).stdout
+    )
+    g = doc["goodput"]
+    assert g["interval_fixed"] and g["interval_s"] == 7200 and g["optimal_interval_s"] > 0
+    assert g["checkpoint_tier"] == "memory" and g["restart_s"] > base["restart_s"] + 3600  # manual + measured gaps
+    assert g["failures_per_day"] == pytest.approx(2 / (69 / 24), rel=1e-3)  # 2 interruptions over 69 h of running
+    h = doc["restart_history"]
+    assert h["interruptions"] == 2 and h["restart_s"] == pytest.approx(5400.0)
+    assert h["uptime"] == pytest.approx(69 / 72) and 0 < h["predicted_ettr"] < 1
+    lo, hi = g["fraction_interval"]
+    assert lo <= g["fraction"] <= hi
+    assert sum(g[k] for k in g if k.endswith("_h_per_day") and k != "lost_h_per_day") == pytest.approx(
+        g["lost_h_per_day"]
+    )
