@@ -65,8 +65,11 @@ def test_a_goodput_plan_shows_its_checkpoint_interval_and_hours_lost(client: Tes
     token = client.headers["Authorization"].split()[1]
     page = client.get(f"/plans/{plan['id']}", cookies={"meshplan_token": token})
     assert page.status_code == 200
-    for row in ('id="goodput"', 'id="checkpoint"', 'id="checkpoint-interval"', 'id="hours-lost"'):
+    for row in ('id="goodput"', 'id="checkpoint"', 'id="checkpoint-interval"', 'id="hours-lost"', 'id="goodput-band"'):
         assert row in page.text
+    lo, hi = g["fraction_interval"]
+    assert f"(80%: {100 * lo:.1f}-{100 * hi:.1f}%)" in page.text  # the band on the page as in the JSON
+    assert g["useful_tokens_per_s_interval"][0] <= g["useful_tokens_per_s"] <= g["useful_tokens_per_s_interval"][1]
     cluster_page = client.get(f"/clusters/{c['id']}", cookies={"meshplan_token": token})
     assert 'id="reliability"' in cluster_page.text and "1.5e+03" in cluster_page.text
 
