@@ -11,7 +11,13 @@ priced at each rate (optimizer/costmodel/goodput.py plan_goodput). Every pool ta
 optimizer/spec/reliability.py besides the rate (no spares held back; a node lost to a hardware failure is back
 after 2 h; unless a free node stands in, the job runs its checkpoint-compatible fallback meanwhile).
 
-Run: .venv/bin/python benchmarks/goodput.py [--time-limit 10] [--scenarios llama,gpt] [--framework megatron]
+First, the published goodput figures of named runs (accuracy/goodput_runs.py, issue 46 §3): run, group (built_on:
+Llama 3, the one the defaults were set from; scored: left out; quarantine: never fitted, logged in
+accuracy/data/quarantine/goodput_LOG.md), published figure, predicted ETTR with its 80% band, error in points and
+lost-time ratio, and per group the geometric-mean lost-time ratio, median |error| and bounds met.
+
+Run: .venv/bin/python benchmarks/goodput.py [--published-only] [--time-limit 10] [--scenarios llama,gpt]
+     [--framework megatron]
 """
 
 from __future__ import annotations
@@ -22,6 +28,7 @@ import time
 from rich.console import Console
 from rich.table import Table
 
+from accuracy.goodput_runs import GROUPS, cases, score
 from accuracy.plan_quality import SCENARIOS, Scenario
 from optimizer.costmodel.goodput import plan_goodput
 from optimizer.costmodel.result import Goodput
@@ -79,12 +86,54 @@ def _row(t: Table, s: Scenario, rate: str, objective: str, r: PlanResult, g: Goo
     )
 
 
+def published_tables(console: Console) -> None:
+    """The published runs against the model, and the targets per group."""
+    cs = cases()
+    t = Table(title="Published goodput figures (ETTR predicted; accuracy/data/goodput_runs.json)")
+    for col in ("run", "group", "metric", "published", "predicted", "80% band", "error pts", "lost ratio", "ok"):
+        t.add_column(col, justify="left" if col in ("run", "group", "metric") else "right")
+    for c in cs:
+        sign = {"lower": ">= ", "upper": "<= "}.get(c.bound, "")
+        ok = c.bound_met if c.bound_met is not None else c.in_band
+        t.add_row(
+            c.run,
+            c.group,
+            c.metric,
+            f"{sign}{100 * c.published:.2f}%",
+            f"{100 * c.predicted:.2f}%",
+            f"{100 * c.band[0]:.1f}-{100 * c.band[1]:.1f}%",
+            f"{c.error_points:+.1f}",
+            f"{c.lost_ratio:.2f}",
+            ("bound met" if ok else "bound missed") if c.bound_met is not None else ("in band" if ok else "outside"),
+        )
+    console.print(t)
+    s = Table(title="Targets (issue 46 §3): lost-time ratio 0.7-1.4, median |error| <= 3 points, every lower bound met")
+    for col in ("group", "runs", "lost-time ratio (geomean, points)", "median |error| pts", "bounds met", "in band"):
+        s.add_column(col, justify="left" if col == "group" else "right")
+    for g in GROUPS:
+        sc = score(g, cs)
+        if sc is not None:
+            s.add_row(
+                g,
+                str(sc.n),
+                f"{sc.lost_ratio_geomean:.2f}",
+                f"{sc.median_abs_error_points:.1f}",
+                sc.bounds_met,
+                sc.in_band,
+            )
+    console.print(s)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--published-only", action="store_true", help="Only the published runs' tables.")
     ap.add_argument("--time-limit", type=float, default=10.0, help="Solver seconds per plan.")
     ap.add_argument("--scenarios", default="", help="Comma-separated substrings of scenario names (default: all).")
     ap.add_argument("--framework", default="megatron")
     args = ap.parse_args()
+    published_tables(Console(width=250))
+    if args.published_only:
+        return
     wanted = [w.strip().lower() for w in args.scenarios.split(",") if w.strip()]
     chosen = [s for s in SCENARIOS if not wanted or any(w in s.name.lower() for w in wanted)]
     t = Table(title=f"Step-time vs goodput plans ({args.framework}, {args.time_limit:g} s per plan)")
