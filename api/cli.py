@@ -19,6 +19,7 @@ from api.cli_inputs import (
     build_workload,
     resolve_target,
     restart_history_file,
+    training_log_file,
 )
 from api.cli_option_groups import OptionGroup, with_option_groups
 from api.cli_options import (
@@ -110,31 +111,55 @@ def estimate(
         if measured is not None:
             render_measured(measured, result)
         if history is not None:
-            band = history["interruptions_per_day_interval"]
-            out.print(
-                f"restart history: {history['jobs']} jobs, {history['interruptions']} interruptions, "
-                f"{history['interruptions_per_day']:.3g} per day (80% {band[0]:.3g}-{band[1]:.3g}), "
-                f"restart {history['restart_s'] or 0:,.0f} s, "
-                f"measured uptime {history['uptime']:.1%} against predicted ETTR {history['predicted_ettr']:.1%} "
-                "(uptime bounds the goodput from above)"
-            )
+            render_history(history)
+
+
+def render_history(history: dict[str, Any]) -> None:
+    """The measured history beside the prediction made with it."""
+    if "jobs" in history:
+        band = history["interruptions_per_day_interval"]
+        out.print(
+            f"restart history: {history['jobs']} jobs, {history['interruptions']} interruptions, "
+            f"{history['interruptions_per_day']:.3g} per day (80% {band[0]:.3g}-{band[1]:.3g}), "
+            f"restart {history['restart_s'] or 0:,.0f} s, measured uptime {history['uptime']:.1%} against "
+            f"predicted ETTR {history['predicted_ettr']:.1%} (uptime bounds the goodput from above)"
+        )
+    if "training_log" in history:
+        log = history["training_log"]
+        down = sum(log["downtime_s"]) / len(log["downtime_s"]) if log["downtime_s"] else 0.0
+        out.print(
+            f"training log: {log['restarts']} restarts, {down:,.0f} s down and "
+            f"{sum(log['rework_steps']) / max(1, log['restarts']):,.0f} steps redone per restart; measured goodput "
+            f"{log['measured_goodput']:.1%} against predicted {history['predicted_fraction']:.1%}"
+        )
 
 
 def history_against(reliability: ReliabilityOptions, result: Estimate) -> dict[str, Any] | None:
     """What --restart-history measured, beside the prediction made with it (None without a history)."""
-    if reliability.restart_history is None or result.goodput is None:
+    g = result.goodput
+    if g is None or (reliability.restart_history is None and reliability.training_log is None):
         return None
-    h = restart_history_file(reliability.restart_history)
-    return {
-        "jobs": h.jobs,
-        "interruptions": h.interruptions,
-        "interruptions_per_day": h.per_running_day,
-        "interruptions_per_day_interval": list(h.rate_band()),
-        "restart_s": h.restart_s,
-        "uptime": h.uptime,
-        "predicted_ettr": result.goodput.ettr,
-        "predicted_fraction": result.goodput.fraction,
-    }
+    doc: dict[str, Any] = {"predicted_ettr": g.ettr, "predicted_fraction": g.fraction}
+    if reliability.restart_history is not None:
+        h = restart_history_file(reliability.restart_history)
+        doc |= {
+            "jobs": h.jobs,
+            "interruptions": h.interruptions,
+            "interruptions_per_day": h.per_running_day,
+            "interruptions_per_day_interval": list(h.rate_band()),
+            "restart_s": h.restart_s,
+            "uptime": h.uptime,
+        }
+    if reliability.training_log is not None:
+        log = training_log_file(reliability.training_log)
+        doc["training_log"] = {
+            "restarts": log.restarts,
+            "downtime_s": list(log.downtime_s),
+            "rework_steps": list(log.rework_steps),
+            "step_s": log.step_s,
+            "measured_goodput": log.measured_goodput,
+        }
+    return doc
 
 
 def estimate_json(result: Estimate) -> dict[str, object]:

@@ -19,7 +19,13 @@ from api.cli_options import (
     Target,
     WorkloadShape,
 )
-from optimizer.calibration.restart_history import RestartHistory, parse_sacct
+from optimizer.calibration.restart_history import (
+    LogHistory,
+    RestartHistory,
+    log_applied_to,
+    parse_sacct,
+    parse_training_log,
+)
 from optimizer.errors import DomainError
 from optimizer.spec.calibration import ClusterCalibration
 from optimizer.spec.cluster_loading import resolve_cluster
@@ -57,10 +63,29 @@ def restart_history_file(path: Path) -> RestartHistory:
         raise DomainError("--restart-history", f"{e.field}: {e.rule}") from None
 
 
+def training_log_file(path: Path) -> LogHistory:
+    """A run's Megatron-LM training log from a file (bad content names the option)."""
+    try:
+        text = path.read_text(errors="replace")
+    except OSError as e:
+        raise DomainError("--training-log", f"cannot read {shown_path(path)}: {e.strerror}") from None
+    try:
+        return parse_training_log(text)
+    except DomainError as e:
+        raise DomainError("--training-log", e.rule) from None
+
+
 def apply_reliability(clus: ClusterSpec, r: ReliabilityOptions) -> ClusterSpec:
     """The cluster with the command line's failure rate, checkpoint bandwidth and spares on every pool (a bad
     value names its option)."""
-    given = (r.recovery, r.collective_timeout, r.checkpoint_interval, r.checkpoint_tier, r.restart_history)
+    given = (
+        r.recovery,
+        r.collective_timeout,
+        r.checkpoint_interval,
+        r.checkpoint_tier,
+        r.restart_history,
+        r.training_log,
+    )
     if r.failure_rate is None and r.checkpoint_gbps is None and r.spares is None and all(g is None for g in given):
         return clus
     choices = {"--recovery": (r.recovery, RECOVERY_MODES), "--checkpoint-tier": (r.checkpoint_tier, CHECKPOINT_TIERS)}
@@ -74,6 +99,7 @@ def apply_reliability(clus: ClusterSpec, r: ReliabilityOptions) -> ClusterSpec:
         if v is not None and not 0 < v <= top:
             raise DomainError(option, f"must be > 0 and <= {top} seconds (got {v:g})")
     history = restart_history_file(r.restart_history) if r.restart_history is not None else None
+    log = training_log_file(r.training_log) if r.training_log is not None else None
     if r.failure_rate is not None and not 0 < r.failure_rate <= 1_000_000:
         raise DomainError(
             "--failure-rate", f"must be > 0 and <= 1000000 interruptions per 1,000 node-days (got {r.failure_rate:g})"
@@ -110,6 +136,9 @@ def apply_reliability(clus: ClusterSpec, r: ReliabilityOptions) -> ClusterSpec:
                 update[name] = given_value
         if history is not None:  # the history's own node count (NNodes), else the pool's
             rel = history.applied_to(rel, nodes=history.nodes or p.node_count)
+        if log is not None:  # the nodes the history names, else the pool's less its held spares
+            nodes = history.nodes if history is not None and history.nodes else p.node_count - (r.spares or 0)
+            rel = log_applied_to(log, rel, nodes)
         pools.append(p.model_copy(update={"reliability": rel.model_copy(update=update)}))
     return clus.model_copy(update={"pools": pools})
 

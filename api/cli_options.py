@@ -75,6 +75,14 @@ class ReliabilityOptions:
             "runs; its measured rates and times replace the defaults and narrow the goodput band."
         ),
     ] = None
+    training_log: Annotated[
+        Path | None,
+        typer.Option(
+            help="A Megatron-LM training log of the run (its jobs' logs in order): its restarts, their downtime and "
+            "the steps redone set the rate and relaunch time, and its measured goodput is printed beside the "
+            "prediction."
+        ),
+    ] = None
 
 
 @dataclass(frozen=True)

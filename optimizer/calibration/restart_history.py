@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import re
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -146,3 +147,90 @@ def parse_sacct(text: str) -> RestartHistory:
         restart_gaps_s=tuple(gaps),
         nodes=max(n for _, _, _, n in jobs),
     )
+
+
+# Megatron-LM's training log line (megatron/training/training.py training_log): " [%Y-%m-%d %H:%M:%S] iteration
+# {:8d}/{:8d} | consumed samples: ... | elapsed time per iteration (ms): {:.1f} | ..."; one run's jobs appended
+# to one file, a restart shows as an iteration at or below the last one logged.
+_MEGATRON_LINE = re.compile(
+    r"\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)\]\s+iteration\s+(\d+)/\s*\d+\s*\|.*?elapsed time per iteration \(ms\):\s*"
+    r"([0-9.]+)"
+)
+
+
+@dataclass(frozen=True)
+class LogHistory:
+    """What a training log's restarts measure: each restart's downtime (last line logged before it to the first
+    after: detection, relaunch, load and warm-up, plus a log interval), the steps redone, and the goodput."""
+
+    restarts: int
+    downtime_s: tuple[float, ...]
+    rework_steps: tuple[int, ...]
+    step_s: float
+    span_s: float
+    steps_advanced: int
+
+    @property
+    def measured_goodput(self) -> float:
+        """Net steps advanced x the median step time, over the log's span."""
+        return min(1.0, self.steps_advanced * self.step_s / self.span_s) if self.span_s > 0 else 1.0
+
+    @property
+    def per_running_day(self) -> float:
+        """Restarts per day of the span less the downtime."""
+        running = self.span_s - sum(self.downtime_s)
+        return self.restarts / (running / 86_400) if running > 0 else 0.0
+
+
+def parse_training_log(text: str) -> LogHistory:
+    """Restarts, downtimes, steps redone and measured goodput from a Megatron-LM training log of one run (its jobs'
+    logs appended in order)."""
+    rows = []
+    for m in _MEGATRON_LINE.finditer(text):
+        rows.append((datetime.fromisoformat(m.group(1)), int(m.group(2)), float(m.group(3)) / 1000))
+    if len(rows) < 2:
+        raise DomainError("training_log", "needs at least two Megatron-LM iteration lines ([time] iteration N/M | ...)")
+    steps = sorted(r[2] for r in rows)
+    step_s = steps[len(steps) // 2]
+    downtime: list[float] = []
+    rework: list[int] = []
+    for (t0, i0, _), (t1, i1, _) in itertools.pairwise(rows):
+        if i1 <= i0:  # a new job resumed from an older checkpoint
+            downtime.append(max(0.0, (t1 - t0).total_seconds()))
+            rework.append(i0 - i1)
+    span = (rows[-1][0] - rows[0][0]).total_seconds()
+    return LogHistory(
+        restarts=len(downtime),
+        downtime_s=tuple(downtime),
+        rework_steps=tuple(rework),
+        step_s=step_s,
+        span_s=span,
+        steps_advanced=rows[-1][1] - rows[0][1],
+    )
+
+
+def log_applied_to(h: LogHistory, rel: PoolReliability, nodes: int) -> PoolReliability:
+    """`rel` with the log's restart rate (per node-day over `nodes`) and its downtime as detection plus relaunch
+    (the relaunch the downtime less rel's expected detection, at least 30 s), their ranges narrowed as a sacct
+    history narrows them."""
+    spread = dict(rel.spread)
+    update: dict[str, object] = {}
+    if h.restarts > 0:
+        rate = h.per_running_day
+        rel = rel.with_total_rate(1000 * rate / max(1, nodes))
+        days = (h.span_s - sum(h.downtime_s)) / 86_400
+        lo = _chi2(0.1, 2 * h.restarts) / 2 / days
+        hi = _chi2(0.9, 2 * (h.restarts + 1)) / 2 / days
+        spread["failure_rate"] = (min(1.0, lo / rate), max(1.0, hi / rate))
+        crash = max(0.0, 1.0 - rel.hang_share - rel.silent_share)
+        detect = crash * rel.crash_detect_s + rel.hang_share * rel.collective_timeout_s
+        detect += rel.silent_share * rel.silent_detect_s
+        mean = sum(h.downtime_s) / len(h.downtime_s)
+        relaunch = max(30.0, mean - detect)
+        update["launch_s"] = relaunch
+        spread["launch_s"] = (
+            min(1.0, max(30.0, min(h.downtime_s) - detect) / relaunch),
+            max(1.0, max(30.0, max(h.downtime_s) - detect) / relaunch),
+        )
+    update["spread"] = spread
+    return rel.model_copy(update=update)

@@ -131,6 +131,14 @@ def test_goodput_options_and_a_restart_history_reach_the_estimate(tmp_path: Any)
         "2|FAILED|2024-05-02T01:00:00|2024-05-03T00:00:00|2\n"
         "3|COMPLETED|2024-05-03T02:00:00|2024-05-04T00:00:00|2\n"
     )
+    log = tmp_path / "train.log"
+    log.write_text(
+        "\n".join(
+            f" [2024-05-01 {h:02d}:00:00] iteration {i:8d}/{1000:8d} | consumed samples: {i:12d} | "
+            "elapsed time per iteration (ms): 360000.0 |"
+            for h, i in ((0, 10), (1, 20), (2, 30), (4, 20), (5, 30), (6, 40))
+        )
+    )
     args = [*ESTIMATE, "--tp", "8", "--dp", "2", "--json"]
     base = json.loads(meshplan(*args).stdout)["goodput"]
     doc = json.loads(
@@ -144,15 +152,21 @@ def test_goodput_options_and_a_restart_history_reach_the_estimate(tmp_path: Any)
             "memory",
             "--restart-history",
             str(history),
+            "--training-log",
+            str(log),
         ).stdout
     )
     g = doc["goodput"]
     assert g["interval_fixed"] and g["interval_s"] == 7200 and g["optimal_interval_s"] > 0
     assert g["checkpoint_tier"] == "memory" and g["restart_s"] > base["restart_s"] + 3600  # manual + measured gaps
-    assert g["failures_per_day"] == pytest.approx(2 / (69 / 24), rel=1e-3)  # 2 interruptions over 69 h of running
+    # The training log, applied after the job records, sets the rate: 1 restart over 4 h of running (6 h less 2 down)
+    assert g["failures_per_day"] == pytest.approx(6.0, rel=1e-3)
     h = doc["restart_history"]
     assert h["interruptions"] == 2 and h["restart_s"] == pytest.approx(5400.0)
     assert h["uptime"] == pytest.approx(69 / 72) and 0 < h["predicted_ettr"] < 1
+    t = h["training_log"]  # one restart: 2 h from the last line to the first, 10 steps redone, 30 of 6 h's 60
+    assert t["restarts"] == 1 and t["downtime_s"] == [7200.0] and t["rework_steps"] == [10]
+    assert t["measured_goodput"] == pytest.approx(30 * 360.0 / (6 * 3600))
     lo, hi = g["fraction_interval"]
     assert lo <= g["fraction"] <= hi
     assert sum(g[k] for k in g if k.endswith("_h_per_day") and k != "lost_h_per_day") == pytest.approx(

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from optimizer.calibration.restart_history import parse_sacct
+from optimizer.calibration.restart_history import log_applied_to, parse_sacct, parse_training_log
 from optimizer.errors import DomainError
 from optimizer.spec.reliability import DEFAULT_SPREAD, PoolReliability
 
@@ -71,3 +71,43 @@ def test_bad_history_names_the_field(text: str, field: str) -> None:
     with pytest.raises(DomainError) as e:
         parse_sacct(text)
     assert e.value.field == field
+
+
+def _megatron_log() -> str:
+    """Three jobs of one run, as Megatron-LM logs them: 10 s steps logged every 10 iterations; the first job dies
+    after iteration 300 (12:50) and the next resumes from the checkpoint at 250, first logging 260 at 13:30; the
+    second dies after 500 and the third resumes from 480."""
+    lines = []
+    t = 12 * 3600.0
+
+    def at(s: float) -> str:
+        return f"2024-05-01 {int(s // 3600):02d}:{int(s % 3600 // 60):02d}:{int(s % 60):02d}"
+
+    def job(first: int, last: int, start: float) -> float:
+        s = start
+        for i in range(first, last + 1, 10):
+            lines.append(
+                f" [{at(s)}] iteration {i:8d}/{10000:8d} | consumed samples: {i * 64:12d} | "
+                f"elapsed time per iteration (ms): 10000.0 | learning rate: 1.0E-04 |"
+            )
+            s += 100.0
+        return s - 100.0
+
+    end = job(10, 300, t)  # 12:00 to 12:48:20
+    end = job(260, 500, end + 2500.0)
+    job(490, 700, end + 1800.0)
+    lines.insert(5, "some other line the parser skips")
+    return "\n".join(lines)
+
+
+def test_a_training_log_measures_restarts_downtime_rework_and_goodput() -> None:
+    h = parse_training_log(_megatron_log())
+    assert h.restarts == 2 and h.rework_steps == (40, 10) and h.downtime_s == (2500.0, 1800.0)
+    assert h.step_s == 10.0 and h.steps_advanced == 690
+    assert h.span_s == pytest.approx((29 + 24 + 21) * 100.0 + 2500.0 + 1800.0)
+    assert h.measured_goodput == pytest.approx(690 * 10.0 / h.span_s)
+    rel = log_applied_to(h, PoolReliability(), nodes=4)
+    assert rel.failures_per_1000_node_days == pytest.approx(1000 * h.per_running_day / 4)
+    assert rel.launch_s < 2150.0 and rel.spread_of("launch_s")[0] < 1 < rel.spread_of("launch_s")[1]
+    with pytest.raises(DomainError, match="two Megatron-LM iteration lines"):
+        parse_training_log("nothing to see")
