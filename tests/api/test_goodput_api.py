@@ -36,6 +36,9 @@ def _count(db: Database) -> int:
         ("storage_read_gbytes_per_s", -5.0),
         ("launch_s", 0.0),
         ("spare_nodes", 4),
+        ("recovery", "prayer"),
+        ("collective_timeout_s", 0.0),
+        ("checkpoint_tier", "tape"),
     ],
 )
 def test_bad_reliability_is_422_naming_the_field_and_stores_nothing(
@@ -50,10 +53,13 @@ def test_bad_reliability_is_422_naming_the_field_and_stores_nothing(
 
 
 def test_a_goodput_plan_shows_its_checkpoint_interval_and_hours_lost(client: TestClient) -> None:
-    c = make_cluster(client, _inventory(gpu_failures_per_1000_node_days=1500.0, spare_nodes=0))
+    c = make_cluster(
+        client, _inventory(gpu_failures_per_1000_node_days=1500.0, spare_nodes=0, recovery="manual", hang_share=0.3)
+    )
     pools = ok(client.get(f"/v1/clusters/{c['id']}"))["pools"]
     assert pools[0]["reliability"]["gpu_failures_per_1000_node_days"] == 1500.0
     assert pools[0]["reliability_sourced"] is False
+    assert pools[0]["reliability"]["recovery"] == "manual" and pools[0]["reliability"]["hang_share"] == 0.3
     m = make_model(client)
     body = training_job(c, m, 64, 30)
     body["workload"]["objective"] = "goodput"
