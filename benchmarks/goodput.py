@@ -81,6 +81,7 @@ def _row(t: Table, s: Scenario, rate: str, objective: str, r: PlanResult, g: Goo
         f"{g.restart_s:,.0f}",
         f"{g.lost_h_per_day:.2f}",
         f"{100 * g.fraction:.1f}%",
+        f"{100 * g.fraction_interval[0]:.1f}-{100 * g.fraction_interval[1]:.1f}%" if g.fraction_interval else "",
         f"{g.useful_tokens_per_s:,.0f}",
         gain,
     )
@@ -153,6 +154,7 @@ def main() -> None:
         "restart s",
         "h lost/day",
         "goodput",
+        "80% band",
         "useful tokens/s",
         "vs step-time",
     ):
@@ -163,7 +165,7 @@ def main() -> None:
         base_cluster = resolve_cluster(s.cluster)
         fast = plan(model, base_cluster, w, time_limit_s=args.time_limit, top_k=1, interval_rule=False)
         if fast.plan is None:
-            t.add_row(s.name, "", "step_time", fast.status, "no plan", *[""] * 12)
+            t.add_row(s.name, "", "step_time", fast.status, "no plan", *[""] * 13)
             continue
         for label, rate in RATES:
             cluster = at_rate(base_cluster, rate)
@@ -178,7 +180,7 @@ def main() -> None:
                 interval_rule=False,
             )
             if good.plan is None or good.goodput is None:
-                t.add_row(s.name, label, "goodput", good.status, "no plan", *[""] * 12)
+                t.add_row(s.name, label, "goodput", good.status, "no plan", *[""] * 13)
                 continue
             _row(t, s, label, "goodput", good, good.goodput, g_fast)
     Console(width=250).print(t)
