@@ -408,17 +408,20 @@ class TrainingSearch:
 
     def goodput_floor(self, gpus: np.ndarray) -> np.ndarray:
         """A least goodput rate (1 / fraction) for plans of `gpus` GPUs on the allowed pools: they use at least
-        gpus / (the most GPUs per node) nodes at the least failure rate, and each failure costs at least the
-        least launch and NCCL initialisation (no checkpoint, rework or wait), so fraction <= 1 - restart / MTBF."""
+        gpus / (the most GPUs per node) nodes at the least failure rate, and each failure costs at least the least
+        recovery (a relaunch with NCCL initialisation, or an elastic recovery where a pool has one; no detection,
+        checkpoint, rework, warm-up or wait), so fraction <= 1 / (1 + recovery / MTBF) (costmodel/goodput.py
+        wall_shares with every other loss at 0)."""
         pools = self.ts.pools
         rels = [p.reliability_or_default for p in pools]
         per_node_day = min(sum(r.rates_per_node_day().values()) for r in rels)
         gpn = max(p.gpus_per_node for p in pools)
         nodes = np.ceil(gpus / gpn)
         restart = min(r.launch_s for r in rels) + min(r.nccl_init_s_per_1000_gpus for r in rels) * gpus / 1000
-        upper = 1.0 - restart * nodes * per_node_day / 86_400.0
-        with np.errstate(divide="ignore"):
-            return np.where(upper > 0, 1.0 / np.maximum(upper, 1e-300), np.inf)
+        elastic = [r.elastic_recovery_s for r in rels if r.recovery == "elastic"]
+        if elastic:
+            restart = np.minimum(restart, min(elastic))
+        return 1.0 + restart * nodes * per_node_day / 86_400.0
 
     def goodput_rate(self, cfg: ParallelConfig, pools: tuple[str, ...]) -> float:
         """1 / goodput fraction of `cfg` on these stage pools (infinite when failures leave no useful time)."""

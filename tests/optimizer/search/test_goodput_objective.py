@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from optimizer.search.planner import plan
@@ -9,6 +10,7 @@ from optimizer.spec.cluster_loading import load_cluster_preset
 from optimizer.spec.cluster_spec import ClusterSpec
 from optimizer.spec.model_loading import load_model_preset
 from optimizer.spec.objectives import WALL_PER_USEFUL_STEP, format_objective
+from optimizer.spec.parallel_config import ParallelConfig
 from optimizer.spec.reliability import DEFAULT_SPREAD, PoolReliability
 from optimizer.spec.workload import TrainingWorkload
 
@@ -98,3 +100,20 @@ def test_slow_storage_picks_a_layout_with_cheaper_checkpoints() -> None:
     assert gp.blocking_s < 0.8 * gf.blocking_s and gp.useful_tokens_per_s > gf.useful_tokens_per_s
     assert good.plan.estimate.step_time_s >= fast.plan.estimate.step_time_s
     assert "a checkpoint blocks" in good.explanation.summary
+
+
+@pytest.mark.parametrize("recovery", ["automatic", "elastic", "manual"])
+def test_the_goodput_floor_is_a_bound_on_every_candidate(recovery: str) -> None:
+    # The branch and bound prunes on goodput_floor: it must never exceed a candidate's own 1 / fraction, elastic
+    # recovery (60 s, shorter than a relaunch) included.
+    from optimizer.search.planner import TrainingSearch, TrainingSpace
+    from optimizer.search.space import SearchSpace
+
+    cluster = _cluster(300.0, recovery=recovery)
+    ts = TrainingSpace(LLAMA8B, cluster, _w("goodput"), SearchSpace())
+    search = TrainingSearch(ts, 1, 1.0, None, None, False, (), False)
+    for tp, dp in ((8, 4), (4, 8), (8, 1), (2, 2)):
+        cfg = ParallelConfig(tp=tp, pp=1, dp=dp)
+        rate = search.goodput_rate(cfg, (cluster.pools[0].name,))
+        floor = float(search.goodput_floor(np.array([cfg.gpus]))[0])
+        assert 1.0 < floor <= rate, (tp, dp, floor, rate)
