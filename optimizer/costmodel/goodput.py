@@ -247,7 +247,7 @@ def failure_model(
 ) -> FailureModel:
     """The checkpoint, interruptions, restarts, interval and goodput of configuration `c` with a step of `step_s`
     seconds (0: not known; the interval is then not held to one step). `overrides` scales inputs by name (the
-    band's samples: goodput_band.py), as factors of the pools' values."""
+    band's samples: band_draws), as factors of the pools' values."""
     f = overrides or {}
     fw = framework_of(priced_framework(framework or w.framework))  # type: ignore[arg-type]
     weights, optimizer = checkpoint_bytes(model, w)
@@ -416,7 +416,7 @@ def plan_goodput(
     """A training plan's goodput: its checkpoint (size, write, load), the interval (fixed or optimal, at least one
     step and what the storage absorbs), hours lost per day by part (they add up to the total), the useful tokens
     per second, and the 80% band of the fraction, useful tokens/s and hours lost from the inputs' ranges
-    (goodput_band.py) (`framework`: the one the plan runs on; None: the workload's)."""
+    (band_draws) (`framework`: the one the plan runs on; None: the workload's)."""
     step = estimate.step_time_s
     fm = failure_model(model, cluster, workload, config, framework, step_s=step)
     lo, hi = fraction_band(model, cluster, workload, config, framework, step, fm.fraction)
@@ -462,7 +462,7 @@ def plan_goodput(
     )
 
 
-# The band's samples (goodput_band.py is the one caller of failure_model's overrides besides tests).
+# The band: every input drawn within its range (PoolReliability.spread_of), the same seeded draws for every plan.
 BAND_SAMPLES = 40
 BAND_SEED = 46
 

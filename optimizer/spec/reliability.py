@@ -30,7 +30,7 @@ Defaults come from published cluster studies, each cited at its field:
 
 Detection, recovery, non-hardware interruptions, slowdowns and warm-up (issue 46) are in the second half of the
 fields; where no study gives a figure the default says "assumed" and its spread (RANGES) is wide, so the 80% band of
-the goodput (costmodel/goodput_band.py) carries the doubt.
+the goodput (costmodel/goodput.py band_draws) carries the doubt.
 """
 
 from __future__ import annotations
@@ -353,7 +353,7 @@ class PoolReliability(BaseModel):
 DEFAULT_RELIABILITY = PoolReliability()
 
 # The range each input may take where a cluster has not measured it, as factors of its value (low, high): the 80%
-# band of the goodput (costmodel/goodput_band.py) samples them, log-uniform between (uniform where low is 0). A pool's
+# band of the goodput (costmodel/goodput.py band_draws) samples them, log-uniform between (uniform where low is 0). A pool's
 # `spread` overrides a field's (its own history narrows it: calibration/restart_history.py). Sources at each.
 DEFAULT_SPREAD: dict[str, tuple[float, float]] = {
     # Failure rates (all causes together): [L3] 3.79 per 1,000 node-days on H100 against [OPT]'s 7.5 h between
