@@ -353,8 +353,9 @@ class PoolReliability(BaseModel):
 DEFAULT_RELIABILITY = PoolReliability()
 
 # The range each input may take where a cluster has not measured it, as factors of its value (low, high): the 80%
-# band of the goodput (costmodel/goodput.py band_draws) samples them, log-uniform between (uniform where low is 0). A pool's
-# `spread` overrides a field's (its own history narrows it: calibration/restart_history.py). Sources at each.
+# band of the goodput (costmodel/goodput.py band_draws) samples them, log-uniform between (uniform where low is 0).
+# A pool's `spread` overrides a field's (its own history narrows it: calibration/restart_history.py). Sources at
+# each.
 DEFAULT_SPREAD: dict[str, tuple[float, float]] = {
     # Failure rates (all causes together): [L3] 3.79 per 1,000 node-days on H100 against [OPT]'s 7.5 h between
     # interruptions on 124 A100 nodes (about 26 per 1,000 node-days) and [K24]'s A100 fleets in between; a fleet's
