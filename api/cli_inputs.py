@@ -53,10 +53,7 @@ CHECKPOINT_TIERS = ("remote", "local", "memory")
 
 def restart_history_file(path: Path) -> RestartHistory:
     """A run's sacct records from a file (bad content names the option and the line)."""
-    try:
-        text = path.read_text()
-    except OSError as e:
-        raise DomainError("--restart-history", f"cannot read {shown_path(path)}: {e.strerror}") from None
+    text = read_document(path, "--restart-history")  # refuses directories, devices, FIFOs and huge files
     try:
         return parse_sacct(text)
     except DomainError as e:
@@ -65,10 +62,7 @@ def restart_history_file(path: Path) -> RestartHistory:
 
 def training_log_file(path: Path) -> LogHistory:
     """A run's Megatron-LM training log from a file (bad content names the option)."""
-    try:
-        text = path.read_text(errors="replace")
-    except OSError as e:
-        raise DomainError("--training-log", f"cannot read {shown_path(path)}: {e.strerror}") from None
+    text = read_document(path, "--training-log")
     try:
         return parse_training_log(text)
     except DomainError as e:
