@@ -28,7 +28,7 @@ import time
 from rich.console import Console
 from rich.table import Table
 
-from accuracy.goodput_runs import GROUPS, cases, score
+from accuracy.goodput_runs import GROUPS, cases, load_runs, score
 from accuracy.plan_quality import SCENARIOS, Scenario
 from optimizer.costmodel.goodput import plan_goodput
 from optimizer.costmodel.result import Goodput
@@ -123,6 +123,16 @@ def published_tables(console: Console) -> None:
                 sc.in_band,
             )
     console.print(s)
+    by_id = {c.id: c for c in cs}
+    for r in load_runs():
+        eff = r.get("effect_of")
+        if eff is None:
+            continue
+        a, b = by_id[r["id"]], by_id[eff["against"]]
+        console.print(
+            f"Relative effect of {eff['change']} ({a.run}): published {100 * (a.published - b.published):+.1f} "
+            f"points, predicted {100 * (a.predicted - b.predicted):+.1f}"
+        )
 
 
 def main() -> None:
