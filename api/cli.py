@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.console import Console
@@ -88,15 +88,70 @@ def estimate(
         result = run_estimate(spec, clus, work, config, admit=run.ran or measured is not None)
     except DomainError as exc:
         fail(exc)
+    history = history_against(reliability, result)
     if as_json:
         doc = estimate_json(result)
         if measured is not None:
             doc["measured"] = measured.model_dump(mode="json", exclude_none=True)
+        if history is not None:
+            doc["restart_history"] = history
         sys.stdout.write(json.dumps(doc, indent=2) + "\n")
     else:
         render_estimate(result, spec.name, clus.name)
         if measured is not None:
             render_measured(measured, result)
+        if history is not None:
+            render_history(history)
+
+
+def render_history(history: dict[str, Any]) -> None:
+    """The measured history beside the prediction made with it."""
+    if "jobs" in history:
+        band = history["interruptions_per_day_interval"]
+        out.print(
+            f"restart history: {history['jobs']} jobs, {history['interruptions']} interruptions, "
+            f"{history['interruptions_per_day']:.3g} per day (80% {band[0]:.3g}-{band[1]:.3g}), "
+            f"restart {history['restart_s'] or 0:,.0f} s, measured uptime {history['uptime']:.1%} against "
+            f"predicted ETTR {history['predicted_ettr']:.1%} (uptime bounds the goodput from above)"
+        )
+    if "training_log" in history:
+        log = history["training_log"]
+        down = sum(log["downtime_s"]) / len(log["downtime_s"]) if log["downtime_s"] else 0.0
+        out.print(
+            f"training log: {log['restarts']} restarts, {down:,.0f} s down and "
+            f"{sum(log['rework_steps']) / max(1, log['restarts']):,.0f} steps redone per restart; measured goodput "
+            f"{log['measured_goodput']:.1%} against predicted {history['predicted_fraction']:.1%}"
+        )
+
+
+def history_against(reliability: ReliabilityOptions, result: Estimate) -> dict[str, Any] | None:
+    from api.cli_inputs import restart_history_file, training_log_file
+
+    """What --restart-history measured, beside the prediction made with it (None without a history)."""
+    g = result.goodput
+    if g is None or (reliability.restart_history is None and reliability.training_log is None):
+        return None
+    doc: dict[str, Any] = {"predicted_ettr": g.ettr, "predicted_fraction": g.fraction}
+    if reliability.restart_history is not None:
+        h = restart_history_file(reliability.restart_history)
+        doc |= {
+            "jobs": h.jobs,
+            "interruptions": h.interruptions,
+            "interruptions_per_day": h.per_running_day,
+            "interruptions_per_day_interval": list(h.rate_band()),
+            "restart_s": h.restart_s,
+            "uptime": h.uptime,
+        }
+    if reliability.training_log is not None:
+        log = training_log_file(reliability.training_log)
+        doc["training_log"] = {
+            "restarts": log.restarts,
+            "downtime_s": list(log.downtime_s),
+            "rework_steps": list(log.rework_steps),
+            "step_s": log.step_s,
+            "measured_goodput": log.measured_goodput,
+        }
+    return doc
 
 
 def estimate_json(result: Estimate) -> dict[str, object]:
@@ -134,16 +189,9 @@ def render_estimate(e: Estimate, model: str, cluster: str) -> None:
     out.print(f"peak memory {e.peak_memory_gb:.1f} GB{_band(e.peak_memory_interval_gb, 'GB')}")
     g = e.goodput
     if g is not None:
-        save = f"async, blocks {g.blocking_s:.2g} s" if g.async_save else "synchronous"
-        out.print(
-            f"goodput {g.fraction:.1%} | {g.useful_tokens_per_s:,.0f} useful tokens/s | checkpoint "
-            f"{g.checkpoint_gb:,.0f} GB ({g.checkpoint_gb_per_rank:.3g} GB per rank), write {g.write_s:.3g} s "
-            f"({save}), load {g.load_s:.3g} s, every {g.interval_s:,.0f} s ({g.interval_steps} steps) | "
-            f"{g.failures_per_day:.3g} failures/day on {g.nodes} nodes, {g.spare_nodes} spare, {g.restart_s:,.0f} s "
-            f"per restart | lost per day: "
-            f"{g.lost_h_per_day:.2f} h (checkpoints {g.checkpoint_h_per_day:.2f}, rework {g.rework_h_per_day:.2f}, "
-            f"restarts {g.restart_h_per_day:.2f})"
-        )
+        from optimizer.search.explain import goodput_lines
+
+        out.print(goodput_lines(g))
     if e.memory_overrun_gb is not None:
         out.print(f"memory overrun {e.memory_overrun_gb:.1f} GB per GPU (predicted peak minus the GPU's memory)")
     if e.interval_basis:

@@ -19,6 +19,13 @@ from api.cli_options import (
     Target,
     WorkloadShape,
 )
+from optimizer.calibration.restart_history import (
+    LogHistory,
+    RestartHistory,
+    log_applied_to,
+    parse_sacct,
+    parse_training_log,
+)
 from optimizer.errors import DomainError
 from optimizer.spec.calibration import ClusterCalibration
 from optimizer.spec.cluster_loading import resolve_cluster
@@ -40,11 +47,53 @@ def resolve_target(target: Target, calibration: Path | None) -> tuple[ModelSpec,
     return spec, clus
 
 
+RECOVERY_MODES = ("manual", "automatic", "elastic")
+CHECKPOINT_TIERS = ("remote", "local", "memory")
+
+
+def restart_history_file(path: Path) -> RestartHistory:
+    """A run's sacct records from a file (bad content names the option and the line)."""
+    text = read_document(path, "--restart-history")  # refuses directories, devices, FIFOs and huge files
+    try:
+        return parse_sacct(text)
+    except DomainError as e:
+        raise DomainError("--restart-history", f"{e.field}: {e.rule}") from None
+
+
+def training_log_file(path: Path) -> LogHistory:
+    """A run's Megatron-LM training log from a file (bad content names the option)."""
+    text = read_document(path, "--training-log")
+    try:
+        return parse_training_log(text)
+    except DomainError as e:
+        raise DomainError("--training-log", e.rule) from None
+
+
 def apply_reliability(clus: ClusterSpec, r: ReliabilityOptions) -> ClusterSpec:
     """The cluster with the command line's failure rate, checkpoint bandwidth and spares on every pool (a bad
     value names its option)."""
-    if r.failure_rate is None and r.checkpoint_gbps is None and r.spares is None:
+    given = (
+        r.recovery,
+        r.collective_timeout,
+        r.checkpoint_interval,
+        r.checkpoint_tier,
+        r.restart_history,
+        r.training_log,
+    )
+    if r.failure_rate is None and r.checkpoint_gbps is None and r.spares is None and all(g is None for g in given):
         return clus
+    choices = {"--recovery": (r.recovery, RECOVERY_MODES), "--checkpoint-tier": (r.checkpoint_tier, CHECKPOINT_TIERS)}
+    for option, (value, allowed) in choices.items():
+        if value is not None and value not in allowed:
+            raise DomainError(option, f"must be one of {', '.join(allowed)} (got {value!r})")
+    for option, v, top in (
+        ("--collective-timeout", r.collective_timeout, 7 * 86_400),
+        ("--checkpoint-interval", r.checkpoint_interval, 30 * 86_400),
+    ):
+        if v is not None and not 0 < v <= top:
+            raise DomainError(option, f"must be > 0 and <= {top} seconds (got {v:g})")
+    history = restart_history_file(r.restart_history) if r.restart_history is not None else None
+    log = training_log_file(r.training_log) if r.training_log is not None else None
     if r.failure_rate is not None and not 0 < r.failure_rate <= 1_000_000:
         raise DomainError(
             "--failure-rate", f"must be > 0 and <= 1000000 interruptions per 1,000 node-days (got {r.failure_rate:g})"
@@ -70,6 +119,20 @@ def apply_reliability(clus: ClusterSpec, r: ReliabilityOptions) -> ClusterSpec:
             }
         if r.spares is not None:
             update["spare_nodes"] = r.spares
+        fields: tuple[tuple[str, object], ...] = (
+            ("recovery", r.recovery),
+            ("collective_timeout_s", r.collective_timeout),
+            ("checkpoint_interval_s", r.checkpoint_interval),
+            ("checkpoint_tier", r.checkpoint_tier),
+        )
+        for name, given_value in fields:
+            if given_value is not None:
+                update[name] = given_value
+        if history is not None:  # the history's own node count (NNodes), else the pool's
+            rel = history.applied_to(rel, nodes=history.nodes or p.node_count)
+        if log is not None:  # the nodes the history names, else the pool's less its held spares
+            nodes = history.nodes if history is not None and history.nodes else p.node_count - (r.spares or 0)
+            rel = log_applied_to(log, rel, nodes)
         pools.append(p.model_copy(update={"reliability": rel.model_copy(update=update)}))
     return clus.model_copy(update={"pools": pools})
 

@@ -49,6 +49,40 @@ class ReliabilityOptions:
     spares: Annotated[
         int | None, typer.Option(help="Healthy nodes each pool holds back from the plan as hot spares.")
     ] = None
+    recovery: Annotated[
+        str | None,
+        typer.Option(
+            help="How a stopped job comes back: manual (a person relaunches it), automatic (default) or elastic "
+            "(in-job recovery)."
+        ),
+    ] = None
+    collective_timeout: Annotated[
+        float | None,
+        typer.Option(help="The framework's collective (NCCL watchdog) timeout, seconds (default 600: PyTorch's)."),
+    ] = None
+    checkpoint_interval: Annotated[
+        float | None,
+        typer.Option(help="A fixed checkpoint interval, seconds of training (default: the optimum, shown beside)."),
+    ] = None
+    checkpoint_tier: Annotated[
+        str | None,
+        typer.Option(help="Where a checkpoint goes first: remote (default), local (node disk) or memory (peer copy)."),
+    ] = None
+    restart_history: Annotated[
+        Path | None,
+        typer.Option(
+            help="The job's restart history: Slurm `sacct --parsable2` records (JobID|State|Start|End|...) of its "
+            "runs; its measured rates and times replace the defaults and narrow the goodput band."
+        ),
+    ] = None
+    training_log: Annotated[
+        Path | None,
+        typer.Option(
+            help="A Megatron-LM training log of the run (its jobs' logs in order): its restarts, their downtime and "
+            "the steps redone set the rate and relaunch time, and its measured goodput is printed beside the "
+            "prediction."
+        ),
+    ] = None
 
 
 @dataclass(frozen=True)

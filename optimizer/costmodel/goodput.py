@@ -42,6 +42,7 @@ cheaper (no smaller data-parallel degree divides the global batch, or the extra 
 from __future__ import annotations
 
 import math
+import random
 from dataclasses import dataclass
 
 from optimizer.costmodel.memory import state_bytes_per_param
@@ -51,7 +52,7 @@ from optimizer.spec.cluster_spec import ClusterSpec, NodePool
 from optimizer.spec.model_spec import ModelSpec
 from optimizer.spec.names import priced_framework
 from optimizer.spec.parallel_config import ParallelConfig
-from optimizer.spec.reliability import HARDWARE_CAUSES
+from optimizer.spec.reliability import HARDWARE_CAUSES, SPREAD_FIELDS, PoolReliability
 from optimizer.spec.workload import TrainingWorkload
 
 GB = 1e9
@@ -141,21 +142,35 @@ def repair_cost(w: TrainingWorkload, c: ParallelConfig, pool: NodePool, repair_s
 
 @dataclass(frozen=True)
 class FailureModel:
-    """The failure model of one plan: its checkpoint, failure rate and restart, independent of its step time."""
+    """The failure model of one plan: its checkpoint, interruptions, what each costs and the share of wall time
+    that trains, by part (hours per wall day; the parts add up to 24 x (1 - fraction))."""
 
     checkpoint_bytes: float
     rank_bytes: float
     async_save: bool
+    tier: str
     write_s: float
     blocking_s: float
     load_s: float
     nodes: int
     spares: int
     failures_per_day: float
+    detection_s: float
     restart_s: float
+    warmup_s: float
     interval_s: float
+    optimal_interval_s: float
+    interval_floor_s: float
+    interval_fixed: bool
     rework_s: float
     fraction: float
+    lost_h: dict[str, float]
+
+    @property
+    def ettr(self) -> float:
+        """Effective training time ratio as fleets publish it (Llama 3 §3.3.4, Kokolis et al. §5, ByteRobust): the
+        share of wall time the job trains, slow periods counted as training (they show in its throughput)."""
+        return self.fraction + self.lost_h.get("slowdown", 0.0) / 24.0
 
 
 def _plan_pools(cluster: ClusterSpec, c: ParallelConfig) -> list[tuple[NodePool, int]]:
@@ -172,65 +187,222 @@ def _plan_pools(cluster: ClusterSpec, c: ParallelConfig) -> list[tuple[NodePool,
     return out
 
 
+def _worst(rels: list[tuple[NodePool, int, PoolReliability]], attr: str) -> float:
+    """The largest value of a job-wide input over the plan's pools (the job waits for its slowest pool)."""
+    return max(float(getattr(r, attr)) for _, _, r in rels)
+
+
+def _recovery(rels: list[tuple[NodePool, int, PoolReliability]]) -> str:
+    """The slowest recovery mode of the plan's pools (manual > automatic > elastic)."""
+    modes = {r.recovery for _, _, r in rels}
+    return next(m for m in ("manual", "automatic", "elastic") if m in modes)
+
+
+def detection_seconds(hang: float, silent: float, crash_s: float, timeout_s: float, silent_s: float) -> float:
+    """Expected seconds from an interruption to its detection when a share `hang` of them are hangs and `silent`
+    silent stalls: a crash is seen when its process exits, a hang when the collective timeout runs out (the NCCL
+    watchdog, 10 min by default: spec/reliability.py [PT]), a silent stall or slowdown when monitoring or a person
+    notices it."""
+    hang = min(1.0, hang)
+    silent = min(1.0 - hang, silent)
+    return (1.0 - hang - silent) * crash_s + hang * timeout_s + silent * silent_s
+
+
+def wall_shares(
+    interruptions: list[tuple[float, dict[str, float], float]],
+    maintenance_share: float,
+    blocking_s: float,
+    tau_s: float,
+    slowdown: float,
+) -> tuple[float, dict[str, float]]:
+    """(fraction, share of wall time lost by part) of a renewal process [Young 1974; Daly 2006; Kokolis et al.
+    arXiv 2410.21680 §5 ETTR]: interruptions of each kind arrive at their rate per second of running (rate, the
+    seconds of downtime they cost by part, the seconds of running they redo); planned maintenance and pauses take
+    their share of wall time first; of the running time, rework is redone, checkpoints block delta every tau, and
+    slow periods take their share of the rest. The parts and the fraction add up to 1."""
+    avail = max(0.0, 1.0 - maintenance_share)
+    down_rate = sum(rate * sum(parts.values()) for rate, parts, _ in interruptions)
+    run = avail / (1.0 + down_rate)
+    lost: dict[str, float] = {"maintenance": 1.0 - avail}
+    for rate, parts, _ in interruptions:
+        for k, v in parts.items():
+            lost[k] = lost.get(k, 0.0) + avail * rate * v / (1.0 + down_rate)
+    redo = min(1.0, sum(rate * w for rate, _, w in interruptions))
+    lost["rework"] = run * redo
+    left = run - lost["rework"]
+    lost["checkpoint"] = left * blocking_s / (tau_s + blocking_s) if math.isfinite(tau_s) and tau_s > 0 else 0.0
+    left -= lost["checkpoint"]
+    lost["slowdown"] = left * slowdown
+    return left - lost["slowdown"], lost
+
+
 def failure_model(
-    model: ModelSpec, cluster: ClusterSpec, w: TrainingWorkload, c: ParallelConfig, framework: str | None = None
+    model: ModelSpec,
+    cluster: ClusterSpec,
+    w: TrainingWorkload,
+    c: ParallelConfig,
+    framework: str | None = None,
+    step_s: float = 0.0,
+    overrides: dict[str, float] | None = None,
 ) -> FailureModel:
-    """The checkpoint, failure rate, restart and optimal interval of configuration `c` (its step time aside)."""
+    """The checkpoint, interruptions, restarts, interval and goodput of configuration `c` with a step of `step_s`
+    seconds (0: not known; the interval is then not held to one step). `overrides` scales inputs by name (the
+    band's samples: band_draws), as factors of the pools' values."""
+    f = overrides or {}
     fw = framework_of(priced_framework(framework or w.framework))  # type: ignore[arg-type]
     weights, optimizer = checkpoint_bytes(model, w)
     total = weights + optimizer
     rank = largest_rank_share(weights, optimizer, c, fw.name)
     pools = _plan_pools(cluster, c)
     rels = [(p, n, p.reliability_or_default) for p, n in pools]
+    bw = f.get("checkpoint_bandwidth", 1.0)
     # Per-node time of the busiest node of each pool, against the file system's aggregate (the least of the pools').
+    node_bytes = max(rank * min(p.gpus_per_node, c.gpus) for p, _, _ in rels)
     node_write = max(
-        rank * min(p.gpus_per_node, c.gpus) / (r.checkpoint_write_gbytes_per_s_per_node * GB) for p, _, r in rels
+        rank * min(p.gpus_per_node, c.gpus) / (bw * r.checkpoint_write_gbytes_per_s_per_node * GB) for p, _, r in rels
     )
     node_read = max(
-        rank * min(p.gpus_per_node, c.gpus) / (r.checkpoint_read_gbytes_per_s_per_node * GB) for p, _, r in rels
+        rank * min(p.gpus_per_node, c.gpus) / (bw * r.checkpoint_read_gbytes_per_s_per_node * GB) for p, _, r in rels
     )
-    write_s = max(node_write, total / (min(r.storage_write_gbytes_per_s for _, _, r in rels) * GB))
-    load_s = max(node_read, total / (min(r.storage_read_gbytes_per_s for _, _, r in rels) * GB))
-    blocking_s = rank / (D2H_GBYTES_PER_S_PER_GPU * GB) if fw.async_checkpoint else write_s
-    launch = max(r.launch_s for _, _, r in rels)
-    nccl = max(r.nccl_init_s_per_1000_gpus for _, _, r in rels) * c.gpus / 1000
-    regrow_s = launch + nccl + load_s  # the restart back onto the repaired node
-    per_day = 0.0
-    waiting_per_day = 0.0  # failures per day x their expected wait for a node
+    write_s = max(node_write, total / (bw * min(r.storage_write_gbytes_per_s for _, _, r in rels) * GB))
+    load_s = max(node_read, total / (bw * min(r.storage_read_gbytes_per_s for _, _, r in rels) * GB))
+    host_copy_s = rank / (D2H_GBYTES_PER_S_PER_GPU * GB)
+    tier = rels[0][2].checkpoint_tier
+    share = min(r.checkpoint_bandwidth_share for _, _, r in rels)
+    every = int(min(r.remote_checkpoint_every for _, _, r in rels))
+    local_s = node_bytes / (_worst_min(rels, "local_write_gbytes_per_s_per_node") * GB)
+    peer_s = node_bytes / (_worst_min(rels, "peer_gbytes_per_s_per_node") * GB)
+    # What a save blocks, how long until it is safe (the next save waits for it), and the floor that time over the
+    # bandwidth share puts on the interval; tiers local and memory also send every `every`-th save to remote.
+    if tier == "memory":  # host snapshot, then a copy to a peer node (Gemini SOSP'23; ByteRobust)
+        blocking_s, durable_s, floor_s = host_copy_s, host_copy_s + peer_s, peer_s / share
+    elif tier == "local":
+        blocking_s = host_copy_s if fw.async_checkpoint else local_s
+        durable_s, floor_s = local_s, local_s / share
+    else:
+        blocking_s = host_copy_s if fw.async_checkpoint else write_s
+        durable_s, floor_s = (write_s if fw.async_checkpoint else 0.0), write_s / share
+    if tier != "remote":
+        floor_s = max(floor_s, write_s / (share * every))
+    floor_s = max(floor_s, durable_s, step_s)
+
+    mode = _recovery(rels)
+    launch = _worst(rels, "launch_s") * f.get("launch_s", 1.0)
+    nccl = _worst(rels, "nccl_init_s_per_1000_gpus") * f.get("nccl_init_s_per_1000_gpus", 1.0) * c.gpus / 1000
+    relaunch = launch + nccl
+    if mode == "manual":
+        recover = relaunch + _worst(rels, "manual_response_s") * f.get("manual_response_s", 1.0)
+    elif mode == "elastic":
+        recover = _worst(rels, "elastic_recovery_s") * f.get("elastic_recovery_s", 1.0)
+    else:
+        recover = relaunch
+    warm = _worst(rels, "warmup_s") * f.get("warmup_s", 1.0)
+    # Loads: a software fault restarts on the same nodes (their local or host copy), a hardware fault loses a node
+    # (its local copy with it; a memory checkpoint comes back from the peer replica).
+    if tier == "memory":
+        load_sw, load_hw = host_copy_s, peer_s
+    elif tier == "local":
+        load_sw, load_hw = local_s, load_s
+    else:
+        load_sw = load_hw = load_s
+    regrow_s = relaunch + load_hw  # the restart back onto the repaired node
+    hw_per_day = sw_per_day = waiting_per_day = 0.0
     spares = 0
+    rate_factor = f.get("failure_rate", 1.0)
+    repair_factor = f.get("node_repair_s", 1.0)
     for p, n, r in rels:
         rates = r.rates_per_node_day()
-        pool_rate = n * sum(rates.values())
-        hw_rate = n * sum(rates[k] for k in HARDWARE_CAUSES)
+        hw_rate = n * sum(rates[k] for k in HARDWARE_CAUSES) * rate_factor
+        sw_per_day += n * rates["software"] * rate_factor
         free = max(0, p.healthy_nodes - n)
         spares += free
-        load = hw_rate / SECONDS_PER_DAY * r.node_repair_s
-        per_day += pool_rate
-        waiting_per_day += hw_rate * wait_probability(load, free) * repair_cost(w, c, p, r.node_repair_s, regrow_s)
-    restart_s = launch + nccl + load_s + (waiting_per_day / per_day if per_day > 0 else 0.0)
-    mtbf_s = SECONDS_PER_DAY / per_day if per_day > 0 else math.inf
-    tau = daly_interval(blocking_s, mtbf_s) if math.isfinite(mtbf_s) else math.inf
-    if fw.async_checkpoint:
-        tau = max(tau, write_s)  # the next async save waits for the previous write
-        rework = tau / 2 + write_s
-    else:
-        rework = (tau + blocking_s) / 2
-    fraction = 1.0 if math.isinf(tau) else goodput_fraction(blocking_s, tau, mtbf_s, restart_s, rework)
+        repair = r.node_repair_s * repair_factor
+        load = hw_rate / SECONDS_PER_DAY * repair
+        hw_per_day += hw_rate
+        waiting_per_day += hw_rate * wait_probability(load, free) * repair_cost(w, c, p, repair, regrow_s)
+    per_day = hw_per_day + sw_per_day
+    detect = detection_seconds(
+        _worst(rels, "hang_share") * f.get("hang_share", 1.0),
+        _worst(rels, "silent_share") * f.get("silent_share", 1.0),
+        _worst(rels, "crash_detect_s") * f.get("crash_detect_s", 1.0),
+        _worst(rels, "collective_timeout_s"),
+        _worst(rels, "silent_detect_s") * f.get("silent_detect_s", 1.0),
+    )
+    spikes = _worst(rels, "loss_spikes_per_day") * f.get("loss_spikes_per_day", 1.0)
+    rollback = _worst(rels, "rollback_s") * f.get("rollback_s", 1.0)
+    planned = _worst(rels, "planned_restarts_per_day") * f.get("planned_restarts_per_day", 1.0)
+    maintenance = _worst(rels, "maintenance_h_per_week") / 168 + _worst(rels, "eval_pause_share")
+    slowdown = min(0.99, _worst(rels, "slowdown_share") * f.get("slowdown_share", 1.0))
+
+    unplanned = per_day + spikes
+    mtbf_s = SECONDS_PER_DAY / unplanned if unplanned > 0 else math.inf
+    optimum = max(daly_interval(blocking_s, mtbf_s), floor_s) if math.isfinite(mtbf_s) else math.inf
+    fixed = min((r.checkpoint_interval_s for _, _, r in rels if r.checkpoint_interval_s is not None), default=None)
+    # A fixed interval runs as given, except that a save comes at a step's end and waits for the previous one.
+    tau = max(fixed, step_s, durable_s) if fixed is not None else optimum
+
+    def rework(durable: float, distance: float) -> float:
+        """Training redone after a failure: half an interval of `distance` on average since the last save that
+        was safe, plus that save's time to become safe (synchronous remote: the blocked write half the time)."""
+        if not math.isfinite(distance):
+            return 0.0
+        if tier == "remote" and not fw.async_checkpoint:
+            return (distance + blocking_s) / 2
+        return distance / 2 + durable
+
+    rework_sw = rework(durable_s, tau)
+    # Tier local loses a failed node's copy: back to the last remote one (every `every` saves).
+    rework_hw = rework(write_s, every * tau) if tier == "local" else rework_sw
+    wait_s = waiting_per_day / hw_per_day if hw_per_day > 0 else 0.0
+    to_s = 1.0 / SECONDS_PER_DAY
+    kinds: list[tuple[float, dict[str, float], float]] = [
+        (
+            hw_per_day * to_s,
+            {"detection": detect, "restart": recover + load_hw + wait_s, "warmup": warm},
+            rework_hw,
+        ),
+        (sw_per_day * to_s, {"detection": detect, "restart": recover + load_sw, "warmup": warm}, rework_sw),
+        (
+            spikes * to_s,
+            {"detection": _worst(rels, "crash_detect_s"), "restart": relaunch + load_hw, "warmup": warm},
+            rework_sw + rollback,
+        ),
+        (planned * to_s, {"planned": relaunch + load_sw + blocking_s + warm}, 0.0),
+    ]
+    fraction, shares = wall_shares(kinds, maintenance, blocking_s, tau, slowdown)
+    restart_s = (
+        (hw_per_day * (recover + load_hw + wait_s) + sw_per_day * (recover + load_sw)) / per_day
+        if per_day > 0
+        else recover + load_hw
+    )
+    rework_mean = (hw_per_day * rework_hw + sw_per_day * rework_sw) / per_day if per_day > 0 else rework_sw
     return FailureModel(
         checkpoint_bytes=total,
         rank_bytes=rank,
-        async_save=fw.async_checkpoint,
+        async_save=fw.async_checkpoint or tier == "memory",
+        tier=tier,
         write_s=write_s,
         blocking_s=blocking_s,
-        load_s=load_s,
+        load_s=load_hw,
         nodes=sum(n for _, n, _ in rels),
         spares=spares,
         failures_per_day=per_day,
+        detection_s=detect,
         restart_s=restart_s,
+        warmup_s=warm,
         interval_s=tau,
-        rework_s=rework,
+        optimal_interval_s=optimum,
+        interval_floor_s=floor_s,
+        interval_fixed=fixed is not None,
+        rework_s=rework_mean,
         fraction=fraction,
+        lost_h={k: 24.0 * v for k, v in shares.items()},
     )
+
+
+def _worst_min(rels: list[tuple[NodePool, int, PoolReliability]], attr: str) -> float:
+    """The least bandwidth of the plan's pools."""
+    return min(float(getattr(r, attr)) for _, _, r in rels)
 
 
 def plan_goodput(
@@ -241,36 +413,115 @@ def plan_goodput(
     estimate: Estimate,
     framework: str | None = None,
 ) -> Goodput:
-    """A training plan's goodput: its checkpoint (size, write, load), the optimal interval, hours lost per day to
-    checkpoints, rework and restarts, and the useful tokens per second (`framework`: the one the plan runs on;
-    None: the workload's)."""
-    fm = failure_model(model, cluster, workload, config, framework)
+    """A training plan's goodput: its checkpoint (size, write, load), the interval (fixed or optimal, at least one
+    step and what the storage absorbs), hours lost per day by part (they add up to the total), the useful tokens
+    per second, and the 80% band of the fraction, useful tokens/s and hours lost from the inputs' ranges
+    (band_draws) (`framework`: the one the plan runs on; None: the workload's)."""
     step = estimate.step_time_s
-    restarts_h = fm.failures_per_day * fm.restart_s / 3600
-    rework_h = fm.failures_per_day * fm.rework_s / 3600
-    running_h = max(0.0, 24.0 - restarts_h - rework_h)
+    fm = failure_model(model, cluster, workload, config, framework, step_s=step)
+    lo, hi = fraction_band(model, cluster, workload, config, framework, step, fm.fraction)
     tau = fm.interval_s if math.isfinite(fm.interval_s) else 0.0
-    ckpt_h = running_h * fm.blocking_s / (tau + fm.blocking_s) if tau > 0 else 0.0
+    optimum = fm.optimal_interval_s if math.isfinite(fm.optimal_interval_s) else 0.0
     wall = step / fm.fraction if fm.fraction > 0 else math.inf
+    h = fm.lost_h
     return Goodput(
         checkpoint_gb=fm.checkpoint_bytes / GB,
         checkpoint_gb_per_rank=fm.rank_bytes / GB,
         async_save=fm.async_save,
+        checkpoint_tier=fm.tier,
         write_s=fm.write_s,
         blocking_s=fm.blocking_s,
         load_s=fm.load_s,
         interval_s=tau,
         interval_steps=max(1, math.ceil(tau / step)) if step > 0 and tau > 0 else 1,
+        interval_fixed=fm.interval_fixed,
+        optimal_interval_s=optimum,
+        interval_floor_s=fm.interval_floor_s,
         nodes=fm.nodes,
         spare_nodes=fm.spares,
         failures_per_day=fm.failures_per_day,
         mtbf_h=24.0 / fm.failures_per_day if fm.failures_per_day > 0 else math.inf,
+        detection_s=fm.detection_s,
         restart_s=fm.restart_s,
-        checkpoint_h_per_day=ckpt_h,
-        rework_h_per_day=min(rework_h, 24.0),
-        restart_h_per_day=min(restarts_h, 24.0),
-        lost_h_per_day=24.0 * (1 - fm.fraction),
+        warmup_s=fm.warmup_s,
+        checkpoint_h_per_day=h["checkpoint"],
+        rework_h_per_day=h["rework"],
+        detection_h_per_day=h.get("detection", 0.0),
+        restart_h_per_day=h.get("restart", 0.0),
+        warmup_h_per_day=h.get("warmup", 0.0),
+        planned_h_per_day=h.get("planned", 0.0) + h["maintenance"],
+        slowdown_h_per_day=h["slowdown"],
+        lost_h_per_day=sum(h.values()),
+        lost_h_per_day_interval=(24.0 * (1 - hi), 24.0 * (1 - lo)),
         fraction=fm.fraction,
+        fraction_interval=(lo, hi),
+        ettr=fm.ettr,
         useful_tokens_per_s=fm.fraction * estimate.tokens_per_s,
+        useful_tokens_per_s_interval=(lo * estimate.tokens_per_s, hi * estimate.tokens_per_s),
         wall_s_per_step=wall,
     )
+
+
+# The band: every input drawn within its range (PoolReliability.spread_of), the same seeded draws for every plan.
+BAND_SAMPLES = 40
+BAND_SEED = 46
+
+
+def band_draws(rel: PoolReliability, samples: int = BAND_SAMPLES, seed: int = BAND_SEED) -> list[dict[str, float]]:
+    """`samples` draws of the inputs' factors within their ranges (PoolReliability.spread_of): log-uniform where the
+    low end is above 0, uniform otherwise, each input independently, the same draws every call (seeded)."""
+    rng = random.Random(seed)
+    draws = []
+    for _ in range(samples):
+        d = {}
+        for name in sorted(SPREAD_FIELDS):
+            lo, hi = rel.spread_of(name)
+            if hi <= lo:
+                d[name] = lo
+            elif lo > 0:
+                d[name] = math.exp(rng.uniform(math.log(lo), math.log(hi)))
+            else:
+                d[name] = rng.uniform(lo, hi)
+        draws.append(d)
+    return draws
+
+
+def quantile(xs: list[float], q: float) -> float:
+    """The q-quantile of `xs` (linear between order statistics)."""
+    s = sorted(xs)
+    pos = q * (len(s) - 1)
+    i = int(pos)
+    j = min(i + 1, len(s) - 1)
+    return s[i] + (s[j] - s[i]) * (pos - i)
+
+
+def fraction_samples(
+    model: ModelSpec,
+    cluster: ClusterSpec,
+    workload: TrainingWorkload,
+    config: ParallelConfig,
+    framework: str | None,
+    step_s: float,
+) -> list[float]:
+    """The goodput fraction at each of the band's draws (the same draws for every plan on one cluster: two plans'
+    samples pair up, search/goodput_choice compares them)."""
+    rel = cluster.pools[0].reliability_or_default if cluster.pools else PoolReliability()
+    return [
+        failure_model(model, cluster, workload, config, framework, step_s=step_s, overrides=d).fraction
+        for d in band_draws(rel)
+    ]
+
+
+def fraction_band(
+    model: ModelSpec,
+    cluster: ClusterSpec,
+    workload: TrainingWorkload,
+    config: ParallelConfig,
+    framework: str | None,
+    step_s: float,
+    point: float,
+) -> tuple[float, float]:
+    """The 80% band of the goodput fraction (10th and 90th percentiles over the inputs' ranges), widened to hold
+    the point estimate."""
+    xs = fraction_samples(model, cluster, workload, config, framework, step_s)
+    return min(point, quantile(xs, 0.1)), max(point, quantile(xs, 0.9))

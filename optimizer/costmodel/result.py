@@ -213,25 +213,71 @@ class Goodput(BaseModel):
     checkpoint_gb: float = Field(description="Checkpoint size in all: weights and optimizer state, GB (1e9 bytes).")
     checkpoint_gb_per_rank: float = Field(description="The largest share one rank writes, GB.")
     async_save: bool = Field(description="The framework saves asynchronously (training blocks for the host copy).")
+    checkpoint_tier: str = Field(
+        default="remote", description="Where a save goes first: remote, local (node disk) or memory (peer replica)."
+    )
     write_s: float = Field(description="Seconds to write one checkpoint to the file system.")
     blocking_s: float = Field(description="Seconds training stops per checkpoint (write_s when synchronous).")
     load_s: float = Field(description="Seconds to read the checkpoint back on restart.")
-    interval_s: float = Field(description="Optimal checkpoint interval (Young / Daly), seconds of training.")
+    interval_s: float = Field(
+        description="Checkpoint interval as run, seconds of training: the fixed one when the cluster gives one, "
+        "else the optimum (Young / Daly) held to at least interval_floor_s."
+    )
     interval_steps: int = Field(description="The interval in optimizer steps (at least 1).")
+    interval_fixed: bool = Field(default=False, description="The interval is the cluster's fixed one.")
+    optimal_interval_s: float = Field(
+        default=0.0, description="The optimal interval (Young / Daly within the floor), shown beside a fixed one."
+    )
+    interval_floor_s: float = Field(
+        default=0.0,
+        description="Least interval: one step, the previous save made safe, and the write time over the share of "
+        "the node's and storage's bandwidth checkpoints may take (reliability checkpoint_bandwidth_share).",
+    )
     nodes: int = Field(description="Nodes the plan runs on.")
     spare_nodes: int = Field(description="Healthy nodes of the plan's pools it leaves free (hot spares).")
     failures_per_day: float = Field(description="Expected job interruptions per day on the plan's nodes.")
     mtbf_h: float = Field(description="Mean time between the job's interruptions, hours.")
-    restart_s: float = Field(
-        description="Expected seconds per interruption before training resumes: launch, NCCL initialisation, "
-        "checkpoint load, and the wait for a repaired node when no spare is free."
+    detection_s: float = Field(
+        default=0.0, description="Expected seconds from a failure to its detection (crash, hang timeout, silent)."
     )
+    restart_s: float = Field(
+        description="Expected seconds per failure from detection until training resumes: recovery (manual, "
+        "automatic relaunch with NCCL initialisation, or elastic), checkpoint load, and the wait for a repaired node "
+        "when no spare is free."
+    )
+    warmup_s: float = Field(default=0.0, description="Seconds of full-speed training lost to warm-up per restart.")
     checkpoint_h_per_day: float = Field(description="Hours per day training stops for checkpoints.")
-    rework_h_per_day: float = Field(description="Hours per day of work lost since the last checkpoint, redone.")
-    restart_h_per_day: float = Field(description="Hours per day spent restarting.")
-    lost_h_per_day: float = Field(description="All hours lost per day (checkpoints, rework, restarts).")
+    rework_h_per_day: float = Field(
+        description="Hours per day of work redone: since the last safe checkpoint, and rollbacks after loss spikes."
+    )
+    detection_h_per_day: float = Field(default=0.0, description="Hours per day until failures are detected.")
+    restart_h_per_day: float = Field(description="Hours per day spent recovering from failures (detection aside).")
+    warmup_h_per_day: float = Field(default=0.0, description="Hours per day lost to warm-up after restarts.")
+    planned_h_per_day: float = Field(
+        default=0.0, description="Hours per day of planned restarts, maintenance and evaluation pauses."
+    )
+    slowdown_h_per_day: float = Field(default=0.0, description="Hours per day lost to stragglers and slow links.")
+    lost_h_per_day: float = Field(
+        description="All hours lost per day: the sum of the parts above, 24 x (1 - fraction)."
+    )
+    lost_h_per_day_interval: tuple[float, float] | None = Field(
+        default=None, description="80% band of the hours lost per day from the inputs' ranges."
+    )
     fraction: float = Field(description="Share of wall time that trains (effective training time ratio), 0-1.")
+    fraction_interval: tuple[float, float] | None = Field(
+        default=None,
+        description="80% band of the fraction from the reliability inputs' ranges (costmodel/goodput.py band_draws; "
+        "the step time's own band aside).",
+    )
+    ettr: float = Field(
+        default=0.0,
+        description="Effective training time ratio as fleets publish it: the share of wall time training, slow "
+        "periods counted as training (fraction + slowdown share).",
+    )
     useful_tokens_per_s: float = Field(description="Tokens trained per second of wall time after all losses.")
+    useful_tokens_per_s_interval: tuple[float, float] | None = Field(
+        default=None, description="80% band of the useful tokens per second (the fraction's band x tokens/s)."
+    )
     wall_s_per_step: float = Field(description="Wall seconds per useful optimizer step: step time / fraction.")
 
 

@@ -84,14 +84,57 @@ def decision_text(d: Decision) -> str:
     return " ".join(parts)
 
 
+def _band(x: tuple[float, float] | None, fmt: str) -> str:
+    return f" (80% {fmt.format(x[0])}-{fmt.format(x[1])})" if x is not None else ""
+
+
+def interval_text(g: Goodput) -> str:
+    """The checkpoint interval as run, with the optimum beside a fixed one and the floor that bounds it."""
+    text = f"every {g.interval_s:,.0f} s ({g.interval_steps} steps"
+    if g.interval_fixed:
+        text += f", fixed; optimum {g.optimal_interval_s:,.0f} s"
+    elif g.interval_floor_s > 0 and g.interval_s <= g.interval_floor_s * 1.0001:
+        text += ", held at the floor: one step, the storage's share"
+    return text + ")"
+
+
+def lost_parts_text(g: Goodput) -> str:
+    """Hours lost per day and their parts (they add up to the total)."""
+    parts = [
+        ("checkpoints", g.checkpoint_h_per_day),
+        ("rework", g.rework_h_per_day),
+        ("detection", g.detection_h_per_day),
+        ("restarts", g.restart_h_per_day),
+        ("warm-up", g.warmup_h_per_day),
+        ("planned", g.planned_h_per_day),
+        ("slowdown", g.slowdown_h_per_day),
+    ]
+    listed = ", ".join(f"{name} {h:.2f}" for name, h in parts)
+    return f"{g.lost_h_per_day:.2f} h{_band(g.lost_h_per_day_interval, '{:.2f}')} ({listed})"
+
+
 def goodput_text(g: Goodput) -> str:
     """One sentence of a training plan's goodput (costmodel/goodput.py)."""
     save = f"async, blocks {g.blocking_s:.2g} s" if g.async_save else "synchronous"
     return (
-        f"Goodput {g.fraction:.1%}: checkpoint {g.checkpoint_gb:,.0f} GB ({g.checkpoint_gb_per_rank:.3g} GB per rank, "
-        f"write {g.write_s:.3g} s, {save}) every {g.interval_s:,.0f} s ({g.interval_steps} steps); "
-        f"{g.failures_per_day:.3g} failures/day on {g.nodes} nodes ({g.spare_nodes} spare), {g.restart_s:,.0f} s per "
-        f"restart; {g.lost_h_per_day:.2f} h/day lost; {g.useful_tokens_per_s:,.0f} useful tokens/s"
+        f"Goodput {g.fraction:.1%}{_band(g.fraction_interval, '{:.1%}')}: checkpoint {g.checkpoint_gb:,.0f} GB "
+        f"({g.checkpoint_gb_per_rank:.3g} GB per rank, {g.checkpoint_tier}, write {g.write_s:.3g} s, {save}) "
+        f"{interval_text(g)}; {g.failures_per_day:.3g} failures/day on {g.nodes} nodes ({g.spare_nodes} spare), "
+        f"{g.detection_s:,.0f} s to detect, {g.restart_s:,.0f} s per restart; lost per day {lost_parts_text(g)}; "
+        f"{g.useful_tokens_per_s:,.0f} useful tokens/s{_band(g.useful_tokens_per_s_interval, '{:,.0f}')}"
+    )
+
+
+def goodput_lines(g: Goodput) -> str:
+    """The CLI's goodput line (estimate and plan)."""
+    save = f"async, blocks {g.blocking_s:.2g} s" if g.async_save else "synchronous"
+    return (
+        f"goodput {g.fraction:.1%}{_band(g.fraction_interval, '{:.1%}')} | {g.useful_tokens_per_s:,.0f} useful "
+        f"tokens/s{_band(g.useful_tokens_per_s_interval, '{:,.0f}')} | checkpoint {g.checkpoint_gb:,.0f} GB "
+        f"({g.checkpoint_gb_per_rank:.3g} GB per rank, {g.checkpoint_tier}), write {g.write_s:.3g} s ({save}), load "
+        f"{g.load_s:.3g} s, {interval_text(g)} | {g.failures_per_day:.3g} failures/day on {g.nodes} nodes, "
+        f"{g.spare_nodes} spare, {g.detection_s:,.0f} s to detect, {g.restart_s:,.0f} s per restart | lost per day: "
+        f"{lost_parts_text(g)}"
     )
 
 

@@ -29,6 +29,7 @@ from optimizer.errors import DomainError
 from optimizer.placement.hosts import healthy_hosts
 from optimizer.placement.place import place
 from optimizer.placement.result import Placement
+from optimizer.search.goodput_choice import gain_holds, paired_gain_band
 from optimizer.search.keep_or_switch import NoLongerFits, objective_of, placed, shrunk, weigh
 from optimizer.search.planner import plan
 from optimizer.search.replan_decision import DEFAULT_SWITCH_THRESHOLD_PCT
@@ -330,7 +331,10 @@ def fallbacks(
             reshaped = None
         switch = reshaped is not None and (
             compat is None
-            or weigh(objective_of(sc.cluster, wf, compat), objective_of(sc.cluster, wf, reshaped), _THRESHOLD)[2]
+            or (
+                weigh(objective_of(sc.cluster, wf, compat), objective_of(sc.cluster, wf, reshaped), _THRESHOLD)[2]
+                and _goodput_gain_holds(model, sc.cluster, wf, compat, reshaped, framework)
+            )
         )
         out.append(_entry(sc, running, framework, model, compat, not switch, t.seconds, t.searched))
         if reshaped is not None:
@@ -339,6 +343,21 @@ def fallbacks(
 
 
 _THRESHOLD = DEFAULT_SWITCH_THRESHOLD_PCT
+
+
+def _goodput_gain_holds(
+    model: ModelSpec,
+    cluster: ClusterSpec,
+    w: TrainingWorkload,
+    compat: PlannedConfig,
+    reshaped: PlannedConfig,
+    framework: str | None,
+) -> bool:
+    """Objective goodput: the reshaped fallback's gain in useful tokens/s holds at the low end of its 80% band
+    (search/goodput_choice.py); other objectives: no band to respect here."""
+    if w.objective != "goodput" or compat.estimate.goodput is None or reshaped.estimate.goodput is None:
+        return True
+    return gain_holds(paired_gain_band(model, cluster, w, compat, reshaped, framework))
 
 
 def _search(

@@ -25,7 +25,8 @@ from optimizer.placement.priced import PlacedEstimate, placed_estimate
 from optimizer.search.candidates import Candidate, KeyBatch, TrainingSpace
 from optimizer.search.decision import RUNNERS_UP, contenders, decide, ratio_interval_pct, same_gpu
 from optimizer.search.diagnosis import diagnose_infeasible
-from optimizer.search.explain import explain, goodput_change
+from optimizer.search.explain import describe, explain, goodput_change
+from optimizer.search.goodput_choice import gain_holds, paired_gain_band
 from optimizer.search.inference_planner import check_serving_pins, plan_inference
 from optimizer.search.phase_clock import PhaseClock
 from optimizer.search.request import SearchRequest
@@ -279,11 +280,40 @@ def _plan_goodput(req: SearchRequest[TrainingWorkload], diagnose: bool, ts: Trai
     result = search.run(warm, diagnose)
     if result.plan is None or fast.plan is None:
         return result
+    if result.plan.config != fast.plan.config and fast.plan.estimate.goodput is not None:
+        band = paired_gain_band(req.model, req.cluster, req.workload, fast.plan, result.plan, result.framework)
+        if not gain_holds(band):
+            return _keep_step_time_plan(result, fast.plan, band, t0)
     change = goodput_change(fast.plan, result.plan, ts.budget)
     summary = result.explanation.summary.rstrip(". ") + ". " + change
     return result.model_copy(
         update={
             "explanation": result.explanation.model_copy(update={"summary": summary}),
+            "solve_time_s": time.perf_counter() - t0,
+        }
+    )
+
+
+def _keep_step_time_plan(result: PlanResult, fast: PlannedConfig, band: tuple[float, float], t0: float) -> PlanResult:
+    """The goodput search's pick gains less than its band: the step-time optimum stays (FEASIBLE, the pick's
+    objective and bound as the gap), and the explanation says by how much the pick would have gained."""
+    assert result.plan is not None and fast.estimate.goodput is not None
+    value = fast.estimate.goodput.wall_s_per_step
+    best = result.objective_value if result.objective_value is not None else value
+    note = (
+        f"Kept the step-time optimum ({describe(fast.config)}): the goodput search's pick "
+        f"({describe(result.plan.config)}) "
+        f"would gain {100 * (band[0] - 1):+.1f}% to {100 * (band[1] - 1):+.1f}% useful tokens/s over the failure "
+        "inputs' ranges (80%), a gain inside its band."
+    )
+    return result.model_copy(
+        update={
+            "status": "FEASIBLE",
+            "plan": fast,
+            "goodput": fast.estimate.goodput,
+            "objective_value": value,
+            "gap": max(0.0, (value - best) / value) if value > 0 else None,
+            "explanation": result.explanation.model_copy(update={"summary": note}),
             "solve_time_s": time.perf_counter() - t0,
         }
     )
@@ -380,17 +410,20 @@ class TrainingSearch:
 
     def goodput_floor(self, gpus: np.ndarray) -> np.ndarray:
         """A least goodput rate (1 / fraction) for plans of `gpus` GPUs on the allowed pools: they use at least
-        gpus / (the most GPUs per node) nodes at the least failure rate, and each failure costs at least the
-        least launch and NCCL initialisation (no checkpoint, rework or wait), so fraction <= 1 - restart / MTBF."""
+        gpus / (the most GPUs per node) nodes at the least failure rate, and each failure costs at least the least
+        recovery (a relaunch with NCCL initialisation, or an elastic recovery where a pool has one; no detection,
+        checkpoint, rework, warm-up or wait), so fraction <= 1 / (1 + recovery / MTBF) (costmodel/goodput.py
+        wall_shares with every other loss at 0)."""
         pools = self.ts.pools
         rels = [p.reliability_or_default for p in pools]
         per_node_day = min(sum(r.rates_per_node_day().values()) for r in rels)
         gpn = max(p.gpus_per_node for p in pools)
         nodes = np.ceil(gpus / gpn)
         restart = min(r.launch_s for r in rels) + min(r.nccl_init_s_per_1000_gpus for r in rels) * gpus / 1000
-        upper = 1.0 - restart * nodes * per_node_day / 86_400.0
-        with np.errstate(divide="ignore"):
-            return np.where(upper > 0, 1.0 / np.maximum(upper, 1e-300), np.inf)
+        elastic = [r.elastic_recovery_s for r in rels if r.recovery == "elastic"]
+        if elastic:
+            restart = np.minimum(restart, min(elastic))
+        return 1.0 + restart * nodes * per_node_day / 86_400.0
 
     def goodput_rate(self, cfg: ParallelConfig, pools: tuple[str, ...]) -> float:
         """1 / goodput fraction of `cfg` on these stage pools (infinite when failures leave no useful time)."""

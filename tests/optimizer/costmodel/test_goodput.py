@@ -100,8 +100,9 @@ def test_async_save_blocks_only_for_the_host_copy() -> None:
 def test_more_failures_lower_the_fraction_and_shorten_the_interval() -> None:
     w = TrainingWorkload(global_batch_size=64, seq_len=4096, framework="deepspeed")
     cfg = ParallelConfig(tp=8, pp=1, dp=4)
-    base = PoolReliability()
-    low = failure_model(LLAMA8B, _with(load_cluster_preset("dgx-h100:8")), w, cfg)
+    # Loss spikes (a job-wide rate, not the nodes') off: the interval then follows the node failures alone.
+    base = PoolReliability(loss_spikes_per_day=0.0)
+    low = failure_model(LLAMA8B, _with(load_cluster_preset("dgx-h100:8"), loss_spikes_per_day=0.0), w, cfg)
     high = failure_model(
         LLAMA8B,
         _with(
@@ -136,6 +137,9 @@ def test_bad_reliability_inputs_name_the_field() -> None:
 #   (MegaScale §3.5: under 30 s above 10,000 GPUs);
 # - repair of a node: 30 min to 8 h; hot spares: 16 to 1,024 nodes (the job ran on 2,048 of a 24,576-GPU cluster,
 #   3,072 nodes: Meta, "Building Meta's GenAI infrastructure", March 2024).
+# The terms of issue 46 take the report's own figures: its 47 planned interruptions as planned restarts (at 419) or
+# counted as failures (at 466); hangs and silent failures in Table 5's shares (7 NCCL watchdog timeouts, 6 silent
+# data corruptions of 419), automatic recovery ("all but 3" handled by automation); the rest at their defaults.
 LLAMA_RANGES = {
     "interruptions": (419, 466),
     "node_gbps": (1.0, 25.0),
@@ -166,11 +170,14 @@ def _llama3_fraction(
         launch_s=launch_s,
         nccl_init_s_per_1000_gpus=nccl,
         node_repair_s=repair_s,
+        planned_restarts_per_day=47 / 54 if interruptions < 466 else 0.0,
+        hang_share=7 / 419,
+        silent_share=6 / 419,
     ).with_total_rate(1000 * interruptions / L3_NODE_DAYS)
     pool = cluster.pools[0].model_copy(update={"nodes": 2048 + int(spares), "reliability": rel})
     est = estimate(model, cluster.model_copy(update={"pools": [pool]}), w, cfg)
     assert est.goodput is not None and est.goodput.nodes == 2048 and est.goodput.spare_nodes == spares
-    return est.goodput.fraction
+    return est.goodput.ettr  # the report's "effective training time": slow periods count as training
 
 
 def test_llama3_effective_training_time_from_its_interruption_rate() -> None:
