@@ -376,14 +376,18 @@ def estimate_inference(
     start = 0
     for i, (pool, layers) in enumerate(zip(pools, layer_counts, strict=True)):
         last = i == p - 1
-        t_pre, _ = stage_time(model, cluster, w, c, pool, start, layers, StepWork.prefill(w.batch, w.prompt_len), last)
+        t_pre, parts_pre = stage_time(
+            model, cluster, w, c, pool, start, layers, StepWork.prefill(w.batch, w.prompt_len), last
+        )
         t_dec, parts_dec = stage_time(
             model, cluster, w, c, pool, start, layers, StepWork.engine_decode(limits, mb, ctx_mean), last
         )
         prefill.append(t_pre)
         decode.append(t_dec)
+        # The step is the prefill (once) and output_len decode iterations: both in the breakdown [issue 48 item 5:
+        # leaving the prefill out made the shares sum to 64%].
         for k, v in parts_dec.items():
-            setattr(bd, k, getattr(bd, k) + v * w.output_len)
+            setattr(bd, k, getattr(bd, k) + v * w.output_len + parts_pre.get(k, 0.0))
         gpu = cluster.gpu_of(pool)
         moe = sum(1 for j in range(start, start + layers) if model.is_moe_layer(j))
         weights, emb, kv, transient, reserve, capacity = serving_memory(
@@ -428,9 +432,12 @@ def estimate_inference(
     if p > 1 and w.batch >= p:
         tpot = max(tpot, p * max(decode))
     tpot += limits.host_s
-    bd.pp_comm = (p - 1) * hop * w.output_len
+    bd.pp_comm = (p - 1) * hop * (w.output_len + 1)
     bd.launch += limits.host_s * (w.output_len + 1)
     total_time = ttft + w.output_len * tpot
+    # What the stages' terms leave of the step: pipeline stages waiting for the slowest (p x the slowest stage
+    # above their sum) and overlapped parts the terms do not split.
+    bd.bubble = max(0.0, total_time - sum(float(v) for v in bd.model_dump().values()))
     out_tokens_per_s = c.dp * w.batch / tpot
     reason = memory_shortfall(stage_out)
     gen_flops = 2 * model.num_active_parameters * c.dp * w.batch * (w.prompt_len + w.output_len)

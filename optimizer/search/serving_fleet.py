@@ -487,7 +487,8 @@ def _why(mode: str, solved: dict[str, tuple[FleetSolve, _Shapes, float | None]],
             return f"{mode} serving as asked (disaggregation={w.disaggregation})"
         return f"{mode}: no {other} fleet meets the targets"
     theirs = solved[other][0].objective or 0.0
-    pct = abs(theirs - mine) / mine * 100 if mine else 0.0
+    # The change is relative to the fleet it is compared with (140 against 33 requests/s is 319% more, not 76%).
+    pct = abs(mine - theirs) / theirs * 100 if theirs else 0.0
     word = "more" if w.objective == "max_rate" else "less"
     return f"{mode}: {mine:.4g} {unit} against {theirs:.4g} {unit} {other} ({pct:.1f}% {word})"
 
