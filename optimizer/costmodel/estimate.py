@@ -12,7 +12,7 @@ from optimizer.costmodel.serving_load import ReplicaLoad
 from optimizer.costmodel.serving_sim import load_latency
 from optimizer.costmodel.training import estimate_training
 from optimizer.costmodel.uncertainty import with_intervals
-from optimizer.frameworks.validation import validate
+from optimizer.frameworks.validation import serving_config, validate
 from optimizer.spec.cluster_spec import ClusterSpec
 from optimizer.spec.model_spec import ModelSpec
 from optimizer.spec.parallel_config import ParallelConfig
@@ -44,6 +44,8 @@ def estimate(
     `latency` (inference with a rate or concurrency in the workload): simulate TTFT and TPOT percentiles at that
     load (load_latency); off where the caller prices one replica of a fleet whose rate is spread otherwise.
     """
+    if isinstance(workload, InferenceWorkload):
+        config = serving_config(config)  # the engines' defaults for unset knobs (etp 1 under EP)
     layout = validate(model, cluster, workload, config)
     if isinstance(workload, TrainingWorkload):
         est = estimate_training(model, cluster, workload, config, layout, fabric)
