@@ -24,5 +24,6 @@ def test_tp8_ep8_serves_with_whole_experts() -> None:
 
 
 def test_an_explicit_tensor_split_under_ep_is_still_refused() -> None:
-    with pytest.raises(DomainError, match="config.ep"):
+    with pytest.raises(DomainError, match="etp=8") as exc:
         estimate(MODEL, CLUSTER, W, ParallelConfig(tp=8, ep=8, etp=8), latency=False)
+    assert exc.value.field == "config.ep"
