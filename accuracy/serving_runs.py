@@ -89,6 +89,7 @@ def record_workload(rec: Record) -> InferenceWorkload:
         max_seqs=rec.get("max_seqs"),
         prompt_len_cv=rec.get("prompt_len_cv", 0.0),
         output_len_cv=rec.get("output_len_cv", 0.0),
+        engine_version=rec.get("engine_version"),
         **record_facts(rec),
     )
 

@@ -131,6 +131,13 @@ class ServingEngine:
     """Serving (`estimate` and `plan`): the engine and the stored dtypes (None: the engine's default)."""
 
     engine: Annotated[str | None, typer.Option(help="Serving engine: vllm (default), sglang, trtllm.")] = None
+    engine_version: Annotated[
+        str | None,
+        typer.Option(
+            help="Engine release, e.g. 0.11.0: its defaults as released; an unknown release is priced as the nearest "
+            "known one with wider intervals. Default: the newest defaults."
+        ),
+    ] = None
     kv_cache_dtype: Annotated[str | None, typer.Option(help="KV-cache type: bf16, fp16, fp8 (inference).")] = None
     weight_dtype: Annotated[str | None, typer.Option(help="Stored weights: bf16, fp16, fp8, int4 (inference).")] = None
     trtllm_backend: Annotated[

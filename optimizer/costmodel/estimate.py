@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 
+from optimizer.costmodel.engine_releases import RELEASE_NOVELTY_FACTOR, ReleaseMatch, match_release
 from optimizer.costmodel.goodput import plan_goodput
 from optimizer.costmodel.inference import estimate_inference
 from optimizer.costmodel.placed_fabric import PlacedFabric
@@ -57,6 +58,22 @@ def estimate(
             load = ReplicaLoad(model, cluster, workload, config, layout)
             est = est.model_copy(update={"load_latency": load_latency(load, replicas)})
     est = with_intervals(est, model, cluster, workload, config)
+    if isinstance(workload, InferenceWorkload) and workload.engine_version:
+        est = with_release(est, match_release(workload.engine, workload.engine_version))
     if isinstance(workload, TrainingWorkload) and est.step_time_s > 0 and math.isfinite(est.step_time_s):
         est.goodput = plan_goodput(model, cluster, workload, config, est)
     return admitted(est) if admit else est
+
+
+def with_release(est: Estimate, match: ReleaseMatch) -> Estimate:
+    """The estimate noting the engine release it priced; a release the table lacks widens the serving intervals by
+    RELEASE_NOVELTY_FACTOR on each side (its defaults may differ from the nearest release's)."""
+    update: dict[str, object] = {"notes": [*est.notes, match.note()]}
+    if not match.exact:
+        f = RELEASE_NOVELTY_FACTOR
+        for name in ("ttft_interval_s", "tpot_interval_s"):
+            iv = getattr(est, name)
+            if iv is not None:
+                update[name] = (iv[0] / f, iv[1] * f)
+        update["interval_basis"] = f"{est.interval_basis or ''} Widened x{f:g}: {match.note()}".strip()
+    return est.model_copy(update=update)

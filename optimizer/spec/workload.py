@@ -196,6 +196,13 @@ class InferenceWorkload(BaseModel):
         description="TensorRT-LLM release line: pytorch (the PyTorch backend, default since v0.19) or tensorrt (a "
         "built TensorRT engine, the only backend before); None = pytorch. Ignored by other engines.",
     )
+    engine_version: str | None = Field(
+        default=None,
+        max_length=32,
+        pattern=r"^v?[0-9]+(\.[0-9]+){0,3}([.+-]?[A-Za-z0-9]+)*$",
+        description="Engine release, e.g. 0.11.0: its defaults as released (optimizer/costmodel/engine_releases.py); "
+        "a release the table lacks is priced as the nearest one and its intervals widen. None = the newest defaults.",
+    )
     disaggregation: Literal["auto", "off", "on"] = Field(
         default="auto",
         description="SLA plans: separate prefill and decode instances (on), one kind of replica (off), or "
