@@ -52,6 +52,8 @@ def estimate(
         est = estimate_training(model, cluster, workload, config, layout, fabric)
     else:
         est = estimate_inference(model, cluster, workload, config, layout)
+        if est.feasible and workload.rate is None and workload.concurrency is None:
+            est = within_admission(est, ReplicaLoad(model, cluster, workload, config, layout))
         if latency and est.feasible and (workload.rate is not None or workload.concurrency is not None):
             # Attention data parallelism (dp with ep) is inside one replica; plain dp copies the replica.
             replicas = 1 if config.ep > 1 else config.dp
@@ -77,3 +79,32 @@ def with_release(est: Estimate, match: ReleaseMatch) -> Estimate:
                 update[name] = (iv[0] / f, iv[1] * f)
         update["interval_basis"] = f"{est.interval_basis or ''} Widened x{f:g}: {match.note()}".strip()
     return est.model_copy(update=update)
+
+
+def admitted_sequences(load: ReplicaLoad) -> int:
+    """Sequences of prompt + output tokens the engine holds at once on the replica: its KV cache under its own memory
+    rule (ReplicaLoad.kv_tokens: gpu_memory_utilization / mem_fraction_static / free_gpu_memory_fraction, whole
+    blocks), each sequence in whole blocks at its full length, and at most max_seqs per attention rank. A paged
+    engine starts more and evicts them as they grow (serving_sim.py); a batch that must run together cannot exceed
+    this."""
+    w, lim = load.w, load.limits
+    per_seq = math.ceil((w.prompt_len + w.output_len) / lim.block_tokens) * lim.block_tokens
+    return int(min(lim.max_seqs * load.ranks, load.kv_tokens // per_seq))
+
+
+def within_admission(est: Estimate, load: ReplicaLoad) -> Estimate:
+    """A fixed-batch estimate whose batch the engine would not admit at once is not feasible: no estimate assumes
+    more concurrent sequences than the engine admits [issue 50 §3]."""
+    w, lim = load.w, load.limits
+    batch = w.batch * load.ranks
+    admits = admitted_sequences(load)
+    if batch <= admits:
+        return est
+    flags = lim.flag_names
+    reason = (
+        f"{w.engine} admits at most {admits} sequences of {w.prompt_len} + {w.output_len} tokens at once on this "
+        f"replica (KV cache {load.kv_tokens:,.0f} tokens under {flags['memory_fraction']} {lim.memory_fraction:g}, "
+        f"{lim.block_tokens}-token blocks, {flags['max_seqs']} {lim.max_seqs}); batch {batch} needs more: lower "
+        f"--batch, raise --memory-fraction or add GPUs"
+    )
+    return est.model_copy(update={"feasible": False, "reason": reason})

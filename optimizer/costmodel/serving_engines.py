@@ -168,7 +168,7 @@ def engine_limits(
     elif engine == "sglang":
         # mem_fraction_static of the device for weights + KV pool; page size 1; max_running_requests follows the KV
         # pool, bounded by the req_to_token pool.
-        frac = next(f for min_tp, f in SGLANG_MEM_FRACTION_BY_TP if tp >= min_tp or min_tp == 1)
+        frac = sglang_mem_fraction(tp)
         small = gpu.memory_bytes < SGLANG_SMALL_GPU_BYTES
         limits = EngineLimits(
             "sglang",
@@ -212,6 +212,11 @@ def engine_limits(
         if tensorrt and cuda_graph_max_batch is None:
             graph_max = TRTLLM_TENSORRT_GRAPH_MAX_BATCH
     return replace(limits, host_s=host, graph_max_batch=graph_max)
+
+
+def sglang_mem_fraction(tp: int) -> float:
+    """SGLang's default mem_fraction_static for a replica of `tp` GPUs per stage (SGLANG_MEM_FRACTION_BY_TP)."""
+    return next(f for min_tp, f in SGLANG_MEM_FRACTION_BY_TP if tp >= min_tp or min_tp == 1)
 
 
 def _default_graph_max(limits: EngineLimits, gpu: GPUSpec, tp: int) -> int:

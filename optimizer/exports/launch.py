@@ -12,6 +12,12 @@ from typing import Literal
 from pydantic import BaseModel, Field
 
 from optimizer.costmodel.result import Estimate
+from optimizer.costmodel.serving_engines import (
+    TRTLLM_FREE_GPU_MEMORY_FRACTION,
+    VLLM_BLOCK_SIZE,
+    VLLM_GPU_MEMORY_UTILIZATION,
+    sglang_mem_fraction,
+)
 from optimizer.errors import DomainError, UnknownNameError
 from optimizer.frameworks.capabilities import check_model, check_workload, unsupported_knob
 from optimizer.frameworks.capabilities import framework as framework_spec
@@ -461,7 +467,8 @@ def _vllm(w: InferenceWorkload, c: ParallelConfig, layers: list[int], model_ref:
         ("--data-parallel-size", c.dp),
         ("--max-num-seqs", w.batch),
         ("--max-model-len", w.prompt_len + w.output_len),
-        ("--gpu-memory-utilization", w.memory_fraction or 0.9),
+        ("--gpu-memory-utilization", w.memory_fraction or VLLM_GPU_MEMORY_UTILIZATION),
+        ("--block-size", VLLM_BLOCK_SIZE),
         ("--dtype", "bfloat16" if w.precision != "fp16" else "float16"),
     ]
     notes = []
@@ -528,7 +535,9 @@ def _sglang(w: InferenceWorkload, c: ParallelConfig, model_ref: str) -> Export:
         ("--dp-size", c.dp),
         ("--max-running-requests", w.batch),
         ("--context-length", w.prompt_len + w.output_len),
-        ("--mem-fraction-static", w.memory_fraction or 0.9),
+        # The fraction the plan was priced with (the engine's default by TP when unset), so the engine admits the
+        # sequences the plan assumed [issue 50 §3].
+        ("--mem-fraction-static", w.memory_fraction or sglang_mem_fraction(c.tp)),
         ("--dtype", "bfloat16" if w.precision != "fp16" else "float16"),
     ]
     if c.ep > 1:
@@ -568,7 +577,7 @@ def _trtllm(w: InferenceWorkload, c: ParallelConfig, model_ref: str, max_batch: 
         ("--pp_size", c.pp),
         ("--max_batch_size", max_batch or w.max_seqs or w.batch),
         ("--max_seq_len", w.prompt_len + w.output_len),
-        ("--kv_cache_free_gpu_memory_fraction", w.memory_fraction or 0.9),
+        ("--kv_cache_free_gpu_memory_fraction", w.memory_fraction or TRTLLM_FREE_GPU_MEMORY_FRACTION),
     ]
     if w.max_batched_tokens:
         pairs.append(("--max_num_tokens", w.max_batched_tokens))

@@ -27,3 +27,19 @@ def test_an_explicit_tensor_split_under_ep_is_still_refused() -> None:
     with pytest.raises(DomainError, match="etp=8") as exc:
         estimate(MODEL, CLUSTER, W, ParallelConfig(tp=8, ep=8, etp=8), latency=False)
     assert exc.value.field == "config.ep"
+
+
+def test_a_batch_the_engine_would_not_admit_is_not_feasible() -> None:
+    """[issue 50 §3] The weights fit and the device holds the KV, but the engine's own share does not."""
+    from optimizer.costmodel.estimate import admitted_sequences
+    from optimizer.costmodel.serving_load import ReplicaLoad
+    from optimizer.frameworks.validation import validate
+
+    model, cluster, tp1 = load_model_preset("llama-3-8b"), load_cluster_preset("dgx-h100"), ParallelConfig(tp=1)
+    w = InferenceWorkload(prompt_len=2048, output_len=2048, batch=8, memory_fraction=0.5)
+    admits = admitted_sequences(ReplicaLoad(model, cluster, w, tp1, validate(model, cluster, w, tp1)))
+    assert estimate(model, cluster, w.model_copy(update={"batch": admits}), tp1, latency=False).feasible
+    over = estimate(model, cluster, w.model_copy(update={"batch": admits + 1}), tp1, latency=False)
+    assert not over.feasible
+    assert over.reason is not None and f"admits at most {admits} sequences" in over.reason
+    assert "--gpu-memory-utilization 0.5" in over.reason

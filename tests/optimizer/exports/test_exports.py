@@ -197,3 +197,21 @@ def test_serving_exports_carry_the_engine_knobs_the_plan_was_priced_with() -> No
         plain = export(tool, model, base.model_copy(update={"engine": tool}), ParallelConfig(tp=1), "m")
         for text in expected:
             assert text not in plain.content
+
+
+def test_serving_exports_set_the_memory_share_the_plan_was_priced_with() -> None:
+    """SGLang's default mem_fraction_static depends on TP (0.81 at TP 8): the export sets what the estimate used,
+    not 0.9 [issue 50 §3]; vLLM's block size is set too."""
+    from optimizer.exports.launch import export as export_plan
+    from optimizer.spec.model_loading import load_model_preset
+    from optimizer.spec.parallel_config import ParallelConfig
+    from optimizer.spec.workload import InferenceWorkload
+
+    model = load_model_preset("llama-3-70b")
+    w = InferenceWorkload(prompt_len=512, output_len=128, batch=8, engine="sglang")
+    text = export_plan("sglang", model, w, ParallelConfig(tp=8, layers_per_stage=[80])).content
+    assert "--mem-fraction-static 0.81" in text
+    vllm = export_plan(
+        "vllm", model, w.model_copy(update={"engine": "vllm"}), ParallelConfig(tp=8, layers_per_stage=[80])
+    ).content
+    assert "--gpu-memory-utilization 0.9" in vllm and "--block-size 16" in vllm
