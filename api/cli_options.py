@@ -131,6 +131,17 @@ class ServingEngine:
     """Serving (`estimate` and `plan`): the engine and the stored dtypes (None: the engine's default)."""
 
     engine: Annotated[str | None, typer.Option(help="Serving engine: vllm (default), sglang, trtllm.")] = None
+    spec_tokens: Annotated[
+        int,
+        typer.Option(
+            help="Speculative decoding (MTP / EAGLE): draft tokens per sequence per iteration; 0 = off. Needs "
+            "--acceptance-rate."
+        ),
+    ] = 0
+    acceptance_rate: Annotated[
+        float | None,
+        typer.Option(help="Speculative decoding: probability a drafted token is accepted, in [0, 1)."),
+    ] = None
     engine_version: Annotated[
         str | None,
         typer.Option(

@@ -31,6 +31,7 @@ from optimizer.costmodel.result import (
     memory_shortfall,
 )
 from optimizer.costmodel.serving_engines import EngineLimits, workload_limits
+from optimizer.costmodel.speculative import tokens_per_step
 from optimizer.frameworks.validation import Layout
 from optimizer.spec.cluster_spec import ClusterSpec, NodePool
 from optimizer.spec.model_spec import ModelSpec
@@ -124,10 +125,13 @@ class StepWork:
         return StepWork(seqs, seqs * ctx, seqs * ctx, seqs, graphs)
 
     @staticmethod
-    def engine_decode(limits: EngineLimits, seqs: float, ctx: float) -> StepWork:
+    def engine_decode(limits: EngineLimits, seqs: float, ctx: float, drafts: int = 0) -> StepWork:
         """One decode iteration of `seqs` sequences on a rank as the engine runs it: from a CUDA graph when the
-        batch is within the engine's capture limit (EngineLimits.graph_max_batch), else kernel by kernel."""
-        return StepWork.decode(seqs, ctx, limits.decode_graphs(seqs))
+        batch is within the engine's capture limit (EngineLimits.graph_max_batch), else kernel by kernel. With
+        `drafts` speculative tokens the target verifies drafts + 1 positions per sequence, reading its context once
+        (costmodel/speculative.py)."""
+        q = 1 + drafts
+        return StepWork(seqs * q, seqs * q * ctx, seqs * ctx, seqs * q, limits.decode_graphs(seqs))
 
     def __add__(self, other: StepWork) -> StepWork:
         return StepWork(
@@ -369,6 +373,8 @@ def estimate_inference(
     pools, layer_counts = layout.stage_pools, layout.stage_layers
     limits = replica_limits(cluster, w, c, list(pools))
     ctx_mean = w.prompt_len + w.output_len / 2
+    per_step = tokens_per_step(w.spec_tokens, w.acceptance_rate)
+    steps = w.output_len / per_step  # decode iterations per sequence
     p = c.pp
     mb = w.batch / p if w.batch >= p and p > 1 else float(w.batch)  # micro-batches keep every stage busy
     prefill, decode, stage_out = [], [], []
@@ -380,14 +386,21 @@ def estimate_inference(
             model, cluster, w, c, pool, start, layers, StepWork.prefill(w.batch, w.prompt_len), last
         )
         t_dec, parts_dec = stage_time(
-            model, cluster, w, c, pool, start, layers, StepWork.engine_decode(limits, mb, ctx_mean), last
+            model, cluster, w, c, pool, start, layers, StepWork.engine_decode(limits, mb, ctx_mean, w.spec_tokens), last
         )
+        if last and w.spec_tokens:
+            # The k draft steps: one layer and the shared LM head each (costmodel/speculative.py).
+            t_draft, parts_draft = stage_time(
+                model, cluster, w, c, pool, start + layers - 1, 1, StepWork.engine_decode(limits, mb, ctx_mean), True
+            )
+            t_dec += w.spec_tokens * t_draft
+            parts_dec = {k: v + w.spec_tokens * parts_draft.get(k, 0.0) for k, v in parts_dec.items()}
         prefill.append(t_pre)
         decode.append(t_dec)
         # The step is the prefill (once) and output_len decode iterations: both in the breakdown [issue 48 item 5:
         # leaving the prefill out made the shares sum to 64%].
         for k, v in parts_dec.items():
-            setattr(bd, k, getattr(bd, k) + v * w.output_len + parts_pre.get(k, 0.0))
+            setattr(bd, k, getattr(bd, k) + v * steps + parts_pre.get(k, 0.0))
         gpu = cluster.gpu_of(pool)
         moe = sum(1 for j in range(start, start + layers) if model.is_moe_layer(j))
         weights, emb, kv, transient, reserve, capacity = serving_memory(
@@ -432,9 +445,10 @@ def estimate_inference(
     if p > 1 and w.batch >= p:
         tpot = max(tpot, p * max(decode))
     tpot += limits.host_s
-    bd.pp_comm = (p - 1) * hop * (w.output_len + 1)
-    bd.launch += limits.host_s * (w.output_len + 1)
-    total_time = ttft + w.output_len * tpot
+    bd.pp_comm = (p - 1) * hop * (steps + 1)
+    bd.launch += limits.host_s * (steps + 1)
+    total_time = ttft + steps * tpot
+    tpot /= per_step  # per output token: an iteration emits per_step tokens per sequence (speculative decoding)
     # What the stages' terms leave of the step: pipeline stages waiting for the slowest (p x the slowest stage
     # above their sum) and overlapped parts the terms do not split.
     bd.bubble = max(0.0, total_time - sum(float(v) for v in bd.model_dump().values()))

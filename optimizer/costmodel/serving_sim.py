@@ -165,6 +165,8 @@ class _Kv:
         self.engine = load.limits.engine
         self.whole = load.limits.reserves_whole_request
         self.used = 0.0
+        self.per_step = load.per_step
+        """Tokens a decoding sequence adds per iteration (more than 1 under speculative decoding)."""
         self.ratio = SGLANG_INIT_NEW_TOKEN_RATIO
         self.future = 0.0
         """SGLang: the running requests' clipped remaining output tokens (reserved at `ratio`)."""
@@ -198,7 +200,7 @@ class _Kv:
         if self.whole:
             return float(r.target + (r.output - r.generated))
         run = decodes - r.start if r.running else 0
-        return float(r.prefilled + run)
+        return float(r.prefilled + run * self.per_step)
 
     def start_running(self, r: _Request) -> None:
         if self.engine == "sglang":
@@ -207,22 +209,22 @@ class _Kv:
     def release(self, r: _Request, decodes: int) -> None:
         self.used -= self.held(r, decodes)
         if self.engine == "sglang" and r.running:
-            left = r.output - r.generated - (decodes - r.start)
+            left = r.output - r.generated - (decodes - r.start) * self.per_step
             self.future -= min(left, SGLANG_CLIP_MAX_NEW_TOKENS)
 
     def decoded(self, n: int, k: int) -> None:
         """k decode iterations of n sequences."""
         if not self.whole:
-            self.used += n * k
+            self.used += n * k * self.per_step
         if self.engine == "sglang":
-            self.future -= n * k
+            self.future -= n * k * self.per_step
             self.ratio = max(SGLANG_MIN_NEW_TOKEN_RATIO, self.ratio - k * SGLANG_NEW_TOKEN_RATIO_DECAY)
 
     def decode_room(self, n: int) -> int:
         """Decode iterations of n sequences the free KV carries (unbounded when reserved at admission)."""
         if self.whole or n == 0:
             return 1 << 40
-        return int(self.free() // n)
+        return int(self.free() // (n * self.per_step))
 
 
 def simulate(
@@ -310,7 +312,7 @@ def simulate(
         of the queue to prefill its prompt and the tokens it generated."""
         ran = decodes - r.start if r.running else 0
         leave(r)
-        r.generated += ran
+        r.generated = min(r.output - 1, r.generated + round(ran * load.per_step))
         if r in prefilling:
             prefilling.remove(r)
         r.running = False
@@ -339,19 +341,19 @@ def simulate(
         if kv.whole:
             return
         if lim.engine == "sglang":
-            if kv.free() >= n_running:
+            if kv.free() >= n_running * load.per_step:
                 return
             while n_running > 1 and kv.free() < n_running * SGLANG_RETRACT_DECODE_STEPS:
                 victim = min(
                     (r for r in live if r.running),
-                    key=lambda r: (r.generated + decodes - r.start, -r.prompt),
+                    key=lambda r: (r.generated + (decodes - r.start) * load.per_step, -r.prompt),
                 )
                 evict(victim)
-            gen = sum(r.generated + decodes - r.start for r in live if r.running)
+            gen = sum(r.generated + (decodes - r.start) * load.per_step for r in live if r.running)
             cap = sum(r.output for r in live if r.running)
             kv.ratio = min(1.0, (gen + SGLANG_RETRACT_DECODE_STEPS * n_running) / (cap + 1))
             return
-        while n_running > 1 and kv.free() < n_running:
+        while n_running > 1 and kv.free() < n_running * load.per_step:
             evict(live[-1])
 
     while done < requests:
@@ -370,7 +372,7 @@ def simulate(
                 r.target - r.prefilled + kv.ratio * min(r.output - r.generated, SGLANG_CLIP_MAX_NEW_TOKENS)
                 for r in prefilling
             )
-        room_tokens = (max(1.0, budget - n_running) if lim.mixes_prefill else budget) - sum(
+        room_tokens = (max(1.0, budget - n_running * load.positions) if lim.mixes_prefill else budget) - sum(
             r.target - r.prefilled for r in prefilling
         )
         while waiting and len(live) < max_seqs and (room_tokens >= 1 or not live):
@@ -414,7 +416,7 @@ def simulate(
             pop_finished()
             continue
         mixed = lim.mixes_prefill
-        room = max(1.0, budget - n_dec) if mixed else budget
+        room = max(1.0, budget - n_dec * load.positions) if mixed else budget
         chunks: list[tuple[_Request, int]] = []
         for r in prefilling:
             need = r.target - r.prefilled
@@ -425,7 +427,7 @@ def simulate(
             else:
                 take = int(min(need, room))
             if not kv.whole and lim.engine == "vllm":
-                take = int(min(take, max(0.0, kv.free() - n_dec)))  # allocate_slots for the chunk
+                take = int(min(take, max(0.0, kv.free() - n_dec * load.per_step)))  # allocate_slots for the chunk
             if take <= 0:
                 break
             chunks.append((r, take))
@@ -464,7 +466,7 @@ def simulate(
                     kv.start_running(r)
                     tie += 1
                     r.entry = tie
-                    heapq.heappush(running, (decodes + r.output - r.generated, tie, r))
+                    heapq.heappush(running, (decodes + math.ceil((r.output - r.generated) / load.per_step), tie, r))
         if next_arrival >= len(arrivals) and not waiting and not live:
             break
 

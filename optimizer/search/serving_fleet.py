@@ -163,7 +163,7 @@ class FleetSearch:
             gpus=c.gpus,
             rate=rate,
             ttft_p90_s=pt.ttft_p90_s if pt is not None and role == "replica" else None,
-            tpot_s=pt.step_s if pt is not None else None,
+            tpot_s=pt.tpot_s if pt is not None else None,
             concurrency=pt.decoding if pt is not None else 0.0,
             kv_tokens=load.kv_tokens,
             kv_blocks=int(load.kv_tokens // load.limits.block_tokens),
