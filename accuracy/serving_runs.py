@@ -92,6 +92,7 @@ def record_workload(rec: Record) -> InferenceWorkload:
         prompt_len_cv=rec.get("prompt_len_cv", 0.0),
         output_len_cv=rec.get("output_len_cv", 0.0),
         engine_version=rec.get("engine_version"),
+        weight_dtype=rec.get("weight_dtype"),
         **record_facts(rec),
     )
 
