@@ -341,7 +341,8 @@ def _shared_expert_layer_time(
         # and receives its share of the pairs.
         lv = net.group_levels(tiers, c.ep, etp)
         routed = k * h * max(tokens, pooled / max(1, c.ep) * imbalance)
-        comm_t = net.all_to_all(lv, routed * act) + net.all_to_all(lv, routed * 2)
+        deepep = deepep_serving_a2a(lv, routed, act, w.engine, decode=own.gemm_tokens <= own.head_rows)
+        comm_t = deepep if deepep is not None else net.all_to_all(lv, routed * act) + net.all_to_all(lv, routed * 2)
     if c.ep_comm_overlap and comm_t > 0:
         # Two-batch overlap: one micro-batch's dispatch/combine under the other's compute; the layer takes the
         # longer of the two [SGLang --enable-two-batch-overlap; LMSYS large-scale EP blog, 2025-05].
@@ -475,3 +476,32 @@ def estimate_inference(
         tpot_s=tpot,
         notes=["TTFT is the prefill of the whole batch; TPOT is one decode step at the mean context length."],
     )
+
+
+def deepep_serving_a2a(
+    levels: tuple[net.Level, ...], routed: float, act: float, engine: str, decode: bool
+) -> float | None:
+    """Dispatch + combine time of one MoE layer under DeepEP as SGLang (--moe-a2a-backend deepep, --deepep-mode
+    auto) and vLLM (--all2all-backend deepep_high_throughput / deepep_low_latency) run it when the EP group spans
+    nodes; None where DeepEP is not what runs (one node: the NVLink all-to-all; TensorRT-LLM).
+
+    `routed`: bytes per activation element x copies the busiest rank moves (k x hidden x tokens); `act`: bytes per
+    dispatched element (FP8 1, BF16 2); the combine returns BF16.
+    - Decode iterations use the low-latency kernels: pure RDMA with NVLink peer access off (NVSHMEM_DISABLE_P2P=1),
+      every routed copy through the NIC, intra-node ones included: 39-46 GB/s of a 400 Gb/s CX7 at EP 8-256 (the NIC
+      efficiency the tiers use) [deepseek-ai/DeepEP README, "Low-latency kernels with pure RDMA"].
+    - Prefill (extend) iterations use the normal kernels: a token crosses the network once per destination node
+      and NVLink forwards it to its experts [same README, "Normal kernels with NVLink and RDMA forwarding"]; priced
+      as the plain all-to-all for now (see below)."""
+    if engine not in ("sglang", "vllm"):
+        return None
+    network = [lv for lv in levels if lv.network]
+    if not network:
+        return None
+    if decode:
+        nic = min(lv.bw for lv in network)
+        return routed * act / nic + routed * 2 / nic
+    # Prefill: the normal kernels' once-per-node sends (deepep_network_share) are NOT applied: on the in-sample
+    # SGLang EP32 prefill rows they move the error from -21% to +35% (the layer's compute side is then too fast),
+    # so the plain all-to-all stands until that side is found.
+    return None
