@@ -169,7 +169,9 @@ class _Kv:
         """Tokens a decoding sequence adds per iteration (more than 1 under speculative decoding)."""
         self.ratio = SGLANG_INIT_NEW_TOKEN_RATIO
         self.future = 0.0
-        """SGLang: the running requests' clipped remaining output tokens (reserved at `ratio`)."""
+        """SGLang: the running requests' remaining output tokens (reserved at `ratio`, each clipped)."""
+        self.running = 0
+        """Requests in their decode run."""
 
     def free(self) -> float:
         return self.capacity - self.used
@@ -182,7 +184,7 @@ class _Kv:
             return r.target + (r.output - r.generated) <= self.free() - pending
         if self.engine == "sglang":
             own = r.target + min(r.output - r.generated, SGLANG_CLIP_MAX_NEW_TOKENS)
-            return own <= self.free() - pending - self.ratio * self.future
+            return own <= self.free() - pending - self.ratio * self.reserved()
         # vLLM V1: allocate_slots for the scheduled tokens only (vllm/v1/core/sched/scheduler.py Scheduler.schedule,
         # vllm-project/vllm 00024d31: a waiting request is scheduled when its chunk's blocks are free).
         return chunk <= self.free() - pending
@@ -202,22 +204,27 @@ class _Kv:
         run = decodes - r.start if r.running else 0
         return float(r.prefilled + run * self.per_step)
 
+    def reserved(self) -> float:
+        """SGLang's reservation for the running requests' future tokens before the ratio: their remaining outputs,
+        each clipped to CLIP_MAX_NEW_TOKENS (here the sum clipped to that per request)."""
+        return max(0.0, min(self.future, SGLANG_CLIP_MAX_NEW_TOKENS * self.running))
+
     def start_running(self, r: _Request) -> None:
-        if self.engine == "sglang":
-            self.future += min(r.output - r.generated, SGLANG_CLIP_MAX_NEW_TOKENS)
+        self.running += 1
+        self.future += r.output - r.generated
 
     def release(self, r: _Request, decodes: int) -> None:
         self.used -= self.held(r, decodes)
-        if self.engine == "sglang" and r.running:
-            left = r.output - r.generated - (decodes - r.start) * self.per_step
-            self.future -= min(left, SGLANG_CLIP_MAX_NEW_TOKENS)
+        if r.running:
+            self.running -= 1
+            self.future -= r.output - r.generated - (decodes - r.start) * self.per_step
 
     def decoded(self, n: int, k: int) -> None:
         """k decode iterations of n sequences."""
         if not self.whole:
             self.used += n * k * self.per_step
+        self.future -= n * k * self.per_step
         if self.engine == "sglang":
-            self.future -= n * k * self.per_step
             self.ratio = max(SGLANG_MIN_NEW_TOKEN_RATIO, self.ratio - k * SGLANG_NEW_TOKEN_RATIO_DECAY)
 
     def decode_room(self, n: int) -> int:
