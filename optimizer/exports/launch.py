@@ -482,6 +482,7 @@ def _vllm(w: InferenceWorkload, c: ParallelConfig, layers: list[int], model_ref:
     if w.kv_cache_dtype == "fp8":
         pairs.append(("--kv-cache-dtype", "fp8"))
     pairs += _vllm_engine_knobs(w)
+    notes += _speculative_note(w, "vllm")
     text, names = _flags(pairs)
     env = {}
     if c.pp > 1 and len(set(layers)) > 1:
@@ -553,7 +554,7 @@ def _sglang(w: InferenceWorkload, c: ParallelConfig, model_ref: str) -> Export:
     if w.kv_cache_dtype == "fp8":
         pairs.append(("--kv-cache-dtype", "fp8_e4m3"))
     pairs += _sglang_engine_knobs(w)
-    notes = []
+    notes = _speculative_note(w, "sglang")
     if c.pp > 1 and len(set(c.layers_per_stage or [])) > 1:
         notes.append(f"SGLang splits layers evenly across pp ranks; the plan's split is {c.layers_per_stage}")
     text, names = _flags(pairs)
@@ -603,6 +604,7 @@ def _trtllm(w: InferenceWorkload, c: ParallelConfig, model_ref: str, max_batch: 
     if w.chunked_prefill is not None:
         extra.append(f"enable_chunked_prefill: {'true' if w.chunked_prefill else 'false'}")
         names.append("enable_chunked_prefill")
+    notes += _speculative_note(w, "trtllm")
     if w.trtllm_backend == "tensorrt":
         notes.append(
             "the plan priced the TensorRT engine backend: build the engine (trtllm-build) and serve it; this "
@@ -705,3 +707,22 @@ def _front_end(tool: str, fleet: FleetPlan) -> Export:
         options=[],
         notes=[f"{pre} prefill and {dec} decode instances behind the proxy"],
     )
+
+
+def _speculative_note(w: InferenceWorkload, engine: str) -> list[str]:
+    """The speculative decoding the plan was priced with, in the engine's own options (costmodel/speculative.py
+    names them); a note, since the drafter (MTP head or EAGLE checkpoint) is the user's choice."""
+    if not w.spec_tokens:
+        return []
+    k = w.spec_tokens
+    how = {
+        "vllm": f'--speculative-config \'{{"method": "deepseek_mtp", "num_speculative_tokens": {k}}}\' (or an '
+        "EAGLE drafter)",
+        "sglang": f"--speculative-algorithm EAGLE --speculative-num-steps {k} --speculative-eagle-topk 1 "
+        f"--speculative-num-draft-tokens {k + 1}",
+        "trtllm": f"speculative_config: {{decoding_type: MTP, num_nextn_predict_layers: {k}}}",
+    }[engine]
+    return [
+        f"the plan priced speculative decoding with {k} draft token(s) at acceptance {w.acceptance_rate:g}: "
+        f"launch with {how}"
+    ]
