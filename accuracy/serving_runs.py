@@ -57,7 +57,9 @@ def record_facts(rec: Record) -> Record:
     facts = dict(SOURCE_FACTS.get(rec["source"], {}))
     if rec["source"] == "sglang_vs_vllm060":
         facts["cuda_graph_max_batch"] = _V060_GRAPHS[rec["engine"]]
-    return facts | {k: rec[k] for k in ("trtllm_backend", "cuda_graph_max_batch", "cuda_graphs") if k in rec}
+    return facts | {
+        k: rec[k] for k in ("trtllm_backend", "cuda_graph_max_batch", "cuda_graphs", "chunked_prefill") if k in rec
+    }
 
 
 def load_serving_records() -> tuple[dict[str, Any], list[Record]]:
@@ -89,6 +91,8 @@ def record_workload(rec: Record) -> InferenceWorkload:
         max_seqs=rec.get("max_seqs"),
         prompt_len_cv=rec.get("prompt_len_cv", 0.0),
         output_len_cv=rec.get("output_len_cv", 0.0),
+        engine_version=rec.get("engine_version"),
+        weight_dtype=rec.get("weight_dtype"),
         **record_facts(rec),
     )
 

@@ -182,6 +182,24 @@ class ServingEngine:
     """Serving (`estimate` and `plan`): the engine and the stored dtypes (None: the engine's default)."""
 
     engine: Annotated[str | None, typer.Option(help="Serving engine: vllm (default), sglang, trtllm.")] = None
+    spec_tokens: Annotated[
+        int,
+        typer.Option(
+            help="Speculative decoding (MTP / EAGLE): draft tokens per sequence per iteration; 0 = off. Needs "
+            "--acceptance-rate."
+        ),
+    ] = 0
+    acceptance_rate: Annotated[
+        float | None,
+        typer.Option(help="Speculative decoding: probability a drafted token is accepted, in [0, 1)."),
+    ] = None
+    engine_version: Annotated[
+        str | None,
+        typer.Option(
+            help="Engine release, e.g. 0.11.0: its defaults as released; an unknown release is priced as the nearest "
+            "known one with wider intervals. Default: the newest defaults."
+        ),
+    ] = None
     kv_cache_dtype: Annotated[str | None, typer.Option(help="KV-cache type: bf16, fp16, fp8 (inference).")] = None
     weight_dtype: Annotated[str | None, typer.Option(help="Stored weights: bf16, fp16, fp8, int4 (inference).")] = None
     trtllm_backend: Annotated[

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 
+from optimizer.costmodel.engine_releases import RELEASE_NOVELTY_FACTOR, ReleaseMatch, match_release
 from optimizer.costmodel.goodput import plan_goodput
 from optimizer.costmodel.inference import estimate_inference
 from optimizer.costmodel.placed_fabric import PlacedFabric
@@ -13,7 +14,7 @@ from optimizer.costmodel.serving_sim import load_latency
 from optimizer.costmodel.training import estimate_training
 from optimizer.costmodel.uncertainty import with_intervals
 from optimizer.frameworks.releases import stack_novelty
-from optimizer.frameworks.validation import validate
+from optimizer.frameworks.validation import serving_config, validate
 from optimizer.spec.cluster_spec import ClusterSpec
 from optimizer.spec.model_spec import ModelSpec
 from optimizer.spec.names import priced_framework
@@ -46,11 +47,15 @@ def estimate(
     `latency` (inference with a rate or concurrency in the workload): simulate TTFT and TPOT percentiles at that
     load (load_latency); off where the caller prices one replica of a fleet whose rate is spread otherwise.
     """
+    if isinstance(workload, InferenceWorkload):
+        config = serving_config(config)  # the engines' defaults for unset knobs (etp 1 under EP)
     layout = validate(model, cluster, workload, config)
     if isinstance(workload, TrainingWorkload):
         est = estimate_training(model, cluster, workload, config, layout, fabric)
     else:
         est = estimate_inference(model, cluster, workload, config, layout)
+        if est.feasible and workload.rate is None and workload.concurrency is None:
+            est = within_admission(est, ReplicaLoad(model, cluster, workload, config, layout))
         if latency and est.feasible and (workload.rate is not None or workload.concurrency is not None):
             # Attention data parallelism (dp with ep) is inside one replica; plain dp copies the replica.
             replicas = 1 if config.ep > 1 else config.dp
@@ -59,6 +64,8 @@ def estimate(
     if isinstance(workload, TrainingWorkload):
         est.stack = stack_used(cluster, workload)
     est = with_intervals(est, model, cluster, workload, config)
+    if isinstance(workload, InferenceWorkload) and workload.engine_version:
+        est = with_release(est, match_release(workload.engine, workload.engine_version))
     if isinstance(workload, TrainingWorkload) and est.step_time_s > 0 and math.isfinite(est.step_time_s):
         est.goodput = plan_goodput(model, cluster, workload, config, est)
     return admitted(est) if admit else est
@@ -75,3 +82,46 @@ def stack_used(cluster: ClusterSpec, workload: TrainingWorkload) -> StackUsed:
         priced_as=nov.priced_as,
         novelty=[f"{a.axis}: {a.detail}" for a in nov.axes],
     )
+
+
+def with_release(est: Estimate, match: ReleaseMatch) -> Estimate:
+    """The estimate noting the engine release it priced; a release the table lacks widens the serving intervals by
+    RELEASE_NOVELTY_FACTOR on each side (its defaults may differ from the nearest release's)."""
+    update: dict[str, object] = {"notes": [*est.notes, match.note()]}
+    if not match.exact:
+        f = RELEASE_NOVELTY_FACTOR
+        for name in ("ttft_interval_s", "tpot_interval_s"):
+            iv = getattr(est, name)
+            if iv is not None:
+                update[name] = (iv[0] / f, iv[1] * f)
+        update["interval_basis"] = f"{est.interval_basis or ''} Widened x{f:g}: {match.note()}".strip()
+    return est.model_copy(update=update)
+
+
+def admitted_sequences(load: ReplicaLoad) -> int:
+    """Sequences of prompt + output tokens the engine holds at once on the replica: its KV cache under its own memory
+    rule (ReplicaLoad.kv_tokens: gpu_memory_utilization / mem_fraction_static / free_gpu_memory_fraction, whole
+    blocks), each sequence in whole blocks at its full length, and at most max_seqs per attention rank. A paged
+    engine starts more and evicts them as they grow (serving_sim.py); a batch that must run together cannot exceed
+    this."""
+    w, lim = load.w, load.limits
+    per_seq = math.ceil((w.prompt_len + w.output_len) / lim.block_tokens) * lim.block_tokens
+    return int(min(lim.max_seqs * load.ranks, load.kv_tokens // per_seq))
+
+
+def within_admission(est: Estimate, load: ReplicaLoad) -> Estimate:
+    """A fixed-batch estimate whose batch the engine would not admit at once is not feasible: no estimate assumes
+    more concurrent sequences than the engine admits [issue 50 §3]."""
+    w, lim = load.w, load.limits
+    batch = w.batch * load.ranks
+    admits = admitted_sequences(load)
+    if batch <= admits:
+        return est
+    flags = lim.flag_names
+    reason = (
+        f"{w.engine} admits at most {admits} sequences of {w.prompt_len} + {w.output_len} tokens at once on this "
+        f"replica (KV cache {load.kv_tokens:,.0f} tokens under {flags['memory_fraction']} {lim.memory_fraction:g}, "
+        f"{lim.block_tokens}-token blocks, {flags['max_seqs']} {lim.max_seqs}); batch {batch} needs more: lower "
+        f"--batch, raise --memory-fraction or add GPUs"
+    )
+    return est.model_copy(update={"feasible": False, "reason": reason})

@@ -31,6 +31,7 @@ from optimizer.costmodel.result import (
     memory_shortfall,
 )
 from optimizer.costmodel.serving_engines import EngineLimits, workload_limits
+from optimizer.costmodel.speculative import tokens_per_step
 from optimizer.frameworks.validation import Layout
 from optimizer.spec.cluster_spec import ClusterSpec, NodePool
 from optimizer.spec.model_spec import ModelSpec
@@ -124,10 +125,13 @@ class StepWork:
         return StepWork(seqs, seqs * ctx, seqs * ctx, seqs, graphs)
 
     @staticmethod
-    def engine_decode(limits: EngineLimits, seqs: float, ctx: float) -> StepWork:
+    def engine_decode(limits: EngineLimits, seqs: float, ctx: float, drafts: int = 0) -> StepWork:
         """One decode iteration of `seqs` sequences on a rank as the engine runs it: from a CUDA graph when the
-        batch is within the engine's capture limit (EngineLimits.graph_max_batch), else kernel by kernel."""
-        return StepWork.decode(seqs, ctx, limits.decode_graphs(seqs))
+        batch is within the engine's capture limit (EngineLimits.graph_max_batch), else kernel by kernel. With
+        `drafts` speculative tokens the target verifies drafts + 1 positions per sequence, reading its context once
+        (costmodel/speculative.py)."""
+        q = 1 + drafts
+        return StepWork(seqs * q, seqs * q * ctx, seqs * ctx, seqs * q, limits.decode_graphs(seqs))
 
     def __add__(self, other: StepWork) -> StepWork:
         return StepWork(
@@ -337,7 +341,8 @@ def _shared_expert_layer_time(
         # and receives its share of the pairs.
         lv = net.group_levels(tiers, c.ep, etp)
         routed = k * h * max(tokens, pooled / max(1, c.ep) * imbalance)
-        comm_t = net.all_to_all(lv, routed * act) + net.all_to_all(lv, routed * 2)
+        deepep = deepep_serving_a2a(lv, routed, act, w.engine, decode=own.gemm_tokens <= own.head_rows)
+        comm_t = deepep if deepep is not None else net.all_to_all(lv, routed * act) + net.all_to_all(lv, routed * 2)
     if c.ep_comm_overlap and comm_t > 0:
         # Two-batch overlap: one micro-batch's dispatch/combine under the other's compute; the layer takes the
         # longer of the two [SGLang --enable-two-batch-overlap; LMSYS large-scale EP blog, 2025-05].
@@ -369,6 +374,8 @@ def estimate_inference(
     pools, layer_counts = layout.stage_pools, layout.stage_layers
     limits = replica_limits(cluster, w, c, list(pools))
     ctx_mean = w.prompt_len + w.output_len / 2
+    per_step = tokens_per_step(w.spec_tokens, w.acceptance_rate)
+    steps = w.output_len / per_step  # decode iterations per sequence
     p = c.pp
     mb = w.batch / p if w.batch >= p and p > 1 else float(w.batch)  # micro-batches keep every stage busy
     prefill, decode, stage_out = [], [], []
@@ -376,14 +383,25 @@ def estimate_inference(
     start = 0
     for i, (pool, layers) in enumerate(zip(pools, layer_counts, strict=True)):
         last = i == p - 1
-        t_pre, _ = stage_time(model, cluster, w, c, pool, start, layers, StepWork.prefill(w.batch, w.prompt_len), last)
-        t_dec, parts_dec = stage_time(
-            model, cluster, w, c, pool, start, layers, StepWork.engine_decode(limits, mb, ctx_mean), last
+        t_pre, parts_pre = stage_time(
+            model, cluster, w, c, pool, start, layers, StepWork.prefill(w.batch, w.prompt_len), last
         )
+        t_dec, parts_dec = stage_time(
+            model, cluster, w, c, pool, start, layers, StepWork.engine_decode(limits, mb, ctx_mean, w.spec_tokens), last
+        )
+        if last and w.spec_tokens:
+            # The k draft steps: one layer and the shared LM head each (costmodel/speculative.py).
+            t_draft, parts_draft = stage_time(
+                model, cluster, w, c, pool, start + layers - 1, 1, StepWork.engine_decode(limits, mb, ctx_mean), True
+            )
+            t_dec += w.spec_tokens * t_draft
+            parts_dec = {k: v + w.spec_tokens * parts_draft.get(k, 0.0) for k, v in parts_dec.items()}
         prefill.append(t_pre)
         decode.append(t_dec)
+        # The step is the prefill (once) and output_len decode iterations: both in the breakdown [issue 48 item 5:
+        # leaving the prefill out made the shares sum to 64%].
         for k, v in parts_dec.items():
-            setattr(bd, k, getattr(bd, k) + v * w.output_len)
+            setattr(bd, k, getattr(bd, k) + v * steps + parts_pre.get(k, 0.0))
         gpu = cluster.gpu_of(pool)
         moe = sum(1 for j in range(start, start + layers) if model.is_moe_layer(j))
         weights, emb, kv, transient, reserve, capacity = serving_memory(
@@ -428,9 +446,13 @@ def estimate_inference(
     if p > 1 and w.batch >= p:
         tpot = max(tpot, p * max(decode))
     tpot += limits.host_s
-    bd.pp_comm = (p - 1) * hop * w.output_len
-    bd.launch += limits.host_s * (w.output_len + 1)
-    total_time = ttft + w.output_len * tpot
+    bd.pp_comm = (p - 1) * hop * (steps + 1)
+    bd.launch += limits.host_s * (steps + 1)
+    total_time = ttft + steps * tpot
+    tpot /= per_step  # per output token: an iteration emits per_step tokens per sequence (speculative decoding)
+    # What the stages' terms leave of the step: pipeline stages waiting for the slowest (p x the slowest stage
+    # above their sum) and overlapped parts the terms do not split.
+    bd.bubble = max(0.0, total_time - sum(float(v) for v in bd.model_dump().values()))
     out_tokens_per_s = c.dp * w.batch / tpot
     reason = memory_shortfall(stage_out)
     gen_flops = 2 * model.num_active_parameters * c.dp * w.batch * (w.prompt_len + w.output_len)
@@ -454,3 +476,32 @@ def estimate_inference(
         tpot_s=tpot,
         notes=["TTFT is the prefill of the whole batch; TPOT is one decode step at the mean context length."],
     )
+
+
+def deepep_serving_a2a(
+    levels: tuple[net.Level, ...], routed: float, act: float, engine: str, decode: bool
+) -> float | None:
+    """Dispatch + combine time of one MoE layer under DeepEP as SGLang (--moe-a2a-backend deepep, --deepep-mode
+    auto) and vLLM (--all2all-backend deepep_high_throughput / deepep_low_latency) run it when the EP group spans
+    nodes; None where DeepEP is not what runs (one node: the NVLink all-to-all; TensorRT-LLM).
+
+    `routed`: bytes per activation element x copies the busiest rank moves (k x hidden x tokens); `act`: bytes per
+    dispatched element (FP8 1, BF16 2); the combine returns BF16.
+    - Decode iterations use the low-latency kernels: pure RDMA with NVLink peer access off (NVSHMEM_DISABLE_P2P=1),
+      every routed copy through the NIC, intra-node ones included: 39-46 GB/s of a 400 Gb/s CX7 at EP 8-256 (the NIC
+      efficiency the tiers use) [deepseek-ai/DeepEP README, "Low-latency kernels with pure RDMA"].
+    - Prefill (extend) iterations use the normal kernels: a token crosses the network once per destination node
+      and NVLink forwards it to its experts [same README, "Normal kernels with NVLink and RDMA forwarding"]; priced
+      as the plain all-to-all for now (see below)."""
+    if engine not in ("sglang", "vllm"):
+        return None
+    network = [lv for lv in levels if lv.network]
+    if not network:
+        return None
+    if decode:
+        nic = min(lv.bw for lv in network)
+        return routed * act / nic + routed * 2 / nic
+    # Prefill: the normal kernels' once-per-node sends (deepep_network_share) are NOT applied: on the in-sample
+    # SGLang EP32 prefill rows they move the error from -21% to +35% (the layer's compute side is then too fast),
+    # so the plain all-to-all stands until that side is found.
+    return None

@@ -11,6 +11,7 @@ import math
 from dataclasses import dataclass, replace
 
 from optimizer.costmodel.constants import ENGINE_ITERATION_OVERHEAD_S, TRTLLM_TENSORRT_ITERATION_OVERHEAD_S
+from optimizer.costmodel.engine_releases import match_release
 from optimizer.spec.gpu_catalog import GPUSpec
 from optimizer.spec.names import ENGINES, EngineName
 from optimizer.spec.workload import InferenceWorkload
@@ -167,7 +168,7 @@ def engine_limits(
     elif engine == "sglang":
         # mem_fraction_static of the device for weights + KV pool; page size 1; max_running_requests follows the KV
         # pool, bounded by the req_to_token pool.
-        frac = next(f for min_tp, f in SGLANG_MEM_FRACTION_BY_TP if tp >= min_tp or min_tp == 1)
+        frac = sglang_mem_fraction(tp)
         small = gpu.memory_bytes < SGLANG_SMALL_GPU_BYTES
         limits = EngineLimits(
             "sglang",
@@ -213,6 +214,11 @@ def engine_limits(
     return replace(limits, host_s=host, graph_max_batch=graph_max)
 
 
+def sglang_mem_fraction(tp: int) -> float:
+    """SGLang's default mem_fraction_static for a replica of `tp` GPUs per stage (SGLANG_MEM_FRACTION_BY_TP)."""
+    return next(f for min_tp, f in SGLANG_MEM_FRACTION_BY_TP if tp >= min_tp or min_tp == 1)
+
+
 def _default_graph_max(limits: EngineLimits, gpu: GPUSpec, tp: int) -> int:
     """The engine's default largest CUDA-graph decode batch (sources at the constants above)."""
     if limits.engine == "vllm":
@@ -225,17 +231,26 @@ def _default_graph_max(limits: EngineLimits, gpu: GPUSpec, tp: int) -> int:
 
 def workload_limits(w: InferenceWorkload, gpu: GPUSpec, tp: int, *, wide_ep: bool = False) -> EngineLimits:
     """The limits of a replica serving `w` (its engine, knobs and release) on `gpu` with `tp` GPUs per stage: the
-    one place every serving path (fixed batch, request rate, SLA search) reads them from."""
-    return engine_limits(
+    one place every serving path (fixed batch, request rate, SLA search) reads them from. The release's defaults
+    (engine_releases.py) stand where the workload leaves a knob unset."""
+    rel = match_release(w.engine, w.engine_version).release if w.engine_version else None
+    limits = engine_limits(
         w.engine,
         gpu,
         tp,
-        max_seqs=w.max_seqs,
+        max_seqs=w.max_seqs if w.max_seqs is not None else (rel.max_seqs if rel else None),
         max_batched_tokens=w.max_batched_tokens,
         memory_fraction=w.memory_fraction,
         wide_ep=wide_ep,
         cuda_graphs=w.cuda_graphs,
-        cuda_graph_max_batch=w.cuda_graph_max_batch,
+        cuda_graph_max_batch=(
+            w.cuda_graph_max_batch
+            if w.cuda_graph_max_batch is not None
+            else (rel.cuda_graph_max_batch if rel else None)
+        ),
         chunked_prefill=w.chunked_prefill,
-        trtllm_backend=w.trtllm_backend,
+        trtllm_backend=w.trtllm_backend or (rel.trtllm_backend if rel else None),
     )
+    if rel is not None and rel.mixes_prefill is not None:
+        limits = replace(limits, mixes_prefill=rel.mixes_prefill)
+    return limits

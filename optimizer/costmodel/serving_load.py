@@ -27,6 +27,7 @@ from optimizer.costmodel.inference import StepWork, kv_bytes_per_token_per_layer
 from optimizer.costmodel.memory import stage_params
 from optimizer.costmodel.moe_serving import busiest_rank_prompt_tokens
 from optimizer.costmodel.serving_engines import EngineLimits
+from optimizer.costmodel.speculative import tokens_per_step
 from optimizer.frameworks.validation import Layout
 from optimizer.spec.cluster_spec import ClusterSpec
 from optimizer.spec.model_spec import ModelSpec
@@ -68,10 +69,17 @@ class LoadPoint:
     ttft_p90_s: float
     kv_used: float
     """Share of the KV cache the running sequences hold."""
+    tokens_per_step: float = 1.0
+    """Tokens a decoding sequence emits per iteration (more than 1 under speculative decoding)."""
 
     @property
     def output_tokens_per_s(self) -> float:
-        return self.decoding / self.step_s
+        return self.decoding * self.tokens_per_step / self.step_s
+
+    @property
+    def tpot_s(self) -> float:
+        """Mean time per output token: the iteration over the tokens it emits per sequence."""
+        return self.step_s / self.tokens_per_step
 
 
 @dataclass(frozen=True)
@@ -126,6 +134,12 @@ class ReplicaLoad:
         tokens_per_seq = w.prompt_len + (biased if self.limits.reserves_whole_request else biased / 2)
         self.max_decoding = min(float(self.limits.max_seqs) * self.ranks, self.kv_tokens / tokens_per_seq)
         self.ctx = w.prompt_len + biased / 2
+        self.per_step = tokens_per_step(w.spec_tokens, w.acceptance_rate)
+        """Tokens a decoding sequence emits per iteration (1; more under speculative decoding)."""
+        self.steps = w.output_len / self.per_step
+        """Decode iterations of a request."""
+        self.positions = 1 + w.spec_tokens
+        """Token-budget positions a decoding sequence takes per iteration (its drafts verified)."""
         """Mean context a decoding sequence attends to (length-biased)."""
         self.service_cv2 = w.prompt_len_cv**2
         """Squared coefficient of variation of a prefill's service time (proportional to the prompt)."""
@@ -170,7 +184,7 @@ class ReplicaLoad:
         capture limit, the engine's host time once per iteration."""
         p = self.c.pp
         per = p * self.ranks
-        work = StepWork.engine_decode(self.limits, decoding / per, self.ctx)
+        work = StepWork.engine_decode(self.limits, decoding / per, self.ctx, self.w.spec_tokens)
         busiest = None
         if prefill_tokens > 0:
             pre = StepWork.prefill(prefill_tokens / self.w.prompt_len / per, self.w.prompt_len)
@@ -199,6 +213,24 @@ class ReplicaLoad:
             )[0]
             for s in self.stages
         ]
+        if self.w.spec_tokens and decoding > 0:
+            # The k draft steps on the last stage: one layer and the LM head each (costmodel/speculative.py).
+            last = self.stages[-1]
+            draft = StepWork.engine_decode(self.limits, decoding / per, self.ctx)
+            times[-1] += (
+                self.w.spec_tokens
+                * stage_time(
+                    self.model,
+                    self.cluster,
+                    self.w,
+                    self.c,
+                    self.pools[last.pool_index],
+                    last.start + last.layers - 1,
+                    1,
+                    draft,
+                    True,
+                )[0]
+            )
         host = self.limits.host_s
         if p == 1:
             return times[0] + host
@@ -221,7 +253,7 @@ class ReplicaLoad:
         """Prompt tokens an iteration that carries prefill takes: the budget left after the decodes, or fewer when
         fewer prompts wait (about rate x t arrive per iteration; at least one prompt)."""
         w = self.w
-        room = max(1.0, self.token_budget - decoding)
+        room = max(1.0, self.token_budget - decoding * self.positions)
         if not self.limits.chunked_prefill:
             room = max(room, float(w.prompt_len))  # a whole prompt per iteration, whatever the budget
         return min(room, w.prompt_len * max(1.0, rate * t))
@@ -232,7 +264,7 @@ class ReplicaLoad:
         is compute-bound while the decodes beside it are memory-bound, so their times add [vLLM V1 / TRT-LLM
         in-flight batching; Sarathi-Serve, Agrawal et al. OSDI 2024 §3]."""
         w = self.w
-        decoding = rate * w.output_len * t
+        decoding = rate * self.steps * t
         dec = self.iteration_s(decoding, 0.0)
         if self.decode_only:
             return dec
@@ -252,8 +284,8 @@ class ReplicaLoad:
         """The largest mean iteration time the limits allow at `rate`: B <= max_decoding, and the prefill
         iterations' share of all iterations at most 1."""
         w = self.w
-        by_seqs = self.max_decoding / (rate * w.output_len)
-        by_tokens = self.token_budget / (rate * (w.prompt_len + w.output_len))
+        by_seqs = self.max_decoding / (rate * self.steps)
+        by_tokens = self.token_budget / (rate * (w.prompt_len + self.steps * self.positions))
         return min(by_seqs, by_tokens)
 
     def at_rate(self, rate: float) -> LoadPoint | None:
@@ -286,10 +318,10 @@ class ReplicaLoad:
         """The steady state at `rate` with mean iteration time `t` (a fixed point): batch, TTFT, KV use; None when
         a mixing engine's iterations cannot carry the prefill (more prefill iterations than iterations)."""
         w = self.w
-        decoding = rate * w.output_len * t
+        decoding = rate * self.steps * t
         if self.decode_only:
             kv = decoding * self.ctx / self.kv_tokens
-            return LoadPoint(rate, decoding, t, 0.0, 0.0, kv)
+            return LoadPoint(rate, decoding, t, 0.0, 0.0, kv, self.per_step)
         chunk = self._chunk(rate, decoding, t)
         share = rate * w.prompt_len * t / chunk
         if share > 1 + 1e-9 and self.limits.mixes_prefill:
@@ -301,9 +333,9 @@ class ReplicaLoad:
         tail = (wait / rho) * math.log(10 * rho) if rho > 0.1 else 0.0
         ttft_mean = 0.5 * t + service + wait
         ttft_p90 = P90_UNIFORM * t + service + tail
-        seqs = rate * (w.output_len * t + ttft_mean)
+        seqs = rate * (self.steps * t + ttft_mean)
         kv = seqs * self.ctx / self.kv_tokens
-        return LoadPoint(rate, decoding, t, ttft_mean, ttft_p90, kv)
+        return LoadPoint(rate, decoding, t, ttft_mean, ttft_p90, kv, self.per_step)
 
     @functools.cached_property
     def saturated_point(self) -> LoadPoint | None:
@@ -320,19 +352,19 @@ class ReplicaLoad:
             return None
         batch = self.max_decoding
         if self.limits.mixes_prefill and not self.decode_only:
-            batch = min(batch, self.token_budget / (1 + w.prompt_len / w.output_len))
+            batch = min(batch, self.token_budget / (self.positions + w.prompt_len / self.steps))
         dec = self.iteration_s(batch, 0.0)
         if self.decode_only:
             t = dec
         else:
-            arriving = batch / w.output_len  # prompts admitted per iteration: one per finished sequence
+            arriving = batch / self.steps  # prompts admitted per iteration: one per finished sequence
             chunk = min(
-                max(1.0, self.token_budget - (batch if self.limits.mixes_prefill else 0)),
+                max(1.0, self.token_budget - (batch * self.positions if self.limits.mixes_prefill else 0)),
                 w.prompt_len * max(1.0, arriving),
             )
             share = arriving * w.prompt_len / chunk
             t = dec + share * self._prefill_extra(batch, chunk, dec)
-        return self._point(batch / (w.output_len * t), t)
+        return self._point(batch / (self.steps * t), t)
 
     def steady(self, rate: float) -> LoadPoint | None:
         """The steady state at `rate`, the saturated one at or above its rate (what max_rate judged)."""
@@ -354,7 +386,7 @@ class ReplicaLoad:
             pt = self.at_rate(r) if r < top else top_point
             if pt is None:
                 return False
-            return (tpot_s is None or pt.step_s <= tpot_s) and (ttft_s is None or pt.ttft_p90_s <= ttft_s)
+            return (tpot_s is None or pt.tpot_s <= tpot_s) and (ttft_s is None or pt.ttft_p90_s <= ttft_s)
 
         if ok(top):
             return top

@@ -24,6 +24,7 @@ from __future__ import annotations
 import bisect
 import heapq
 import math
+from collections import deque
 from dataclasses import dataclass
 
 import numpy as np
@@ -69,6 +70,10 @@ class LatencyReport:
     """Mean sequences per iteration."""
     stable: bool
     """False when the open-loop queue kept growing (the rate is above what the replica sustains)."""
+    evictions: int = 0
+    """Requests evicted from the KV cache and recomputed (vLLM preemption, SGLang retraction)."""
+    peak_running: int = 0
+    """Most sequences admitted at once (running and prefilling)."""
 
 
 class _StepTable:
@@ -115,14 +120,118 @@ def _lengths(rng: np.random.Generator, mean: int, cv: float, n: int) -> np.ndarr
     return np.maximum(1, np.rint(rng.gamma(shape, mean / shape, n))).astype(np.int64)
 
 
-@dataclass
+# ---- each engine's admission and eviction rules, from its scheduler ----------------------------------------------
+# SGLang python/sglang/global_config.py (sgl-project/sglang 025ea29): default_init_new_token_ratio 0.7,
+# default_min_new_token_ratio_factor 0.14, default_new_token_ratio_decay_steps 600, retract_decode_steps 20. The
+# PrefillAdder (srt/managers/schedule_policy.py) admits a prompt while available KV minus the running requests'
+# reservation, min(max_new_tokens - generated, CLIP_MAX_NEW_TOKENS_ESTIMATION 4096) x new_token_ratio each, holds
+# its prompt plus its own clipped max_new_tokens; the ratio decays by (init - min) / 600 per decode batch and a
+# decode that runs out of KV retracts requests (fewest output tokens first) until 20 more steps fit, then resets the
+# ratio to (generated + 20 per request) / (max_new_tokens + 1) of the batch (scheduler.py update_running_batch,
+# schedule_batch.py retract_decode).
+SGLANG_INIT_NEW_TOKEN_RATIO = 0.7
+SGLANG_MIN_NEW_TOKEN_RATIO = 0.7 * 0.14
+SGLANG_NEW_TOKEN_RATIO_DECAY = (SGLANG_INIT_NEW_TOKEN_RATIO - SGLANG_MIN_NEW_TOKEN_RATIO) / 600
+SGLANG_CLIP_MAX_NEW_TOKENS = 4096
+SGLANG_RETRACT_DECODE_STEPS = 20
+
+
+@dataclass(eq=False)  # identity: two requests of equal lengths sent together are still two
 class _Request:
     arrival: float
     prompt: int
     output: int
+    target: int = 0
+    """Tokens to prefill before the next token: the prompt, or prompt + generated after an eviction (recompute)."""
     prefilled: int = 0
+    generated: int = 0
+    """Output tokens emitted before the request's current decode run."""
+    start: int = 0
+    """The decode count at which its current decode run began."""
+    entry: int = 0
+    """The tie of its live entry in the finish heap (older entries are stale: it was evicted meanwhile)."""
     first: float = math.nan
     done: float = math.nan
+    running: bool = False
+
+
+class _Kv:
+    """The KV cache as the engine accounts for it: tokens held (paged engines: as tokens are computed; TensorRT-LLM
+    GUARANTEED_NO_EVICT: prompt + every output token reserved at admission), and SGLang's reservation for the
+    running requests' future tokens."""
+
+    def __init__(self, load: ReplicaLoad) -> None:
+        self.capacity = float(load.kv_tokens)
+        self.engine = load.limits.engine
+        self.whole = load.limits.reserves_whole_request
+        self.used = 0.0
+        self.per_step = load.per_step
+        """Tokens a decoding sequence adds per iteration (more than 1 under speculative decoding)."""
+        self.ratio = SGLANG_INIT_NEW_TOKEN_RATIO
+        self.future = 0.0
+        """SGLang: the running requests' remaining output tokens (reserved at `ratio`, each clipped)."""
+        self.running = 0
+        """Requests in their decode run."""
+
+    def free(self) -> float:
+        return self.capacity - self.used
+
+    def admits(self, r: _Request, chunk: int, pending: float) -> bool:
+        """Whether the engine admits waiting request `r` whose first chunk is `chunk` tokens, `pending` tokens
+        already promised this iteration."""
+        if self.whole:
+            # TensorRT-LLM capacity scheduler GUARANTEED_NO_EVICT: the request's whole prompt + max output.
+            return r.target + (r.output - r.generated) <= self.free() - pending
+        if self.engine == "sglang":
+            own = r.target + min(r.output - r.generated, SGLANG_CLIP_MAX_NEW_TOKENS)
+            return own <= self.free() - pending - self.ratio * self.reserved()
+        # vLLM V1: allocate_slots for the scheduled tokens only (vllm/v1/core/sched/scheduler.py Scheduler.schedule,
+        # vllm-project/vllm 00024d31: a waiting request is scheduled when its chunk's blocks are free).
+        return chunk <= self.free() - pending
+
+    def admit(self, r: _Request) -> None:
+        if self.whole:
+            self.used += r.target + (r.output - r.generated)
+
+    def add_prefill(self, tokens: int) -> None:
+        if not self.whole:
+            self.used += tokens
+
+    def held(self, r: _Request, decodes: int) -> float:
+        """Tokens `r` holds now."""
+        if self.whole:
+            return float(r.target + (r.output - r.generated))
+        run = decodes - r.start if r.running else 0
+        return float(r.prefilled + run * self.per_step)
+
+    def reserved(self) -> float:
+        """SGLang's reservation for the running requests' future tokens before the ratio: their remaining outputs,
+        each clipped to CLIP_MAX_NEW_TOKENS (here the sum clipped to that per request)."""
+        return max(0.0, min(self.future, SGLANG_CLIP_MAX_NEW_TOKENS * self.running))
+
+    def start_running(self, r: _Request) -> None:
+        self.running += 1
+        self.future += r.output - r.generated
+
+    def release(self, r: _Request, decodes: int) -> None:
+        self.used -= self.held(r, decodes)
+        if r.running:
+            self.running -= 1
+            self.future -= r.output - r.generated - (decodes - r.start) * self.per_step
+
+    def decoded(self, n: int, k: int) -> None:
+        """k decode iterations of n sequences."""
+        if not self.whole:
+            self.used += n * k * self.per_step
+        self.future -= n * k * self.per_step
+        if self.engine == "sglang":
+            self.ratio = max(SGLANG_MIN_NEW_TOKEN_RATIO, self.ratio - k * SGLANG_NEW_TOKEN_RATIO_DECAY)
+
+    def decode_room(self, n: int) -> int:
+        """Decode iterations of n sequences the free KV carries (unbounded when reserved at admission)."""
+        if self.whole or n == 0:
+            return 1 << 40
+        return int(self.free() // (n * self.per_step))
 
 
 def simulate(
@@ -130,13 +239,17 @@ def simulate(
     *,
     rate: float | None = None,
     concurrency: int | None = None,
+    burst: bool = False,
     requests: int = REQUESTS,
     seed: int = SEED,
+    warmup: float = WARMUP_SHARE,
 ) -> LatencyReport:
-    """TTFT and TPOT percentiles of `load`'s replica under `rate` requests/s (open loop) or `concurrency` users
-    (closed loop); exactly one of the two."""
-    if (rate is None) == (concurrency is None):
-        raise DomainError("workload.rate", "give a request rate or a concurrency, not both")
+    """TTFT and TPOT percentiles of `load`'s replica under `rate` requests/s (open loop), `concurrency` users
+    (closed loop; the users start together, as `--max-concurrency N` sends its first N requests at once) or a
+    `burst` of `requests` prompts sent at once (`vllm bench serve` / `bench_serving` with neither); exactly one.
+    The first `warmup` share of the requests is not scored (0 scores every request, as a benchmark does)."""
+    if sum((rate is not None, concurrency is not None, burst)) != 1:
+        raise DomainError("workload.rate", "give a request rate, a concurrency or a burst: exactly one")
     if rate is not None and not rate > 0:
         raise DomainError("workload.rate", f"must be > 0 requests/s (got {rate})")
     if concurrency is not None and concurrency < 1:
@@ -144,40 +257,44 @@ def simulate(
     if load.decode_only:
         raise DomainError("workload", "latency percentiles simulate an aggregated replica (prefill and decode)")
     w, lim = load.w, load.limits
-    cap = math.floor(load.max_decoding)
-    if cap < 1:
+    if math.floor(load.max_decoding) < 1:
         raise DomainError("workload", "the replica holds no sequence in its KV cache: no latency to report")
+    max_seqs = lim.max_seqs * load.ranks
     rng = np.random.default_rng(seed)
     prompts = _lengths(rng, w.prompt_len, w.prompt_len_cv, requests)
     outputs = _lengths(rng, w.output_len, w.output_len_cv, requests)
-    budget = float(lim.max_batched_tokens)
+    budget = float(load.token_budget)
     chunked = lim.chunked_prefill
     max_prefill = budget if chunked else max(budget, float(prompts.max()))
-    step = _StepTable(load, float(cap), max_prefill)
+    kv = _Kv(load)
+    top = max(1.0, min(float(max_seqs), kv.capacity / max(1.0, float(prompts.mean()))))
+    step = _StepTable(load, top, max_prefill)
 
     if rate is not None:
         arrivals = np.cumsum(rng.exponential(1.0 / rate, requests)).tolist()
+    elif burst:
+        arrivals = [0.0] * requests
     else:
-        # Closed loop: the users' first requests are spread over one lone request's latency (users do not start
-        # in lockstep); each later request is sent when its user's previous one completes.
-        users = min(int(concurrency or 1), requests)
-        lone = step(0.0, float(w.prompt_len)) + max(0, w.output_len - 1) * step(1.0, 0.0)
-        arrivals = [k * lone / users for k in range(users)]
+        arrivals = [0.0] * min(int(concurrency or 1), requests)
     reqs: list[_Request] = []
-    waiting: list[_Request] = []  # FIFO: admitted in order
+    waiting: deque[_Request] = deque()  # FIFO; evicted requests go back to its front
     sent = 0
     running: list[tuple[int, int, _Request]] = []  # heap of (decode count at which it finishes, tie, request)
+    live: list[_Request] = []  # running and prefilling requests in admission order
     prefilling: list[_Request] = []  # admitted, prefill not finished (hold their KV)
     decodes = 0  # decode iterations so far: a running sequence finishes when this reaches its mark
     now, done, tie = 0.0, 0, 0
+    n_running = 0
     busy_decoding = 0.0
     iterations = 0
     next_arrival = 0  # index into arrivals
+    counts = [0, 0]  # evictions, peak live sequences
 
     def arrive_until(t: float) -> None:
         nonlocal next_arrival, sent
         while next_arrival < len(arrivals) and arrivals[next_arrival] <= t:
-            r = _Request(arrivals[next_arrival], int(prompts[sent]), int(outputs[sent]))
+            p = int(prompts[sent])
+            r = _Request(arrivals[next_arrival], p, int(outputs[sent]), target=p)
             reqs.append(r)
             waiting.append(r)
             next_arrival += 1
@@ -190,53 +307,144 @@ def simulate(
         if concurrency is not None and len(arrivals) < requests:
             bisect.insort(arrivals, t, lo=next_arrival)  # the user sends its next request at once
 
+    def leave(r: _Request) -> None:
+        nonlocal n_running
+        kv.release(r, decodes)
+        live.remove(r)
+        if r.running:
+            n_running -= 1
+
+    def evict(r: _Request) -> None:
+        """Preemption by recompute (vLLM V1 `_preempt_request`, SGLang retract): its KV freed, back to the front
+        of the queue to prefill its prompt and the tokens it generated."""
+        ran = decodes - r.start if r.running else 0
+        leave(r)
+        r.generated = min(r.output - 1, r.generated + round(ran * load.per_step))
+        if r in prefilling:
+            prefilling.remove(r)
+        r.running = False
+        r.prefilled = 0
+        r.target = r.prompt + r.generated
+        waiting.appendleft(r)
+        counts[0] += 1
+
+    def clean() -> None:
+        while running and (not running[0][2].running or running[0][2].entry != running[0][1]):
+            heapq.heappop(running)  # stale entries of evicted or finished requests
+
+    def pop_finished() -> None:
+        clean()
+        while running and running[0][0] <= decodes:
+            _, _, r = heapq.heappop(running)
+            leave(r)
+            r.running = False
+            finish(r, now)
+            clean()
+
+    def make_room_for_decodes() -> None:
+        """A decode iteration needs a token for each running sequence; out of KV, the engine evicts: vLLM the
+        newest running request (`self.running.pop()`), SGLang the one with the fewest output tokens until 20
+        steps fit, then resets its new-token ratio."""
+        if kv.whole:
+            return
+        if lim.engine == "sglang":
+            if kv.free() >= n_running * load.per_step:
+                return
+            while n_running > 1 and kv.free() < n_running * SGLANG_RETRACT_DECODE_STEPS:
+                victim = min(
+                    (r for r in live if r.running),
+                    key=lambda r: (r.generated + (decodes - r.start) * load.per_step, -r.prompt),
+                )
+                evict(victim)
+            gen = sum(r.generated + (decodes - r.start) * load.per_step for r in live if r.running)
+            cap = sum(r.output for r in live if r.running)
+            kv.ratio = min(1.0, (gen + SGLANG_RETRACT_DECODE_STEPS * n_running) / (cap + 1))
+            return
+        while n_running > 1 and kv.free() < n_running * load.per_step:
+            evict(live[-1])
+
     while done < requests:
         arrive_until(now)
-        if not running and not prefilling and not waiting:
+        if not live and not waiting:
             if next_arrival >= len(arrivals):
                 break
             now = arrivals[next_arrival]
             continue
-        # Admission: FIFO while the running and prefilling sequences stay within the limits.
-        while waiting and len(running) + len(prefilling) < cap:
-            prefilling.append(waiting.pop(0))
-        n_dec = len(running)
-        if not prefilling and not waiting:
-            # Decodes alone: the same iteration repeats until a sequence finishes or a request arrives; run them
-            # in one go (the arrival is admitted after the iteration it falls in).
+        # Admission: FIFO while this iteration's token budget has room (the prompts already prefilling first:
+        # vLLM V1 schedules running requests before waiting ones), the live sequences stay within max_seqs and
+        # the engine's KV rule holds; the rest wait.
+        pending = 0.0
+        if lim.engine == "sglang":
+            pending = sum(
+                r.target - r.prefilled + kv.ratio * min(r.output - r.generated, SGLANG_CLIP_MAX_NEW_TOKENS)
+                for r in prefilling
+            )
+        room_tokens = (max(1.0, budget - n_running * load.positions) if lim.mixes_prefill else budget) - sum(
+            r.target - r.prefilled for r in prefilling
+        )
+        while waiting and len(live) < max_seqs and (room_tokens >= 1 or not live):
+            r = waiting[0]
+            first_chunk = int(min(r.target, max(1.0, room_tokens))) if chunked else r.target
+            if not chunked and first_chunk > room_tokens and (prefilling or n_running):
+                break  # a whole prompt waits for an iteration with room for it
+            if not kv.admits(r, first_chunk, pending):
+                break
+            waiting.popleft()
+            kv.admit(r)
+            if lim.engine == "sglang":
+                pending += r.target + min(r.output - r.generated, SGLANG_CLIP_MAX_NEW_TOKENS)
+            room_tokens -= first_chunk
+            prefilling.append(r)
+            live.append(r)
+        counts[1] = max(counts[1], len(live))
+        make_room_for_decodes()
+        n_dec = n_running
+        if not prefilling:
+            if n_dec == 0:
+                # Nothing admitted and nothing running: the queue waits for an arrival (cannot happen with KV
+                # for one request, which the check above guarantees).
+                if next_arrival >= len(arrivals):
+                    break
+                now = max(now, arrivals[next_arrival])
+                continue
+            # Decodes alone: the same iteration repeats until a sequence finishes, a request arrives or the KV
+            # cache fills; run them in one go (an arrival is admitted after the iteration it falls in).
             dt = step(float(n_dec), 0.0)
+            clean()
             k = running[0][0] - decodes
             if next_arrival < len(arrivals):
                 k = min(k, max(1, math.ceil((arrivals[next_arrival] - now) / dt)))
-            k = max(1, k)
+            k = max(1, min(k, kv.decode_room(n_dec)))
             now += k * dt
             decodes += k
+            kv.decoded(n_dec, k)
             busy_decoding += n_dec * k
             iterations += k
-            while running and running[0][0] <= decodes:
-                _, _, r = heapq.heappop(running)
-                finish(r, now)
+            pop_finished()
             continue
         mixed = lim.mixes_prefill
-        # The prefill this iteration carries: the budget left after the decodes (mixing engines), or a prefill
-        # batch alone (SGLang) when prompts are admitted.
-        room = max(1.0, budget - n_dec) if mixed else budget
+        room = max(1.0, budget - n_dec * load.positions) if mixed else budget
         chunks: list[tuple[_Request, int]] = []
-        if prefilling:
-            for r in prefilling:
-                need = r.prompt - r.prefilled
-                if not chunked:
-                    if chunks and need > room:
-                        break
-                    take = need
-                else:
-                    take = int(min(need, room))
-                if take <= 0:
+        for r in prefilling:
+            need = r.target - r.prefilled
+            if not chunked:
+                if chunks and need > room:
                     break
-                chunks.append((r, take))
-                room -= take
-                if room < 1:
-                    break
+                take = need
+            else:
+                take = int(min(need, room))
+            if not kv.whole and lim.engine == "vllm":
+                take = int(min(take, max(0.0, kv.free() - n_dec * load.per_step)))  # allocate_slots for the chunk
+            if take <= 0:
+                break
+            chunks.append((r, take))
+            room -= take
+            if room < 1:
+                break
+        if not chunks and n_dec == 0:
+            # The only live requests cannot get KV for their next chunk: the newest is evicted (vLLM).
+            evict(live[-1])
+            continue
         decode_now = mixed or not chunks
         tokens = float(sum(t for _, t in chunks))
         dt = step(float(n_dec) if decode_now else 0.0, tokens)
@@ -245,23 +453,31 @@ def simulate(
         if decode_now and n_dec:
             busy_decoding += n_dec
             decodes += 1
-            while running and running[0][0] <= decodes:
-                _, _, r = heapq.heappop(running)
-                finish(r, now)
+            kv.decoded(n_dec, 1)
+            pop_finished()
         for r, take in chunks:
             r.prefilled += take
-            if r.prefilled >= r.prompt:
+            kv.add_prefill(take)
+            if r.prefilled >= r.target:
                 prefilling.remove(r)
-                r.first = now  # the prefill's iteration emits the first token
-                if r.output <= 1:
+                if math.isnan(r.first):
+                    r.first = now  # the prefill's iteration emits the first token
+                r.generated += 1
+                if r.generated >= r.output:
+                    leave(r)
                     finish(r, now)
                 else:
+                    r.running = True
+                    r.start = decodes
+                    n_running += 1
+                    kv.start_running(r)
                     tie += 1
-                    heapq.heappush(running, (decodes + r.output - 1, tie, r))
-        if next_arrival >= len(arrivals) and not waiting and not prefilling and not running:
+                    r.entry = tie
+                    heapq.heappush(running, (decodes + math.ceil((r.output - r.generated) / load.per_step), tie, r))
+        if next_arrival >= len(arrivals) and not waiting and not live:
             break
 
-    scored = [r for r in reqs[int(len(reqs) * WARMUP_SHARE) :] if not math.isnan(r.done)]
+    scored = [r for r in reqs[int(len(reqs) * warmup) :] if not math.isnan(r.done)]
     ttft = [r.first - r.arrival for r in scored]
     tpot = [(r.done - r.first) / (r.output - 1) for r in scored if r.output > 1]
     span = max(1e-12, max(r.done for r in scored) - min(r.arrival for r in scored))
@@ -280,6 +496,8 @@ def simulate(
         output_tokens_per_s=out_tokens / span,
         mean_decoding=busy_decoding / max(1, iterations),
         stable=stable,
+        evictions=counts[0],
+        peak_running=counts[1],
     )
 
 

@@ -12,6 +12,12 @@ from typing import Literal
 from pydantic import BaseModel, Field
 
 from optimizer.costmodel.result import Estimate
+from optimizer.costmodel.serving_engines import (
+    TRTLLM_FREE_GPU_MEMORY_FRACTION,
+    VLLM_BLOCK_SIZE,
+    VLLM_GPU_MEMORY_UTILIZATION,
+    sglang_mem_fraction,
+)
 from optimizer.errors import DomainError, UnknownNameError
 from optimizer.frameworks.capabilities import check_model, check_workload, unsupported_knob
 from optimizer.frameworks.capabilities import framework as framework_spec
@@ -461,7 +467,8 @@ def _vllm(w: InferenceWorkload, c: ParallelConfig, layers: list[int], model_ref:
         ("--data-parallel-size", c.dp),
         ("--max-num-seqs", w.batch),
         ("--max-model-len", w.prompt_len + w.output_len),
-        ("--gpu-memory-utilization", w.memory_fraction or 0.9),
+        ("--gpu-memory-utilization", w.memory_fraction or VLLM_GPU_MEMORY_UTILIZATION),
+        ("--block-size", VLLM_BLOCK_SIZE),
         ("--dtype", "bfloat16" if w.precision != "fp16" else "float16"),
     ]
     notes = []
@@ -475,6 +482,7 @@ def _vllm(w: InferenceWorkload, c: ParallelConfig, layers: list[int], model_ref:
     if w.kv_cache_dtype == "fp8":
         pairs.append(("--kv-cache-dtype", "fp8"))
     pairs += _vllm_engine_knobs(w)
+    notes += _speculative_note(w, "vllm")
     text, names = _flags(pairs)
     env = {}
     if c.pp > 1 and len(set(layers)) > 1:
@@ -528,7 +536,9 @@ def _sglang(w: InferenceWorkload, c: ParallelConfig, model_ref: str) -> Export:
         ("--dp-size", c.dp),
         ("--max-running-requests", w.batch),
         ("--context-length", w.prompt_len + w.output_len),
-        ("--mem-fraction-static", w.memory_fraction or 0.9),
+        # The fraction the plan was priced with (the engine's default by TP when unset), so the engine admits the
+        # sequences the plan assumed [issue 50 §3].
+        ("--mem-fraction-static", w.memory_fraction or sglang_mem_fraction(c.tp)),
         ("--dtype", "bfloat16" if w.precision != "fp16" else "float16"),
     ]
     if c.ep > 1:
@@ -544,7 +554,7 @@ def _sglang(w: InferenceWorkload, c: ParallelConfig, model_ref: str) -> Export:
     if w.kv_cache_dtype == "fp8":
         pairs.append(("--kv-cache-dtype", "fp8_e4m3"))
     pairs += _sglang_engine_knobs(w)
-    notes = []
+    notes = _speculative_note(w, "sglang")
     if c.pp > 1 and len(set(c.layers_per_stage or [])) > 1:
         notes.append(f"SGLang splits layers evenly across pp ranks; the plan's split is {c.layers_per_stage}")
     text, names = _flags(pairs)
@@ -568,7 +578,7 @@ def _trtllm(w: InferenceWorkload, c: ParallelConfig, model_ref: str, max_batch: 
         ("--pp_size", c.pp),
         ("--max_batch_size", max_batch or w.max_seqs or w.batch),
         ("--max_seq_len", w.prompt_len + w.output_len),
-        ("--kv_cache_free_gpu_memory_fraction", w.memory_fraction or 0.9),
+        ("--kv_cache_free_gpu_memory_fraction", w.memory_fraction or TRTLLM_FREE_GPU_MEMORY_FRACTION),
     ]
     if w.max_batched_tokens:
         pairs.append(("--max_num_tokens", w.max_batched_tokens))
@@ -594,6 +604,7 @@ def _trtllm(w: InferenceWorkload, c: ParallelConfig, model_ref: str, max_batch: 
     if w.chunked_prefill is not None:
         extra.append(f"enable_chunked_prefill: {'true' if w.chunked_prefill else 'false'}")
         names.append("enable_chunked_prefill")
+    notes += _speculative_note(w, "trtllm")
     if w.trtllm_backend == "tensorrt":
         notes.append(
             "the plan priced the TensorRT engine backend: build the engine (trtllm-build) and serve it; this "
@@ -696,3 +707,22 @@ def _front_end(tool: str, fleet: FleetPlan) -> Export:
         options=[],
         notes=[f"{pre} prefill and {dec} decode instances behind the proxy"],
     )
+
+
+def _speculative_note(w: InferenceWorkload, engine: str) -> list[str]:
+    """The speculative decoding the plan was priced with, in the engine's own options (costmodel/speculative.py
+    names them); a note, since the drafter (MTP head or EAGLE checkpoint) is the user's choice."""
+    if not w.spec_tokens:
+        return []
+    k = w.spec_tokens
+    how = {
+        "vllm": f'--speculative-config \'{{"method": "deepseek_mtp", "num_speculative_tokens": {k}}}\' (or an '
+        "EAGLE drafter)",
+        "sglang": f"--speculative-algorithm EAGLE --speculative-num-steps {k} --speculative-eagle-topk 1 "
+        f"--speculative-num-draft-tokens {k + 1}",
+        "trtllm": f"speculative_config: {{decoding_type: MTP, num_nextn_predict_layers: {k}}}",
+    }[engine]
+    return [
+        f"the plan priced speculative decoding with {k} draft token(s) at acceptance {w.acceptance_rate:g}: "
+        f"launch with {how}"
+    ]

@@ -211,6 +211,17 @@ def check_shard_group(model: ModelSpec, c: ParallelConfig) -> None:
         )
 
 
+def serving_config(c: ParallelConfig) -> ParallelConfig:
+    """A serving configuration with the engines' defaults where the user left a knob unset: expert parallelism
+    spreads whole experts (etp 1) when EP is given without an expert TP degree, as every engine does (vLLM
+    --enable-expert-parallel: "EP size = TP x DP", experts not tensor-split, fused_moe/config.py
+    FusedMoEParallelConfig.make; SGLang --ep-size with --tp: moe_tp_size = tp / ep, server_args.py; TensorRT-LLM
+    --ep_size: moe_tp_size = tp / ep, llmapi/llm_args.py). Megatron's etp default (etp = tp) is a training rule."""
+    if c.ep > 1 and c.etp is None:
+        return c.model_copy(update={"etp": 1})
+    return c
+
+
 def check_serving_experts(model: ModelSpec, engine: str, c: ParallelConfig) -> None:
     """The expert layouts serving engines run. Without attention data parallelism the experts live inside each
     replica's tp GPUs (tensor-sharded, etp = tp; or whole, ep = tp); with it the dp ranks of a stage share the experts

@@ -29,6 +29,7 @@ from optimizer.search.result import (
 from optimizer.search.serving_model import ServingModel
 from optimizer.search.space import SearchSpace
 from optimizer.spec.cluster_spec import ClusterSpec, NodePool
+from optimizer.spec.gpu_catalog import GPUSpec
 from optimizer.spec.model_spec import ModelSpec
 from optimizer.spec.objectives import objective_name
 from optimizer.spec.parallel_config import ParallelConfig
@@ -221,12 +222,7 @@ def plan_inference(req: SearchRequest[InferenceWorkload]) -> PlanResult:
             resource="memory",
             detail=f"weights alone need {need:.0f} GB; the allowed GPUs hold {usable:.0f} GB in all, less reserves "
             f"and the KV cache of {w.batch} x {w.prompt_len + w.output_len} tokens",
-            suggestions=[
-                Suggestion(
-                    change="more GPUs or fewer concurrent sequences",
-                    detail="add nodes with more memory, lower --batch, or use fp8 weights/KV",
-                )
-            ],
+            suggestions=memory_suggestions(w, [cluster.gpu_of(p) for p in pools]),
         )
         return PlanResult(
             status="INFEASIBLE",
@@ -261,3 +257,29 @@ def plan_inference(req: SearchRequest[InferenceWorkload]) -> PlanResult:
         explanation=expl,
         **counts,
     )
+
+
+def memory_suggestions(w: InferenceWorkload, gpus: list[GPUSpec]) -> list[Suggestion]:
+    """What may make a serving model fit, only the changes that apply: more GPUs always; a lower batch only above 1;
+    fp8 weights and KV only where every allowed GPU runs FP8 GEMMs (Hopper and later: `fp8_tflops` in the catalog;
+    A100 has none), int4 weight-only (AWQ / GPTQ Marlin kernels, which run on Ampere and later) unless the weights
+    are int4 already; each with the bytes it saves per parameter."""
+    out = [Suggestion(change="more GPUs", detail="add nodes (or GPUs with more memory) to the allowed pools")]
+    if w.batch > 1:
+        out.append(Suggestion(change="fewer concurrent sequences", detail=f"lower --batch below {w.batch}"))
+    bytes_now = w.weight_bytes
+    if bytes_now > 1 and all(g.fp8_tflops for g in gpus):
+        out.append(
+            Suggestion(
+                change="fp8 weights and KV cache",
+                detail=f"--precision fp8 --kv-cache-dtype fp8: weights {bytes_now:g} -> 1 byte per parameter",
+            )
+        )
+    if bytes_now > 0.5:
+        out.append(
+            Suggestion(
+                change="int4 weights",
+                detail=f"--weight-dtype int4 (AWQ / GPTQ weight-only): weights {bytes_now:g} -> 0.5 byte per parameter",
+            )
+        )
+    return out

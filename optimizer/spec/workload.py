@@ -234,6 +234,27 @@ class InferenceWorkload(BaseModel):
         description="TensorRT-LLM release line: pytorch (the PyTorch backend, default since v0.19) or tensorrt (a "
         "built TensorRT engine, the only backend before); None = pytorch. Ignored by other engines.",
     )
+    spec_tokens: int = Field(
+        default=0,
+        ge=0,
+        le=16,
+        description="Speculative decoding: draft tokens per sequence per iteration (MTP / EAGLE steps: SGLang "
+        "--speculative-num-steps, vLLM num_speculative_tokens, TensorRT-LLM num_nextn_predict_layers); 0 = off.",
+    )
+    acceptance_rate: float | None = Field(
+        default=None,
+        ge=0,
+        lt=1,
+        description="Speculative decoding: probability that a drafted token is accepted (each in turn); required "
+        "with spec_tokens (optimizer/costmodel/speculative.py).",
+    )
+    engine_version: str | None = Field(
+        default=None,
+        max_length=32,
+        pattern=r"^v?[0-9]+(\.[0-9]+){0,3}([.+-]?[A-Za-z0-9]+)*$",
+        description="Engine release, e.g. 0.11.0: its defaults as released (optimizer/costmodel/engine_releases.py); "
+        "a release the table lacks is priced as the nearest one and its intervals widen. None = the newest defaults.",
+    )
     disaggregation: Literal["auto", "off", "on"] = Field(
         default="auto",
         description="SLA plans: separate prefill and decode instances (on), one kind of replica (off), or "
@@ -242,6 +263,10 @@ class InferenceWorkload(BaseModel):
 
     @model_validator(mode="after")
     def _sla_fields(self) -> InferenceWorkload:
+        if self.spec_tokens and self.acceptance_rate is None:
+            raise ValueError(
+                "acceptance_rate: speculative decoding (spec_tokens > 0) needs the drafts' acceptance rate"
+            )
         if self.objective in ("gpus", "cost") and self.rate is None:
             raise ValueError(f"rate: objective {self.objective} plans GPUs for a request rate; give rate")
         if self.objective == "max_rate" and self.rate is not None:

@@ -100,3 +100,24 @@ def test_layouts_the_engine_cannot_run_name_the_engine_and_rule(
     with pytest.raises(DomainError) as exc:
         estimate(load_model_preset(model), big, _w(engine), cfg)
     assert exc.value.field == field and needle in str(exc.value)
+
+
+def test_wide_ep_decode_dispatches_through_the_nic_as_deepep_low_latency_does() -> None:
+    """[issue 50 §2] DeepEP's low-latency kernels (decode) send every routed copy over RDMA, NVLink peers off: an
+    EP group over nodes pays all its copies at NIC speed; prefill iterations keep the NVLink-forwarding all-to-all."""
+    from optimizer.costmodel import network as net
+    from optimizer.costmodel.inference import deepep_serving_a2a
+    from optimizer.spec.cluster_loading import load_cluster_preset
+
+    cluster = load_cluster_preset("two-dgx-h100")
+    tiers = net.cluster_tiers(cluster, cluster.pools[0])
+    lv = net.group_levels(tiers, 16, 1)
+    routed = 8 * 7168 * 128.0
+    ll = deepep_serving_a2a(lv, routed, 1.0, "sglang", decode=True)
+    nic = min(level.bw for level in lv if level.network)
+    assert ll == pytest.approx(routed * 3 / nic)
+    assert ll > net.all_to_all(lv, routed) + net.all_to_all(lv, routed * 2)
+    assert deepep_serving_a2a(lv, routed, 1.0, "sglang", decode=False) is None
+    assert deepep_serving_a2a(lv, routed, 1.0, "trtllm", decode=True) is None
+    one_node = net.group_levels(tiers, 8, 1)
+    assert deepep_serving_a2a(one_node, routed, 1.0, "vllm", decode=True) is None

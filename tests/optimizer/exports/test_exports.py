@@ -197,3 +197,42 @@ def test_serving_exports_carry_the_engine_knobs_the_plan_was_priced_with() -> No
         plain = export(tool, model, base.model_copy(update={"engine": tool}), ParallelConfig(tp=1), "m")
         for text in expected:
             assert text not in plain.content
+
+
+def test_serving_exports_set_the_memory_share_the_plan_was_priced_with() -> None:
+    """SGLang's default mem_fraction_static depends on TP (0.81 at TP 8): the export sets what the estimate used,
+    not 0.9 [issue 50 §3]; vLLM's block size is set too."""
+    from optimizer.exports.launch import export as export_plan
+    from optimizer.spec.model_loading import load_model_preset
+    from optimizer.spec.parallel_config import ParallelConfig
+    from optimizer.spec.workload import InferenceWorkload
+
+    model = load_model_preset("llama-3-70b")
+    w = InferenceWorkload(prompt_len=512, output_len=128, batch=8, engine="sglang")
+    text = export_plan("sglang", model, w, ParallelConfig(tp=8, layers_per_stage=[80])).content
+    assert "--mem-fraction-static 0.81" in text
+    vllm = export_plan(
+        "vllm", model, w.model_copy(update={"engine": "vllm"}), ParallelConfig(tp=8, layers_per_stage=[80])
+    ).content
+    assert "--gpu-memory-utilization 0.9" in vllm and "--block-size 16" in vllm
+
+
+@pytest.mark.parametrize(
+    ("tool", "says"),
+    [
+        ("vllm", "num_speculative_tokens"),
+        ("sglang", "--speculative-num-steps 2"),
+        ("trtllm", "num_nextn_predict_layers: 2"),
+    ],
+)
+def test_a_plan_priced_with_speculative_decoding_says_how_to_launch_it(tool: str, says: str) -> None:
+    from optimizer.exports.launch import export as export_plan
+    from optimizer.spec.model_loading import load_model_preset
+    from optimizer.spec.parallel_config import ParallelConfig
+    from optimizer.spec.workload import InferenceWorkload
+
+    w = InferenceWorkload(prompt_len=512, output_len=128, batch=8, engine=tool, spec_tokens=2, acceptance_rate=0.7)
+    out = export_plan(
+        tool, load_model_preset("deepseek-v3"), w, ParallelConfig(tp=8, ep=8, etp=1, layers_per_stage=[61])
+    )
+    assert any(says in n and "acceptance 0.7" in n for n in out.notes), out.notes

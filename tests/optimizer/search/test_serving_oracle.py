@@ -105,7 +105,9 @@ def test_serving_expert_parallelism_is_the_engines_layout() -> None:
 
     est = estimate(moe, cluster, w, ParallelConfig(tp=4, ep=4, etp=1))
     assert est.feasible and est.tpot_s is not None
-    for cfg in (ParallelConfig(tp=4, ep=2, etp=1), ParallelConfig(tp=4, ep=4)):
+    # EP given without etp takes the engines' default, whole experts [issue 50: --tp 8 --ep 8 was refused]
+    assert estimate(moe, cluster, w, ParallelConfig(tp=4, ep=4)).tpot_s == est.tpot_s
+    for cfg in (ParallelConfig(tp=4, ep=2, etp=1), ParallelConfig(tp=4, ep=4, etp=4)):
         with pytest.raises(DomainError, match="ep = tp x dp") as exc:
             estimate(moe, cluster, w, cfg)
         assert exc.value.field == "config.ep"

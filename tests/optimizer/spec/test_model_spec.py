@@ -25,6 +25,7 @@ PUBLISHED = {
     "nemotron-4-340b": 341.0,
     "qwen3-30b-a3b": 30.5,  # Qwen3 model cards: 30.5B total, 3.3B activated
     "qwen3-235b-a22b": 235.0,  # 235B total, 22B activated
+    "qwen3-32b": 32.8,  # Qwen3-32B model card: 32.8B parameters
 }
 
 
