@@ -97,9 +97,10 @@ class QuarantineCase:
 
 
 def load_sources(directory: Path = QUARANTINE_DIR) -> list[Source]:
-    """Every quarantined source (released ones included: `released_sources()` says which)."""
+    """Every quarantined training source (released ones included: `released_sources()` says which). The serving
+    quarantine shares the directory as serving_*.json (benchmarks/serving_quarantine.py reads it)."""
     out = []
-    for path in sorted(directory.glob("*.json")):
+    for path in sorted(p for p in directory.glob("*.json") if not p.name.startswith("serving_")):
         doc = json.loads(path.read_text())
         records = tuple(doc["records"])
         for r in records:
