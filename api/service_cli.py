@@ -151,7 +151,7 @@ def replan(
     with database_errors(cfg.database_url):
         db = database(cfg.database_url)
         dispatcher = make_dispatcher(db, cfg)
-        jobs = replan_all("nightly", cluster, dispatcher)
+        jobs = replan_all("nightly", cluster, dispatcher, db, cfg)
     typer.echo(f"{len(jobs)} watch(es) changed; jobs {jobs}" if jobs else "no watch changed")
     if isinstance(dispatcher, InProcessDispatcher) and wait:
         dispatcher.pool.shutdown(wait=True)
