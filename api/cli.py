@@ -31,7 +31,7 @@ from api.cli_options import (
     Target,
     WorkloadShape,
 )
-from api.cli_output import err, fail
+from api.cli_output import DOES_NOT_FIT, FITS, err, fail, finish, plan_exit_code
 from optimizer.calibration.measurements import Measurement
 from optimizer.calibration.run_logs import parse_log
 from optimizer.costmodel.estimate import estimate as run_estimate
@@ -99,6 +99,7 @@ def estimate(
         render_estimate(result, spec.name, clus.name)
         if measured is not None:
             render_measured(measured, result)
+    finish(FITS if result.feasible or result.admitted else DOES_NOT_FIT)
 
 
 def estimate_json(result: Estimate) -> dict[str, object]:
@@ -309,10 +310,11 @@ def plan(
             doc["export"] = exports[0].model_dump(mode="json")
             doc["exports"] = [e.model_dump(mode="json") for e in exports]
         sys.stdout.write(json.dumps(doc, indent=2) + "\n")
-        return
-    render_plan(result, spec.name, clus.name)
-    for exported in exports:
-        print_export(exported)
+    else:
+        render_plan(result, spec.name, clus.name)
+        for exported in exports:
+            print_export(exported)
+    finish(plan_exit_code(result.status))
 
 
 def print_export(e: Export) -> None:
