@@ -41,6 +41,7 @@ from optimizer.exports.launch import Export
 from optimizer.spec.cluster_loading import cluster_document_from_topo, cluster_preset_names
 from optimizer.spec.cluster_spec import ClusterSpec
 from optimizer.spec.gpu_catalog import BUILTIN_GPUS
+from optimizer.spec.model_ids import loadable_model, with_note
 from optimizer.spec.model_loading import load_model_preset, preset_names
 from optimizer.spec.model_spec import ModelSpec
 from optimizer.spec.names import SCHEDULERS
@@ -234,6 +235,14 @@ def plan(
         ),
     ] = None,
     reliability: OptionGroup[ReliabilityOptions],
+    model_id: Annotated[
+        str | None,
+        typer.Option(
+            "--model-id",
+            help="Serving exports: the Hugging Face id or checkpoint directory the engine loads (default: a "
+            "preset's Hugging Face id, or the directory of a --model file that holds weights).",
+        ),
+    ] = None,
     fallbacks_too: Annotated[
         bool,
         typer.Option(
@@ -288,20 +297,24 @@ def plan(
         try:
             if export_to in SCHEDULERS:
                 exports = [job_export(export_to, result, spec, clus, work, target.model)]
-            elif result.fleet is not None and isinstance(work, InferenceWorkload):
-                exports = export_fleet(export_to, spec, work, result.fleet, model_ref=target.model)
             else:
-                exports = [
-                    run_export(
-                        export_to,
-                        spec,
-                        work,
-                        result.plan.config,
-                        model_ref=target.model,
-                        framework=result.framework,
-                        estimate=result.plan.estimate,
-                    )
-                ]
+                ref, no_weights = loadable_model(target.model, model_id)
+                if result.fleet is not None and isinstance(work, InferenceWorkload):
+                    exports = export_fleet(export_to, spec, work, result.fleet, model_ref=ref)
+                else:
+                    exports = [
+                        run_export(
+                            export_to,
+                            spec,
+                            work,
+                            result.plan.config,
+                            model_ref=ref,
+                            framework=result.framework,
+                            estimate=result.plan.estimate,
+                        )
+                    ]
+                if isinstance(work, InferenceWorkload):
+                    exports = with_note(no_weights, exports)
         except DomainError as exc:
             fail(exc)
     if as_json:

@@ -36,13 +36,14 @@ from api.pages.figures import (
     prediction_errors,
 )
 from optimizer.errors import DomainError
-from optimizer.exports.launch import Export, export
+from optimizer.exports.launch import SERVING_TOOLS, Export, export
 from optimizer.exports.timeline import simulate
 from optimizer.placement.result import Placement
 from optimizer.search.explain import describe
 from optimizer.spec.calibration import likely_terms
 from optimizer.spec.cluster_spec import MAX_NODES_PER_CLUSTER
 from optimizer.spec.inventory import InventoryDiff
+from optimizer.spec.model_ids import stored_model, with_note
 from optimizer.spec.names import SCHEDULERS, TOOLS
 from optimizer.spec.objectives import LABELS, format_objective
 from service.acceptance import cluster_acceptance
@@ -330,9 +331,11 @@ def plan_page(request: Request, plan_id: RowId, s: SessionDep, _: Viewer, nodes_
         breakdown = [(k, v) for k, v in est.breakdown.model_dump().items() if v > 0]
         exports: list[Export] = []
         unavailable: list[tuple[str, str]] = []  # (tool, the knob it cannot run)
+        ref, note = stored_model(specs.model.name)  # serving engines load an id or a directory [issue 48 §1]
         for tool in TOOLS:
             try:
-                exports.append(export(tool, specs.model, specs.workload, cfg, specs.model.name, estimate=est))
+                one = export(tool, specs.model, specs.workload, cfg, ref, estimate=est)
+                exports += with_note(note, [one]) if tool in SERVING_TOOLS else [one]
             except DomainError as exc:
                 if exc.field.startswith("export."):  # a framework that cannot run a knob of the plan
                     unavailable.append((tool, exc.rule))
