@@ -35,7 +35,7 @@ from api.cli_output import DOES_NOT_FIT, FITS, err, fail, finish, plan_exit_code
 from optimizer.calibration.measurements import Measurement
 from optimizer.calibration.run_logs import parse_log
 from optimizer.costmodel.estimate import estimate as run_estimate
-from optimizer.costmodel.result import Estimate, LoadLatency
+from optimizer.costmodel.result import MFU_TRAINING, Estimate, LoadLatency
 from optimizer.errors import DomainError
 from optimizer.exports.launch import Export
 from optimizer.spec.cluster_loading import cluster_document_from_topo, cluster_preset_names
@@ -124,6 +124,7 @@ def render_estimate(e: Estimate, model: str, cluster: str) -> None:
             f"step time {e.step_time_s:.3g} s{_band(e.step_time_interval_s, 's')} | {e.tokens_per_s:,.0f} tokens/s | "
             f"MFU {e.mfu:.1%} | HFU {e.hfu:.1%} | {e.microbatches} micro-batches"
         )
+        out.print(f"[dim]{e.mfu_convention or MFU_TRAINING}[/dim]", soft_wrap=True)
     else:
         ttft, tpot = e.ttft_interval_s, e.tpot_interval_s
         out.print(

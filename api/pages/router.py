@@ -35,6 +35,7 @@ from api.pages.figures import (
     pipeline_timeline,
     prediction_errors,
 )
+from optimizer.costmodel.result import MFU_TAG
 from optimizer.errors import DomainError
 from optimizer.exports.launch import SERVING_TOOLS, Export, export
 from optimizer.exports.timeline import simulate
@@ -65,6 +66,7 @@ templates.env.filters["objective"] = lambda value, name: format_objective(name, 
 templates.env.globals["objective_label"] = lambda name: LABELS.get(name, name)
 templates.env.globals["band"] = interval_band
 templates.env.globals["describe"] = describe
+templates.env.globals["mfu_tag"] = MFU_TAG  # the convention beside every MFU [issue 48 §6]
 COOKIE = "meshplan_token"
 
 
@@ -400,7 +402,7 @@ def diff_page(
         for label, fb, fa in (
             ("step time, s", before.estimate.step_time_s, after.estimate.step_time_s),
             ("GPUs", before.estimate.gpus, after.estimate.gpus),
-            ("MFU", f"{100 * before.estimate.mfu:.1f}%", f"{100 * after.estimate.mfu:.1f}%"),
+            (f"MFU ({MFU_TAG})", f"{100 * before.estimate.mfu:.1f}%", f"{100 * after.estimate.mfu:.1f}%"),
             ("peak memory, GB", round(before.estimate.peak_memory_gb, 1), round(after.estimate.peak_memory_gb, 1)),
         ):
             rows.append(

@@ -79,6 +79,20 @@ class StepBreakdown(BaseModel):
     launch: float = 0.0
 
 
+MFU_TAG = "model FLOPs incl. attention / dense BF16 peak"
+"""The convention in a few words, printed beside every training MFU [issue 48 §6]."""
+
+MFU_TRAINING = (
+    "MFU counts model FLOPs as Megatron-Core does (num_floating_point_operations: forward + 2x backward of every "
+    "GEMM, the logits and the full, unmasked attention; no recompute), the PaLM definition with attention counted "
+    "(Chowdhery et al. 2022, App. B), over the GPUs' dense BF16 peak, also for FP8 runs (HFU adds the recompute)"
+)
+MFU_INFERENCE = (
+    "MFU counts 2 FLOPs per active parameter for every prompt and output token (attention not counted) over the "
+    "GPUs' dense BF16 peak, also for FP8 engines"
+)
+
+
 class Estimate(BaseModel):
     """The cost model's verdict on one configuration."""
 
@@ -88,8 +102,11 @@ class Estimate(BaseModel):
     gpus: int
     step_time_s: float = Field(description="Training: one optimizer step. Inference: prefill + all decode steps.")
     tokens_per_s: float = Field(description="Training: tokens trained per second. Inference: output tokens/s.")
-    mfu: float = Field(description="Model FLOPs utilisation (no recompute FLOPs).")
+    mfu: float = Field(description="Model FLOPs utilisation (no recompute FLOPs); its convention: mfu_convention.")
     hfu: float = Field(description="Hardware FLOPs utilisation (recompute counted).")
+    mfu_convention: str | None = Field(
+        default=None, description="What the MFU counts and over which peak (MFU_TRAINING / MFU_INFERENCE)."
+    )
     microbatches: int
     stages: list[StageEstimate]
     breakdown: StepBreakdown

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from optimizer.costmodel.result import Goodput
+from optimizer.costmodel.result import MFU_TAG, Goodput
 from optimizer.search.decision import Decision, oom_stages, reason
 from optimizer.search.result import (
     Alternative,
@@ -159,7 +159,10 @@ def explain(
     top = sorted(breakdown.items(), key=lambda kv: -kv[1])[:3]
     serving = est.mode == "inference"
     if not serving:
-        head = f"{describe(cfg)}: step {est.step_time_s:.3f} s, {est.tokens_per_s:,.0f} tokens/s, MFU {est.mfu:.1%}"
+        head = (
+            f"{describe(cfg)}: step {est.step_time_s:.3f} s, {est.tokens_per_s:,.0f} tokens/s, "
+            f"MFU {est.mfu:.1%} ({MFU_TAG})"
+        )
     else:
         head = (
             f"{describe(cfg, serving)}: TPOT {1000 * (est.tpot_s or 0):.2f} ms, TTFT {1000 * (est.ttft_s or 0):.1f} ms"
