@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 from collections import Counter
 from collections.abc import Callable
+from datetime import datetime
 from pathlib import Path
 from typing import Annotated, Any
 from urllib.parse import parse_qs, quote, urlencode
@@ -232,9 +233,25 @@ list_page("/jobs", "jobs.html", "Jobs", lambda s: jobs_out(s, JobRepository(s).p
 def job_page(request: Request, job_id: RowId, s: SessionDep, _: Viewer) -> HTMLResponse:
     j = job_out(s, JobRepository(s).get(job_id))
     w = j.workload.model_dump()
-    workload = ", ".join(f"{k}={v}" for k, v in w.items())
+    workload = ", ".join(f"{k}={shown(v)}" for k, v in w.items() if v is not None)
     refresh = 2 if j.status in ("queued", "running") else None
-    return page(request, "job.html", f"Job {j.id}", j=j, workload=workload, refresh=refresh)
+    # The job's own time, start to finish (or to now): the search's elapsed is only its part [issue 48 §5].
+    wall_s = None
+    if j.started_at is not None:
+        end = j.finished_at or datetime.now(j.started_at.tzinfo)
+        wall_s = max(0.0, (end - j.started_at).total_seconds())
+    return page(request, "job.html", f"Job {j.id}", j=j, workload=workload, refresh=refresh, wall_s=wall_s)
+
+
+def shown(value: object) -> str:
+    """A value as a page shows it: yes / no, lists joined, never Python's True, None or brackets [issue 48 §10]."""
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, list | tuple):
+        return ", ".join(shown(v) for v in value) or "none"
+    if value is None:
+        return "–"
+    return str(value)
 
 
 IdFilter = Annotated[int | None, Query(ge=1, le=MAX_ID)]
@@ -352,11 +369,11 @@ def plan_page(request: Request, plan_id: RowId, s: SessionDep, _: Viewer, nodes_
             split = sum(1 for d in placement.tp_domains if " + " in d)
             ctx.update(placement=placement, placement_rows=placement_rows(placement), split_tp_groups=split)
         ctx.update(
-            config_rows=[(label, getattr(cfg, k)) for label, k in CONFIG_ROWS],
+            config_rows=[(label, shown(getattr(cfg, k))) for label, k in CONFIG_ROWS],
             mesh=device_mesh(specs.cluster, cfg, est, MESH_NODES, placement, nodes_from),
             mesh_pages=pages_of(nodes_from, MESH_NODES, specs.cluster.node_count),  # a placed host is a node
             unavailable_exports=unavailable,
-            timeline=pipeline_timeline(timeline),
+            timeline=pipeline_timeline(timeline, bubble=(est.breakdown.bubble, est.step_time_s)),
             memory=memory_bars(est),
             breakdown=breakdown,
             breakdown_svg=breakdown_bar(dict(breakdown)),
