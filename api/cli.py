@@ -23,6 +23,7 @@ from api.cli_options import (
     MeasuredRun,
     Numerics,
     ObjectiveOpt,
+    OutputOpt,
     ParallelOptions,
     PlacementOptions,
     ReliabilityOptions,
@@ -31,7 +32,7 @@ from api.cli_options import (
     Target,
     WorkloadShape,
 )
-from api.cli_output import DOES_NOT_FIT, FITS, err, fail, finish, plan_exit_code
+from api.cli_output import DOES_NOT_FIT, FITS, err, fail, finish, plan_exit_code, write_output
 from optimizer.calibration.measurements import Measurement
 from optimizer.calibration.run_logs import parse_log
 from optimizer.costmodel.estimate import estimate as run_estimate
@@ -568,6 +569,7 @@ def import_topo(
     nodes: Annotated[int, typer.Option(help="Nodes like this one.")] = 1,
     nic_gbps: Annotated[float, typer.Option(help="Line rate of each NIC, Gb/s.")] = 400.0,
     name: Annotated[str, typer.Option(help="Pool name.")] = "pool",
+    output: OutputOpt = None,
 ) -> None:
     """Turn `nvidia-smi topo -m` into a cluster YAML (NVLink vs PCIe inside the node, NIC count)."""
     import yaml
@@ -577,7 +579,7 @@ def import_topo(
         spec = cluster_document_from_topo(text, gpu, nodes, nic_gbps, name)
     except DomainError as exc:
         fail(exc)
-    sys.stdout.write(yaml.safe_dump(spec, sort_keys=False))
+    write_output(yaml.safe_dump(spec, sort_keys=False), output)
 
 
 def measured_figures(run: MeasuredRun, work: TrainingWorkload | InferenceWorkload, gpus: int) -> Measurement | None:

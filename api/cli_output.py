@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import os
 import sys
+from pathlib import Path
 from typing import NoReturn
 
 import typer
 from rich.console import Console
+
+from optimizer.errors import DomainError
 
 err = Console(stderr=True, width=None if sys.stderr.isatty() else 300)
 
@@ -32,6 +36,26 @@ def finish(code: int) -> None:
     if code != FITS:
         sys.stdout.flush()
         raise typer.Exit(code=code)
+
+
+def write_output(text: str, path: Path | None) -> None:
+    """A command's document on stdout, or into `path` only once it is whole: a temporary file beside it renamed
+    over it, so a failed command leaves no empty or half-written file (a shell's `> file` is created before the
+    command runs) [issue 48 §9]."""
+    if path is None:
+        sys.stdout.write(text)
+        return
+    target = path.expanduser()
+    if target.exists() and not target.is_file():  # a directory, a device (/dev/null), a pipe: never replaced
+        fail(DomainError("--output", f"{str(path)[:200]} is not a regular file"))
+    tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
+    try:
+        tmp.write_text(text, encoding="utf-8")
+        os.replace(tmp, target)
+    except OSError as exc:
+        tmp.unlink(missing_ok=True)
+        fail(DomainError("--output", f"cannot write {str(path)[:200]}: {exc.strerror or exc}"))
+    err.print(f"wrote {target}", markup=False, highlight=False, soft_wrap=True)
 
 
 def fail(exc: Exception) -> NoReturn:
