@@ -109,9 +109,14 @@ def estimate_json(result: Estimate) -> dict[str, object]:
     return result.model_dump(mode="json", exclude_none=False)
 
 
+def num(value: float) -> str:
+    """Three significant figures without an exponent: 8,430 not 8.43e+03, 0.0123 as is [issue 48 §10]."""
+    return f"{value:,.0f}" if abs(value) >= 1000 else f"{value:.3g}"
+
+
 def _band(interval: tuple[float, float] | None, unit: str) -> str:
     """' (80%: low-high unit)', or nothing without an interval."""
-    return "" if interval is None else f" (80%: {interval[0]:.3g}-{interval[1]:.3g} {unit})"
+    return "" if interval is None else f" (80%: {num(interval[0])}-{num(interval[1])} {unit})"
 
 
 def render_estimate(e: Estimate, model: str, cluster: str) -> None:
@@ -122,15 +127,15 @@ def render_estimate(e: Estimate, model: str, cluster: str) -> None:
     out.print(f"[bold]{model}[/bold] on [bold]{cluster}[/bold] ({e.gpus} GPUs, {e.mode}): {verdict}")
     if e.mode == "training":
         out.print(
-            f"step time {e.step_time_s:.3g} s{_band(e.step_time_interval_s, 's')} | {e.tokens_per_s:,.0f} tokens/s | "
+            f"step time {num(e.step_time_s)} s{_band(e.step_time_interval_s, 's')} | {e.tokens_per_s:,.0f} tokens/s | "
             f"MFU {e.mfu:.1%} | HFU {e.hfu:.1%} | {e.microbatches} micro-batches"
         )
         out.print(f"[dim]{e.mfu_convention or MFU_TRAINING}[/dim]", soft_wrap=True)
     else:
         ttft, tpot = e.ttft_interval_s, e.tpot_interval_s
         out.print(
-            f"TTFT {1000 * (e.ttft_s or 0):.3g} ms{_band(ttft and (1000 * ttft[0], 1000 * ttft[1]), 'ms')} | "
-            f"TPOT {1000 * (e.tpot_s or 0):.3g} ms{_band(tpot and (1000 * tpot[0], 1000 * tpot[1]), 'ms')} | "
+            f"TTFT {num(1000 * (e.ttft_s or 0))} ms{_band(ttft and (1000 * ttft[0], 1000 * ttft[1]), 'ms')} | "
+            f"TPOT {num(1000 * (e.tpot_s or 0))} ms{_band(tpot and (1000 * tpot[0], 1000 * tpot[1]), 'ms')} | "
             f"{e.tokens_per_s:,.0f} output tokens/s"
         )
     if e.load_latency is not None:
@@ -155,7 +160,7 @@ def render_estimate(e: Estimate, model: str, cluster: str) -> None:
     for s in e.stages:
         if s.oom_risk:
             out.print(f"[yellow]stage {s.index}: out-of-memory risk (the 80% memory interval exceeds the GPU)[/yellow]")
-    mem = Table(title="Per-GPU memory by stage (GB)")
+    mem = Table(title="Per-GPU memory by stage (GB = 10^9 bytes: an 80 GiB card's capacity is 85.9 GB)")
     terms = (["weights", "gradients", "optimizer"] if e.mode == "training" else ["weights"]) + [
         "embedding_lm_head",
         "activations" if e.mode == "training" else "kv_cache",
@@ -203,7 +208,7 @@ def render_load_latency(ll: LoadLatency) -> None:
     for col in ("", "mean", "median", "p90", "p99"):
         tab.add_column(col, justify="right")
     for name, p in (("TTFT", ll.ttft), ("TPOT", ll.tpot)):
-        tab.add_row(name, *(f"{1000 * v:.4g}" for v in (p.mean_s, p.p50_s, p.p90_s, p.p99_s)))
+        tab.add_row(name, *(num(1000 * v) for v in (p.mean_s, p.p50_s, p.p90_s, p.p99_s)))
     out.print(tab)
 
 

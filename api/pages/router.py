@@ -336,7 +336,12 @@ def plan_page(request: Request, plan_id: RowId, s: SessionDep, _: Viewer, nodes_
     row = PlanRepository(s).get(plan_id)
     p = plan_out(s, row)
     best = p.result.plan
-    ctx: dict[str, Any] = {"p": p, "result": p.result, "best": best}
+    cluster, model = ClusterRepository(s).find(p.cluster_id), ModelRepository(s).find(p.model_id)
+    names = {  # names instead of ids [issue 48 §10]
+        "cluster_name": cluster.name if cluster is not None else str(p.cluster_id),
+        "model_name": model.name if model is not None else str(p.model_id),
+    }
+    ctx: dict[str, Any] = {"p": p, "result": p.result, "best": best, **names}
     if best is not None:
         cfg, est = best.config, best.estimate
         specs = specs_of(s, row)

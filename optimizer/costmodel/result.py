@@ -166,8 +166,14 @@ def memory_shortfall(stages: list[StageEstimate]) -> str | None:
     worst = max(over, key=lambda s: s.memory_gb.total / s.memory_gb.capacity)
     return (
         f"stage {worst.index} needs {worst.memory_gb.total:.1f} GB per GPU; {worst.gpu} has "
-        f"{worst.memory_gb.capacity:.1f} GB"
+        f"{gb_and_gib(worst.memory_gb.capacity)}"
     )
+
+
+def gb_and_gib(gb: float) -> str:
+    """A GPU's memory in the decimal GB every figure here uses, and in the GiB its name and datasheet give: an 80 GB
+    card holds 85.9 GB [issue 48 §10]."""
+    return f"{gb:.1f} GB ({gb * 1e9 / 2**30:.0f} GiB)"
 
 
 def admitted(est: Estimate) -> Estimate:
@@ -184,7 +190,7 @@ def admitted(est: Estimate) -> Estimate:
     reason = (
         f"reported as run; the model predicts an overrun of {over:.1f} GB per GPU: stage {worst.index} needs "
         f"{m.total:.1f} GB ({m.total - m.reserve:.1f} GB allocated + {m.reserve:.1f} GB reserve) on {worst.gpu} with "
-        f"{m.capacity:.1f} GB"
+        f"{gb_and_gib(m.capacity)}"
     )
     note = (
         f"Reported as run: the model's memory is at least {over:.1f} GB per GPU pessimistic for this run (its "

@@ -69,11 +69,25 @@ def decision_text(d: Decision) -> str:
             f"Picked {describe(pick.config)} over {describe(fastest.config)} ({faster:.1f}% faster predicted, "
             f"indistinguishable: difference interval {lo:+.1f}..{hi:+.1f}%) because {reason(pick, fastest)}."
         )
-    for c in d.skipped_oom:
-        stages = ", ".join(str(i) for i in oom_stages(c.estimate))
+    skipped = [
+        (
+            describe(c.config),
+            100 * (1 - c.objective / pick.objective),
+            ", ".join(str(i) for i in oom_stages(c.estimate)),
+        )
+        for c in d.skipped_oom
+    ]
+    if len(skipped) == 1:
+        what, faster, stages = skipped[0]
         parts.append(
-            f"Passed over {describe(c.config)} ({100 * (1 - c.objective / pick.objective):.1f}% faster predicted): "
-            f"its 80% upper memory bound exceeds the GPU's memory (stage {stages})."
+            f"Passed over {what} ({faster:.1f}% faster predicted): its 80% upper memory bound exceeds the GPU's "
+            f"memory (stage {stages})."
+        )
+    elif skipped:  # one sentence, not one per plan [issue 48 §10]
+        parts.append(
+            f"Passed over {len(skipped)} faster plans whose 80% upper memory bound exceeds the GPU's memory: "
+            + "; ".join(f"{what} ({faster:.1f}% faster predicted, stage {stages})" for what, faster, stages in skipped)
+            + "."
         )
     if d.all_oom:
         stages = ", ".join(str(i) for i in oom_stages(pick.estimate))
