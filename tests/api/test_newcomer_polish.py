@@ -39,11 +39,8 @@ def test_a_misspelt_cluster_key_names_the_pool_and_the_key_meant() -> None:
 
 
 def test_memory_says_gib_and_latency_has_no_exponent() -> None:
-    r = RUNNER.invoke(
-        app,
-        ["estimate", "--model", "llama-2-70b", "--cluster", "dgx-h100", "--mode", "inference", "--batch", "64"]
-        + ["--prompt-len", "8192", "--output-len", "2048", "--tp", "2", "--dp", "4"],
-    )
+    serving = ["--mode", "inference", "--batch", "64", "--prompt-len", "8192", "--output-len", "2048"]
+    r = RUNNER.invoke(app, ["estimate", "--model", "llama-2-70b", "--cluster", "dgx-h100", *serving, "--tp", "2"])
     assert r.exit_code == 1, r.output[-300:]  # does not fit
     assert "H100-SXM-80GB has 85.9 GB (80 GiB)" in r.output
     assert "e+0" not in r.output and "TTFT " in r.output
