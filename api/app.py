@@ -147,6 +147,8 @@ def create_app(
         version="0.1.0",
         description="Plans how to split a large transformer over a GPU cluster: submit jobs, read the plan history.",
         lifespan=lifespan,
+        docs_url=None,  # served from the package by openapi_doc.install_docs, not from a CDN
+        redoc_url=None,  # ReDoc has no packaged copy: it would be a blank page without internet
     )
     app.state.settings, app.state.db, app.state.dispatcher = cfg, db, dispatcher
     app.state.metrics = Metrics(db)
@@ -158,6 +160,7 @@ def create_app(
     app.include_router(pages.router)
     pages.install(app)
     openapi_doc.install(app, cfg)
+    openapi_doc.install_docs(app)
 
     app.add_middleware(RequestMetrics, metrics=app.state.metrics)
     app.add_middleware(BodyLimit, limit=cfg.max_body_bytes)

@@ -21,6 +21,7 @@ from api.cli_options import (
     MeasuredRun,
     Numerics,
     ObjectiveOpt,
+    OutputOpt,
     ParallelOptions,
     PlacementOptions,
     ReliabilityOptions,
@@ -29,7 +30,7 @@ from api.cli_options import (
     Target,
     WorkloadShape,
 )
-from api.cli_output import err, fail
+from api.cli_output import DOES_NOT_FIT, FITS, err, fail, finish, plan_exit_code, write_output
 
 # Start-up: `meshplan --help` and every command import only typer, rich and the option declarations here; what a
 # command runs (the cost model, the search, pydantic specs, OR-Tools) is imported inside it (issue 49: --help in
@@ -102,6 +103,7 @@ def estimate(
             render_measured(measured, result)
         if history is not None:
             render_history(history)
+    finish(FITS if result.feasible or result.admitted else DOES_NOT_FIT)
 
 
 def render_history(history: dict[str, Any]) -> None:
@@ -125,9 +127,9 @@ def render_history(history: dict[str, Any]) -> None:
 
 
 def history_against(reliability: ReliabilityOptions, result: Estimate) -> dict[str, Any] | None:
+    """What --restart-history measured, beside the prediction made with it (None without a history)."""
     from api.cli_inputs import restart_history_file, training_log_file
 
-    """What --restart-history measured, beside the prediction made with it (None without a history)."""
     g = result.goodput
     if g is None or (reliability.restart_history is None and reliability.training_log is None):
         return None
@@ -159,9 +161,14 @@ def estimate_json(result: Estimate) -> dict[str, object]:
     return result.model_dump(mode="json", exclude_none=False)
 
 
+def num(value: float) -> str:
+    """Three significant figures without an exponent: 8,430 not 8.43e+03, 0.0123 as is [issue 48 §10]."""
+    return f"{value:,.0f}" if abs(value) >= 1000 else f"{value:.3g}"
+
+
 def _band(interval: tuple[float, float] | None, unit: str) -> str:
     """' (80%: low-high unit)', or nothing without an interval."""
-    return "" if interval is None else f" (80%: {interval[0]:.3g}-{interval[1]:.3g} {unit})"
+    return "" if interval is None else f" (80%: {num(interval[0])}-{num(interval[1])} {unit})"
 
 
 def render_estimate(e: Estimate, model: str, cluster: str) -> None:
@@ -172,16 +179,19 @@ def render_estimate(e: Estimate, model: str, cluster: str) -> None:
     out.print(f"[bold]{model}[/bold] on [bold]{cluster}[/bold] ({e.gpus} GPUs, {e.mode}): {verdict}")
     if e.mode == "training":
         out.print(
-            f"step time {e.step_time_s:.3g} s{_band(e.step_time_interval_s, 's')} | {e.tokens_per_s:,.0f} tokens/s | "
+            f"step time {num(e.step_time_s)} s{_band(e.step_time_interval_s, 's')} | {e.tokens_per_s:,.0f} tokens/s | "
             f"MFU {e.mfu:.1%} | HFU {e.hfu:.1%} | {e.microbatches} micro-batches"
         )
         if e.beyond_measured:
             out.print(f"[yellow]{e.beyond_measured}[/yellow]")
+        from optimizer.costmodel.result import MFU_TRAINING
+
+        out.print(f"[dim]{e.mfu_convention or MFU_TRAINING}[/dim]", soft_wrap=True)
     else:
         ttft, tpot = e.ttft_interval_s, e.tpot_interval_s
         out.print(
-            f"TTFT {1000 * (e.ttft_s or 0):.3g} ms{_band(ttft and (1000 * ttft[0], 1000 * ttft[1]), 'ms')} | "
-            f"TPOT {1000 * (e.tpot_s or 0):.3g} ms{_band(tpot and (1000 * tpot[0], 1000 * tpot[1]), 'ms')} | "
+            f"TTFT {num(1000 * (e.ttft_s or 0))} ms{_band(ttft and (1000 * ttft[0], 1000 * ttft[1]), 'ms')} | "
+            f"TPOT {num(1000 * (e.tpot_s or 0))} ms{_band(tpot and (1000 * tpot[0], 1000 * tpot[1]), 'ms')} | "
             f"{e.tokens_per_s:,.0f} output tokens/s"
         )
     if e.load_latency is not None:
@@ -203,7 +213,7 @@ def render_estimate(e: Estimate, model: str, cluster: str) -> None:
     for s in e.stages:
         if s.oom_risk:
             out.print(f"[yellow]stage {s.index}: out-of-memory risk (the 80% memory interval exceeds the GPU)[/yellow]")
-    mem = Table(title="Per-GPU memory by stage (GB)")
+    mem = Table(title="Per-GPU memory by stage (GB = 10^9 bytes: an 80 GiB card's capacity is 85.9 GB)")
     terms = (["weights", "gradients", "optimizer"] if e.mode == "training" else ["weights"]) + [
         "embedding_lm_head",
         "activations" if e.mode == "training" else "kv_cache",
@@ -251,7 +261,7 @@ def render_load_latency(ll: LoadLatency) -> None:
     for col in ("", "mean", "median", "p90", "p99"):
         tab.add_column(col, justify="right")
     for name, p in (("TTFT", ll.ttft), ("TPOT", ll.tpot)):
-        tab.add_row(name, *(f"{1000 * v:.4g}" for v in (p.mean_s, p.p50_s, p.p90_s, p.p99_s)))
+        tab.add_row(name, *(num(1000 * v) for v in (p.mean_s, p.p50_s, p.p90_s, p.p99_s)))
     out.print(tab)
 
 
@@ -285,6 +295,14 @@ def plan(
         ),
     ] = None,
     reliability: OptionGroup[ReliabilityOptions],
+    model_id: Annotated[
+        str | None,
+        typer.Option(
+            "--model-id",
+            help="Serving exports: the Hugging Face id or checkpoint directory the engine loads (default: a "
+            "preset's Hugging Face id, or the directory of a --model file that holds weights).",
+        ),
+    ] = None,
     fallbacks_too: Annotated[
         bool,
         typer.Option(
@@ -342,24 +360,29 @@ def plan(
     if export_to is not None and result.plan is not None:
         from optimizer.exports.launch import export as run_export
         from optimizer.exports.launch import export_fleet
+        from optimizer.spec.model_ids import loadable_model, with_note
 
         try:
             if export_to in SCHEDULERS:
                 exports = [job_export(export_to, result, spec, clus, work, target.model)]
-            elif result.fleet is not None and isinstance(work, InferenceWorkload):
-                exports = export_fleet(export_to, spec, work, result.fleet, model_ref=target.model)
             else:
-                exports = [
-                    run_export(
-                        export_to,
-                        spec,
-                        work,
-                        result.plan.config,
-                        model_ref=target.model,
-                        framework=result.framework,
-                        estimate=result.plan.estimate,
-                    )
-                ]
+                ref, no_weights = loadable_model(target.model, model_id)
+                if result.fleet is not None and isinstance(work, InferenceWorkload):
+                    exports = export_fleet(export_to, spec, work, result.fleet, model_ref=ref)
+                else:
+                    exports = [
+                        run_export(
+                            export_to,
+                            spec,
+                            work,
+                            result.plan.config,
+                            model_ref=ref,
+                            framework=result.framework,
+                            estimate=result.plan.estimate,
+                        )
+                    ]
+                if isinstance(work, InferenceWorkload):
+                    exports = with_note(no_weights, exports)
         except DomainError as exc:
             fail(exc)
     if as_json:
@@ -368,10 +391,11 @@ def plan(
             doc["export"] = exports[0].model_dump(mode="json")
             doc["exports"] = [e.model_dump(mode="json") for e in exports]
         sys.stdout.write(json.dumps(doc, indent=2) + "\n")
-        return
-    render_plan(result, spec.name, clus.name)
-    for exported in exports:
-        print_export(exported)
+    else:
+        render_plan(result, spec.name, clus.name)
+        for exported in exports:
+            print_export(exported)
+    finish(plan_exit_code(result.status))
 
 
 def print_export(e: Export) -> None:
@@ -442,6 +466,8 @@ def render_plan(r: object, model: str, cluster: str) -> None:
 
     assert isinstance(r, PlanResult)
     gap = f" (gap {r.gap:.1%})" if r.gap else ""
+    if r.status == "OPTIMAL" and r.gap and r.lower_bound is not None:  # the decision rule picked near the optimum
+        gap = f" (optimum {r.lower_bound:.4g}; this pick is {r.gap:.1%} above it, within the intervals)"
     out.print(
         f"[bold]{r.status}[/bold]{gap} in {r.solve_time_s:.2f} s: {r.candidates_solved} of "
         f"{r.candidates_total} candidates solved with CP-SAT"
@@ -616,6 +642,7 @@ def import_topo(
     nodes: Annotated[int, typer.Option(help="Nodes like this one.")] = 1,
     nic_gbps: Annotated[float, typer.Option(help="Line rate of each NIC, Gb/s.")] = 400.0,
     name: Annotated[str, typer.Option(help="Pool name.")] = "pool",
+    output: OutputOpt = None,
 ) -> None:
     """Turn `nvidia-smi topo -m` into a cluster YAML (NVLink vs PCIe inside the node, NIC count)."""
     import yaml
@@ -629,7 +656,7 @@ def import_topo(
         spec = cluster_document_from_topo(text, gpu, nodes, nic_gbps, name)
     except DomainError as exc:
         fail(exc)
-    sys.stdout.write(yaml.safe_dump(spec, sort_keys=False))
+    write_output(yaml.safe_dump(spec, sort_keys=False), output)
 
 
 def measured_figures(run: MeasuredRun, work: TrainingWorkload | InferenceWorkload, gpus: int) -> Measurement | None:

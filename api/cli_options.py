@@ -413,6 +413,15 @@ DomainLabelsOpt = Annotated[
         "accelerator.topograph.run/domain)."
     ),
 ]
+OutputOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--output",
+        "-o",
+        help="Write the YAML to this file, only once the import succeeded (default: stdout; a shell's `> file` is "
+        "left empty when the command fails).",
+    ),
+]
 NicGbpsOpt = Annotated[float, typer.Option(help="New pools: line rate of each data NIC, Gb/s (schedulers omit it).")]
 NicsPerNodeOpt = Annotated[
     int | None, typer.Option(help="New pools: data NICs per node (default one per GPU; schedulers omit it).")

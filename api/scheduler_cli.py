@@ -9,8 +9,8 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 from rich.console import Console
 
-from api.cli_options import DomainLabelsOpt, FabricLabelsOpt, NicGbpsOpt, NicsPerNodeOpt, TopologyOpt
-from api.cli_output import err, fail
+from api.cli_options import DomainLabelsOpt, FabricLabelsOpt, NicGbpsOpt, NicsPerNodeOpt, OutputOpt, TopologyOpt
+from api.cli_output import err, fail, write_output
 from optimizer.errors import DomainError
 
 # Start-up (issue 49): the inventory readers (pydantic specs, YAML) load inside the commands that use them.
@@ -62,12 +62,14 @@ def _labels(fabric: str | None, domain: str | None) -> KubernetesLabels:
     return KubernetesLabels.model_validate(fields)
 
 
-def _print_yaml(imported: ClusterImport) -> None:
-    """The inventory YAML, its notes as comments on top (the file says where it came from)."""
+def _print_yaml(imported: ClusterImport, output: Path | None = None) -> None:
+    """The inventory YAML, its notes as comments on top (the file says where it came from), on stdout or into
+    `output` once whole."""
     import yaml
 
     head = "".join(f"# {line}\n" for note in imported.notes for line in note.splitlines())
-    sys.stdout.write(head + yaml.safe_dump(imported.document, sort_keys=False, default_flow_style=None, width=120))
+    text = head + yaml.safe_dump(imported.document, sort_keys=False, default_flow_style=None, width=120)
+    write_output(text, output)
 
 
 def import_slurm(
@@ -76,6 +78,7 @@ def import_slurm(
     name: NameOpt = "slurm",
     nic_gbps: NicGbpsOpt = 400.0,
     nics_per_node: NicsPerNodeOpt = None,
+    output: OutputOpt = None,
 ) -> None:
     """Turn `sinfo --json` (or `scontrol show nodes --json`) and topology.conf into a cluster YAML: a pool per GPU
     type (GRES or features), node states from Slurm's states and flags, switches and blocks from the topology."""
@@ -91,7 +94,7 @@ def import_slurm(
         imported = cluster_document(inventory, name, None, defaults)
     except DomainError as exc:
         fail(exc)
-    _print_yaml(imported)
+    _print_yaml(imported, output)
 
 
 def import_k8s(
@@ -101,6 +104,7 @@ def import_k8s(
     domain_labels: DomainLabelsOpt = None,
     nic_gbps: NicGbpsOpt = 400.0,
     nics_per_node: NicsPerNodeOpt = None,
+    output: OutputOpt = None,
 ) -> None:
     """Turn `kubectl get nodes -o json` into a cluster YAML: GPU type, count and memory from GPU Feature Discovery's
     labels, NVLink domains from nvidia.com/gpu.clique, switches from Topograph or Kueue topology labels, health
@@ -114,7 +118,7 @@ def import_k8s(
         imported = cluster_document(inventory, name, None, defaults)
     except DomainError as exc:
         fail(exc)
-    _print_yaml(imported)
+    _print_yaml(imported, output)
 
 
 def sync(

@@ -163,11 +163,17 @@ class RevisionDiffOut(BaseModel):
 class ModelVersionCreate(Strict):
     spec: dict[str, Any] | None = Field(default=None, description="meshplan model fields (as in model.yaml).")
     hf_config: dict[str, Any] | None = Field(default=None, description="A HuggingFace config.json body.")
+    preset: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=64,
+        description="A shipped model preset by name, as `--model` takes it (`meshplan models` lists them).",
+    )
 
     @model_validator(mode="after")
     def _one(self) -> ModelVersionCreate:
-        if (self.spec is None) == (self.hf_config is None):
-            raise DomainError("spec", "give exactly one of spec or hf_config")
+        if sum(v is not None for v in (self.spec, self.hf_config, self.preset)) != 1:
+            raise DomainError("spec", "give exactly one of spec, hf_config or preset")
         return self
 
 

@@ -101,6 +101,11 @@ def serve(
             if not repo.list():
                 _row, secret = repo.create("first-admin", ["write"])
                 typer.echo(f"created the first API token (write scope; shown once): {secret}")
+            else:  # the first one was shown once, at the first start [issue 48 §10]
+                typer.echo(
+                    "API tokens exist (the first was printed at the first start); a new one: "
+                    ".venv/bin/meshplan token create --scope write"
+                )
     mode = "Celery on " + cfg.redis_url if cfg.redis_url else "in-process (no REDIS_URL)"
     typer.echo(f"meshplan on http://{host}:{port}  database: {cfg.database_url}  jobs: {mode}")
     # A solve on the in-process job thread holds the GIL for CPython's default 5 ms slices; at 1 ms the event loop and
@@ -153,7 +158,7 @@ def replan(
     with database_errors(cfg.database_url):
         db = database(cfg.database_url)
         dispatcher = make_dispatcher(db, cfg)
-        jobs = replan_all("nightly", cluster, dispatcher)
+        jobs = replan_all("nightly", cluster, dispatcher, db, cfg)
     typer.echo(f"{len(jobs)} watch(es) changed; jobs {jobs}" if jobs else "no watch changed")
     if isinstance(dispatcher, InProcessDispatcher) and wait:
         dispatcher.wait()

@@ -7,16 +7,69 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from sqlalchemy import Engine
+from sqlalchemy.engine import make_url
 from sqlalchemy.orm import Session
 
+import store.db
 from optimizer.spec.cluster_loading import load_cluster_preset
 from optimizer.spec.cluster_spec import ClusterSpec
 from optimizer.spec.model_loading import load_model_preset
 from optimizer.spec.model_spec import ModelSpec
 from store.db import Database
 from store.migrate import upgrade
+from store.settings import settings
 from tests.databases import migrated_pg_database, require
 from tests.slurm_cluster import SlurmCluster, missing_programs, slurm_cluster
+
+ROOT = Path(__file__).resolve().parent.parent
+USER_FILES = tuple(ROOT / name for name in ("meshplan.db", "meshplan.db-wal", "meshplan.db-shm"))
+"""The user's own database in the checkout (`make run` creates it): no test may open, create or change it
+[issue 47 §4, issue 48 §3]."""
+
+
+def _stamp(path: Path) -> tuple[int, int] | None:
+    try:
+        st = path.stat()
+    except FileNotFoundError:
+        return None
+    return st.st_mtime_ns, st.st_size
+
+
+def _is_user_database(url: str) -> bool:
+    parsed = make_url(url)
+    return (
+        parsed.get_backend_name() == "sqlite"
+        and bool(parsed.database)
+        and (Path(str(parsed.database)).resolve() == USER_FILES[0])
+    )
+
+
+@pytest.fixture(autouse=True)
+def own_files_and_no_process_caches(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """Every test starts and ends without the process's cached settings or the engines it opened, and fails if
+    it opened the checkout's ./meshplan.db (in this process) or created or changed it (any process)."""
+    settings.cache_clear()
+    before = {p: _stamp(p) for p in USER_FILES}
+    engines = dict(store.db._databases)
+    opened: list[str] = []
+    make_engine = store.db.make_engine
+
+    def guarded(url: str) -> Engine:
+        if _is_user_database(url):
+            opened.append(url)
+            raise AssertionError(f"a test opened the user's own database {url} (cached settings?)")
+        return make_engine(url)
+
+    monkeypatch.setattr(store.db, "make_engine", guarded)
+    yield
+    settings.cache_clear()
+    for key in [k for k in store.db._databases if k not in engines]:
+        store.db._databases.pop(key).dispose()
+    assert not opened, f"the test opened {opened}"
+    after = {p: _stamp(p) for p in USER_FILES}
+    changed = [p.name for p in USER_FILES if before[p] != after[p] and p.name == "meshplan.db"]
+    assert not changed, f"the test created or changed the checkout's {changed}"
 
 
 @pytest.fixture(scope="session")

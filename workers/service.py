@@ -9,10 +9,10 @@ from service.calibration import recalibrate_stale
 from service.jobs import run_job
 from service.replan import check_watches
 from service.scheduler_sync import SyncOutcome, note_sync_error, sync_cluster
-from store.db import database
+from store.db import Database, database
 from store.repositories.clusters import ClusterRepository
 from store.repositories.jobs import JobRepository
-from store.settings import settings
+from store.settings import Settings, settings
 from workers.dispatch import CeleryDispatcher, Dispatcher, make_dispatcher, send_committed
 
 log = logging.getLogger("meshplan.workers")
@@ -23,18 +23,25 @@ def run(job_id: int) -> str:
 
 
 def replan_all(
-    trigger: str = "nightly", cluster_id: int | None = None, dispatcher: Dispatcher | None = None
+    trigger: str = "nightly",
+    cluster_id: int | None = None,
+    dispatcher: Dispatcher | None = None,
+    db: Database | None = None,
+    cfg: Settings | None = None,
 ) -> list[int]:
-    """Check every watch (or a cluster's); submit and send a job for each whose inputs changed."""
-    db, cfg = database(), settings()
+    """Check every watch (or a cluster's); submit and send a job for each whose inputs changed. `db` and `cfg`:
+    the database and settings the caller checked (`meshplan replan --now`); default this process's (a task's)
+    [issue 48 §3: the command checked one DATABASE_URL and re-planned the cached settings' one]."""
+    db, cfg = db or database(), cfg or settings()
     if trigger == "nightly":  # the schedulers' inventories, then measurements since the last fit, come first
-        sync_schedulers(cluster_id, replan=False)  # [issue 34: the nightly re-plan sees tonight's node states]
+        # [issue 34: the nightly re-plan sees tonight's node states]
+        sync_schedulers(cluster_id, replan=False, dispatcher=dispatcher, db=db, cfg=cfg)
         with db.session() as s:
             recalibrate_stale(s, cluster_id)  # [issue 14]
     with db.session() as s:
         checks = check_watches(s, trigger, cluster_id, cfg)
     jobs = [c.job_id for c in checks if c.job_id is not None]
-    send_committed(dispatcher or _dispatcher(), jobs)
+    send_committed(dispatcher or _dispatcher(db, cfg), jobs)
     return jobs
 
 
@@ -57,23 +64,27 @@ def take_over_expired(dispatcher: Dispatcher | None = None) -> list[int]:
     return ids
 
 
-def _dispatcher() -> Dispatcher:
+def _dispatcher(db: Database | None = None, cfg: Settings | None = None) -> Dispatcher:
     """Where tasks send follow-up jobs: with REDIS_URL this process's Celery app, not a new one per call."""
-    cfg = settings()
+    cfg = cfg or settings()
     if cfg.redis_url:
         from workers.celery_app import app
 
         return CeleryDispatcher(cfg, app)
-    return make_dispatcher(database(), cfg)
+    return make_dispatcher(db or database(cfg.database_url), cfg)
 
 
 def sync_schedulers(
-    cluster_id: int | None = None, replan: bool | None = None, dispatcher: Dispatcher | None = None
+    cluster_id: int | None = None,
+    replan: bool | None = None,
+    dispatcher: Dispatcher | None = None,
+    db: Database | None = None,
+    cfg: Settings | None = None,
 ) -> list[SyncOutcome]:
     """Sync every cluster that has a sync source (or one), each in its own transaction: a scheduler that does not
     answer or answers nonsense is noted on its cluster and the others go on. Watch re-plan jobs (`replan`, default
-    the replan_on_inventory_change setting) are sent after each commit."""
-    db, cfg = database(), settings()
+    the replan_on_inventory_change setting) are sent after each commit. `db`, `cfg`: as replan_all's."""
+    db, cfg = db or database(), cfg or settings()
     with db.session() as s:
         ids = [i for i in ClusterRepository(s).synced_ids() if cluster_id is None or i == cluster_id]
     outcomes: list[SyncOutcome] = []
@@ -87,5 +98,5 @@ def sync_schedulers(
             continue
         outcomes.append(outcome)
         if outcome.replan_jobs:
-            send_committed(dispatcher or _dispatcher(), outcome.replan_jobs)
+            send_committed(dispatcher or _dispatcher(db, cfg), outcome.replan_jobs)
     return outcomes

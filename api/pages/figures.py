@@ -270,15 +270,20 @@ def _placed_mesh(cluster: ClusterSpec, p: Placement, n_stages: int, tp: int, max
     )
 
 
-def pipeline_timeline(t: Timeline, width: int = 960) -> str:
-    """One row per stage; forward blocks light, backward dark, micro-batch numbers inside; gaps are the bubble."""
+def pipeline_timeline(t: Timeline, width: int = 960, bubble: tuple[float, float] | None = None) -> str:
+    """One row per stage; forward blocks light, backward dark, micro-batch numbers inside; gaps are the bubble.
+    `bubble`: (the step breakdown's bubble, the step time), seconds: the one bubble figure the page states, so the
+    drawing's compute-only idle share (t.bubble_fraction) is not a second one [issue 48 §5: 20.9% and 12%]."""
     left, row, top = 70, 24, 20
     scale = (width - left - 10) / t.makespan_s if t.makespan_s > 0 else 1.0
     height = top + t.stages * row + 30
+    if bubble is not None and bubble[1] > 0:
+        said = f"{bubble[0]:.3g} s, {100 * bubble[0] / bubble[1]:.1f}% of the step, as the step time below prices it"
+    else:
+        said = f"{100 * t.bubble_fraction:.1f}% idle"
     body = [
         f'<text x="0" y="12" font-weight="bold">stage</text>'
-        f'<text x="{left}" y="12">time → (F forward, B backward; gaps are the bubble: '
-        f"{100 * t.bubble_fraction:.1f}% idle)</text>"
+        f'<text x="{left}" y="12">time → (F forward, B backward; gaps are the bubble: {said})</text>'
     ]
     for s in range(t.stages):
         y = top + s * row

@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 from collections import Counter
 from collections.abc import Callable
+from datetime import datetime
 from pathlib import Path
 from typing import Annotated, Any
 from urllib.parse import parse_qs, quote, urlencode
@@ -35,14 +36,16 @@ from api.pages.figures import (
     pipeline_timeline,
     prediction_errors,
 )
+from optimizer.costmodel.result import MFU_TAG
 from optimizer.errors import DomainError
-from optimizer.exports.launch import Export, export
+from optimizer.exports.launch import SERVING_TOOLS, Export, export
 from optimizer.exports.timeline import simulate
 from optimizer.placement.result import Placement
 from optimizer.search.explain import describe
 from optimizer.spec.calibration import likely_terms
 from optimizer.spec.cluster_spec import MAX_NODES_PER_CLUSTER
 from optimizer.spec.inventory import InventoryDiff
+from optimizer.spec.model_ids import stored_model, with_note
 from optimizer.spec.names import SCHEDULERS, TOOLS
 from optimizer.spec.objectives import LABELS, format_objective
 from service.acceptance import cluster_acceptance
@@ -64,6 +67,7 @@ templates.env.filters["objective"] = lambda value, name: format_objective(name, 
 templates.env.globals["objective_label"] = lambda name: LABELS.get(name, name)
 templates.env.globals["band"] = interval_band
 templates.env.globals["describe"] = describe
+templates.env.globals["mfu_tag"] = MFU_TAG  # the convention beside every MFU [issue 48 §6]
 COOKIE = "meshplan_token"
 
 
@@ -229,9 +233,25 @@ list_page("/jobs", "jobs.html", "Jobs", lambda s: jobs_out(s, JobRepository(s).p
 def job_page(request: Request, job_id: RowId, s: SessionDep, _: Viewer) -> HTMLResponse:
     j = job_out(s, JobRepository(s).get(job_id))
     w = j.workload.model_dump()
-    workload = ", ".join(f"{k}={v}" for k, v in w.items())
+    workload = ", ".join(f"{k}={shown(v)}" for k, v in w.items() if v is not None)
     refresh = 2 if j.status in ("queued", "running") else None
-    return page(request, "job.html", f"Job {j.id}", j=j, workload=workload, refresh=refresh)
+    # The job's own time, start to finish (or to now): the search's elapsed is only its part [issue 48 §5].
+    wall_s = None
+    if j.started_at is not None:
+        end = j.finished_at or datetime.now(j.started_at.tzinfo)
+        wall_s = max(0.0, (end - j.started_at).total_seconds())
+    return page(request, "job.html", f"Job {j.id}", j=j, workload=workload, refresh=refresh, wall_s=wall_s)
+
+
+def shown(value: object) -> str:
+    """A value as a page shows it: yes / no, lists joined, never Python's True, None or brackets [issue 48 §10]."""
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, list | tuple):
+        return ", ".join(shown(v) for v in value) or "none"
+    if value is None:
+        return "–"
+    return str(value)
 
 
 IdFilter = Annotated[int | None, Query(ge=1, le=MAX_ID)]
@@ -316,7 +336,12 @@ def plan_page(request: Request, plan_id: RowId, s: SessionDep, _: Viewer, nodes_
     row = PlanRepository(s).get(plan_id)
     p = plan_out(s, row)
     best = p.result.plan
-    ctx: dict[str, Any] = {"p": p, "result": p.result, "best": best}
+    cluster, model = ClusterRepository(s).find(p.cluster_id), ModelRepository(s).find(p.model_id)
+    names = {  # names instead of ids [issue 48 §10]
+        "cluster_name": cluster.name if cluster is not None else str(p.cluster_id),
+        "model_name": model.name if model is not None else str(p.model_id),
+    }
+    ctx: dict[str, Any] = {"p": p, "result": p.result, "best": best, **names}
     if best is not None:
         cfg, est = best.config, best.estimate
         specs = specs_of(s, row)
@@ -330,9 +355,11 @@ def plan_page(request: Request, plan_id: RowId, s: SessionDep, _: Viewer, nodes_
         breakdown = [(k, v) for k, v in est.breakdown.model_dump().items() if v > 0]
         exports: list[Export] = []
         unavailable: list[tuple[str, str]] = []  # (tool, the knob it cannot run)
+        ref, note = stored_model(specs.model.name)  # serving engines load an id or a directory [issue 48 §1]
         for tool in TOOLS:
             try:
-                exports.append(export(tool, specs.model, specs.workload, cfg, specs.model.name, estimate=est))
+                one = export(tool, specs.model, specs.workload, cfg, ref, estimate=est)
+                exports += with_note(note, [one]) if tool in SERVING_TOOLS else [one]
             except DomainError as exc:
                 if exc.field.startswith("export."):  # a framework that cannot run a knob of the plan
                     unavailable.append((tool, exc.rule))
@@ -347,11 +374,11 @@ def plan_page(request: Request, plan_id: RowId, s: SessionDep, _: Viewer, nodes_
             split = sum(1 for d in placement.tp_domains if " + " in d)
             ctx.update(placement=placement, placement_rows=placement_rows(placement), split_tp_groups=split)
         ctx.update(
-            config_rows=[(label, getattr(cfg, k)) for label, k in CONFIG_ROWS],
+            config_rows=[(label, shown(getattr(cfg, k))) for label, k in CONFIG_ROWS],
             mesh=device_mesh(specs.cluster, cfg, est, MESH_NODES, placement, nodes_from),
             mesh_pages=pages_of(nodes_from, MESH_NODES, specs.cluster.node_count),  # a placed host is a node
             unavailable_exports=unavailable,
-            timeline=pipeline_timeline(timeline),
+            timeline=pipeline_timeline(timeline, bubble=(est.breakdown.bubble, est.step_time_s)),
             memory=memory_bars(est),
             breakdown=breakdown,
             breakdown_svg=breakdown_bar(dict(breakdown)),
@@ -397,7 +424,7 @@ def diff_page(
         for label, fb, fa in (
             ("step time, s", before.estimate.step_time_s, after.estimate.step_time_s),
             ("GPUs", before.estimate.gpus, after.estimate.gpus),
-            ("MFU", f"{100 * before.estimate.mfu:.1f}%", f"{100 * after.estimate.mfu:.1f}%"),
+            (f"MFU ({MFU_TAG})", f"{100 * before.estimate.mfu:.1f}%", f"{100 * after.estimate.mfu:.1f}%"),
             ("peak memory, GB", round(before.estimate.peak_memory_gb, 1), round(after.estimate.peak_memory_gb, 1)),
         ):
             rows.append(

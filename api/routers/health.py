@@ -13,9 +13,10 @@ from workers.dispatch import Dispatcher
 router = APIRouter(tags=["health"])
 
 
-@router.get("/healthz", response_model=Health)
+@router.get("/healthz", response_model=Health, response_model_exclude_none=True)
 async def healthz() -> Health:
-    """On the event loop (no worker thread, no database): answers while every thread is busy."""
+    """On the event loop (no worker thread, no database): answers while every thread is busy. Only the process's
+    status: /readyz says the database's and the broker's (it answered them as nulls) [issue 48 §10]."""
     return Health(status="ok")
 
 

@@ -12,7 +12,7 @@ from api.responses import NOT_FOUND, STANDARD, WRITE
 from api.routers.rows import add_list_get_delete
 from api.schemas import ModelCreate, ModelOut, ModelVersionCreate, PageOut, VersionOut, VersionResult
 from optimizer.errors import DomainError
-from optimizer.spec.model_loading import model_from_hf_config
+from optimizer.spec.model_loading import load_model_preset, model_from_hf_config
 from optimizer.spec.model_spec import ModelSpec
 from optimizer.spec.yaml_documents import yaml_mapping
 from service.catalog import create_model, model_from_document
@@ -23,7 +23,12 @@ HF_FILE = "config.json"
 ModelYaml = Annotated[str, Body(media_type="application/yaml", description="ModelSpec fields (model.yaml).")]
 
 
-def _spec(name: str, spec: dict[str, Any] | None, hf: dict[str, Any] | None) -> ModelSpec:
+def _spec(name: str, spec: dict[str, Any] | None, hf: dict[str, Any] | None, preset: str | None = None) -> ModelSpec:
+    if preset is not None:  # a shipped preset by name [issue 48 §10]
+        try:
+            return load_model_preset(preset).model_copy(update={"name": name})
+        except DomainError as exc:
+            raise DomainError("preset", exc.rule) from exc
     if hf is not None:
         try:
             return model_from_hf_config(hf, name=name)
@@ -37,7 +42,7 @@ def _spec(name: str, spec: dict[str, Any] | None, hf: dict[str, Any] | None) -> 
 
 @router.post("", status_code=201, response_model=ModelOut, responses=WRITE)
 def create(body: ModelCreate, s: SessionDep, _: Writer) -> ModelOut:
-    model, _v = create_model(s, body.name, _spec(body.name, body.spec, body.hf_config))
+    model, _v = create_model(s, body.name, _spec(body.name, body.spec, body.hf_config, body.preset))
     return model_out(s, model)
 
 
@@ -56,7 +61,7 @@ add_list_get_delete(router, ModelRepository, model_out, ModelOut, "models", "mod
 def new_version(model_id: RowId, body: ModelVersionCreate, s: SessionDep, _: Writer) -> VersionResult:
     repo = ModelRepository(s)
     model = repo.get(model_id)
-    version, created = repo.record(model.id, _spec(model.name, body.spec, body.hf_config))
+    version, created = repo.record(model.id, _spec(model.name, body.spec, body.hf_config, body.preset))
     return VersionResult(created=created, version=version_out(version))
 
 

@@ -14,6 +14,7 @@ from optimizer.calibration.next_measurement import DEFAULT_STEPS, NextMeasuremen
 from optimizer.errors import DomainError
 from optimizer.exports.launch import Export, export, export_fleet
 from optimizer.search.fleet_result import FleetPlan
+from optimizer.spec.model_ids import stored_model, with_note
 from optimizer.spec.names import SCHEDULERS, ExportName
 from optimizer.spec.workload import InferenceWorkload
 from service.next_measurement import plan_next_measurement
@@ -23,6 +24,15 @@ from store.repositories.plans import PlanFilter, PlanRepository
 
 router = APIRouter(prefix="/v1/plans", tags=["plans"], responses=STANDARD)
 Trigger = Literal["user", "nightly", "inventory_change"]
+ModelId = Annotated[
+    str | None,
+    Query(
+        min_length=1,
+        max_length=500,
+        description="Serving exports: the Hugging Face id or checkpoint directory the engine loads (default: the "
+        "preset's Hugging Face id; without one the export says MODEL and a note says so).",
+    ),
+]
 AgainstPlan = Annotated[int | None, Query(ge=1, le=MAX_ID, description="Plan to compare with; default the previous.")]
 
 
@@ -81,6 +91,7 @@ def export_plan(
     tool: ExportName,
     s: SessionDep,
     _: Reader,
+    model_id: ModelId = None,
 ) -> Export:
     """A launch for a framework or engine; for a training plan also `slurm` (an sbatch script) or `k8s` (a JobSet
     for Kueue) on the plan's placement."""
@@ -95,12 +106,15 @@ def export_plan(
             "plan", f"plan {plan_id} is an SLA fleet: it exports one launch per replica group at /fleet-export/{tool}"
         )
     specs = specs_of(s, p)
-    return export(tool, specs.model, specs.workload, best.config, specs.model.name, estimate=best.estimate)
+    if not isinstance(specs.workload, InferenceWorkload):
+        return export(tool, specs.model, specs.workload, best.config, specs.model.name, estimate=best.estimate)
+    ref, note = stored_model(specs.model.name, model_id)
+    return with_note(note, [export(tool, specs.model, specs.workload, best.config, ref, estimate=best.estimate)])[0]
 
 
 @router.get("/{plan_id}/fleet-export/{tool}", response_model=list[Export], responses=NOT_FOUND)
 def export_fleet_plan(
-    plan_id: RowId, tool: Literal["vllm", "sglang", "trtllm"], s: SessionDep, _: Reader
+    plan_id: RowId, tool: Literal["vllm", "sglang", "trtllm"], s: SessionDep, _: Reader, model_id: ModelId = None
 ) -> list[Export]:
     """An SLA fleet's launches: one per replica group, plus the front end of a disaggregated fleet."""
     p = PlanRepository(s).get(plan_id)
@@ -110,4 +124,5 @@ def export_fleet_plan(
     specs = specs_of(s, p)
     if not isinstance(specs.workload, InferenceWorkload):
         raise DomainError("plan", f"plan {plan_id} is not a serving plan")
-    return export_fleet(tool, specs.model, specs.workload, FleetPlan.model_validate(doc), specs.model.name)
+    ref, note = stored_model(specs.model.name, model_id)
+    return with_note(note, export_fleet(tool, specs.model, specs.workload, FleetPlan.model_validate(doc), ref))

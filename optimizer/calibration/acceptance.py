@@ -274,6 +274,26 @@ def check_nccl(run: NcclTestRun, cluster: ClusterSpec, pool_name: str) -> tuple[
     return pool, per_host
 
 
+NVLS_FAMILIES = frozenset({"hopper", "blackwell", "blackwell-ultra"})
+"""GPU generations whose NVSwitch systems have multicast, on which NCCL (2.17 and later) runs a single-node
+all_reduce as NVLS by default [NCCL src/transport/nvls.cc ncclNvlsInit: CU_DEVICE_ATTRIBUTE_MULTICAST_SUPPORTED;
+NVIDIA Hopper architecture whitepaper: NVLink SHARP in third-generation NVSwitch]."""
+
+
+def runs_nvls(run: NcclTestRun, cluster: ClusterSpec, pool: NodePool) -> bool:
+    """Whether NCCL runs this test's all_reduce on NVLink SHARP: inside one NVSwitch domain (more than the two GPUs
+    an NVLink bridge joins) of a generation with multicast. all_gather and reduce_scatter over NVLS keep the
+    links' rate in NCCL's own model ((ppn - 1) / ppn, src/graph/tuning.cc), so only all_reduce is inflated."""
+    fabric = cluster.fabric_of(pool)
+    return (
+        run.collective == "all_reduce"
+        and cluster.gpu_of(pool).family in NVLS_FAMILIES
+        and fabric.kind == "nvlink"
+        and (fabric.domain_size or 0) > 2
+        and run.ranks > 2
+    )
+
+
 def nccl_figures(
     run: NcclTestRun, cluster: ClusterSpec, pool_name: str, intra_factor: float = 1.0
 ) -> list[AcceptanceFigure]:
@@ -305,15 +325,24 @@ def nccl_figures(
             f"bound by {other[1]} in the cost model ({other[0] / 1e9:.0f} GB/s, with the pool's intra-node factor "
             f"{intra_factor:.2f}): pins no {constant} constant"
         )
+    if factor is not None and constant == "intra_node" and runs_nvls(run, cluster, pool):
+        factor = None  # [issue 48 §7: it pinned intra_node = 1.33, which every later TP collective then used]
+        note = (
+            "NCCL runs this all_reduce as NVLink SHARP (NVLS: the switch reduces, NCCL's model doubles the busbw; "
+            "NCCL_NVLS_ENABLE defaults on where the GPUs have multicast, src/transport/nvls.cc, src/graph/tuning.cc), "
+            "which the cost model does not price: pins no intra_node constant; all_gather_perf or reduce_scatter_perf "
+            "(or NCCL_NVLS_ENABLE=0) measure the NVLink links"
+        )
+    if factor is not None and factor > 1 / LINE_RATE_EFFICIENCY.get(tier, 1.0):
+        factor = None  # faster than the links can carry: an algorithm the cost model does not price ran
+        note = f"above {tier}'s line rate, so it pins no {constant} constant: " + (
+            "NCCL's tree on two nodes or in-network reduction (SHARP) [NT #196]; NCCL_ALGO=RING or "
+            "all_gather_perf measure the NICs alone"
+            if constant == "network"
+            else "NVLink SHARP (NVLS) in-switch reduction [NT #290]; all_gather_perf measures the links alone"
+        )
     if factor is not None:
         lo, hi = BOUNDS[constant]
-        if factor > 1 / LINE_RATE_EFFICIENCY.get(tier, 1.0):
-            note = f"above {tier}'s line rate: " + (
-                "NCCL's tree on two nodes or in-network reduction (SHARP) [NT #196]; NCCL_ALGO=RING or "
-                "all_gather_perf measure the NICs alone"
-                if constant == "network"
-                else "NVLink SHARP (NVLS) in-switch reduction [NT #290]; all_gather_perf measures the links alone"
-            )
         if not lo <= factor <= hi:
             note = f"{factor:.2f} x the sourced bandwidth, held at the bound {min(hi, max(lo, factor)):g}"
             factor = min(hi, max(lo, factor))

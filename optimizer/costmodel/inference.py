@@ -23,6 +23,7 @@ from optimizer.costmodel.constants import (
 from optimizer.costmodel.memory import reserve_bytes, stage_params
 from optimizer.costmodel.moe_serving import routed_load_imbalance
 from optimizer.costmodel.result import (
+    MFU_INFERENCE,
     Estimate,
     MemoryBreakdown,
     StageEstimate,
@@ -467,6 +468,7 @@ def estimate_inference(
         tokens_per_s=out_tokens_per_s,
         mfu=mfu,
         hfu=mfu,
+        mfu_convention=MFU_INFERENCE,
         microbatches=max(1, min(p, w.batch)),
         stages=stage_out,
         breakdown=bd,

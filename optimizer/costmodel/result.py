@@ -96,6 +96,20 @@ class StackUsed(BaseModel):
         return [n.split(":", 1)[0] for n in self.novelty]
 
 
+MFU_TAG = "model FLOPs incl. attention / dense BF16 peak"
+"""The convention in a few words, printed beside every training MFU [issue 48 §6]."""
+
+MFU_TRAINING = (
+    "MFU counts model FLOPs as Megatron-Core does (num_floating_point_operations: forward + 2x backward of every "
+    "GEMM, the logits and the full, unmasked attention; no recompute), the PaLM definition with attention counted "
+    "(Chowdhery et al. 2022, App. B), over the GPUs' dense BF16 peak, also for FP8 runs (HFU adds the recompute)"
+)
+MFU_INFERENCE = (
+    "MFU counts 2 FLOPs per active parameter for every prompt and output token (attention not counted) over the "
+    "GPUs' dense BF16 peak, also for FP8 engines"
+)
+
+
 class Estimate(BaseModel):
     """The cost model's verdict on one configuration."""
 
@@ -105,8 +119,11 @@ class Estimate(BaseModel):
     gpus: int
     step_time_s: float = Field(description="Training: one optimizer step. Inference: prefill + all decode steps.")
     tokens_per_s: float = Field(description="Training: tokens trained per second. Inference: output tokens/s.")
-    mfu: float = Field(description="Model FLOPs utilisation (no recompute FLOPs).")
+    mfu: float = Field(description="Model FLOPs utilisation (no recompute FLOPs); its convention: mfu_convention.")
     hfu: float = Field(description="Hardware FLOPs utilisation (recompute counted).")
+    mfu_convention: str | None = Field(
+        default=None, description="What the MFU counts and over which peak (MFU_TRAINING / MFU_INFERENCE)."
+    )
     microbatches: int
     stages: list[StageEstimate]
     breakdown: StepBreakdown
@@ -177,8 +194,14 @@ def memory_shortfall(stages: list[StageEstimate]) -> str | None:
     worst = max(over, key=lambda s: s.memory_gb.total / s.memory_gb.capacity)
     return (
         f"stage {worst.index} needs {worst.memory_gb.total:.1f} GB per GPU; {worst.gpu} has "
-        f"{worst.memory_gb.capacity:.1f} GB"
+        f"{gb_and_gib(worst.memory_gb.capacity)}"
     )
+
+
+def gb_and_gib(gb: float) -> str:
+    """A GPU's memory in the decimal GB every figure here uses, and in the GiB its name and datasheet give: an 80 GB
+    card holds 85.9 GB [issue 48 §10]."""
+    return f"{gb:.1f} GB ({gb * 1e9 / 2**30:.0f} GiB)"
 
 
 def admitted(est: Estimate) -> Estimate:
@@ -195,7 +218,7 @@ def admitted(est: Estimate) -> Estimate:
     reason = (
         f"reported as run; the model predicts an overrun of {over:.1f} GB per GPU: stage {worst.index} needs "
         f"{m.total:.1f} GB ({m.total - m.reserve:.1f} GB allocated + {m.reserve:.1f} GB reserve) on {worst.gpu} with "
-        f"{m.capacity:.1f} GB"
+        f"{gb_and_gib(m.capacity)}"
     )
     note = (
         f"Reported as run: the model's memory is at least {over:.1f} GB per GPU pessimistic for this run (its "

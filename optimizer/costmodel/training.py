@@ -8,6 +8,7 @@ from optimizer.costmodel.constants import FRAMEWORK_FACTOR, FRAMEWORK_FACTOR_DEF
 from optimizer.costmodel.memory import inflight_microbatches
 from optimizer.costmodel.placed_fabric import PlacedFabric
 from optimizer.costmodel.result import (
+    MFU_TRAINING,
     Estimate,
     MemoryBreakdown,
     StageEstimate,
@@ -118,6 +119,7 @@ def estimate_training(
         tokens_per_s=tokens / step,
         mfu=model_flops / (step * peak_sum),
         hfu=hw_flops / (step * peak_sum),
+        mfu_convention=MFU_TRAINING,
         microbatches=m,
         stages=stage_out,
         breakdown=bd,

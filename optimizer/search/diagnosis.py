@@ -4,6 +4,7 @@ supplies."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 
 from pydantic import ValidationError
@@ -11,8 +12,9 @@ from pydantic import ValidationError
 from optimizer.errors import DomainError
 from optimizer.search.candidates import TrainingSpace
 from optimizer.search.result import InfeasibilityReport, Suggestion
-from optimizer.search.space import SearchSpace
-from optimizer.spec.cluster_spec import ClusterSpec
+from optimizer.search.space import SearchSpace, parse_pins
+from optimizer.spec.cluster_spec import MAX_NODES_PER_CLUSTER, ClusterSpec
+from optimizer.spec.gpu_catalog import GPUSpec
 from optimizer.spec.model_spec import ModelSpec
 from optimizer.spec.workload import TrainingWorkload
 
@@ -77,23 +79,16 @@ def diagnose_infeasible(ts: TrainingSpace, probe: Probe | None = None) -> Infeas
                 )
             )
     for pool in ts.pools:
-        for factor in (2, 4, 8, 16):
-            nodes = pool.healthy_nodes * factor
-            data = cluster.model_dump()
-            for p in data["pools"]:
-                if p["name"] == pool.name:
-                    p["nodes"] = nodes
-                    p["node_states"] = {}
-            bigger = ClusterSpec.model_validate(data)
-            if feasible(model, bigger, w, space.model_copy(update={"max_gpus": None})):
-                gpu = cluster.gpu_of(pool)
-                suggestions.append(
-                    Suggestion(
-                        change=f"more GPUs: {nodes - pool.healthy_nodes} more healthy nodes in pool {pool.name}",
-                        detail=f"{nodes} x {pool.gpus_per_node} {gpu.name} ({gpu.memory_gib:g} GiB each) fit a plan",
-                    )
+        found = _more_nodes(ts, pool.name, feasible)
+        if found is not None:
+            nodes, gpu = found
+            suggestions.append(
+                Suggestion(
+                    change=f"more GPUs: {nodes - pool.healthy_nodes} more healthy nodes in pool {pool.name}",
+                    detail=f"{nodes} x {pool.gpus_per_node} {gpu.name} ({gpu.memory_gib:g} GiB each) fit a plan",
                 )
-                break
+            )
+    suggestions += _lighter_states(ts, feasible)
     # bf16 gradients: Megatron keeps fp32 main grads unless told (--grad-reduce-in-bf16; NeMo's performance recipes
     # set grad_reduce_in_fp32=False: scripts/performance/helpers.py set_precision_configs), 2 B per parameter less.
     if (
@@ -125,3 +120,66 @@ def diagnose_infeasible(ts: TrainingSpace, probe: Probe | None = None) -> Infeas
                 )
                 break
     return InfeasibilityReport(resource=resource, detail=detail, suggestions=suggestions)
+
+
+Feasible = Callable[[ModelSpec, ClusterSpec, TrainingWorkload, SearchSpace], bool]
+
+NODE_STEPS = (1.0, 1.25, 1.5, 2.0, 3.0, 4.0, 8.0, 16.0)
+"""Node counts probed, as multiples of the least that could hold the sharded states (or of today's nodes): the
+first that fits is the suggestion, within a few probes (each stops at its first plan)."""
+
+
+def _more_nodes(ts: TrainingSpace, pool_name: str, feasible: Feasible) -> tuple[int, GPUSpec] | None:
+    """The fewest nodes of the pool probed (NODE_STEPS) with which a plan exists, and its GPU, or None. Starts at
+    the nodes whose GPUs could hold every weight, gradient and Adam state fully sharded (16 B per parameter, ZeRO-3
+    [Z20]) beside the other pools, so a model 20x too large is not probed at 2x, 4x, ... [issue 48 §4: Llama 3.1
+    405B on 8 A100-40GB had no suggestion: 16x its node was the largest probed]."""
+    model, cluster, w, space = ts.model, ts.cluster, ts.w, ts.space
+    pool = next(p for p in ts.pools if p.name == pool_name)
+    gpu = cluster.gpu_of(pool)
+    usable = ts.usable.get(pool.name, 0.0)
+    if usable <= 0:
+        return None
+    others = sum(p.plannable_gpus for p in ts.pools if p.name != pool.name)
+    need_gpus = model.num_parameters * 16 / usable - others
+    least = max(pool.healthy_nodes + 1, math.ceil(need_gpus / pool.gpus_per_node))
+    tried: set[int] = set()
+    for step in NODE_STEPS:
+        nodes = min(math.ceil(least * step), MAX_NODES_PER_CLUSTER)  # an inventory's limit
+        if nodes in tried:
+            continue
+        tried.add(nodes)
+        data = cluster.model_dump()
+        for p in data["pools"]:
+            if p["name"] == pool.name:
+                p["nodes"] = nodes
+                p["node_states"] = {}
+        bigger = ClusterSpec.model_validate(data)
+        if feasible(model, bigger, w, space.model_copy(update={"max_gpus": None})):
+            return nodes, gpu
+    return None
+
+
+def _lighter_states(ts: TrainingSpace, feasible: Feasible) -> list[Suggestion]:
+    """On the same GPUs: ZeRO-3 when a pin holds the sharding below it, and activation offloading when no pin
+    forbids it (Megatron --cpu-offloading-num-layers: pp 1, no recompute; searched only when pinned, so the probe
+    pins it). FP8 training is no memory change to suggest: its primary weights are 2 B per parameter at best
+    (--fp8-param-gather), as bf16's (costmodel/stage.py); FP8 / int4 weights are serving suggestions."""
+    model, cluster, w, space = ts.model, ts.cluster, ts.w, ts.space
+    out: list[Suggestion] = []
+    zero = space.pinned_values("zero")
+    if zero is not None and 3 not in zero:
+        pins = {**space.pins, "zero": parse_pins(["zero=3"])["zero"]}
+        if feasible(model, cluster, w, space.model_copy(update={"pins": pins})):
+            out.append(Suggestion(change="ZeRO-3: --pin zero=3", detail="shard weights, gradients and Adam states"))
+    if space.pinned_values("offload_layers") is None and model.num_layers > 1:
+        pins = {**space.pins, **parse_pins([f"offload_layers={model.num_layers - 1}"])}
+        if feasible(model, cluster, w, space.model_copy(update={"pins": pins})):
+            out.append(
+                Suggestion(
+                    change=f"activation offloading: --pin offload_layers={model.num_layers - 1}",
+                    detail="Megatron --cpu-offloading-num-layers: the layers' activations wait in host memory (pp 1, "
+                    "no recompute)",
+                )
+            )
+    return out

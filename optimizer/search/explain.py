@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from optimizer.costmodel.result import Goodput
+from optimizer.costmodel.result import MFU_TAG, Goodput
 from optimizer.search.decision import Decision, oom_stages, reason
 from optimizer.search.result import (
     Alternative,
@@ -69,11 +69,25 @@ def decision_text(d: Decision) -> str:
             f"Picked {describe(pick.config)} over {describe(fastest.config)} ({faster:.1f}% faster predicted, "
             f"indistinguishable: difference interval {lo:+.1f}..{hi:+.1f}%) because {reason(pick, fastest)}."
         )
-    for c in d.skipped_oom:
-        stages = ", ".join(str(i) for i in oom_stages(c.estimate))
+    skipped = [
+        (
+            describe(c.config),
+            100 * (1 - c.objective / pick.objective),
+            ", ".join(str(i) for i in oom_stages(c.estimate)),
+        )
+        for c in d.skipped_oom
+    ]
+    if len(skipped) == 1:
+        what, faster, stages = skipped[0]
         parts.append(
-            f"Passed over {describe(c.config)} ({100 * (1 - c.objective / pick.objective):.1f}% faster predicted): "
-            f"its 80% upper memory bound exceeds the GPU's memory (stage {stages})."
+            f"Passed over {what} ({faster:.1f}% faster predicted): its 80% upper memory bound exceeds the GPU's "
+            f"memory (stage {stages})."
+        )
+    elif skipped:  # one sentence, not one per plan [issue 48 §10]
+        parts.append(
+            f"Passed over {len(skipped)} faster plans whose 80% upper memory bound exceeds the GPU's memory: "
+            + "; ".join(f"{what} ({faster:.1f}% faster predicted, stage {stages})" for what, faster, stages in skipped)
+            + "."
         )
     if d.all_oom:
         stages = ", ".join(str(i) for i in oom_stages(pick.estimate))
@@ -202,7 +216,10 @@ def explain(
     top = sorted(breakdown.items(), key=lambda kv: -kv[1])[:3]
     serving = est.mode == "inference"
     if not serving:
-        head = f"{describe(cfg)}: step {est.step_time_s:.3f} s, {est.tokens_per_s:,.0f} tokens/s, MFU {est.mfu:.1%}"
+        head = (
+            f"{describe(cfg)}: step {est.step_time_s:.3f} s, {est.tokens_per_s:,.0f} tokens/s, "
+            f"MFU {est.mfu:.1%} ({MFU_TAG})"
+        )
     else:
         head = (
             f"{describe(cfg, serving)}: TPOT {1000 * (est.tpot_s or 0):.2f} ms, TTFT {1000 * (est.ttft_s or 0):.1f} ms"

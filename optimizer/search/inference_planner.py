@@ -25,6 +25,7 @@ from optimizer.search.result import (
     Progress,
     Suggestion,
     no_plan_within_limit,
+    proven_bound,
 )
 from optimizer.search.serving_model import ServingModel
 from optimizer.search.space import SearchSpace
@@ -201,7 +202,7 @@ def plan_inference(req: SearchRequest[InferenceWorkload]) -> PlanResult:
             found.append((res.tpot_s * factor, cfg.gpus, cfg))
         if progress is not None:
             best = min((v[0] for v in found), default=None)
-            progress(Progress(best, lb, time.perf_counter() - t0, solved))
+            progress(Progress(best, proven_bound(lb, best, unproven), time.perf_counter() - t0, solved))
     else:
         bound = math.inf
     found.sort(key=lambda v: (v[0], v[1]))
@@ -251,7 +252,7 @@ def plan_inference(req: SearchRequest[InferenceWorkload]) -> PlanResult:
         objective=objective,
         objective_value=best_obj,
         lower_bound=lower,
-        gap=None if status == "OPTIMAL" else (best_obj - lower) / best_obj,
+        gap=max(0.0, (best_obj - lower) / best_obj),
         plan=planned,
         alternatives=alts,
         explanation=expl,

@@ -39,6 +39,7 @@ from optimizer.search.result import (
     Progress,
     ProgressFn,
     no_plan_within_limit,
+    proven_bound,
 )
 from optimizer.search.sla_planner import plan_sla
 from optimizer.search.space import SearchSpace
@@ -582,7 +583,7 @@ class TrainingSearch:
                 break
             if self.progress is not None:
                 best = min((v[0] for v in self.found.values()), default=None)
-                self.progress(Progress(best, lb, self.elapsed(), self.solved))
+                self.progress(Progress(best, proven_bound(lb, best, self.unproven), self.elapsed(), self.solved))
         return self.result(min(bound, self.unproven), diagnose)
 
     def result(self, bound: float, diagnose: bool) -> PlanResult:
@@ -657,7 +658,7 @@ class TrainingSearch:
             objective=objective,
             objective_value=best_obj,
             lower_bound=lower,
-            gap=None if status == "OPTIMAL" else max(0.0, (best_obj - lower) / best_obj),
+            gap=max(0.0, (best_obj - lower) / best_obj),
             plan=planned,
             alternatives=alts,
             explanation=explanation,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
@@ -172,7 +173,12 @@ class PlanResult(BaseModel):
     )
     objective_value: float | None = None
     lower_bound: float | None = Field(default=None, description="Proven lower bound on the objective.")
-    gap: float | None = Field(default=None, description="(objective - bound) / objective when not proven.")
+    gap: float | None = Field(
+        default=None,
+        description="(objective_value - lower_bound) / objective_value whenever there is a plan: 0 when the plan is "
+        "the proven optimum; above 0 on FEASIBLE (not proven) or, on OPTIMAL, when the decision rule picked a plan "
+        "its interval cannot tell from the optimum (explanation.decision) [issue 48 §5].",
+    )
     plan: PlannedConfig | None = None
     price_per_step: float | None = Field(
         default=None,
@@ -268,6 +274,13 @@ class Progress:
 
 
 ProgressFn = Callable[[Progress], None]
+
+
+def proven_bound(open_bound: float, best: float | None, unproven: float = math.inf) -> float:
+    """What a running search has proven about the optimum: below the least open candidate's bound, an unproven
+    sub-solve's bound and the best plan found (the next open bound can lie above the best plan just before the
+    search ends) [issue 48 §5: a running job's bound sat above its best_objective]."""
+    return min(open_bound, unproven, best if best is not None else math.inf)
 
 
 def no_plan_within_limit(stopped: str | None, time_limit_s: float) -> Explanation:

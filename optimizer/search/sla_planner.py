@@ -81,8 +81,8 @@ def plan_sla(req: SearchRequest[InferenceWorkload]) -> PlanResult:
         objective_value=out.objective_value,
         lower_bound=out.lower_bound,
         gap=None
-        if out.status == "OPTIMAL" or not out.objective_value
-        else abs((out.objective_value - (out.lower_bound or 0.0)) / out.objective_value),
+        if not out.objective_value
+        else max(0.0, (out.objective_value - (out.lower_bound or out.objective_value)) / out.objective_value),
         plan=PlannedConfig(config=cfg, estimate=est),
         fleet=fleet,
         explanation=Explanation(summary=describe_fleet(fleet, w)),

@@ -25,7 +25,7 @@ def build_cluster(data: dict[str, Any]) -> ClusterSpec:
     try:
         return ClusterSpec.model_validate(data)
     except ValidationError as exc:
-        raise domain_error_from_validation(exc, "cluster") from None
+        raise domain_error_from_validation(exc, "cluster", data, ClusterSpec) from None
 
 
 def load_cluster_yaml(text: str, source: str = "cluster") -> ClusterSpec:

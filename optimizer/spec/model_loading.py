@@ -348,5 +348,9 @@ def resolve_model(ref: str) -> ModelSpec:
     if path.suffix in (".json", ".yaml", ".yml") or exists:
         if not exists:
             raise DomainError("model", f"file {shown_path(ref)} does not exist")
+        if path.is_dir():  # a Hugging Face model directory: its config.json [issue 48 §10]
+            if not (path / "config.json").is_file():
+                raise DomainError("model", f"directory {shown_path(ref)} has no config.json (a Hugging Face model)")
+            return load_model_file(path / "config.json").model_copy(update={"name": path.resolve().name[:128]})
         return load_model_file(path)
     return load_model_preset(ref)

@@ -74,6 +74,21 @@ def test_an_unmigrated_database_says_migrate(args: list[str], tmp_path: Path) ->
     assert result.output.strip().splitlines() == [result.output.strip()] and "meshplan migrate" in result.output
 
 
+def test_replan_now_uses_the_database_it_checked(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The process's settings were read earlier with another DATABASE_URL (a migrated one, as `make run` leaves
+    ./meshplan.db): `replan --now` re-plans the database its own settings name, not the cached one (issue 48 §3;
+    it printed "no watch changed" from the other database and exited 0)."""
+    from store.migrate import upgrade
+    from store.settings import settings
+
+    other = f"sqlite:///{tmp_path / 'users-own.db'}"
+    upgrade(other)
+    monkeypatch.setenv("DATABASE_URL", other)
+    assert settings().database_url == other  # cached for the process
+    result = RUNNER.invoke(app, ["replan", "--now"], env={"DATABASE_URL": f"sqlite:///{tmp_path / 'empty.db'}"})
+    assert result.exit_code == 2 and "meshplan migrate" in result.output, (result.output, result.exception)
+
+
 def test_an_unreachable_database_is_named_without_its_password() -> None:
     url = "postgresql+psycopg://u:hunter2@127.0.0.1:1/none"
     result = RUNNER.invoke(app, ["token", "create", "--scope", "read"], env={"DATABASE_URL": url})

@@ -46,6 +46,10 @@ def test_sla_job_plan_page_and_fleet_export(client: TestClient) -> None:
     exports = ok(client.get(f"/v1/plans/{plan['id']}/fleet-export/sglang"))
     assert len(exports) >= len(fleet["groups"]) and "--chunked-prefill-size" in exports[0]["content"]
     assert ok(client.get(f"/v1/plans/{plan['id']}/fleet-export/trtllm"))[0]["tool"] == "trtllm"
+    # a model known by a name an engine cannot load: MODEL and a note, or the id given [issue 48 §1]
+    assert "--model-path MODEL" in exports[0]["content"] and "model_id" in exports[0]["notes"][0], exports[0]
+    named = ok(client.get(f"/v1/plans/{plan['id']}/fleet-export/sglang", params={"model_id": "org/ckpt"}))
+    assert "--model-path org/ckpt" in named[0]["content"] and "model_id" not in " ".join(named[0]["notes"])
     single = client.get(f"/v1/plans/{plan['id']}/export/vllm")
     assert single.status_code == 422 and "fleet-export" in single.text
 

@@ -81,9 +81,19 @@ def test_a_run_bound_by_another_tier_pins_nothing() -> None:
     assert fig.constant == "network" and fig.factor == pytest.approx(365.0 / 736.0, rel=3e-3)
 
 
-def test_nvlink_sharp_and_bounds_are_said() -> None:
+def test_nvlink_sharp_pins_nothing_and_bounds_are_said() -> None:
+    """A single-node all_reduce on DGX H100 runs NVLS (the switch reduces): the cost model prices TP collectives on
+    the links, so it moves no constant (it pinned intra_node = 1.33: issue 48 §7); the same node's all_gather
+    does, and a run above the links' line rate pins nothing either."""
     nvls = _bandwidth(PoolRun("dgx-h100", parse_nccl_tests((NCCL / "all_reduce_8xH100.txt").read_text())))
-    assert nvls.factor == pytest.approx(478.53 / 360) and "NVLink SHARP" in nvls.note
+    assert nvls.factor is None and nvls.constant is None and "NVLS" in nvls.note and "all_gather_perf" in nvls.note
+    assert nvls.measured == pytest.approx(478.53) and nvls.sourced == pytest.approx(360.0)  # still shown
+    assert _bandwidth(_nccl("all_gather", 1, 8, 324.0)).constant == "intra_node"
+    a100 = build_cluster({"pools": [{"name": "dgx-h100", "gpu": "A100-SXM-80GB", "nodes": 1, "gpus_per_node": 8}]})
+    ring = _bandwidth(_nccl("all_reduce", 1, 8, 216.0, gpu="NVIDIA A100-SXM4-80GB"), cluster=a100)  # no NVLS
+    assert ring.constant == "intra_node" and ring.factor == pytest.approx(216.0 / 240, rel=2e-3), ring
+    above = _bandwidth(_nccl("all_gather", 1, 8, 470.0))  # faster than 450 GB/s of NVLink
+    assert above.factor is None and "line rate" in above.note
     broken = _bandwidth(_nccl("all_reduce", 4, 8, 18.4))  # a fifth of a NIC: below the constant's range
     assert broken.factor == 0.1 and "held at the bound 0.1" in broken.note
 

@@ -130,3 +130,13 @@ def test_planner_alternatives_carry_difference_intervals(setup: tuple[ModelSpec,
         assert lo <= alt.delta_pct <= hi
         assert alt.indistinguishable == (lo <= 0 <= hi)
     assert r.objective_value == pytest.approx(r.plan.estimate.step_time_s, abs=1e-6)
+
+
+def test_several_plans_passed_over_are_one_sentence(setup: tuple[ModelSpec, ClusterSpec]) -> None:
+    """Issue 48 §10: one "Passed over ..." sentence per skipped plan repeated itself."""
+    risky_a, risky_b = _c(setup, A, 1.0, 0.0, oom=True), _c(setup, B, 1.1, 0.0, oom=True)
+    safe = _c(setup, A.model_copy(update={"mbs": 2}), 1.3, 0.0)
+    d = decide([risky_a, risky_b, safe], setup[1])
+    text = decision_text(d)
+    assert d.pick is safe and len(d.skipped_oom) == 2
+    assert text.count("Passed over") == 1 and "Passed over 2 faster plans" in text, text

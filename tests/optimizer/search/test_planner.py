@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 from optimizer.costmodel.estimate import estimate
 from optimizer.errors import DomainError
 from optimizer.search.oracle import oracle_plan, oracle_ranked
-from optimizer.search.planner import plan
+from optimizer.search.planner import has_plan, plan
 from optimizer.search.space import SearchSpace, parse_pins
 from optimizer.spec.cluster_loading import build_cluster, load_cluster_preset
 from optimizer.spec.cluster_spec import ClusterSpec
@@ -413,3 +413,22 @@ def test_the_oracles_pool_blocks_are_every_contiguous_assignment() -> None:
         for stages in range(1, 7):
             every = [a for a in itertools.product(range(pools), repeat=stages) if contiguous(a)]
             assert list(contiguous_blocks(pools, stages)) == every, (pools, stages)
+
+
+def test_a_model_far_too_large_gets_the_nodes_that_fit_it() -> None:
+    """Llama 3.1 405B on one node of A100-40GB: 16x the node was the largest probed, so the answer had no
+    suggestion at all (issue 48 §4). The probe starts at the nodes the fully sharded states need; the suggested
+    count fits, and the count below the states' own bound cannot."""
+    m = load_model_preset("llama-3.1-405b")
+    doc = load_cluster_preset("dgx-a100").model_dump()
+    doc["pools"][0]["gpu"] = "A100-SXM-40GB"
+    c = ClusterSpec.model_validate(doc)
+    w = TrainingWorkload(global_batch_size=64, seq_len=4096)
+    r = plan(m, c, w, time_limit_s=30)
+    assert r.status == "INFEASIBLE" and r.explanation.infeasible is not None
+    more = [s for s in r.explanation.infeasible.suggestions if s.change.startswith("more GPUs")]
+    assert len(more) == 1, r.explanation.infeasible.suggestions
+    nodes = int(more[0].detail.split(" x ")[0])
+    assert nodes * 8 * 40 * 2**30 >= m.num_parameters * 16  # at least the states' own bound: 16 B per parameter
+    doc["pools"][0]["nodes"] = nodes
+    assert has_plan(m, ClusterSpec.model_validate(doc), w, SearchSpace(), time_limit_s=30)
