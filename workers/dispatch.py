@@ -3,6 +3,8 @@ Callers enqueue only after the transaction that created the job committed."""
 
 from __future__ import annotations
 
+import base64
+import json
 import logging
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -23,7 +25,13 @@ class BrokerUnavailable(RuntimeError):
 class Dispatcher(Protocol):
     mode: str
 
-    def enqueue(self, job_id: int) -> None: ...
+    def enqueue(self, job_id: int, ahead: bool = False) -> None:
+        """Send the job; `ahead`: before new work (a job taken over from a dead worker)."""
+        ...
+
+    def waiting(self) -> set[int] | None:
+        """The jobs whose message the broker holds (queued, or reserved by a worker); None when it cannot tell."""
+        ...
 
     def problem(self) -> str | None:
         """None when jobs can be sent, else why not."""
@@ -42,6 +50,7 @@ class InProcessDispatcher:
         self.pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="meshplan-job")
         self.stopped = False
         self.users = 0
+        self._waiting: set[int] = set()
 
     def start(self) -> None:
         """One more app lifespan uses this dispatcher; a stopped pool is made anew. Lifespans are counted so that
@@ -51,10 +60,15 @@ class InProcessDispatcher:
             self.pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="meshplan-job")
             self.stopped = False
 
-    def enqueue(self, job_id: int) -> None:
+    def enqueue(self, job_id: int, ahead: bool = False) -> None:
+        self._waiting.add(job_id)
         self.pool.submit(self._run, job_id)
 
+    def waiting(self) -> set[int] | None:
+        return set(self._waiting)
+
     def _run(self, job_id: int) -> None:
+        self._waiting.discard(job_id)
         try:
             run_job(self.db, job_id, self.cfg)
         except Exception:  # the database went away mid-job: the job stays running/queued and is recovered
@@ -99,13 +113,32 @@ class CeleryDispatcher:
         self.app = app
         self._healthy_at = -1e9
 
-    def enqueue(self, job_id: int) -> None:
+    def enqueue(self, job_id: int, ahead: bool = False) -> None:
+        queue = names.TAKEOVER_QUEUE if ahead else names.DEFAULT_QUEUE
         try:
             # ignore_result: the API never reads a task result (the job row is the result), and subscribing to it
             # blocked on a broker that accepts but does not answer [celery Celery.send_task on_task_call].
-            self.app.send_task(names.RUN_JOB, args=[job_id], retry=False, ignore_result=True)
+            self.app.send_task(names.RUN_JOB, args=[job_id], retry=False, ignore_result=True, queue=queue)
         except Exception as exc:
             raise BrokerUnavailable(f"broker unreachable: {type(exc).__name__}: {exc}".splitlines()[0]) from exc
+
+    def waiting(self) -> set[int] | None:
+        """Job ids of the run_job messages in the queues' Redis lists (every priority step) and in the hash of
+        messages reserved by workers but not acknowledged (`unacked`, restored to the queue if their worker dies)
+        [kombu transport/redis.py: Channel._q_for_pri, unacked_key]. None when Redis does not answer."""
+        try:
+            with self.app.connection_for_read() as conn:
+                channel: Any = conn.default_channel
+                client = channel.client
+                raw: list[bytes] = []
+                for queue in names.QUEUES:
+                    for pri in channel.priority_steps:
+                        raw += client.lrange(channel._q_for_pri(queue, pri), 0, -1)
+                held = [json.dumps(json.loads(v)[0]).encode() for v in client.hvals(channel.unacked_key)]
+        except Exception:
+            log.warning("the broker's queues could not be read", exc_info=True)
+            return None
+        return {i for i in (_job_of(m) for m in [*raw, *held]) if i is not None}
 
     def problem(self) -> str | None:
         """Asked before every submission: a healthy answer is reused for a second, a failure never is."""
@@ -125,15 +158,31 @@ class CeleryDispatcher:
         pass
 
 
+def _job_of(message: bytes) -> int | None:
+    """The job id of a run_job message as kombu stores it in Redis (Celery protocol 2: the body, base64, is
+    [args, kwargs, embed]); None for another task or a message it cannot read."""
+    try:
+        m = json.loads(message)
+        if m["headers"].get("task") != names.RUN_JOB:
+            return None
+        body = m["body"]
+        if m.get("properties", {}).get("body_encoding") == "base64":
+            body = base64.b64decode(body)
+        args = json.loads(body)[0]
+        return int(args[0])
+    except (ValueError, KeyError, IndexError, TypeError):
+        return None
+
+
 def make_dispatcher(db: Database, cfg: Settings) -> Dispatcher:
     return CeleryDispatcher(cfg) if cfg.redis_url else InProcessDispatcher(db, cfg)
 
 
-def send_committed(dispatcher: Dispatcher, job_ids: list[int]) -> None:
-    """Send jobs whose transaction has committed. A broker that fails now loses nothing: the jobs stay queued in
-    the database and the sweep (beat, every sweep_interval_s) sends them again."""
+def send_committed(dispatcher: Dispatcher, job_ids: list[int], ahead: bool = False) -> None:
+    """Send jobs whose transaction has committed (`ahead`: before new work). A broker that fails now loses
+    nothing: the jobs stay queued in the database and the sweep (beat, every sweep_interval_s) sends them again."""
     for job_id in job_ids:
         try:
-            dispatcher.enqueue(job_id)
+            dispatcher.enqueue(job_id, ahead)
         except BrokerUnavailable:
             log.warning("job %s stays queued until the broker is back (the sweep sends it)", job_id)
