@@ -24,8 +24,7 @@ from celery.signals import worker_ready, worker_shutdown
 from store.repositories.jobs import LEASE_S, TAKEOVER_CHECK_S
 from store.settings import settings
 from workers.celery_app import app
-from workers.dispatch import CeleryDispatcher
-from workers.dispatch import Dispatcher
+from workers.dispatch import CeleryDispatcher, Dispatcher
 from workers.service import database_problem, take_over_expired
 
 log = logging.getLogger("meshplan.workers")

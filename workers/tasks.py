@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-
 from sqlalchemy.exc import OperationalError
 
 from workers import names
