@@ -7,7 +7,7 @@ from typing import Any
 from celery import Celery
 from celery.schedules import crontab
 from celery.signals import worker_process_init
-from kombu import Queue
+from kombu.entity import Queue
 
 from store.settings import Settings, settings
 from workers import names
@@ -40,7 +40,7 @@ def make_celery(cfg: Settings) -> Celery:
         # Taken-over jobs first: every worker consumes both queues, and the Redis transport polls them in this
         # order (BRPOP over the keys in order; "priority" keeps the order fixed instead of rotating it) [kombu
         # transport/redis.py queue_order_strategy, _brpop_start].
-        task_queues=[Queue(q) for q in names.QUEUES],
+        task_queues=[Queue(q) for q in names.QUEUES],  # type: ignore[no-untyped-call]
         task_default_queue=names.DEFAULT_QUEUE,
         result_expires=24 * 3600,
         task_serializer="json",

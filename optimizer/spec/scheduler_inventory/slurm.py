@@ -274,8 +274,6 @@ def slurm_inventory(
     notes = list(topo.notes)
     if topo.plugin == "none":
         notes.append("no Slurm topology given: nodes carry no switches")
-    assumed = {
-        name: choice.gpu.name for (name, choice), on in chosen.items() if choice.how == "assumed"
-    }
+    assumed = {name: choice.gpu.name for (name, choice), on in chosen.items() if choice.how == "assumed"}
     notes += [assumption_note(name, choice, len(on), custom) for (name, choice), on in chosen.items()]
     return SchedulerInventory(source=f"Slurm {shape}", nodes=out, ignored=ignored, notes=notes, assumed=assumed)
