@@ -78,8 +78,8 @@ def test_the_links_lead_from_jobs_to_plans_measurements_and_watches(client: Test
 
     Run.run(
         settings=settings(
-            max_examples=15,
-            stateful_step_count=8,
+            max_examples=10,
+            stateful_step_count=10,
             deadline=None,
             derandomize=True,
             suppress_health_check=list(HealthCheck),
