@@ -9,7 +9,7 @@ import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
-from fastapi import FastAPI, HTTPException
+from fastapi import Depends, FastAPI, HTTPException
 from fastapi.responses import JSONResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -17,6 +17,7 @@ from api import errors, openapi_doc
 from api.metrics import Metrics
 from api.read_cache import ReadCache
 from api.routers import acceptance, clusters, estimates, gpu_types, health, jobs, measurements, models, plans, watches
+from api.strict_json import refuse_booleans_as_numbers
 from store.db import Database, database
 from store.settings import Settings, settings
 from workers.dispatch import Dispatcher, InProcessDispatcher, make_dispatcher
@@ -149,6 +150,7 @@ def create_app(
         lifespan=lifespan,
         docs_url=None,  # served from the package by openapi_doc.install_docs, not from a CDN
         redoc_url=None,  # ReDoc has no packaged copy: it would be a blank page without internet
+        dependencies=[Depends(refuse_booleans_as_numbers)],  # true / false are not numbers [issue 47 item 3]
     )
     app.state.settings, app.state.db, app.state.dispatcher = cfg, db, dispatcher
     app.state.metrics = Metrics(db)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sys
 from pathlib import Path
@@ -31,6 +32,7 @@ from api.cli_options import (
     WorkloadShape,
 )
 from api.cli_output import DOES_NOT_FIT, FITS, err, fail, finish, plan_exit_code, write_output
+from optimizer.errors import DomainError
 
 # Start-up: `meshplan --help` and every command import only typer, rich and the option declarations here; what a
 # command runs (the cost model, the search, pydantic specs, OR-Tools) is imported inside it (issue 49: --help in
@@ -311,6 +313,15 @@ def plan(
             "switch (as a service job does), within 7 s or the time limit when shorter.",
         ),
     ] = False,
+    output: Annotated[
+        str | None,
+        typer.Option(
+            "--output",
+            "-o",
+            help="With --export: write exactly the export's bytes to this file (what sbatch or kubectl apply take); "
+            "'-' prints the bare export on stdout and the report on stderr.",
+        ),
+    ] = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Find the configuration with the lowest estimated step time (or best serving objective), proven."""
@@ -325,6 +336,7 @@ def plan(
     from optimizer.spec.validation_errors import domain_error_from_validation
     from optimizer.spec.workload import InferenceWorkload, TrainingWorkload
 
+    check_output(output, export_to, as_json)
     try:
         spec, clus = resolve_target(target, calibration)
         clus = apply_reliability(clus, reliability)
@@ -385,6 +397,8 @@ def plan(
                     exports = with_note(no_weights, exports)
         except DomainError as exc:
             fail(exc)
+    if output is not None:
+        write_export(output, exports, export_to or "")
     if as_json:
         doc = result.model_dump(mode="json")
         if exports:
@@ -392,10 +406,65 @@ def plan(
             doc["exports"] = [e.model_dump(mode="json") for e in exports]
         sys.stdout.write(json.dumps(doc, indent=2) + "\n")
     else:
-        render_plan(result, spec.name, clus.name)
-        for exported in exports:
-            print_export(exported)
+        with contextlib.redirect_stdout(sys.stderr) if output == "-" else contextlib.nullcontext():
+            render_plan(result, spec.name, clus.name)  # the console writes to sys.stdout as it is when printing
+            for exported in exports:
+                if output is None:
+                    print_export(exported)
+                else:
+                    print_notes(exported)
     finish(plan_exit_code(result.status))
+
+
+def check_output(output: str | None, export_to: str | None, as_json: bool) -> None:
+    """--output writes an export: it needs --export, and '-' (the export on stdout) leaves no room for --json."""
+    if output is None:
+        return
+    if export_to is None:
+        fail(DomainError("--output", "writes the export's bytes: give --export too (slurm, k8s, megatron, ...)"))
+    if output == "-" and as_json:
+        fail(
+            DomainError(
+                "--output",
+                "'-' prints the bare export on stdout, where --json prints its object: give a "
+                "file name, or drop --json",
+            )
+        )
+
+
+def write_export(output: str, exports: list[Export], export_to: str) -> None:
+    """Exactly the export's bytes (Export.script()) to `output` ('-': stdout). No plan, or a fleet of several
+    exports, writes nothing and says why (exit 1 and 2)."""
+    if not exports:
+        err.print(f"error: --output: no plan was found, so no {export_to} export was written", markup=False)
+        raise typer.Exit(1)
+    if len(exports) > 1:
+        fail(
+            DomainError(
+                "--output",
+                f"the plan's fleet has {len(exports)} {export_to} exports (one per replica "
+                "group) and --output takes one: use --json (its `exports` list)",
+            )
+        )
+    data = exports[0].script()
+    if output == "-":
+        sys.stdout.write(data)
+        sys.stdout.flush()
+        return
+    try:
+        with open(output, "w", encoding="utf-8", newline="") as f:  # newline="": the bytes as they are
+            f.write(data)
+    except OSError as exc:
+        fail(DomainError("--output", f"cannot write {output}: {exc.strerror or exc}"))
+    err.print(f"wrote the {exports[0].tool} export to {output} ({len(data.encode())} bytes)", markup=False)
+
+
+def print_notes(e: Export) -> None:
+    """An export's notes, under its tool's name (its bytes went to --output)."""
+    if e.notes:
+        out.print(f"[bold]{e.tool}[/bold] notes:")
+    for note in e.notes:
+        out.print(f"  note: {note}", markup=False, highlight=False, soft_wrap=True)
 
 
 def print_export(e: Export) -> None:

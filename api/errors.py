@@ -14,6 +14,7 @@ from sqlalchemy.exc import TimeoutError as PoolTimeout
 from starlette.exceptions import HTTPException
 from starlette.routing import Match
 
+from api.openapi_paths import operations
 from optimizer.errors import DomainError
 from store.errors import ConflictError, NotFoundError
 from workers.dispatch import BrokerUnavailable
@@ -33,8 +34,17 @@ def field_steps(field: str) -> list[str]:
     return head + (rest.split(".") if rest else [])
 
 
-def _loc(field: str) -> list[str | int]:
-    return ["body", *field_steps(field)]
+def _loc(request: Request, field: str) -> list[str | int]:
+    """Where a rule's field was given: a query or path parameter of that name (a path's `plan` is its `plan_id`),
+    else the body, which only a POST, PUT or PATCH has: a GET's 422 never blames a body it does not have
+    [issue 47 item 3]."""
+    steps = field_steps(field)
+    first = steps[0] if steps else ""
+    if first in request.query_params:
+        return ["query", *steps]
+    if first in request.path_params or f"{first}_id" in request.path_params:
+        return ["path", *steps]
+    return ["body" if request.method in ("POST", "PUT", "PATCH") else "query", *steps]
 
 
 METHODS = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS")
@@ -42,7 +52,14 @@ METHODS = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS")
 
 def allowed_methods(request: Request) -> list[str]:
     """Every method some route of this path answers: Starlette's 405 names only the first path-matching route's
-    (FastAPI keeps one route per method). Asked of each route through the public BaseRoute.matches."""
+    (FastAPI keeps one route per method). A path of the OpenAPI document is read there, each path parameter
+    matched as the document types it: `/v1/clusters/sync` answers POST only, not the GET and DELETE of cluster
+    "sync" at `/v1/clusters/{cluster_id}` [issue 47 item 3]. Other paths (pages) are asked of each route through
+    the public BaseRoute.matches."""
+    ops = operations(request.app, request.url.path)
+    if ops is not None:
+        methods = {m.upper() for m in ops}
+        return [m for m in METHODS if m in methods]
     routes = request.app.router.routes
     return [m for m in METHODS if any(r.matches({**request.scope, "method": m})[0] == Match.FULL for r in routes)]
 
@@ -72,8 +89,8 @@ def install(app: FastAPI) -> None:
         return JSONResponse({"detail": f"{exc.field}: {exc.rule}"}, status_code=409)
 
     @app.exception_handler(DomainError)
-    async def domain(_: Request, exc: DomainError) -> JSONResponse:
-        item = {"loc": _loc(exc.field), "msg": exc.rule, "type": "domain_rule"}
+    async def domain(request: Request, exc: DomainError) -> JSONResponse:
+        item = {"loc": _loc(request, exc.field), "msg": exc.rule, "type": "domain_rule"}
         return JSONResponse({"detail": [item]}, status_code=422)
 
     @app.exception_handler(RequestValidationError)

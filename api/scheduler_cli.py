@@ -79,9 +79,20 @@ def import_slurm(
     nic_gbps: NicGbpsOpt = 400.0,
     nics_per_node: NicsPerNodeOpt = None,
     output: OutputOpt = None,
+    gpu: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--gpu",
+            help="What a GRES type that names no variant means, NAME=GPU (repeatable): a100=A100-SXM-40GB. "
+            "Without it a node's features or GRES naming a memory size (40gb) pick the variant, else the catalog's "
+            "default is assumed and said.",
+        ),
+    ] = None,
 ) -> None:
     """Turn `sinfo --json` (or `scontrol show nodes --json`) and topology.conf into a cluster YAML: a pool per GPU
     type (GRES or features), node states from Slurm's states and flags, switches and blocks from the topology."""
+    from optimizer.spec.gpu_catalog import canonical_gpu_name
+    from optimizer.spec.scheduler_inventory.gpu_variant import parse_gpu_mappings
     from optimizer.spec.scheduler_inventory.inventory_document import cluster_document
     from optimizer.spec.scheduler_inventory.slurm import slurm_inventory
     from optimizer.spec.scheduler_inventory.topology_conf import parse_topology
@@ -89,11 +100,20 @@ def import_slurm(
 
     try:
         defaults = _defaults(nic_gbps, nics_per_node)
+        mapping = parse_gpu_mappings(gpu or [], "--gpu")
         topo = parse_topology(read_document(topology, "--topology"), str(topology)) if topology else None
-        inventory = slurm_inventory(_read(nodes, "nodes"), topo, None, str(nodes))
+        inventory = slurm_inventory(_read(nodes, "nodes"), topo, None, str(nodes), mapping)
         imported = cluster_document(inventory, name, None, defaults)
     except DomainError as exc:
         fail(exc)
+    for type_name, gpu_name in inventory.assumed.items():  # the YAML's comments say it too
+        err.print(
+            f"warning: GPU type {type_name!r} names no variant: assumed {gpu_name}; map it with --gpu "
+            f"{canonical_gpu_name(type_name)}=<GPU> if not",
+            markup=False,
+            highlight=False,
+            soft_wrap=True,
+        )
     _print_yaml(imported, output)
 
 

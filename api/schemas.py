@@ -61,13 +61,27 @@ class GpuTypeOut(BaseModel):
 
 
 # ---- clusters
+# What the schema can say of an inventory without holding the whole cluster spec: an object with at least one pool
+# (ClusterSpec.pools: min_length 1, max_length 256) [issue 47 item 3]. The rest (GPU names, node names, fabric) is
+# checked on arrival and refused with a 422 naming the field.
+INVENTORY_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "required": ["pools"],
+    "properties": {"pools": {"type": "array", "minItems": 1, "maxItems": 256, "items": {"type": "object"}}},
+}
+
+
 class ClusterCreate(Strict):
     name: str = NAME
-    inventory: dict[str, Any] = Field(description="Pools, nodes, node states, fabric (the cluster YAML as JSON).")
+    inventory: dict[str, Any] = Field(
+        description="Pools, nodes, node states, fabric (the cluster YAML as JSON).", json_schema_extra=INVENTORY_SCHEMA
+    )
 
 
 class InventoryPut(Strict):
-    inventory: dict[str, Any]
+    inventory: dict[str, Any] = Field(
+        description="Pools, nodes, node states, fabric (the cluster YAML as JSON).", json_schema_extra=INVENTORY_SCHEMA
+    )
     cause: str = Field(
         default="inventory update", max_length=200, pattern=r"^[^\x00-\x1f]*$", description="Why it changed."
     )

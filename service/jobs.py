@@ -33,7 +33,7 @@ from service.replan_decisions import decided
 from store.db import Database
 from store.models import Job, Plan, PlanDocument, job_inputs
 from store.repositories.clusters import ClusterRepository
-from store.repositories.jobs import JobRepository
+from store.repositories.jobs import FINISHED, JobRepository
 from store.repositories.measurements import CalibrationRepository, MeasurementRepository, calibration_spec
 from store.repositories.models import ModelRepository
 from store.repositories.plans import PlanFilter, PlanRepository
@@ -230,7 +230,9 @@ def run_job(db: Database, job_id: int, cfg: Settings | None = None) -> str:
             log.exception("job %s failed", job_id)
             error = f"internal error ({type(exc).__name__}); see the worker log"
         cancelled = watcher.cancel.is_set()
-    return _complete(db, job_id, result, error, cancelled)
+        # Written while the watcher still beats: a final write waiting out a database outage keeps the job's
+        # lease, so that no live worker takes over a solved job once the database is back [issue 47 item 2].
+        return _complete(db, job_id, result, error, cancelled)
 
 
 def solve(inputs: JobInputs, cfg: Settings, watcher: _Watcher) -> PlanResult:
@@ -324,8 +326,11 @@ def _write_outcome(db: Database, job_id: int, result: PlanResult | None, error: 
             job = jobs.find(job_id)
             if job is None:  # deleted with its cluster or its model while it ran (its watcher stopped the solver)
                 return "cancelled"
-            if job.status != "running":  # another delivery finished it first
+            if job.status in FINISHED:  # another delivery finished it first (or it was cancelled)
                 return job.status
+            # Running here, or taken over meanwhile (queued again, or running on another worker after an outage
+            # stopped this one's heartbeats): the first finished solve stores its plan, the other one's watcher
+            # then sees the job finished and stops [issue 47 item 2].
             if cancelled or job.cancel_requested:
                 jobs.finish(job, "cancelled")
                 return "cancelled"

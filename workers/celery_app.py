@@ -7,6 +7,7 @@ from typing import Any
 from celery import Celery
 from celery.schedules import crontab
 from celery.signals import worker_process_init
+from kombu.entity import Queue
 
 from store.settings import Settings, settings
 from workers import names
@@ -34,7 +35,13 @@ def make_celery(cfg: Settings) -> Celery:
             # 5 minutes [kombu/transport/redis.py unacked_mutex_expire; seen as a 120 s wait_job time-out in
             # tests/workers/test_worker_process.py]. A sweep takes milliseconds; 10 s is ample.
             "unacked_mutex_expire": 10,
+            "queue_order_strategy": "priority",
         },
+        # Taken-over jobs first: every worker consumes both queues, and the Redis transport polls them in this
+        # order (BRPOP over the keys in order; "priority" keeps the order fixed instead of rotating it) [kombu
+        # transport/redis.py queue_order_strategy, _brpop_start].
+        task_queues=[Queue(q) for q in names.QUEUES],  # type: ignore[no-untyped-call]
+        task_default_queue=names.DEFAULT_QUEUE,
         result_expires=24 * 3600,
         task_serializer="json",
         accept_content=["json"],

@@ -3,6 +3,8 @@ Callers enqueue only after the transaction that created the job committed."""
 
 from __future__ import annotations
 
+import base64
+import json
 import logging
 import multiprocessing
 import threading
@@ -27,7 +29,13 @@ class BrokerUnavailable(RuntimeError):
 class Dispatcher(Protocol):
     mode: str
 
-    def enqueue(self, job_id: int) -> None: ...
+    def enqueue(self, job_id: int, ahead: bool = False) -> None:
+        """Send the job; `ahead`: before new work (a job taken over from a dead worker)."""
+        ...
+
+    def waiting(self) -> set[int] | None:
+        """The jobs whose message the broker holds (queued, or reserved by a worker); None when it cannot tell."""
+        ...
 
     def problem(self) -> str | None:
         """None when jobs can be sent, else why not."""
@@ -72,6 +80,7 @@ class InProcessDispatcher:
         self.stopped = False
         self.users = 0
         self._lock = threading.Lock()
+        self._futures: dict[int, Future[str]] = {}  # sent, not finished
         self._watch_stop = threading.Event()
 
     def _new_pool(self) -> Executor:
@@ -92,7 +101,8 @@ class InProcessDispatcher:
             self._watch_stop.clear()
             threading.Thread(target=self._lease_watch, name="meshplan-lease-watch", daemon=True).start()
 
-    def enqueue(self, job_id: int) -> None:
+    def enqueue(self, job_id: int, ahead: bool = False) -> None:
+        """Run the job after those sent before (`ahead`, a job taken over, changes nothing: one queue, one child)."""
         call: tuple[Callable[..., str], tuple[object, ...]] = (
             (_run_in_child, (self.cfg, job_id)) if self.processes else (run_job, (self.db, job_id, self.cfg))
         )
@@ -102,9 +112,18 @@ class InProcessDispatcher:
             except BrokenProcessPool:  # the child died (killed): a new one runs this and later jobs
                 self.pool = self._new_pool()
                 future = self.pool.submit(call[0], *call[1])
+            self._futures[job_id] = future
         future.add_done_callback(lambda f: self._done(job_id, f))
 
+    def waiting(self) -> set[int] | None:
+        """The jobs sent and not yet started (the sweep sends none of them again)."""
+        with self._lock:
+            return {job_id for job_id, f in self._futures.items() if not f.running() and not f.done()}
+
     def _done(self, job_id: int, future: Future[str]) -> None:
+        with self._lock:
+            if self._futures.get(job_id) is future:
+                del self._futures[job_id]
         exc = None if future.cancelled() else future.exception()
         if isinstance(exc, BrokenProcessPool):  # killed with its process: the lease watch takes the job over
             log.warning("job %s: its process died; taken over when its lease expires", job_id)
@@ -112,16 +131,25 @@ class InProcessDispatcher:
             log.error("job %s could not be run: %s", job_id, exc)
 
     def _lease_watch(self) -> None:
-        """Jobs whose process stopped beating are requeued (one conditional update each) and sent again."""
-        from store.repositories.jobs import TAKEOVER_CHECK_S, JobRepository
+        """Jobs whose process stopped beating are requeued (one conditional update each) and sent again, once the
+        database has answered for a full lease (a database outage stops heartbeats too: it is no death; as
+        workers/lease_watch.py does for the workers)."""
+        from store.repositories.jobs import LEASE_S, TAKEOVER_CHECK_S, JobRepository
 
+        reachable_since: float | None = None
         while not self._watch_stop.wait(TAKEOVER_CHECK_S):
+            if self.db.ping() is not None:
+                reachable_since = None
+                continue
+            reachable_since = reachable_since if reachable_since is not None else time.monotonic()
+            if time.monotonic() - reachable_since < LEASE_S:
+                continue
             try:
                 with self.db.session() as s:
                     ids = JobRepository(s).requeue_expired()
                 for job_id in ids:
                     log.warning("job %s: its process stopped beating; sent again", job_id)
-                    self.enqueue(job_id)
+                    self.enqueue(job_id, ahead=True)
             except Exception:  # the database briefly away: look again at the next tick
                 log.warning("expired job leases not checked", exc_info=True)
 
@@ -177,13 +205,32 @@ class CeleryDispatcher:
         self.app = app
         self._healthy_at = -1e9
 
-    def enqueue(self, job_id: int) -> None:
+    def enqueue(self, job_id: int, ahead: bool = False) -> None:
+        queue = names.TAKEOVER_QUEUE if ahead else names.DEFAULT_QUEUE
         try:
             # ignore_result: the API never reads a task result (the job row is the result), and subscribing to it
             # blocked on a broker that accepts but does not answer [celery Celery.send_task on_task_call].
-            self.app.send_task(names.RUN_JOB, args=[job_id], retry=False, ignore_result=True)
+            self.app.send_task(names.RUN_JOB, args=[job_id], retry=False, ignore_result=True, queue=queue)
         except Exception as exc:
             raise BrokerUnavailable(f"broker unreachable: {type(exc).__name__}: {exc}".splitlines()[0]) from exc
+
+    def waiting(self) -> set[int] | None:
+        """Job ids of the run_job messages in the queues' Redis lists (every priority step) and in the hash of
+        messages reserved by workers but not acknowledged (`unacked`, restored to the queue if their worker dies)
+        [kombu transport/redis.py: Channel._q_for_pri, unacked_key]. None when Redis does not answer."""
+        try:
+            with self.app.connection_for_read() as conn:
+                channel: Any = conn.default_channel
+                client = channel.client
+                raw: list[bytes] = []
+                for queue in names.QUEUES:
+                    for pri in channel.priority_steps:
+                        raw += client.lrange(channel._q_for_pri(queue, pri), 0, -1)
+                held = [json.dumps(json.loads(v)[0]).encode() for v in client.hvals(channel.unacked_key)]
+        except Exception:
+            log.warning("the broker's queues could not be read", exc_info=True)
+            return None
+        return {i for i in (_job_of(m) for m in [*raw, *held]) if i is not None}
 
     def problem(self) -> str | None:
         """Asked before every submission: a healthy answer is reused for a second, a failure never is."""
@@ -203,15 +250,31 @@ class CeleryDispatcher:
         pass
 
 
+def _job_of(message: bytes) -> int | None:
+    """The job id of a run_job message as kombu stores it in Redis (Celery protocol 2: the body, base64, is
+    [args, kwargs, embed]); None for another task or a message it cannot read."""
+    try:
+        m = json.loads(message)
+        if m["headers"].get("task") != names.RUN_JOB:
+            return None
+        body = m["body"]
+        if m.get("properties", {}).get("body_encoding") == "base64":
+            body = base64.b64decode(body)
+        args = json.loads(body)[0]
+        return int(args[0])
+    except (ValueError, KeyError, IndexError, TypeError):
+        return None
+
+
 def make_dispatcher(db: Database, cfg: Settings) -> Dispatcher:
     return CeleryDispatcher(cfg) if cfg.redis_url else InProcessDispatcher(db, cfg)
 
 
-def send_committed(dispatcher: Dispatcher, job_ids: list[int]) -> None:
-    """Send jobs whose transaction has committed. A broker that fails now loses nothing: the jobs stay queued in
-    the database and the sweep (beat, every sweep_interval_s) sends them again."""
+def send_committed(dispatcher: Dispatcher, job_ids: list[int], ahead: bool = False) -> None:
+    """Send jobs whose transaction has committed (`ahead`: before new work). A broker that fails now loses
+    nothing: the jobs stay queued in the database and the sweep (beat, every sweep_interval_s) sends them again."""
     for job_id in job_ids:
         try:
-            dispatcher.enqueue(job_id)
+            dispatcher.enqueue(job_id, ahead)
         except BrokerUnavailable:
             log.warning("job %s stays queued until the broker is back (the sweep sends it)", job_id)

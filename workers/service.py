@@ -46,22 +46,35 @@ def replan_all(
 
 
 def sweep(dispatcher: Dispatcher | None = None) -> list[int]:
-    """Send again the jobs whose message may have been lost (a broker restart): claiming makes it harmless."""
+    """Send again the jobs queued for sweep_after_s whose message is lost (a broker restart): one whose message
+    the broker still holds, waiting behind others or reserved by a worker, is not sent twice [issue 47 item 2].
+    When the broker cannot say, every such job is sent (claiming makes a second message harmless)."""
     db, cfg = database(), settings()
     with db.session() as s:
         ids = JobRepository(s).stale_queued_ids(cfg.sweep_after_s)
-    send_committed(dispatcher or _dispatcher(), ids)
+    send = dispatcher or _dispatcher()
+    if ids:
+        waiting = send.waiting()
+        ids = [i for i in ids if waiting is None or i not in waiting]
+    send_committed(send, ids)
     return ids
 
 
 def take_over_expired(dispatcher: Dispatcher | None = None) -> list[int]:
-    """Jobs whose worker stopped beating (killed whole, machine gone): requeued and sent at once, committed first."""
+    """Jobs whose worker stopped beating (killed whole, machine gone): requeued and sent at once, committed first,
+    ahead of new work (the takeover queue). Called only once the database has been reachable for a full lease
+    (workers/lease_watch.py)."""
     with database().session() as s:
         ids = JobRepository(s).requeue_expired()
     if ids:
         log.warning("jobs %s: their worker stopped beating; sent again", ids)
-        send_committed(dispatcher or _dispatcher(), ids)
+        send_committed(dispatcher or _dispatcher(), ids, ahead=True)
     return ids
+
+
+def database_problem() -> str | None:
+    """None when the database answers, else why not."""
+    return database().ping()
 
 
 def _dispatcher(db: Database | None = None, cfg: Settings | None = None) -> Dispatcher:

@@ -2,11 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from sqlalchemy.exc import OperationalError
 
-from store.repositories.jobs import LEASE_S
 from workers import names
 from workers.celery_app import app
 from workers.service import replan_all, run, sweep, sync_schedulers
@@ -15,7 +12,6 @@ from workers.service import replan_all, run, sweep, sync_schedulers
 # The database unreachable (OperationalError): retried with backoff up to a minute apart, never acknowledged as
 # done; the job row, still queued or running without a live lease, is claimed by the retry [issue 16].
 @app.task(  # type: ignore[untyped-decorator]
-    bind=True,
     name=names.RUN_JOB,
     max_retries=None,
     autoretry_for=(OperationalError,),
@@ -23,11 +19,10 @@ from workers.service import replan_all, run, sweep, sync_schedulers
     retry_backoff_max=60,
     retry_jitter=True,
 )
-def run_job(self: Any, job_id: int) -> str:
-    status = run(job_id)
-    if status == "running":  # another delivery holds a live lease: look again once it would have expired
-        raise self.retry(countdown=LEASE_S)
-    return status
+def run_job(job_id: int) -> str:
+    # "running": another delivery holds the job; if its worker dies, the lease watch takes the job over and sends
+    # it again (workers/lease_watch.py): this message is done [issue 47 item 2].
+    return run(job_id)
 
 
 @app.task(name=names.REPLAN)  # type: ignore[untyped-decorator]

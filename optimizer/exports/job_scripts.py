@@ -45,6 +45,14 @@ KUEUE_PREFERRED = "kueue.x-k8s.io/podset-preferred-topology"
 KUEUE_SLICE_REQUIRED = "kueue.x-k8s.io/podset-slice-required-topology"
 KUEUE_SLICE_SIZE = "kueue.x-k8s.io/podset-slice-size"
 KUEUE_QUEUE = "kueue.x-k8s.io/queue-name"
+# The oldest releases that read what the manifest uses: Kueue's podset-slice-required-topology and
+# podset-slice-size annotations came in v0.13.0 [kueue d449c3f765 "Add PodSet Slice API", first tag v0.13.0;
+# podset-required-topology is older: 587a6fc6f8 "TAS API", v0.9.0]; JobSet's spec.coordinator in v0.6.0 [jobset
+# 95fc11bd "initial commit for coordinator support", first tag v0.6.0]. Kueue orders a Topology's levels top down and
+# refuses a slice level above the pod set's required level ("podset slice topology %s is above the podset topology
+# %s", pkg/cache/scheduler/tas_flavor_snapshot.go at ff69552) [issue 47 item 1].
+KUEUE_MIN_VERSION = "v0.13.0"
+JOBSET_MIN_VERSION = "v0.6.0"
 # A Workload holds at most 18 PodSets (one per replicated Job) [kueue workload_types.go podSets MaxItems=18].
 KUEUE_MAX_PODSETS = 18
 # Node labels Topograph writes: the switch closest to the node (tier 0: the leaf) and the accelerator (NVLink)
@@ -96,6 +104,27 @@ def framework_launch(
     ), inner
 
 
+# What a file the batch script writes into the submission directory is named by: the job's id, so that two jobs
+# submitted from one directory never overwrite each other's launcher or configuration (sbatch sets SLURM_JOB_ID in
+# the batch script and srun passes it to every task [sbatch(1), srun(1) OUTPUT ENVIRONMENT VARIABLES]) [issue 47].
+SLURM_JOB_TAG = "${SLURM_JOB_ID:-local}"
+
+
+def _per_job(name: str) -> str:
+    """`ds_config.json` -> `ds_config.${SLURM_JOB_ID:-local}.json`."""
+    stem, dot, suffix = name.rpartition(".")
+    return f"{stem}.{SLURM_JOB_TAG}.{suffix}" if dot else f"{name}.{SLURM_JOB_TAG}"
+
+
+def _slurm_launch(launch: Launch) -> Launch:
+    """The launch with its configuration files named by the job's id (in the files and in the arguments)."""
+    files, entry, args = [], launch.entry, launch.args
+    for name, content in launch.files:
+        files.append((_per_job(name), content))
+        entry, args = entry.replace(name, _per_job(name)), args.replace(name, _per_job(name))
+    return Launch(tuple(files), entry, args)
+
+
 def _heredocs(files: tuple[tuple[str, str], ...]) -> list[str]:
     out = []
     for name, content in files:
@@ -130,6 +159,8 @@ def slurm_script(
     """(the sbatch script, the options it uses, notes)."""
     hosts = p.hosts
     gpus = _uniform_gpus(hosts, gpus_per_host)
+    launch = _slurm_launch(launch)
+    rank_script = _per_job("meshplan-rank.sh")
     options = ["--job-name", "--nodes", "--nodelist", "--ntasks", "--exclusive"]
     lines = [
         "#!/bin/bash",
@@ -153,12 +184,12 @@ def slurm_script(
         *(f"{h.name} {h.ranks}" for h in hosts),
         "HOSTS",
         *_heredocs(launch.files),
-        "cat > meshplan-rank.sh <<'MESHPLAN_EOF'",
+        f"cat > {rank_script} <<'MESHPLAN_EOF'",
         "#!/bin/bash",
         "export RANK=$SLURM_PROCID LOCAL_RANK=$SLURM_LOCALID",
         f"exec python {launch.entry} \\\n  {launch.args}",
         "MESHPLAN_EOF",
-        f"srun --ntasks={p.world_size} --distribution=arbitrary --cpu-bind=none bash meshplan-rank.sh",
+        f"srun --ntasks={p.world_size} --distribution=arbitrary --cpu-bind=none bash {rank_script}",
         "",
     ]
     options += ["SLURM_HOSTFILE", "srun --ntasks", "srun --distribution=arbitrary", "srun --cpu-bind"]
@@ -325,9 +356,14 @@ def jobset_manifest(
             f"more than {KUEUE_MAX_PODSETS} leaf-switch runs: one pod set per pool run, leaf topology preferred"
         )
     notes.append(
-        f"the Kueue Topology must list {LEAF_LABEL} and {NVLINK_LABEL} (Topograph's labels) as levels; within a "
-        "replicated job Kueue chooses which listed host runs which completion index, keeping each slice in one "
-        "NVLink domain"
+        f"the Kueue Topology must list its levels top down with the leaf above the NVLink domain: {LEAF_LABEL}, "
+        f"then {NVLINK_LABEL}, then {HOSTNAME_LABEL} (Kueue refuses a slice level above the pod set's level); "
+        "within a replicated job Kueue chooses which listed host runs which completion index, keeping each slice "
+        "in one NVLink domain"
+    )
+    notes.append(
+        f"needs Kueue {KUEUE_MIN_VERSION} or later (the podset-slice annotations) and JobSet {JOBSET_MIN_VERSION} "
+        "or later (spec.coordinator)"
     )
     if image == DEFAULT_IMAGE:
         notes.append(f"image {DEFAULT_IMAGE}: use one with the framework installed")

@@ -12,6 +12,7 @@ from pydantic import ValidationError
 
 from optimizer.errors import DomainError, UnknownNameError
 from optimizer.spec.cluster_spec import ClusterSpec, IntraNodeFabric
+from optimizer.spec.json_booleans import refuse_booleans
 from optimizer.spec.validation_errors import domain_error_from_validation
 from optimizer.spec.yaml_documents import read_document, shown_path, yaml_mapping
 
@@ -21,7 +22,9 @@ NVLINK_GBYTES_PER_LINK = 25.0
 
 
 def build_cluster(data: dict[str, Any]) -> ClusterSpec:
-    """Validate a mapping into a ClusterSpec; errors name the field."""
+    """Validate a mapping into a ClusterSpec; errors name the field. A boolean where a number goes is refused
+    (pydantic would read false as 0: a pool without NICs)."""
+    refuse_booleans(ClusterSpec, data, "cluster")
     try:
         return ClusterSpec.model_validate(data)
     except ValidationError as exc:

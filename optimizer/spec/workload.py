@@ -19,10 +19,29 @@ CudaGraphs = Literal["none", "layers", "full_iteration"]
 Fp8Recipe = Literal["tensorwise", "rowwise"]
 
 
+def _precision_rules(schema: dict[str, Any]) -> None:
+    """The rules `_fp8_params` enforces, stated in the JSON Schema (OpenAPI 3.1 if/then) so that a request the
+    schema calls valid is one the server accepts [issue 47 item 3]."""
+    schema["allOf"] = [
+        *schema.get("allOf", []),
+        {
+            "if": {"properties": {"fp8_param_gather": {"const": True}}, "required": ["fp8_param_gather"]},
+            "then": {"properties": {"precision": {"const": "fp8"}}, "required": ["precision"]},
+        },
+        {
+            "if": {
+                "properties": {"precision_aware_optimizer": {"const": True}},
+                "required": ["precision_aware_optimizer"],
+            },
+            "then": {"properties": {"precision": {"const": "bf16"}}},
+        },
+    ]
+
+
 class TrainingWorkload(BaseModel):
     """One optimizer step of mixed-precision Adam training."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", json_schema_extra=_precision_rules)
 
     mode: Literal["training"] = "training"
     global_batch_size: int = Field(ge=1, le=100_000_000, description="Sequences per optimizer step.")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
-from sqlalchemy import and_, case, func, or_, select, update
+from sqlalchemy import and_, case, func, select, update
 from sqlalchemy.exc import IntegrityError
 
 from store.errors import ConflictError
@@ -80,20 +80,14 @@ class JobRepository(Repository[Job]):
         return list(self.s.scalars(select(Job.id).where(Job.status == "running").order_by(Job.id)))
 
     def claim(self, job_id: int) -> bool:
-        """Mark the job running if it is queued, or running on a worker that died (no heartbeat for LEASE_S: a
-        redelivery). A finished or cancelled job, or one a live worker is solving, is not claimed: never solved
-        twice."""
-        stale = now() - timedelta(seconds=LEASE_S)
+        """Mark the job running if it is queued. A running job is never claimed here, even one whose lease expired:
+        its heartbeats may have stopped only because the database was away, and its worker may be about to store
+        its plan. Taking a job over is the lease watch's alone (`requeue_expired`, once the database has been
+        reachable for a full lease), which puts it back to queued and sends it [issue 47 item 2]. A finished or
+        cancelled job is not claimed: never solved twice."""
         res = self.s.execute(
             update(Job)
-            .where(
-                Job.id == job_id,
-                Job.cancel_requested.is_(False),
-                or_(
-                    Job.status == "queued",
-                    and_(Job.status == "running", or_(Job.heartbeat_at.is_(None), Job.heartbeat_at < stale)),
-                ),
-            )
+            .where(Job.id == job_id, Job.cancel_requested.is_(False), Job.status == "queued")
             .values(status="running", started_at=now(), heartbeat_at=now(), attempts=Job.attempts + 1, error=None)
         )
         return bool(res.rowcount)  # type: ignore[attr-defined]
@@ -109,15 +103,10 @@ class JobRepository(Repository[Job]):
         return ids
 
     def stale_queued_ids(self, older_than_s: float) -> list[int]:
-        """Jobs queued for longer than `older_than_s` (their message may be lost: the sweep sends them again),
-        and running jobs whose worker stopped beating."""
+        """Jobs queued for longer than `older_than_s`: their message may be lost (a broker restart), the sweep sends
+        them again unless the broker still holds it. Running jobs whose lease expired are the lease watch's."""
         t = now()
-        q = select(Job.id).where(
-            or_(
-                and_(Job.status == "queued", Job.created_at < t - timedelta(seconds=older_than_s)),
-                and_(Job.status == "running", Job.heartbeat_at < t - timedelta(seconds=LEASE_S)),
-            )
-        )
+        q = select(Job.id).where(Job.status == "queued", Job.created_at < t - timedelta(seconds=older_than_s))
         return list(self.s.scalars(q.order_by(Job.id)))
 
     def requeue_expired(self) -> list[int]:
@@ -142,10 +131,11 @@ class JobRepository(Repository[Job]):
         )
 
     def cancel_requested(self, job_id: int) -> bool:
-        """Whether the job's solver must stop: cancel was asked, or the job is gone (deleted with its cluster or its
-        model, whose rows cascade to their jobs)."""
-        flag = self.s.scalar(select(Job.cancel_requested).where(Job.id == job_id))
-        return flag is None or bool(flag)
+        """Whether the job's solver must stop: cancel was asked, the job is gone (deleted with its cluster or its
+        model, whose rows cascade to their jobs), or it is finished (another delivery stored its plan first: this
+        solve would store nothing)."""
+        row = self.s.execute(select(Job.cancel_requested, Job.status).where(Job.id == job_id)).one_or_none()
+        return row is None or bool(row[0]) or row[1] in FINISHED
 
     def request_cancel(self, job_id: int) -> Job:
         """Cancel a queued job at once; a running one is flagged and its solver stops within a second."""

@@ -5,8 +5,12 @@ from __future__ import annotations
 import threading
 import time
 from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
 
 from optimizer.spec.cluster_loading import load_cluster_preset
+from service import jobs as jobs_module
 from service.catalog import set_node_state
 from service.jobs import cancel, run_job, submit
 from service.replan import check_watches
@@ -42,11 +46,45 @@ def test_a_job_running_when_its_worker_died_is_solved_again_and_stored_once(db: 
     assert run_job(db, job.id) == "running"  # a live worker holds it: a duplicate delivery does not solve it
     with db.session() as s:
         JobRepository(s).get(job.id).heartbeat_at = datetime.now(UTC) - timedelta(seconds=LEASE_S + 1)  # it died
+    # A redelivery does not take an expired lease over (the lease may have expired only because the database was
+    # away [issue 47 item 2]); the lease watch does: it puts the job back to queued and sends it.
+    assert run_job(db, job.id) == "running"
+    with db.session() as s:
+        assert JobRepository(s).requeue_expired() == [job.id]
     assert run_job(db, job.id) == "succeeded"
     with db.session() as s:
         assert JobRepository(s).get(job.id).attempts == 2
         page = PlanRepository(s).history(PlanFilter(cluster_id=cluster.id), PageRequest())
         assert page.total == 1
+
+
+def test_a_solve_finished_after_its_job_was_taken_over_stores_its_plan(
+    db: Database, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An outage stopped the worker's heartbeats; the lease watch re-queued its job meanwhile. The solve that
+    finishes first stores the plan (none existed yet); the take-over's delivery then finds the job finished and
+    solves nothing [issue 47 item 2: the first worker dropped its plan, every such job was solved twice]."""
+    with db.session() as s:
+        cluster, model = cluster_and_model(s)
+        job, _ = submit(s, training_request(cluster, model))
+    real_solve = jobs_module.solve
+
+    def solve_then_taken_over(inputs: Any, cfg: Any, watcher: Any) -> Any:
+        result = real_solve(inputs, cfg, watcher)
+        with db.session() as s:
+            JobRepository(s).get(job.id).heartbeat_at = datetime.now(UTC) - timedelta(seconds=LEASE_S + 1)
+        with db.session() as s:
+            assert JobRepository(s).requeue_expired() == [job.id]
+        return result
+
+    monkeypatch.setattr(jobs_module, "solve", solve_then_taken_over)
+    assert run_job(db, job.id) == "succeeded"
+    monkeypatch.setattr(jobs_module, "solve", real_solve)
+    assert run_job(db, job.id) == "succeeded"  # the take-over's message: nothing left to solve
+    with db.session() as s:
+        assert JobRepository(s).get(job.id).attempts == 1
+        plan = PlanRepository(s).by_job(job.id)
+        assert plan is not None and plan.step_time_s is not None
 
 
 def test_cancel_stops_a_running_solver_within_a_second(db: Database) -> None:

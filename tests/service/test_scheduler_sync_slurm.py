@@ -29,8 +29,11 @@ class Sent:
     def __init__(self) -> None:
         self.jobs: list[int] = []
 
-    def enqueue(self, job_id: int) -> None:
+    def enqueue(self, job_id: int, ahead: bool = False) -> None:
         self.jobs.append(job_id)
+
+    def waiting(self) -> set[int] | None:
+        return set()
 
     def problem(self) -> str | None:
         return None

@@ -44,6 +44,11 @@ class SchedulerInventory(BaseModel):
         default_factory=dict, description="Nodes left out, by reason (e.g. 'without GPUs')."
     )
     notes: list[str] = Field(default_factory=list, description="What the reader assumed or left out.")
+    assumed: dict[str, str] = Field(
+        default_factory=dict,
+        description="Scheduler GPU names that leave the variant open (Slurm GRES `a100`), with the catalog GPU "
+        "assumed for them (no mapping given, no memory size read on the node).",
+    )
 
 
 def known_gpu_names(custom: dict[str, GPUSpec] | None = None) -> str:

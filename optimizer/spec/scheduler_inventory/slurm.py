@@ -25,7 +25,8 @@ from typing import Any
 
 from optimizer.errors import DomainError
 from optimizer.spec.cluster_spec import NodeState
-from optimizer.spec.gpu_catalog import GPUSpec
+from optimizer.spec.gpu_catalog import GPUSpec, canonical_gpu_name
+from optimizer.spec.scheduler_inventory.gpu_variant import GpuChoice, assumption_note, choose
 from optimizer.spec.scheduler_inventory.records import (
     ScheduledNode,
     SchedulerInventory,
@@ -193,8 +194,11 @@ def read_slurm_nodes(text: str, source: str = "sinfo --json") -> tuple[list[Slur
     return nodes, shape
 
 
-def _gpu_of(node: SlurmNode, custom: dict[str, GPUSpec] | None) -> tuple[GPUSpec, int] | None:
-    """The node's GPU type and count from its GRES (typed) or features (untyped GRES); None without GPUs."""
+def _gpu_of(
+    node: SlurmNode, custom: dict[str, GPUSpec] | None, mapping: dict[str, GPUSpec]
+) -> tuple[GpuChoice, str, int] | None:
+    """The node's GPU type (how it was chosen, and the name it was read from) and count from its GRES (typed) or
+    features (untyped GRES); None without GPUs."""
     field = f"nodes.{node.name}.gres"
     by_type = gpu_gres(node.gres, field)
     if not by_type:
@@ -202,17 +206,21 @@ def _gpu_of(node: SlurmNode, custom: dict[str, GPUSpec] | None) -> tuple[GPUSpec
     count = sum(by_type.values())
     read = f"GRES {node.gres!r}" + (f", features {','.join(node.features)!r}" if node.features else "")
     typed = sorted({t for t in by_type if t is not None})
+    mapped = {mapping[k].name for k in map(canonical_gpu_name, typed) if k in mapping}
+    if typed and len(mapped) == 1 and all(canonical_gpu_name(t) in mapping for t in typed):
+        return GpuChoice(mapping[canonical_gpu_name(typed[0])], "mapped"), typed[0], count
     found = [resolve_scheduler_gpu([t], custom, field, read) for t in typed]
-    gpu = None
+    gpu, name = None, ""
     if typed and all(found):
         if len({g.name for g in found if g}) > 1:
             raise DomainError(field, f"node {node.name}: {read} names several GPU types; a node holds one")
-        gpu = found[0]
+        gpu, name = found[0], typed[0]
     if gpu is None:  # untyped GRES (gpu:8) or a type the catalog does not know: the node's features may name it
         gpu = resolve_scheduler_gpu(list(node.features), custom, f"nodes.{node.name}.features", read)
+        name = next((f for f in node.features if resolve_scheduler_gpu([f], custom, field, read) == gpu), "")
     if gpu is None:
         raise unknown_gpu(field, f"node {node.name}: {read}", custom)
-    return gpu, count
+    return choose(name, gpu, [*node.features, *typed], mapping, custom), name, count
 
 
 def slurm_inventory(
@@ -220,8 +228,12 @@ def slurm_inventory(
     topology: SlurmTopology | None = None,
     custom: dict[str, GPUSpec] | None = None,
     source: str = "sinfo --json",
+    gpu_map: dict[str, GPUSpec] | None = None,
 ) -> SchedulerInventory:
-    """The GPU nodes of a Slurm cluster with their GPU type, state and place in the topology."""
+    """The GPU nodes of a Slurm cluster with their GPU type, state and place in the topology. `gpu_map` (canonical
+    GRES type -> GPU, `--gpu a100=A100-SXM-40GB`) says what a family-only GRES type means; without it a node's
+    features or GRES naming a memory size pick the variant, else the catalog's is assumed and said
+    (`SchedulerInventory.assumed`, and a note)."""
     raw, shape = read_slurm_nodes(nodes_json, source)
     topo = topology or SlurmTopology()
     names = {n.name for n in raw}
@@ -231,15 +243,19 @@ def slurm_inventory(
         raise DomainError("topology", f"names nodes the inventory lacks: {', '.join(missing[:5])}{more}")
     out: list[ScheduledNode] = []
     ignored: dict[str, list[str]] = {}
+    chosen: dict[tuple[str, GpuChoice], list[str]] = {}
     for node in raw:
         if FUTURE in node.states:
             ignored.setdefault("in state FUTURE (not yet in the cluster)", []).append(node.name)
             continue
-        found = _gpu_of(node, custom)
+        found = _gpu_of(node, custom, gpu_map or {})
         if found is None:
             ignored.setdefault("without GPUs", []).append(node.name)
             continue
-        gpu, count = found
+        choice, gpu_name, count = found
+        gpu = choice.gpu
+        if choice.how in ("assumed", "memory"):
+            chosen.setdefault((gpu_name, choice), []).append(node.name)
         state = node_state(node.states)
         why = "+".join(node.states) + (f" ({node.reason})" if node.reason else "") if state != "healthy" else ""
         block = topo.block_of.get(node.name)
@@ -258,4 +274,6 @@ def slurm_inventory(
     notes = list(topo.notes)
     if topo.plugin == "none":
         notes.append("no Slurm topology given: nodes carry no switches")
-    return SchedulerInventory(source=f"Slurm {shape}", nodes=out, ignored=ignored, notes=notes)
+    assumed = {name: choice.gpu.name for (name, choice), on in chosen.items() if choice.how == "assumed"}
+    notes += [assumption_note(name, choice, len(on), custom) for (name, choice), on in chosen.items()]
+    return SchedulerInventory(source=f"Slurm {shape}", nodes=out, ignored=ignored, notes=notes, assumed=assumed)

@@ -7,6 +7,7 @@ import json
 import re
 import subprocess
 from importlib import resources
+from pathlib import Path
 
 import pytest
 import yaml
@@ -54,7 +55,7 @@ def test_slurm_script_runs_every_rank_on_its_placed_host_in_rank_order(tmp_path:
         ["bash", "-c", "SLURM_HOSTFILE=/dev/stdout\n" + loop], capture_output=True, text=True, check=True
     )
     assert out.stdout.split() == [h for h, _ in p.rank_hosts()]  # type: ignore[attr-defined]
-    launcher = script[script.index("cat > meshplan-rank.sh") :]
+    launcher = script[script.index("cat > meshplan-rank.${SLURM_JOB_ID:-local}.sh") :]
     assert "export RANK=$SLURM_PROCID LOCAL_RANK=$SLURM_LOCALID" in launcher
     assert "exec python pretrain_gpt.py" in launcher and "--tensor-model-parallel-size 8" in launcher
     assert any("torchrun node ranks" in n for n in notes)
@@ -68,7 +69,31 @@ def test_slurm_script_of_a_degraded_placement_says_where() -> None:
 @pytest.mark.parametrize("framework, entry", [("deepspeed", "ds_config.json"), ("torchtitan", "torchtitan.toml")])
 def test_the_launch_is_the_framework_s_own_export(framework: str, entry: str) -> None:
     _, script, _ = job("slurm", LAST_RACK, framework)
-    assert f"cat > {entry} <<'MESHPLAN_EOF'" in script and f"{entry}" in script.split("exec python")[1]
+    stem, suffix = entry.rsplit(".", 1)
+    named = f"{stem}.${{SLURM_JOB_ID:-local}}.{suffix}"  # one per job: two jobs from one directory keep their own
+    assert f"cat > {named} <<'MESHPLAN_EOF'" in script and named in script.split("exec python")[1]
+
+
+@pytest.mark.parametrize("framework", ["megatron", "deepspeed"])
+def test_two_jobs_submitted_from_one_directory_keep_their_own_launcher(tmp_path: Path, framework: str) -> None:
+    """The batch script run twice in one directory as Slurm runs it (SLURM_JOB_ID set; srun a recorder on PATH):
+    each job's rank launcher and configuration are its own files, and its srun runs its own [issue 47 item 1]."""
+    _, script, _ = job("slurm", LAST_RACK, framework)
+    (tmp_path / "bin").mkdir()
+    srun = tmp_path / "bin" / "srun"
+    srun.write_text('#!/bin/bash\necho "$@" > "srun.$SLURM_JOB_ID"\n')
+    srun.chmod(0o755)
+    (tmp_path / "job.sh").write_text(script)
+    for job_id in ("101", "102"):
+        env = {"PATH": f"{tmp_path / 'bin'}:/usr/bin:/bin", "SLURM_JOB_ID": job_id}
+        subprocess.run(["bash", "job.sh"], cwd=tmp_path, env=env, check=True, capture_output=True)
+    for job_id in ("101", "102"):
+        assert (tmp_path / f"srun.{job_id}").read_text().split()[-1] == f"meshplan-rank.{job_id}.sh"
+        launcher = (tmp_path / f"meshplan-rank.{job_id}.sh").read_text()
+        if framework == "deepspeed":
+            assert (tmp_path / f"ds_config.{job_id}.json").is_file()
+            assert "--deepspeed_config ds_config.${SLURM_JOB_ID:-local}.json" in launcher
+    assert not (tmp_path / "meshplan-rank.sh").exists()
 
 
 def test_k8s_jobset_keeps_tp_groups_in_a_domain_and_runs_in_the_placement_s_order() -> None:
@@ -122,3 +147,13 @@ def test_an_unknown_scheduler_is_an_error() -> None:
     with pytest.raises(DomainError) as exc:
         export_job("pbs", MODEL, W, cfg, place(cluster, cfg).placement, cluster)
     assert exc.value.field == "export"
+
+
+def test_k8s_notes_give_the_topology_s_level_order_and_the_versions_it_needs() -> None:
+    """Kueue reads a Topology's levels top down and refuses a slice level above the pod set's level; the slice
+    annotations need Kueue v0.13.0, spec.coordinator JobSet v0.6.0 [issue 47 item 1]."""
+    _, _, notes = job("k8s", LAST_RACK)
+    (topology,) = [n for n in notes if "Kueue Topology" in n]
+    order = [topology.index(k) for k in (LEAF_LABEL, NVLINK_LABEL, "kubernetes.io/hostname")]
+    assert order == sorted(order) and "leaf above the NVLink domain" in topology
+    assert any("Kueue v0.13.0 or later" in n and "JobSet v0.6.0 or later" in n for n in notes)

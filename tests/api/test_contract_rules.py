@@ -1,0 +1,68 @@
+"""The contract states its rules [issue 47 item 3]: booleans are refused where the schema says integer (a 422
+naming the field, as the README promises), rules JSON Schema can say are in the OpenAPI document, a GET's 422 never
+blames a body, and a path's methods are its own route's."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi.testclient import TestClient
+
+from tests.api.helpers import INVENTORY, TRAINING, make_cluster, make_model, name
+
+
+def _locs(r: Any) -> list[list[Any]]:
+    return [d["loc"] for d in r.json()["detail"]]
+
+
+def test_a_boolean_is_not_an_integer(client: TestClient) -> None:
+    cluster, model = make_cluster(client), make_model(client)
+    body = {"cluster_id": True, "model_id": model["id"], "workload": TRAINING}
+    r = client.post("/v1/jobs", json=body)
+    assert r.status_code == 422 and _locs(r) == [["body", "cluster_id"]], r.text  # was 202, a job on cluster 1
+    assert "not a boolean" in r.json()["detail"][0]["msg"]
+    r = client.post("/v1/jobs", json={**body, "cluster_id": cluster["id"], "workload": {**TRAINING, "seq_len": True}})
+    assert r.status_code == 422 and _locs(r) == [["body", "workload", "seq_len"]], r.text
+    pool = {**INVENTORY["pools"][0], "inter_node": {"nics_per_node": False, "gbits_per_s": 400}}
+    r = client.post("/v1/clusters", json={"name": name("c"), "inventory": {"pools": [pool]}})
+    assert r.status_code == 422, r.text  # was 201: a pool without NICs
+    assert _locs(r) == [["body", "cluster", "pools", "0", "inter_node", "nics_per_node"]], r.text
+
+
+def test_booleans_stay_welcome_where_the_schema_takes_them(client: TestClient) -> None:
+    cluster, model = make_cluster(client), make_model(client)
+    workload = {**TRAINING, "precision": "fp8", "fp8_param_gather": True}
+    config = {"tp": 8, "pp": 1, "dp": 2, "sequence_parallel": True, "zero_stage": 1}
+    body = {"cluster_id": cluster["id"], "model_id": model["id"], "workload": workload, "config": config}
+    r = client.post("/v1/estimates", json=body)
+    assert r.status_code == 200, r.text
+
+
+def test_the_schema_states_the_rules_json_schema_can_say(client: TestClient) -> None:
+    doc = client.get("/openapi.json").json()
+    comps = doc["components"]["schemas"]
+    inventory = comps["ClusterCreate"]["properties"]["inventory"]
+    assert inventory["required"] == ["pools"] and inventory["properties"]["pools"]["minItems"] == 1
+    rules = comps["TrainingWorkload"]["allOf"]
+    fp8 = next(r for r in rules if "fp8_param_gather" in r["if"]["properties"])
+    assert fp8["then"]["properties"]["precision"] == {"const": "fp8"} and fp8["then"]["required"] == ["precision"]
+    # and the server enforces exactly that: an inventory without pools, fp8 weights without fp8 precision
+    r = client.post("/v1/clusters", json={"name": name("c"), "inventory": {"pools": []}})
+    assert r.status_code == 422
+    cluster, model = make_cluster(client), make_model(client)
+    bad = {**TRAINING, "precision": "bf16", "fp8_param_gather": True}
+    r = client.post("/v1/jobs", json={"cluster_id": cluster["id"], "model_id": model["id"], "workload": bad})
+    assert r.status_code == 422 and "fp8_param_gather" in str(_locs(r))
+
+
+def test_a_get_s_422_never_blames_the_body(client: TestClient) -> None:
+    cluster = make_cluster(client)
+    r = client.get(f"/v1/clusters/{cluster['id']}/revisions/1/diff")
+    assert r.status_code == 422 and _locs(r) == [["query", "against"]], r.text
+
+
+def test_options_on_a_fixed_path_is_not_answered_by_its_id_sibling(client: TestClient) -> None:
+    r = client.options("/v1/clusters/sync")
+    assert r.status_code == 405 and r.headers["allow"] == "POST", r.headers  # was "GET, POST, DELETE"
+    r = client.options("/v1/clusters/5")
+    assert r.status_code == 405 and r.headers["allow"] == "GET, DELETE", r.headers
