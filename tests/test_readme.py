@@ -116,6 +116,22 @@ def fake_schedulers(tmp_path: Path) -> Path:
         script = bin_dir / name
         script.write_text(f"#!/bin/sh\ncat {shlex.quote(str(SCHEDULER_DATA / answer))}\n")
         script.chmod(0o755)
+    # What the README hands its exports to: `sbatch FILE` refuses a file that does not start with #! as Slurm does
+    # ("This does not look like a batch script"; a real controller takes the file in tests/api/test_cli_job_export.py),
+    # and `kubectl apply -f FILE` refuses one that is not a JobSet.
+    (bin_dir / "sbatch").write_text(
+        '#!/bin/sh\nhead -c 2 "$1" | grep -q "#!" || '
+        '{ echo "sbatch: error: This does not look like a batch script." >&2; exit 1; }\n'
+        'echo "Submitted batch job 1"\n'
+    )
+    (bin_dir / "kubectl").write_text(
+        '#!/bin/sh\nif [ "$1" = apply ]; then '
+        'grep -q "^kind: JobSet" "$3" || { echo "error: not a JobSet" >&2; exit 1; }; '
+        'echo "jobset.jobset.x-k8s.io created"; exit 0; fi\n'
+        f"cat {shlex.quote(str(SCHEDULER_DATA / 'kubectl-nodes.json'))}\n"
+    )
+    for name in ("sbatch", "kubectl"):
+        (bin_dir / name).chmod(0o755)
     return bin_dir
 
 
@@ -136,8 +152,9 @@ def clean_env(**extra: str) -> dict[str, str]:
 
 
 @pytest.mark.parametrize("example", [e for e in EXAMPLES if kind(e) == "offline"], ids=str)
-def test_offline_example_runs(example: Example, workdir: Path) -> None:
-    r = bash(example.text, workdir, clean_env(DATABASE_URL=f"sqlite:///{workdir / 'unused.db'}"))
+def test_offline_example_runs(example: Example, workdir: Path, fake_schedulers: Path) -> None:
+    path = f"{fake_schedulers}:{os.environ['PATH']}"  # the exports go to sbatch and kubectl as the README pipes them
+    r = bash(example.text, workdir, clean_env(DATABASE_URL=f"sqlite:///{workdir / 'unused.db'}", PATH=path))
     assert r.returncode == 0, (example.text, r.stderr[-800:])
     written = [p for p in workdir.iterdir() if p.is_file() and p.suffix == ".yaml"]
     assert r.stdout.strip() or written, example.text

@@ -121,7 +121,19 @@ def test_a_malformed_release_or_one_without_a_framework_is_refused() -> None:
 
 
 def test_cli_prints_the_stack_and_refuses_a_bad_release() -> None:
-    base = ["estimate", "--model", "llama-3-8b", "--cluster", "dgx-h100:1", "--gbs", "16", "--seq-len", "2048"]
+    base = [
+        "estimate",
+        "--model",
+        "llama-3-8b",
+        "--cluster",
+        "dgx-h100:1",
+        "--gbs",
+        "16",
+        "--seq-len",
+        "2048",
+        "--tp",
+        "8",
+    ]
     ok = CliRunner().invoke(app, [*base, "--framework-version", "27.01"])
     assert ok.exit_code == 0, ok.output
     assert "priced as 26.08" in ok.output and "release:" in ok.output
