@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 from pathlib import Path
@@ -46,14 +47,19 @@ def write_output(text: str, path: Path | None) -> None:
         sys.stdout.write(text)
         return
     target = path.expanduser()
-    if target.exists() and not target.is_file():  # a directory, a device (/dev/null), a pipe: never replaced
+    try:
+        special = target.exists() and not target.is_file()
+    except OSError as exc:  # a name too long for the file system, a path through a file
+        fail(DomainError("--output", f"cannot write {str(path)[:200]}: {exc.strerror or exc}"))
+    if special:  # a directory, a device (/dev/null), a pipe: never replaced
         fail(DomainError("--output", f"{str(path)[:200]} is not a regular file"))
     tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
     try:
         tmp.write_text(text, encoding="utf-8")
         os.replace(tmp, target)
     except OSError as exc:
-        tmp.unlink(missing_ok=True)
+        with contextlib.suppress(OSError):
+            tmp.unlink(missing_ok=True)
         fail(DomainError("--output", f"cannot write {str(path)[:200]}: {exc.strerror or exc}"))
     err.print(f"wrote {target}", markup=False, highlight=False, soft_wrap=True)
 

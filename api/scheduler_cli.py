@@ -106,6 +106,7 @@ def import_slurm(
         imported = cluster_document(inventory, name, None, defaults)
     except DomainError as exc:
         fail(exc)
+    _print_yaml(imported, output)  # written first: a bad --output is the one line a refusal prints
     for type_name, gpu_name in inventory.assumed.items():  # the YAML's comments say it too
         err.print(
             f"warning: GPU type {type_name!r} names no variant: assumed {gpu_name}; map it with --gpu "
@@ -114,7 +115,6 @@ def import_slurm(
             highlight=False,
             soft_wrap=True,
         )
-    _print_yaml(imported, output)
 
 
 def import_k8s(
