@@ -120,7 +120,7 @@ def cluster_groups(min_runs: int = MIN_RUNS) -> list[ClusterGroup]:
 
 
 def _predict(p: FitPoint, cal: ClusterCalibration | None) -> float:
-    t = estimate(p.model, p.cluster.with_calibration(cal), p.workload, p.config).step_time_s
+    t = estimate(p.model, p.cluster.with_calibration(cal), p.workload, p.config, goodput_band=False).step_time_s
     assert t is not None and p.step_time_s is not None
     return t / p.step_time_s - 1
 

@@ -158,7 +158,7 @@ def price(rec: dict[str, str]) -> Row:
                     layers_per_stage=split,
                     offload_layers=offload,
                 )
-                e = estimate(model, cluster, w, cfg)
+                e = estimate(model, cluster, w, cfg, goodput_band=False)
             except (DomainError, ValueError) as exc:
                 reason = reason or str(exc)
                 continue

@@ -275,7 +275,7 @@ def _best(
     reason = ""
     for cfg in configs:
         try:
-            est = estimate(model, cluster, w, cfg)
+            est = estimate(model, cluster, w, cfg, goodput_band=False)
         except DomainError:
             continue
         if est.feasible and (best is None or est.step_time_s < best[1].step_time_s):
@@ -356,7 +356,7 @@ def _peak_memory(rec: Record, model: ModelSpec, cluster: ClusterSpec) -> Calibra
     if len(configs) != 1:
         raise DomainError("calibration", f"{rec['id']}: a memory record must pin every knob")
     cfg = configs[0]
-    est = estimate(model, cluster, w, cfg)
+    est = estimate(model, cluster, w, cfg, goodput_band=False)
     if "max_reserved_gib" in rec["measured"]:
         # The allocator's reserved peak (max over GPUs): the predicted allocated peak plus the allocator slack the
         # planner keeps, i.e. the predicted total without the CUDA context (outside the allocator).

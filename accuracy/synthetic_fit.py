@@ -56,7 +56,7 @@ def random_configs(
         if cfg in seen:
             continue
         try:
-            est = estimate(model, cluster, w, cfg)
+            est = estimate(model, cluster, w, cfg, goodput_band=False)
         except DomainError:
             continue
         if est.feasible:
@@ -78,7 +78,7 @@ def synthetic_points(
     hidden = cluster.with_calibration(truth)
     points = []
     for i, cfg in enumerate(configs):
-        t = estimate(model, hidden, w, cfg).step_time_s
+        t = estimate(model, hidden, w, cfg, goodput_band=False).step_time_s
         assert t is not None
         points.append(FitPoint(f"run {i}", model, cluster, w, cfg, step_time_s=t * math.exp(rng.gauss(0, noise))))
     return points
@@ -88,7 +88,7 @@ def median_error(points: list[FitPoint], cal: ClusterCalibration | None) -> floa
     """Median |predicted / measured - 1| of `points`' step times, each priced on its own cluster with `cal`."""
     errs = []
     for p in points:
-        t = estimate(p.model, p.cluster.with_calibration(cal), p.workload, p.config).step_time_s
+        t = estimate(p.model, p.cluster.with_calibration(cal), p.workload, p.config, goodput_band=False).step_time_s
         assert t is not None and p.step_time_s is not None
         errs.append(abs(t / p.step_time_s - 1))
     return statistics.median(errs)

@@ -31,6 +31,7 @@ def estimate(
     *,
     admit: bool = False,
     latency: bool = True,
+    goodput_band: bool = True,
 ) -> Estimate:
     """Memory per stage and step time (training) or TTFT/TPOT (inference) of one configuration.
 
@@ -46,6 +47,9 @@ def estimate(
 
     `latency` (inference with a rate or concurrency in the workload): simulate TTFT and TPOT percentiles at that
     load (load_latency); off where the caller prices one replica of a fleet whose rate is spread otherwise.
+
+    `goodput_band` (training): the goodput's 80% band from its inputs' ranges (plan_goodput); off where the caller
+    reads only the point (the exhaustive oracle, the accuracy harness).
     """
     if isinstance(workload, InferenceWorkload):
         config = serving_config(config)  # the engines' defaults for unset knobs (etp 1 under EP)
@@ -67,7 +71,7 @@ def estimate(
     if isinstance(workload, InferenceWorkload) and workload.engine_version:
         est = with_release(est, match_release(workload.engine, workload.engine_version))
     if isinstance(workload, TrainingWorkload) and est.step_time_s > 0 and math.isfinite(est.step_time_s):
-        est.goodput = plan_goodput(model, cluster, workload, config, est)
+        est.goodput = plan_goodput(model, cluster, workload, config, est, band=goodput_band)
     return admitted(est) if admit else est
 
 

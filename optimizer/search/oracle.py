@@ -73,7 +73,7 @@ def oracle_ranked(
         for layers, pools in _layouts(ts, c):
             cfg = c.model_copy(update={"layers_per_stage": layers, "stage_pools": pools})
             try:
-                est = estimate(model, cluster, w, cfg)
+                est = estimate(model, cluster, w, cfg, goodput_band=False)  # the point is what it ranks
             except DomainError:
                 continue  # e.g. too many GPUs of one pool: the planner's pool-capacity family
             value = est.step_time_s
