@@ -303,72 +303,86 @@ class StageModel:
     def _balance_bound(
         self, domains: list[_Domain], t_star: int, upper_bound_s: float
     ) -> tuple[float, list[int] | None]:
-        """A lower bound on the step time (seconds) tighter than _layout_bound, and the table entry of each stage
-        of a layout that reaches it on this relaxation (None without one). Most candidates the search hands to
-        CP-SAT are solves that prove no layout beats the K-th best plan (152 of 183 on 405B / 131,072 H100), and
-        most of the others' optima equal this bound (issue 49).
+        """A lower bound on the step time (seconds) tighter than _layout_bound, and the table entries (one per
+        stage) of the relaxation's best layout (None without one). Most candidates the search hands to CP-SAT are
+        solves that prove no layout beats the K-th best plan (152 of 183 on 405B / 131,072 H100), and many of the
+        others' optima equal this bound (issue 49).
 
-        For each T >= T* (the slowest stage's time), the least sum of the stages' times with every stage at most T
-        and the layers summing to L (a shortest path over stages x layers, numpy per stage), plus stage 0's end
-        work chosen with its own entry: step >= (m - 1) T + sum t + e_0 (1F1B, GPipe) or (m - 1/v) T + sum t / v +
-        e_0 (interleaved), the i = 0 term of _objective with t_max = T. The middle stages' order is relaxed, so it
-        bounds the model's optimum from below. ZB-H1 keeps _layout_bound's (its fill reads u, not t)."""
+        _objective's step is the largest over stages i of term_i = pipeline - (backwards before stage i) + stage
+        i's end work; with t_max = T every term is a weighted sum over the stages: (m - 1) T + sum t - sum_{k<i} b_k
+        + e_i (1F1B, GPipe), the t and b weighted 1/v with m - 1/v on T (interleaved). For i = 0, 1 and pp - 1 (stage
+        0 holds the embedding and fewer layers; stage 1 has the first full end work after the least backward; the
+        last the head) and each T >= T* (the slowest stage's time), the least such sum with every stage at most T and
+        the layers summing to L is a shortest path over stages x layers (numpy per stage); step >= the largest of
+        those minima. The
+        middle stages' order is relaxed, so it bounds the model's optimum from below. ZB-H1 keeps _layout_bound's
+        (its fill reads u, not t)."""
         c, m, L = self.cand.config, self.cand.microbatches, self.L
         if c.schedule == "zb-h1":
             return 0.0, None
         share = 1.0 / c.vp if c.schedule == "interleaved-1f1b" else 1.0  # the stage times' weight in the pipeline
         slope = m - share  # t_max's
         limit = upper_bound_s / TIME_UNIT_S
-        stages = []
-        for i, d in enumerate(domains):
+        cols = []
+        for d in domains:
             x = np.array([j % (L + 1) for j in d.allowed], dtype=np.int64)
             t = np.array([d.tab["t"][j] for j in d.allowed], dtype=np.float64)
-            extra = np.array([d.tab["e"][j] for j in d.allowed], dtype=np.float64) if i == 0 else np.zeros(len(x))
-            stages.append((x, t, share * t + extra))
+            b = np.array([d.tab["b"][j] for j in d.allowed], dtype=np.float64)
+            e = np.array([d.tab["e"][j] for j in d.allowed], dtype=np.float64)
+            cols.append((x, t, b, e))
+        times = sorted({float(v) for _, t, _, _ in cols for v in t if v >= t_star})
 
-        def least_sum(T: float, trace: bool = False) -> tuple[float, list[int] | None]:
-            """The least weighted sum reaching L layers with every stage's time <= T, and (with trace) the entry
-            of each stage on that path (positions in its domain's `allowed`)."""
+        def weights(i: int) -> list[np.ndarray]:
+            """Each stage's weight in term i: before i its time less its backward, i its time and end work."""
+            return [
+                share * (t - b) if k < i else share * t + e if k == i else share * t
+                for k, (_, t, b, e) in enumerate(cols)
+            ]
+
+        def least_sum(w: list[np.ndarray], T: float, trace: bool = False) -> tuple[float, list[int] | None]:
+            """The least sum of the weights reaching L layers with every stage's time <= T, and (with trace) the
+            table entry of each stage on that path."""
             choices: list[np.ndarray] = []
             best = np.full(L + 1, np.inf)
-            pick = np.full(L + 1, -1, dtype=np.int64)
-            x0, t0, w0 = stages[0]
-            for k in np.flatnonzero(t0 <= T):
-                if w0[k] < best[x0[k]]:
-                    best[x0[k]], pick[x0[k]] = w0[k], k
-            choices.append(pick)
-            for x, t, w in stages[1:]:
+            best[0] = 0.0  # no stage yet: no layer placed
+            for k, (x, t, _, _) in enumerate(cols):
                 new = np.full(L + 1, np.inf)
                 pick = np.full(L + 1, -1, dtype=np.int64)
-                for k in np.flatnonzero(t <= T):
-                    n = int(x[k])
-                    cand = best[: L + 1 - n] + w[k]
+                for q in np.flatnonzero(t <= T):
+                    n = int(x[q])
+                    cand = best[: L + 1 - n] + w[k][q]
                     better = cand < new[n:]
                     new[n:][better] = cand[better]
-                    pick[n:][better] = k
+                    pick[n:][better] = q
                 best = new
                 choices.append(pick)
             if not trace or not math.isfinite(best[L]):
                 return float(best[L]), None
             path: list[int] = []
             left: int = L
-            for i in range(len(stages) - 1, -1, -1):
-                chosen = int(choices[i][left])
-                path.append(domains[i].allowed[chosen])
-                left -= int(stages[i][0][chosen])
+            for k in range(len(cols) - 1, -1, -1):
+                chosen = int(choices[k][left])
+                path.append(domains[k].allowed[chosen])
+                left -= int(cols[k][0][chosen])
             return float(best[L]), path[::-1]
 
-        floor = least_sum(math.inf)[0]  # every T's sum is at least the unconstrained one
-        result, at = math.inf, math.inf
-        for T in sorted({float(v) for _, t, _ in stages for v in t if v >= t_star}):
-            if slope * T + floor >= min(result, limit * (1 + 1e-9)):
-                break  # larger T cannot give less
-            value = slope * T + least_sum(T)[0]
-            if value < result:
-                result, at = value, T
-        if not math.isfinite(result):
-            return math.inf, None
-        return result * TIME_UNIT_S, least_sum(at, trace=True)[1]
+        bound, layouts = 0.0, []
+        for i in sorted({0, min(1, len(cols) - 1), len(cols) - 1}):
+            w = weights(i)
+            floor = least_sum(w, math.inf)[0]  # every T's sum is at least the unconstrained one
+            result, at = math.inf, math.inf
+            for T in times:
+                if slope * T + floor >= min(result, limit * (1 + 1e-9)):
+                    break  # larger T cannot give less
+                value = slope * T + least_sum(w, T)[0]
+                if value < result:
+                    result, at = value, T
+            if not math.isfinite(result):
+                return math.inf, None
+            bound = max(bound, result)
+            layouts.append((result, least_sum(w, at, trace=True)[1]))
+        best_layout = max(layouts, key=lambda r: r[0])[1]  # the binding term's layout
+        return bound * TIME_UNIT_S, best_layout
 
     def _middle_sorted(self, entries: list[int], domains: list[_Domain]) -> list[int]:
         """The same layers with the middle stages' counts in non-decreasing order (the model's _middle_order; the
