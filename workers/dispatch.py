@@ -176,6 +176,9 @@ class CeleryDispatcher:
             }
         self.app = app
         self._healthy_at = -1e9
+        self._asking = threading.Lock()
+        self._answered_at = -1e9
+        self._answer: str | None = None
 
     def enqueue(self, job_id: int) -> None:
         try:
@@ -186,17 +189,30 @@ class CeleryDispatcher:
             raise BrokerUnavailable(f"broker unreachable: {type(exc).__name__}: {exc}".splitlines()[0]) from exc
 
     def problem(self) -> str | None:
-        """Asked before every submission: a healthy answer is reused for a second, a failure never is."""
-        now = time.monotonic()
-        if now - self._healthy_at < 1.0:
+        """Asked before every submission: a healthy answer is reused for a second, a failure never is. One
+        request at a time asks the broker; those that arrived while it asked take its answer, a failure included
+        (answered after they arrived). Every request whose healthy answer had expired asked at once, each on a new
+        connection: 16 in flight at each second's turn under load [issue 49]."""
+        arrived = time.monotonic()
+        if arrived - self._healthy_at < 1.0:
             return None
+        with self._asking:
+            if self._answered_at >= arrived:  # answered while this request waited
+                return self._answer
+            asked = time.monotonic()
+            self._answer = self._ask()
+            self._answered_at = time.monotonic()
+            if self._answer is None:
+                self._healthy_at = asked
+            return self._answer
+
+    def _ask(self) -> str | None:
         try:
             with self.app.connection_for_write() as conn:
                 conn.ensure_connection(max_retries=1, timeout=1)
                 conn.default_channel.client.ping()
         except Exception as exc:
             return f"broker unreachable: {type(exc).__name__}"
-        self._healthy_at = now
         return None
 
     def shutdown(self) -> None:
