@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 import multiprocessing
+import queue
 import threading
 import time
 from collections.abc import Callable
@@ -231,3 +232,55 @@ def send_committed(dispatcher: Dispatcher, job_ids: list[int]) -> None:
             dispatcher.enqueue(job_id)
         except BrokerUnavailable:
             log.warning("job %s stays queued until the broker is back (the sweep sends it)", job_id)
+
+
+class CommittedSender:
+    """Sends committed jobs from a thread of this process, in commit order, so that a request answers as soon as its
+    transaction has committed: the broker's round trip (and a broker that hangs, up to SEND_TIMEOUT_S) is no part
+    of a submission's answer [issue 49: what a submission must do before it answers, and nothing more]. Nothing is
+    lost by it: a job is in the database before it is queued here, and one whose send fails, or whose process dies
+    before sending it, stays queued until beat's sweep sends it (README, Delivery guarantee)."""
+
+    def __init__(self, dispatcher: Dispatcher) -> None:
+        self.dispatcher = dispatcher
+        self._queue: queue.SimpleQueue[int | None] = queue.SimpleQueue()
+        self._pending = 0
+        self._idle = threading.Condition()
+        self._thread: threading.Thread | None = None
+
+    def send(self, job_ids: list[int]) -> None:
+        """Queue jobs whose transaction has committed; returns at once."""
+        if not job_ids:
+            return
+        with self._idle:
+            self._pending += len(job_ids)
+            if self._thread is None:  # started by the first send: after any fork, in the process that sends
+                self._thread = threading.Thread(target=self._run, name="meshplan-sender", daemon=True)
+                self._thread.start()
+        for job_id in job_ids:
+            self._queue.put(job_id)
+
+    def _run(self) -> None:
+        while (job_id := self._queue.get()) is not None:
+            try:
+                send_committed(self.dispatcher, [job_id])
+            except Exception:  # never let the thread die: the job stays queued and the sweep sends it
+                log.exception("job %s not sent (the sweep sends it)", job_id)
+            finally:
+                with self._idle:
+                    self._pending -= 1
+                    self._idle.notify_all()
+
+    def flush(self, timeout_s: float) -> bool:
+        """Wait until every job queued so far has been sent (or failed to be); False on the timeout."""
+        with self._idle:
+            return self._idle.wait_for(lambda: self._pending == 0, timeout_s)
+
+    def close(self, timeout_s: float = 2 * SEND_TIMEOUT_S) -> None:
+        """Send what is queued (for at most `timeout_s`), then stop the thread."""
+        if self._thread is None:
+            return
+        self.flush(timeout_s)
+        self._queue.put(None)
+        self._thread.join(timeout_s)
+        self._thread = None
