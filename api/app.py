@@ -20,7 +20,7 @@ from api.routers import acceptance, clusters, estimates, gpu_types, health, jobs
 from api.strict_json import refuse_booleans_as_numbers
 from store.db import Database, database
 from store.settings import Settings, settings
-from workers.dispatch import Dispatcher, InProcessDispatcher, make_dispatcher
+from workers.dispatch import CommittedSender, Dispatcher, InProcessDispatcher, make_dispatcher
 
 log = logging.getLogger("meshplan.api")
 
@@ -141,6 +141,8 @@ def create_app(
             for job_id in pending:
                 dispatcher.enqueue(job_id)
         yield
+        if sender is not None:
+            sender.close()  # what this process committed and has not sent yet goes now (or to the sweep)
         dispatcher.shutdown()
 
     app = FastAPI(
@@ -153,6 +155,9 @@ def create_app(
         dependencies=[Depends(refuse_booleans_as_numbers)],  # true / false are not numbers [issue 47 item 3]
     )
     app.state.settings, app.state.db, app.state.dispatcher = cfg, db, dispatcher
+    # Celery: jobs are sent from a thread of this process after their commit, not inside the request (api.deps)
+    sender = CommittedSender(dispatcher) if dispatcher.mode == "celery" else None
+    app.state.sender = sender
     app.state.metrics = Metrics(db)
     errors.install(app)
     for r in (gpu_types, clusters, models, jobs, plans, estimates, measurements, acceptance, watches, health):

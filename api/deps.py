@@ -23,7 +23,7 @@ from store.models import MAX_ID
 from store.repositories.paging import PageRequest
 from store.repositories.tokens import TokenRepository
 from store.settings import Settings
-from workers.dispatch import Dispatcher, send_committed
+from workers.dispatch import CommittedSender, Dispatcher, send_committed
 
 log = logging.getLogger("meshplan.api")
 RowId = Annotated[int, Path(ge=1, le=MAX_ID, description="Row id.")]
@@ -70,10 +70,17 @@ def get_session(
     request: Request, db: Annotated[Database, Depends(get_db)], d: Annotated[Dispatcher, Depends(get_dispatcher)]
 ) -> Iterator[Session]:
     """One unit of work per request: committed when the handler returns, rolled back when it raises; then the
-    jobs the handler queued (`send_after_commit`) go to the dispatcher. Reads take no write lock (SQLite)."""
+    jobs the handler queued (`send_after_commit`) go to the dispatcher: on Celery through the process's sender
+    thread (workers.dispatch.CommittedSender), so that the answer does not wait for the broker; in process at once
+    (a job pool's submit). Reads take no write lock (SQLite)."""
     with db.session(read_only=request.method in READ_METHODS) as s:
         yield s
-    send_committed(d, s.info.get(SEND_AFTER_COMMIT, []))
+    job_ids = s.info.get(SEND_AFTER_COMMIT, [])
+    sender: CommittedSender | None = getattr(request.app.state, "sender", None)
+    if sender is not None:
+        sender.send(job_ids)
+    else:
+        send_committed(d, job_ids)
 
 
 def send_after_commit(s: Session, job_ids: list[int]) -> None:

@@ -4,8 +4,10 @@
   while a job solves; target 0 errors, p99 <= 150 ms. A second row keeps small jobs solving back to back, so a new
   plan lands (and retires the in-memory copy of the history, api.read_cache) every fraction of a second.
 - PostgreSQL + Redis (`--api-workers` API processes, default 2), 50 plans stored, the token last used long ago:
-  GET history p99 <= 50 ms and POST /v1/jobs p99 <= 100 ms at 50 clients, 0 errors; /healthz answers within 1 s
-  of the load ending.
+  GET history p99 <= 50 ms (issue 16) and POST /v1/jobs p99 <= 250 ms (issue 49) at 50 clients, 0 errors;
+  /healthz answers within 1 s of the load ending. Issue 16 asked 100 ms of the submissions, out of reach on this
+  2-core machine (its note: 370 ms at 272/s; the target needs about 600/s); each row also prints the throughput
+  and the machine's 1-minute load average when the row ran (the machine is shared: compare rows of like load).
 - Reference rows (no target): the same history reads with the read cache off (MESHPLAN_READ_CACHE_MB=0), i.e.
   what every miss costs.
 
@@ -51,6 +53,11 @@ LONG = {"mode": "training", "global_batch_size": 2048, "seq_len": 8192}
 LONG_INVENTORY = {"pools": [{"name": "h100", "gpu": "H100-SXM-80GB", "nodes": 2048, "gpus_per_node": 8}]}
 
 
+# Targets at 50 clients: the history's from issue 16 (PostgreSQL), the submissions' from issue 49.
+HISTORY_PG_P99_MS = 50.0
+POST_JOBS_P99_MS = 250.0
+
+
 def wrk(url: str, token: str, clients: int, seconds: int, body: dict[str, Any] | None = None) -> dict[str, Any]:
     """Run wrk and parse its report: requests, p50/p99 ms, errors (non-2xx + socket errors + timeouts)."""
     script = None
@@ -75,10 +82,18 @@ def wrk(url: str, token: str, clients: int, seconds: int, body: dict[str, Any] |
         return float(m.group(1)) * scale
 
     total = re.search(r"(\d+) requests in", out)
+    rate = re.search(r"Requests/sec:\s+([\d.]+)", out)
     non2xx = re.search(r"Non-2xx or 3xx responses: (\d+)", out)
     sock = re.search(r"Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)", out)
     errors = (int(non2xx.group(1)) if non2xx else 0) + (sum(int(x) for x in sock.groups()) if sock else 0)
-    return {"requests": int(total.group(1)) if total else 0, "p50": ms("50"), "p99": ms("99"), "errors": errors}
+    return {
+        "requests": int(total.group(1)) if total else 0,
+        "rate": float(rate.group(1)) if rate else 0.0,
+        "p50": ms("50"),
+        "p99": ms("99"),
+        "errors": errors,
+        "load": os.getloadavg()[0],  # the machine's 1-minute load average as the run ends (2 cores, shared)
+    }
 
 
 def healthz_after(base: str) -> float:
@@ -245,11 +260,11 @@ def postgres(clients: int, seconds: int, port: int, workers: int) -> list[list[s
         age_tokens(db)
         r = wrk(f"{base}/v1/plans?limit=50", token, clients, seconds)
         h = healthz_after(base)
-        rows.append([setup, "GET /v1/plans?limit=50", str(clients), *_cells(r, 50), f"{h:.2f}"])
+        rows.append([setup, "GET /v1/plans?limit=50", str(clients), *_cells(r, HISTORY_PG_P99_MS), f"{h:.2f}"])
         age_tokens(db)
         r = wrk(f"{base}/v1/jobs", token, clients, seconds, body=seeded["body"])
         h = healthz_after(base)
-        rows.append([setup, "POST /v1/jobs", str(clients), *_cells(r, 100), f"{h:.2f}"])
+        rows.append([setup, "POST /v1/jobs", str(clients), *_cells(r, POST_JOBS_P99_MS), f"{h:.2f}"])
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
         proc = start_server(env | {"MESHPLAN_READ_CACHE_MB": "0"}, port, tmp / "api-nocache.log", workers)
@@ -270,11 +285,20 @@ def postgres(clients: int, seconds: int, port: int, workers: int) -> list[list[s
 
 
 def _cells(r: dict[str, Any], target_p99_ms: float | None) -> list[str]:
-    """requests, p50, p99, target, errors, met; a reference row (no target) says "-" for met."""
+    """requests, per second, p50, p99, target, errors, met, load; a reference row (no target) says "-" for met."""
     ok = r["requests"] > 0 and r["errors"] == 0 and (target_p99_ms is None or r["p99"] <= target_p99_ms)
     met = "-" if target_p99_ms is None and ok else "yes" if ok else "NO"
     target = "-" if target_p99_ms is None else f"<= {target_p99_ms:g}"
-    return [str(r["requests"]), f"{r['p50']:.1f}", f"{r['p99']:.1f}", target, str(r["errors"]), met]
+    return [
+        str(r["requests"]),
+        f"{r['rate']:.0f}",
+        f"{r['p50']:.1f}",
+        f"{r['p99']:.1f}",
+        target,
+        str(r["errors"]),
+        met,
+        f"{r['load']:.1f}",
+    ]
 
 
 def main() -> None:
@@ -293,7 +317,8 @@ def main() -> None:
         rows += embedded(a.clients, a.seconds, port, not a.no_job)
     if a.setup in ("postgres", "both"):
         rows += postgres(a.clients, a.seconds, port + 1, a.api_workers)
-    head = ["setup", "endpoint", "clients", "requests", "p50 ms", "p99 ms", "target p99", "errors", "met", "healthz s"]
+    head = ["setup", "endpoint", "clients", "requests", "req/s", "p50 ms", "p99 ms", "target p99", "errors", "met"]
+    head += ["load 1 min", "healthz s"]
     print("| " + " | ".join(head) + " |")
     print("|" + "---|" * len(head))
     for row in rows:

@@ -21,8 +21,9 @@ from optimizer.spec.validation_errors import domain_error_from_validation
 from optimizer.spec.workload import InferenceWorkload, TrainingWorkload
 from optimizer.spec.workload import Workload as WorkloadSpec
 from store.models import MAX_ID, Cluster, ClusterRevision, Model, ModelVersion
-from store.repositories.clusters import ClusterRepository, revision_spec
-from store.repositories.models import ModelRepository, version_spec
+from store.repositories.clusters import ClusterRepository, cached_revision_spec
+from store.repositories.models import ModelRepository, cached_version_spec
+from store.repositories.submissions import SubmissionRows
 from store.settings import Settings
 
 
@@ -117,6 +118,11 @@ def target(
     return Target(cluster, rev, model, version)
 
 
+def target_of(rows: SubmissionRows) -> Target:
+    """The target of a submission read in one query (store/repositories/submissions.py)."""
+    return Target(rows.cluster, rows.revision, rows.model, rows.version)
+
+
 def check(
     t: Target,
     workload: TrainingWorkload | InferenceWorkload,
@@ -130,7 +136,8 @@ def check(
         raise DomainError("cluster_id", f"cluster {t.cluster.id} has no inventory yet")
     if t.version is None:
         raise DomainError("model_id", f"model {t.model.id} has no version yet")
-    model, cluster = version_spec(t.model, t.version), revision_spec(t.cluster, t.revision)
+    # parsed once per process (immutable rows): re-parsing an inventory on every submission cost up to seconds
+    model, cluster = cached_version_spec(t.model, t.version), cached_revision_spec(t.cluster, t.revision)
     search.check_ran()
     space = search.space()
     check_request(model, cluster, workload, space, time_limit_s=time_limit_s, max_time_limit_s=cfg.max_time_limit_s)

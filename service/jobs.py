@@ -27,7 +27,7 @@ from optimizer.spec.names import priced_framework
 from optimizer.spec.objectives import objective_name
 from optimizer.spec.parallel_config import ParallelConfig
 from optimizer.spec.workload import InferenceWorkload, TrainingWorkload
-from service.job_requests import JobRequest, SearchOptions, check, target
+from service.job_requests import JobRequest, SearchOptions, check, target, target_of
 from service.plans import fleet_of, inventory_between, planned, specs_of
 from service.replan_decisions import decided
 from store.db import Database
@@ -37,8 +37,9 @@ from store.repositories.jobs import FINISHED, JobRepository
 from store.repositories.measurements import CalibrationRepository, MeasurementRepository, calibration_spec
 from store.repositories.models import ModelRepository
 from store.repositories.plans import PlanFilter, PlanRepository
+from store.repositories.submissions import submission_rows
 from store.repositories.watches import WatchRepository
-from store.repositories.workloads import WorkloadRepository
+from store.repositories.workloads import WorkloadRepository, workload_hash
 from store.settings import Settings, settings
 
 log = logging.getLogger("meshplan.jobs")
@@ -94,11 +95,29 @@ def submit(
     created); the caller commits, then enqueues."""
     cfg = cfg or settings()
     limit = cfg.time_limit(req.time_limit_s)
-    t = target(session, req.cluster_id, req.model_id, req.cluster_revision, req.model_version)
+    # One query for every row it reads (store/repositories/submissions.py); a missing row's 404 from the slow path.
+    rows = submission_rows(
+        session,
+        req.cluster_id,
+        req.model_id,
+        req.cluster_revision,
+        req.model_version,
+        workload_hash(req.workload),
+    )
+    if rows is not None:
+        t = target_of(rows)
+    else:
+        t = target(session, req.cluster_id, req.model_id, req.cluster_revision, req.model_version)
     rev, version = check(t, req.workload, req.search, limit, cfg)
     cluster, model = t.cluster, t.model
-    workload = WorkloadRepository(session).intern(req.workload)
-    calibration = CalibrationRepository(session).current(cluster.id) if req.calibration == "cluster" else None
+    workload = rows.workload if rows and rows.workload else WorkloadRepository(session).intern(req.workload)
+    if req.calibration == "none":
+        calibration_id = None
+    elif rows is not None:
+        calibration_id = rows.calibration_id
+    else:
+        calibration = CalibrationRepository(session).current(cluster.id)
+        calibration_id = calibration.id if calibration is not None else None
     job = Job(
         watch_id=watch_id,
         warm_start_plan_id=warm_start_plan_id,
@@ -111,7 +130,7 @@ def submit(
         idempotency_key=idempotency_key,
         request_hash=content_hash(req.model_dump(mode="json")),
         trigger=trigger,
-        calibration_id=calibration.id if calibration is not None else None,
+        calibration_id=calibration_id,
     )
     # the input ids, and the rows themselves (read-only links: answering the job reads them from the session)
     job.cluster_id, job.cluster_revision_id, job.cluster_revision = cluster.id, rev.id, rev

@@ -7,6 +7,7 @@ import base64
 import json
 import logging
 import multiprocessing
+import queue
 import threading
 import time
 from collections.abc import Callable
@@ -204,6 +205,9 @@ class CeleryDispatcher:
             }
         self.app = app
         self._healthy_at = -1e9
+        self._asking = threading.Lock()
+        self._answered_at = -1e9
+        self._answer: str | None = None
 
     def enqueue(self, job_id: int, ahead: bool = False) -> None:
         queue = names.TAKEOVER_QUEUE if ahead else names.DEFAULT_QUEUE
@@ -233,17 +237,30 @@ class CeleryDispatcher:
         return {i for i in (_job_of(m) for m in [*raw, *held]) if i is not None}
 
     def problem(self) -> str | None:
-        """Asked before every submission: a healthy answer is reused for a second, a failure never is."""
-        now = time.monotonic()
-        if now - self._healthy_at < 1.0:
+        """Asked before every submission: a healthy answer is reused for a second, a failure never is. One
+        request at a time asks the broker; those that arrived while it asked take its answer, a failure included
+        (answered after they arrived). Every request whose healthy answer had expired asked at once, each on a new
+        connection: 16 in flight at each second's turn under load [issue 49]."""
+        arrived = time.monotonic()
+        if arrived - self._healthy_at < 1.0:
             return None
+        with self._asking:
+            if self._answered_at >= arrived:  # answered while this request waited
+                return self._answer
+            asked = time.monotonic()
+            self._answer = self._ask()
+            self._answered_at = time.monotonic()
+            if self._answer is None:
+                self._healthy_at = asked
+            return self._answer
+
+    def _ask(self) -> str | None:
         try:
             with self.app.connection_for_write() as conn:
                 conn.ensure_connection(max_retries=1, timeout=1)
                 conn.default_channel.client.ping()
         except Exception as exc:
             return f"broker unreachable: {type(exc).__name__}"
-        self._healthy_at = now
         return None
 
     def shutdown(self) -> None:
@@ -278,3 +295,55 @@ def send_committed(dispatcher: Dispatcher, job_ids: list[int], ahead: bool = Fal
             dispatcher.enqueue(job_id, ahead)
         except BrokerUnavailable:
             log.warning("job %s stays queued until the broker is back (the sweep sends it)", job_id)
+
+
+class CommittedSender:
+    """Sends committed jobs from a thread of this process, in commit order, so that a request answers as soon as its
+    transaction has committed: the broker's round trip (and a broker that hangs, up to SEND_TIMEOUT_S) is no part
+    of a submission's answer [issue 49: what a submission must do before it answers, and nothing more]. Nothing is
+    lost by it: a job is in the database before it is queued here, and one whose send fails, or whose process dies
+    before sending it, stays queued until beat's sweep sends it (README, Delivery guarantee)."""
+
+    def __init__(self, dispatcher: Dispatcher) -> None:
+        self.dispatcher = dispatcher
+        self._queue: queue.SimpleQueue[int | None] = queue.SimpleQueue()
+        self._pending = 0
+        self._idle = threading.Condition()
+        self._thread: threading.Thread | None = None
+
+    def send(self, job_ids: list[int]) -> None:
+        """Queue jobs whose transaction has committed; returns at once."""
+        if not job_ids:
+            return
+        with self._idle:
+            self._pending += len(job_ids)
+            if self._thread is None:  # started by the first send: after any fork, in the process that sends
+                self._thread = threading.Thread(target=self._run, name="meshplan-sender", daemon=True)
+                self._thread.start()
+        for job_id in job_ids:
+            self._queue.put(job_id)
+
+    def _run(self) -> None:
+        while (job_id := self._queue.get()) is not None:
+            try:
+                send_committed(self.dispatcher, [job_id])
+            except Exception:  # never let the thread die: the job stays queued and the sweep sends it
+                log.exception("job %s not sent (the sweep sends it)", job_id)
+            finally:
+                with self._idle:
+                    self._pending -= 1
+                    self._idle.notify_all()
+
+    def flush(self, timeout_s: float) -> bool:
+        """Wait until every job queued so far has been sent (or failed to be); False on the timeout."""
+        with self._idle:
+            return self._idle.wait_for(lambda: self._pending == 0, timeout_s)
+
+    def close(self, timeout_s: float = 2 * SEND_TIMEOUT_S) -> None:
+        """Send what is queued (for at most `timeout_s`), then stop the thread."""
+        if self._thread is None:
+            return
+        self.flush(timeout_s)
+        self._queue.put(None)
+        self._thread.join(timeout_s)
+        self._thread = None

@@ -193,10 +193,13 @@ class NodePool(BaseModel):
 
     @cached_property
     def healthy_nodes(self) -> int:
-        """Nodes in state healthy (for a count, from the overrides alone: listings do not build the node list)."""
+        """Nodes in state healthy, without building the node list (for a count, from the overrides alone; for a
+        listing, each node's state as node_list gives it: 100,000 listed nodes counted in milliseconds where
+        copying them took 4.5 s [issue 49, a submission's check])."""
         if isinstance(self.nodes, int):
             return self.nodes - sum(1 for state in self.node_states.values() if state != "healthy")
-        return sum(1 for n in self.node_list if n.state == "healthy")
+        states = self.node_states
+        return sum(1 for n in self.nodes if states.get(n.name, n.state) == "healthy")
 
     @property
     def healthy_gpus(self) -> int:

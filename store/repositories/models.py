@@ -10,11 +10,20 @@ from store.errors import NotFoundError
 from store.models import Model, ModelVersion
 from store.repositories.base import Repository, get_row, insert_unique, numbers_by_id
 from store.repositories.paging import Page, PageRequest, paginate
+from store.repositories.spec_cache import SpecCache
 
 
 def version_spec(model: Model, version: ModelVersion) -> ModelSpec:
     """The spec of a version, named after its model."""
     return ModelSpec.model_validate({**version.spec, "name": model.name})
+
+
+_VERSIONS = SpecCache[ModelSpec](budget=256, weight=lambda _m: 1, entries=256)
+
+
+def cached_version_spec(model: Model, version: ModelVersion) -> ModelSpec:
+    """`version_spec`, parsed once per process (store/repositories/spec_cache.py); a ModelSpec is frozen."""
+    return _VERSIONS.get((version.id, model.name), lambda: version_spec(model, version))
 
 
 class ModelRepository(Repository[Model]):

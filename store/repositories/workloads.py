@@ -19,6 +19,11 @@ def workload_spec(row: Workload) -> TrainingWorkload | InferenceWorkload:
     return _ADAPTER.validate_python(row.spec)
 
 
+def workload_hash(spec: TrainingWorkload | InferenceWorkload) -> str:
+    """The key a workload document is stored under (`intern`)."""
+    return content_hash(spec.model_dump(mode="json"))
+
+
 class WorkloadRepository(Repository[Workload]):
     row_type, kind = Workload, "workload"
 

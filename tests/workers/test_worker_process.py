@@ -129,7 +129,9 @@ def test_redis_restart_between_submission_and_execution_loses_nothing(
         job = ok(
             c.post("/v1/jobs", json={"cluster_id": cluster["id"], "model_id": model["id"], "workload": TRAINING}), 202
         )
-        assert redis.Redis.from_url(url).llen("celery") == 1  # the message waits in Redis
+        # the API's sender thread sends it once committed, right after the answer (issue 49); then it waits in Redis
+        assert c.app.state.sender.flush(5)  # type: ignore[attr-defined]
+        assert redis.Redis.from_url(url).llen("celery") == 1
         server.kill()  # Redis keeps nothing on disk: the message is gone
         private_redis()
         assert redis.Redis.from_url(url).llen("celery") == 0
