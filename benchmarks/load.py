@@ -1,7 +1,7 @@
 """API load with `wrk` (a real load generator, outside the server's process) on both setups.
 
 - embedded (`make run`'s defaults: SQLite file, jobs in-process): 50 clients on GET /v1/plans?limit=50 for 15 s
-  while a job solves; target 0 errors, p99 <= 150 ms. A second row keeps small jobs solving back to back, so a new
+  while a job solves; target 0 errors, p99 <= 50 ms (issue 49: jobs run in a child process; issue 16 had 150 ms). A second row keeps small jobs solving back to back, so a new
   plan lands (and retires the in-memory copy of the history, api.read_cache) every fraction of a second.
 - PostgreSQL + Redis (`--api-workers` API processes, default 2), 50 plans stored, the token last used long ago:
   GET history p99 <= 50 ms (issue 16) and POST /v1/jobs p99 <= 250 ms (issue 49) at 50 clients, 0 errors;
@@ -46,6 +46,7 @@ from tests.databases import create_pg_database, drop_pg_database  # noqa: E402
 
 MESHPLAN = str(Path(sys.executable).parent / "meshplan")
 REDIS_URL = "redis://127.0.0.1:6379/9"
+EMBEDDED_P99_MS = 50  # issue 49: the plan history stays quick while jobs solve (they run outside the API process)
 INVENTORY = {"pools": [{"name": "h100", "gpu": "H100-SXM-80GB", "nodes": 2, "gpus_per_node": 8}]}
 WORKLOAD = {"mode": "training", "global_batch_size": 64, "seq_len": 4096}
 # A job that keeps solving while the load runs (the hetero scenario takes seconds; a 405B on 16k GPUs, more).
@@ -219,12 +220,20 @@ def embedded(clients: int, seconds: int, port: int, with_job: bool = True) -> li
                 for e in stream.errors[:5]:
                     print("plan stream:", e, file=sys.stderr)
                 rows.append([label.replace("one solving", "jobs solving back to back"), what, str(clients)])
-                rows[-1] += [*_cells(r, 150), f"{h:.2f}"]
+                rows[-1] += [*_cells(r, EMBEDDED_P99_MS), f"{h:.2f}"]
             if with_job:
                 long_job(seeded["client"])
             r = wrk(f"{base}/v1/plans?limit=50", token, clients, seconds)
             h = healthz_after(base)
-            rows.append([label, "GET /v1/plans?limit=50", str(clients), *_cells(r, 150 if cache else None), f"{h:.2f}"])
+            rows.append(
+                [
+                    label,
+                    "GET /v1/plans?limit=50",
+                    str(clients),
+                    *_cells(r, EMBEDDED_P99_MS if cache else None),
+                    f"{h:.2f}",
+                ]
+            )
         finally:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(proc.pid, signal.SIGKILL)
