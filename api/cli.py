@@ -41,6 +41,8 @@ if TYPE_CHECKING:
     from optimizer.calibration.measurements import Measurement
     from optimizer.costmodel.result import Estimate, LoadLatency
     from optimizer.exports.launch import Export
+    from optimizer.search.result import PlanResult
+    from optimizer.search.space import SearchSpace
     from optimizer.spec.cluster_spec import ClusterSpec
     from optimizer.spec.model_spec import ModelSpec
     from optimizer.spec.workload import InferenceWorkload, TrainingWorkload
@@ -331,22 +333,15 @@ def plan(
     from optimizer.errors import DomainError
     from optimizer.search.planner import plan as run_plan
     from optimizer.search.result import Progress
-    from optimizer.search.space import SearchSpace, parse_pins
-    from optimizer.spec.names import SCHEDULERS
     from optimizer.spec.validation_errors import domain_error_from_validation
-    from optimizer.spec.workload import InferenceWorkload, TrainingWorkload
+    from optimizer.spec.workload import TrainingWorkload
 
     check_output(output, export_to, as_json)
     try:
         spec, clus = resolve_target(target, calibration)
         clus = apply_reliability(clus, reliability)
         work = build_workload(shape, numerics, objective, framework, serving, serving_engine)
-        space_fields: dict[str, object] = {"pins": parse_pins(pin or []), "max_gpus": max_gpus}
-        if pools:
-            space_fields["pools"] = tuple(pools.split(","))
-        if schedules:
-            space_fields["schedules"] = tuple(schedules.split(","))
-        space = SearchSpace.model_validate(space_fields)
+        space = plan_space(pin, max_gpus, pools, schedules)
         show = not as_json and sys.stderr.isatty()
 
         def report(p: Progress) -> None:
@@ -370,33 +365,80 @@ def plan(
         fail(domain_error_from_validation(exc, "space"))
     exports: list[Export] = []
     if export_to is not None and result.plan is not None:
-        from optimizer.exports.launch import export as run_export
-        from optimizer.exports.launch import export_fleet
-        from optimizer.spec.model_ids import loadable_model, with_note
+        exports = plan_exports(export_to, result, spec, clus, work, target.model, model_id)
+    emit_plan(result, spec.name, clus.name, exports, export_to, output, as_json)
+    finish(plan_exit_code(result.status))
 
-        try:
-            if export_to in SCHEDULERS:
-                exports = [job_export(export_to, result, spec, clus, work, target.model)]
+
+def plan_space(pin: list[str] | None, max_gpus: int | None, pools: str | None, schedules: str | None) -> SearchSpace:
+    """The search space the options declare (pins, GPU budget, allowed pools and schedules)."""
+    from optimizer.search.space import SearchSpace, parse_pins
+
+    space_fields: dict[str, object] = {"pins": parse_pins(pin or []), "max_gpus": max_gpus}
+    if pools:
+        space_fields["pools"] = tuple(pools.split(","))
+    if schedules:
+        space_fields["schedules"] = tuple(schedules.split(","))
+    return SearchSpace.model_validate(space_fields)
+
+
+def plan_exports(
+    export_to: str,
+    result: PlanResult,
+    spec: ModelSpec,
+    clus: ClusterSpec,
+    work: TrainingWorkload | InferenceWorkload,
+    model_arg: str,
+    model_id: str | None,
+) -> list[Export]:
+    """A plan's exports: a scheduler's job on its placement, an SLA fleet's commands, or the plan's launch."""
+    from optimizer.exports.launch import export as run_export
+    from optimizer.exports.launch import export_fleet
+    from optimizer.spec.model_ids import loadable_model, with_note
+    from optimizer.spec.names import SCHEDULERS
+    from optimizer.spec.workload import InferenceWorkload
+
+    plan = result.plan
+    if plan is None:
+        return []
+    exports: list[Export] = []
+    try:
+        if export_to in SCHEDULERS:
+            exports = [job_export(export_to, result, spec, clus, work, model_arg)]
+        else:
+            ref, no_weights = loadable_model(model_arg, model_id)
+            if result.fleet is not None and isinstance(work, InferenceWorkload):
+                exports = export_fleet(export_to, spec, work, result.fleet, model_ref=ref)
             else:
-                ref, no_weights = loadable_model(target.model, model_id)
-                if result.fleet is not None and isinstance(work, InferenceWorkload):
-                    exports = export_fleet(export_to, spec, work, result.fleet, model_ref=ref)
-                else:
-                    exports = [
-                        run_export(
-                            export_to,
-                            spec,
-                            work,
-                            result.plan.config,
-                            model_ref=ref,
-                            framework=result.framework,
-                            estimate=result.plan.estimate,
-                        )
-                    ]
-                if isinstance(work, InferenceWorkload):
-                    exports = with_note(no_weights, exports)
-        except DomainError as exc:
-            fail(exc)
+                exports = [
+                    run_export(
+                        export_to,
+                        spec,
+                        work,
+                        plan.config,
+                        model_ref=ref,
+                        framework=result.framework,
+                        estimate=plan.estimate,
+                    )
+                ]
+            if isinstance(work, InferenceWorkload):
+                exports = with_note(no_weights, exports)
+    except DomainError as exc:
+        fail(exc)
+    return exports
+
+
+def emit_plan(
+    result: PlanResult,
+    model: str,
+    cluster: str,
+    exports: list[Export],
+    export_to: str | None,
+    output: str | None,
+    as_json: bool,
+) -> None:
+    """The plan as JSON or tables, with its exports: printed, or written with --output (the report then on stderr
+    when the export goes to stdout)."""
     if output is not None:
         write_export(output, exports, export_to or "")
     if as_json:
@@ -407,13 +449,12 @@ def plan(
         sys.stdout.write(json.dumps(doc, indent=2) + "\n")
     else:
         with contextlib.redirect_stdout(sys.stderr) if output == "-" else contextlib.nullcontext():
-            render_plan(result, spec.name, clus.name)  # the console writes to sys.stdout as it is when printing
+            render_plan(result, model, cluster)  # the console writes to sys.stdout as it is when printing
             for exported in exports:
                 if output is None:
                     print_export(exported)
                 else:
                     print_notes(exported)
-    finish(plan_exit_code(result.status))
 
 
 def check_output(output: str | None, export_to: str | None, as_json: bool) -> None:
