@@ -31,7 +31,8 @@ from api.cli_options import (
     Target,
     WorkloadShape,
 )
-from api.cli_output import DOES_NOT_FIT, FITS, err, fail, finish, plan_exit_code, write_output
+from api.cli_output import DOES_NOT_FIT, FITS, err, fail, finish, out, plan_exit_code, write_output
+from api.cli_plan import check_output, plan_exports, plan_space, print_export, print_notes, write_export
 from optimizer.errors import DomainError
 
 # Start-up: `meshplan --help` and every command import only typer, rich and the option declarations here; what a
@@ -42,9 +43,6 @@ if TYPE_CHECKING:
     from optimizer.costmodel.result import Estimate, LoadLatency
     from optimizer.exports.launch import Export
     from optimizer.search.result import PlanResult
-    from optimizer.search.space import SearchSpace
-    from optimizer.spec.cluster_spec import ClusterSpec
-    from optimizer.spec.model_spec import ModelSpec
     from optimizer.spec.workload import InferenceWorkload, TrainingWorkload
 
 app = typer.Typer(
@@ -54,7 +52,6 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
     help="meshplan: split a large transformer over a GPU cluster.",
 )
-out = Console(width=None if sys.stdout.isatty() else 150)
 
 
 @app.command()
@@ -80,7 +77,6 @@ def estimate(
     parallel configuration."""
     from api.cli_inputs import apply_reliability, build_parallel_config, build_workload, resolve_target
     from optimizer.costmodel.estimate import estimate as run_estimate
-    from optimizer.errors import DomainError
 
     try:
         spec, clus = resolve_target(target, calibration)
@@ -330,7 +326,6 @@ def plan(
     from pydantic import ValidationError
 
     from api.cli_inputs import apply_reliability, build_workload, resolve_target
-    from optimizer.errors import DomainError
     from optimizer.search.planner import plan as run_plan
     from optimizer.search.result import Progress
     from optimizer.spec.validation_errors import domain_error_from_validation
@@ -370,64 +365,6 @@ def plan(
     finish(plan_exit_code(result.status))
 
 
-def plan_space(pin: list[str] | None, max_gpus: int | None, pools: str | None, schedules: str | None) -> SearchSpace:
-    """The search space the options declare (pins, GPU budget, allowed pools and schedules)."""
-    from optimizer.search.space import SearchSpace, parse_pins
-
-    space_fields: dict[str, object] = {"pins": parse_pins(pin or []), "max_gpus": max_gpus}
-    if pools:
-        space_fields["pools"] = tuple(pools.split(","))
-    if schedules:
-        space_fields["schedules"] = tuple(schedules.split(","))
-    return SearchSpace.model_validate(space_fields)
-
-
-def plan_exports(
-    export_to: str,
-    result: PlanResult,
-    spec: ModelSpec,
-    clus: ClusterSpec,
-    work: TrainingWorkload | InferenceWorkload,
-    model_arg: str,
-    model_id: str | None,
-) -> list[Export]:
-    """A plan's exports: a scheduler's job on its placement, an SLA fleet's commands, or the plan's launch."""
-    from optimizer.exports.launch import export as run_export
-    from optimizer.exports.launch import export_fleet
-    from optimizer.spec.model_ids import loadable_model, with_note
-    from optimizer.spec.names import SCHEDULERS
-    from optimizer.spec.workload import InferenceWorkload
-
-    plan = result.plan
-    if plan is None:
-        return []
-    exports: list[Export] = []
-    try:
-        if export_to in SCHEDULERS:
-            exports = [job_export(export_to, result, spec, clus, work, model_arg)]
-        else:
-            ref, no_weights = loadable_model(model_arg, model_id)
-            if result.fleet is not None and isinstance(work, InferenceWorkload):
-                exports = export_fleet(export_to, spec, work, result.fleet, model_ref=ref)
-            else:
-                exports = [
-                    run_export(
-                        export_to,
-                        spec,
-                        work,
-                        plan.config,
-                        model_ref=ref,
-                        framework=result.framework,
-                        estimate=plan.estimate,
-                    )
-                ]
-            if isinstance(work, InferenceWorkload):
-                exports = with_note(no_weights, exports)
-    except DomainError as exc:
-        fail(exc)
-    return exports
-
-
 def emit_plan(
     result: PlanResult,
     model: str,
@@ -455,92 +392,6 @@ def emit_plan(
                     print_export(exported)
                 else:
                     print_notes(exported)
-
-
-def check_output(output: str | None, export_to: str | None, as_json: bool) -> None:
-    """--output writes an export: it needs --export, and '-' (the export on stdout) leaves no room for --json."""
-    if output is None:
-        return
-    if export_to is None:
-        fail(DomainError("--output", "writes the export's bytes: give --export too (slurm, k8s, megatron, ...)"))
-    if output == "-" and as_json:
-        fail(
-            DomainError(
-                "--output",
-                "'-' prints the bare export on stdout, where --json prints its object: give a "
-                "file name, or drop --json",
-            )
-        )
-
-
-def write_export(output: str, exports: list[Export], export_to: str) -> None:
-    """Exactly the export's bytes (Export.script()) to `output` ('-': stdout). No plan, or a fleet of several
-    exports, writes nothing and says why (exit 1 and 2)."""
-    if not exports:
-        err.print(f"error: --output: no plan was found, so no {export_to} export was written", markup=False)
-        raise typer.Exit(1)
-    if len(exports) > 1:
-        fail(
-            DomainError(
-                "--output",
-                f"the plan's fleet has {len(exports)} {export_to} exports (one per replica "
-                "group) and --output takes one: use --json (its `exports` list)",
-            )
-        )
-    data = exports[0].script()
-    if output == "-":
-        sys.stdout.write(data)
-        sys.stdout.flush()
-        return
-    try:
-        with open(output, "w", encoding="utf-8", newline="") as f:  # newline="": the bytes as they are
-            f.write(data)
-    except OSError as exc:
-        fail(DomainError("--output", f"cannot write {output}: {exc.strerror or exc}"))
-    err.print(f"wrote the {exports[0].tool} export to {output} ({len(data.encode())} bytes)", markup=False)
-
-
-def print_notes(e: Export) -> None:
-    """An export's notes, under its tool's name (its bytes went to --output)."""
-    if e.notes:
-        out.print(f"[bold]{e.tool}[/bold] notes:")
-    for note in e.notes:
-        out.print(f"  note: {note}", markup=False, highlight=False, soft_wrap=True)
-
-
-def print_export(e: Export) -> None:
-    """The tool's name, then the export's own bytes (Export.script()), then its notes, unwrapped."""
-    out.print(f"[bold]{e.tool}[/bold]:")
-    # Raw bytes, not the console: rich wraps at its width and rewrites text (emoji codes, tabs, control codes).
-    sys.stdout.write(e.script())
-    sys.stdout.flush()
-    for note in e.notes:
-        out.print(f"  note: {note}", markup=False, highlight=False, soft_wrap=True)
-
-
-def job_export(
-    scheduler: str, r: object, model: ModelSpec, cluster: ClusterSpec, work: object, model_ref: str
-) -> Export:
-    """A training plan's Slurm script or Kubernetes JobSet on its placement."""
-    from optimizer.errors import DomainError
-    from optimizer.exports.job_scripts import export_job
-    from optimizer.search.result import PlanResult
-    from optimizer.spec.workload import TrainingWorkload
-
-    assert isinstance(r, PlanResult) and r.plan is not None
-    if not isinstance(work, TrainingWorkload) or r.placement is None:
-        raise DomainError("export", f"{scheduler} runs a training plan on its placement; a serving plan has none")
-    return export_job(
-        scheduler,
-        model,
-        work,
-        r.plan.config,
-        r.placement,
-        cluster,
-        framework=r.framework,
-        model_ref=model_ref,
-        estimate=r.plan.estimate,
-    )
 
 
 def render_placement(p: object) -> None:
@@ -757,7 +608,6 @@ def import_topo(
     """Turn `nvidia-smi topo -m` into a cluster YAML (NVLink vs PCIe inside the node, NIC count)."""
     import yaml
 
-    from optimizer.errors import DomainError
     from optimizer.spec.cluster_loading import cluster_document_from_topo
     from optimizer.spec.yaml_documents import read_document, read_stream
 
@@ -775,7 +625,6 @@ def measured_figures(run: MeasuredRun, work: TrainingWorkload | InferenceWorkloa
 
     from optimizer.calibration.measurements import Measurement
     from optimizer.calibration.run_logs import parse_log
-    from optimizer.errors import DomainError
     from optimizer.spec.validation_errors import domain_error_from_validation
     from optimizer.spec.yaml_documents import read_document
 
