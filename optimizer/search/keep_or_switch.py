@@ -14,9 +14,9 @@ from optimizer.costmodel.uncertainty import difference_interval
 from optimizer.errors import DomainError
 from optimizer.placement.priced import placed_estimate
 from optimizer.placement.result import Placement
-from optimizer.search.planner import MAIN_KNOBS
 from optimizer.search.replan_decision import DEFAULT_SWITCH_THRESHOLD_PCT, ReplanDecision
 from optimizer.search.result import Alternative, Explanation, PlannedConfig, PlanResult
+from optimizer.search.training_search import MAIN_KNOBS
 from optimizer.spec.cluster_spec import ClusterSpec
 from optimizer.spec.model_spec import ModelSpec
 from optimizer.spec.parallel_config import ParallelConfig
