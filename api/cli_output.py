@@ -12,7 +12,6 @@ from rich.console import Console
 
 from optimizer.errors import DomainError
 
-out = Console(width=None if sys.stdout.isatty() else 150)
 err = Console(stderr=True, width=None if sys.stderr.isatty() else 300)
 
 

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 import typer
 
-from api.cli_output import err, fail, out
+from api.cli_output import err, fail
 from optimizer.errors import DomainError
 
 if TYPE_CHECKING:
@@ -120,24 +120,6 @@ def write_export(output: str, exports: list[Export], export_to: str) -> None:
     except OSError as exc:
         fail(DomainError("--output", f"cannot write {output}: {exc.strerror or exc}"))
     err.print(f"wrote the {exports[0].tool} export to {output} ({len(data.encode())} bytes)", markup=False)
-
-
-def print_notes(e: Export) -> None:
-    """An export's notes, under its tool's name (its bytes went to --output)."""
-    if e.notes:
-        out.print(f"[bold]{e.tool}[/bold] notes:")
-    for note in e.notes:
-        out.print(f"  note: {note}", markup=False, highlight=False, soft_wrap=True)
-
-
-def print_export(e: Export) -> None:
-    """The tool's name, then the export's own bytes (Export.script()), then its notes, unwrapped."""
-    out.print(f"[bold]{e.tool}[/bold]:")
-    # Raw bytes, not the console: rich wraps at its width and rewrites text (emoji codes, tabs, control codes).
-    sys.stdout.write(e.script())
-    sys.stdout.flush()
-    for note in e.notes:
-        out.print(f"  note: {note}", markup=False, highlight=False, soft_wrap=True)
 
 
 def job_export(

