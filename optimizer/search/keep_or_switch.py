@@ -66,7 +66,7 @@ def shortfall(cluster: ClusterSpec, config: ParallelConfig) -> str | None:
 
 def objective_of(cluster: ClusterSpec, w: TrainingWorkload, p: PlannedConfig) -> float:
     """The planner's objective for `p`: its step time, or with objective=cost its price per step when every pool
-    it uses has a price (planner.py: step time x ClusterSpec.price_per_s), with objective=goodput its wall time
+    it uses has a price (training_search.py: step time x ClusterSpec.price_per_s), with objective=goodput its wall time
     per useful step (costmodel/goodput.py)."""
     if w.objective == "goodput" and p.estimate.goodput is not None:
         return p.estimate.goodput.wall_s_per_step
