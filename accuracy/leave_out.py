@@ -32,7 +32,7 @@ import optimizer.costmodel as costmodel_package
 from accuracy.pair_errors import pair_section
 from accuracy.published_runs import CalibrationCase, Record, framework_of, load_records, pinned_setting, predict
 from accuracy.serving_runs import load_serving_records, run_serving
-from optimizer.costmodel import framework_runtime, stage
+from optimizer.costmodel import cost_context, framework_runtime
 from optimizer.costmodel.constants import (
     FLASH_ATTENTION_EFFICIENCY,
     FRAMEWORK_FACTOR,
@@ -232,7 +232,7 @@ REFITS = (
         fit_groups=frozenset({"torchao_float8_h100"}),
         prior=1.0,
         fallback=lambda rec: rec.get("fp8_recipe") == "rowwise",
-        patch=_imported(stage, "TORCHAO_ROWWISE_FP8_RATE"),
+        patch=_imported(cost_context, "TORCHAO_ROWWISE_FP8_RATE"),
         source="constants.py: the torchao float8 README's rowwise / tensorwise pair; prior 1.0: tensorwise's rate",
     ),
 )

@@ -32,6 +32,7 @@ from api.cli_options import (
     WorkloadShape,
 )
 from api.cli_output import DOES_NOT_FIT, FITS, err, fail, finish, plan_exit_code, write_output
+from api.cli_plan import check_output, plan_exports, plan_space, write_export
 from optimizer.errors import DomainError
 
 # Start-up: `meshplan --help` and every command import only typer, rich and the option declarations here; what a
@@ -41,8 +42,7 @@ if TYPE_CHECKING:
     from optimizer.calibration.measurements import Measurement
     from optimizer.costmodel.result import Estimate, LoadLatency
     from optimizer.exports.launch import Export
-    from optimizer.spec.cluster_spec import ClusterSpec
-    from optimizer.spec.model_spec import ModelSpec
+    from optimizer.search.result import PlanResult
     from optimizer.spec.workload import InferenceWorkload, TrainingWorkload
 
 app = typer.Typer(
@@ -78,7 +78,6 @@ def estimate(
     parallel configuration."""
     from api.cli_inputs import apply_reliability, build_parallel_config, build_workload, resolve_target
     from optimizer.costmodel.estimate import estimate as run_estimate
-    from optimizer.errors import DomainError
 
     try:
         spec, clus = resolve_target(target, calibration)
@@ -328,25 +327,17 @@ def plan(
     from pydantic import ValidationError
 
     from api.cli_inputs import apply_reliability, build_workload, resolve_target
-    from optimizer.errors import DomainError
     from optimizer.search.planner import plan as run_plan
     from optimizer.search.result import Progress
-    from optimizer.search.space import SearchSpace, parse_pins
-    from optimizer.spec.names import SCHEDULERS
     from optimizer.spec.validation_errors import domain_error_from_validation
-    from optimizer.spec.workload import InferenceWorkload, TrainingWorkload
+    from optimizer.spec.workload import TrainingWorkload
 
     check_output(output, export_to, as_json)
     try:
         spec, clus = resolve_target(target, calibration)
         clus = apply_reliability(clus, reliability)
         work = build_workload(shape, numerics, objective, framework, serving, serving_engine)
-        space_fields: dict[str, object] = {"pins": parse_pins(pin or []), "max_gpus": max_gpus}
-        if pools:
-            space_fields["pools"] = tuple(pools.split(","))
-        if schedules:
-            space_fields["schedules"] = tuple(schedules.split(","))
-        space = SearchSpace.model_validate(space_fields)
+        space = plan_space(pin, max_gpus, pools, schedules)
         show = not as_json and sys.stderr.isatty()
 
         def report(p: Progress) -> None:
@@ -370,33 +361,22 @@ def plan(
         fail(domain_error_from_validation(exc, "space"))
     exports: list[Export] = []
     if export_to is not None and result.plan is not None:
-        from optimizer.exports.launch import export as run_export
-        from optimizer.exports.launch import export_fleet
-        from optimizer.spec.model_ids import loadable_model, with_note
+        exports = plan_exports(export_to, result, spec, clus, work, target.model, model_id)
+    emit_plan(result, spec.name, clus.name, exports, export_to, output, as_json)
+    finish(plan_exit_code(result.status))
 
-        try:
-            if export_to in SCHEDULERS:
-                exports = [job_export(export_to, result, spec, clus, work, target.model)]
-            else:
-                ref, no_weights = loadable_model(target.model, model_id)
-                if result.fleet is not None and isinstance(work, InferenceWorkload):
-                    exports = export_fleet(export_to, spec, work, result.fleet, model_ref=ref)
-                else:
-                    exports = [
-                        run_export(
-                            export_to,
-                            spec,
-                            work,
-                            result.plan.config,
-                            model_ref=ref,
-                            framework=result.framework,
-                            estimate=result.plan.estimate,
-                        )
-                    ]
-                if isinstance(work, InferenceWorkload):
-                    exports = with_note(no_weights, exports)
-        except DomainError as exc:
-            fail(exc)
+
+def emit_plan(
+    result: PlanResult,
+    model: str,
+    cluster: str,
+    exports: list[Export],
+    export_to: str | None,
+    output: str | None,
+    as_json: bool,
+) -> None:
+    """The plan as JSON or tables, with its exports: printed, or written with --output (the report then on stderr
+    when the export goes to stdout)."""
     if output is not None:
         write_export(output, exports, export_to or "")
     if as_json:
@@ -407,56 +387,12 @@ def plan(
         sys.stdout.write(json.dumps(doc, indent=2) + "\n")
     else:
         with contextlib.redirect_stdout(sys.stderr) if output == "-" else contextlib.nullcontext():
-            render_plan(result, spec.name, clus.name)  # the console writes to sys.stdout as it is when printing
+            render_plan(result, model, cluster)  # the console writes to sys.stdout as it is when printing
             for exported in exports:
                 if output is None:
                     print_export(exported)
                 else:
                     print_notes(exported)
-    finish(plan_exit_code(result.status))
-
-
-def check_output(output: str | None, export_to: str | None, as_json: bool) -> None:
-    """--output writes an export: it needs --export, and '-' (the export on stdout) leaves no room for --json."""
-    if output is None:
-        return
-    if export_to is None:
-        fail(DomainError("--output", "writes the export's bytes: give --export too (slurm, k8s, megatron, ...)"))
-    if output == "-" and as_json:
-        fail(
-            DomainError(
-                "--output",
-                "'-' prints the bare export on stdout, where --json prints its object: give a "
-                "file name, or drop --json",
-            )
-        )
-
-
-def write_export(output: str, exports: list[Export], export_to: str) -> None:
-    """Exactly the export's bytes (Export.script()) to `output` ('-': stdout). No plan, or a fleet of several
-    exports, writes nothing and says why (exit 1 and 2)."""
-    if not exports:
-        err.print(f"error: --output: no plan was found, so no {export_to} export was written", markup=False)
-        raise typer.Exit(1)
-    if len(exports) > 1:
-        fail(
-            DomainError(
-                "--output",
-                f"the plan's fleet has {len(exports)} {export_to} exports (one per replica "
-                "group) and --output takes one: use --json (its `exports` list)",
-            )
-        )
-    data = exports[0].script()
-    if output == "-":
-        sys.stdout.write(data)
-        sys.stdout.flush()
-        return
-    try:
-        with open(output, "w", encoding="utf-8", newline="") as f:  # newline="": the bytes as they are
-            f.write(data)
-    except OSError as exc:
-        fail(DomainError("--output", f"cannot write {output}: {exc.strerror or exc}"))
-    err.print(f"wrote the {exports[0].tool} export to {output} ({len(data.encode())} bytes)", markup=False)
 
 
 def print_notes(e: Export) -> None:
@@ -475,31 +411,6 @@ def print_export(e: Export) -> None:
     sys.stdout.flush()
     for note in e.notes:
         out.print(f"  note: {note}", markup=False, highlight=False, soft_wrap=True)
-
-
-def job_export(
-    scheduler: str, r: object, model: ModelSpec, cluster: ClusterSpec, work: object, model_ref: str
-) -> Export:
-    """A training plan's Slurm script or Kubernetes JobSet on its placement."""
-    from optimizer.errors import DomainError
-    from optimizer.exports.job_scripts import export_job
-    from optimizer.search.result import PlanResult
-    from optimizer.spec.workload import TrainingWorkload
-
-    assert isinstance(r, PlanResult) and r.plan is not None
-    if not isinstance(work, TrainingWorkload) or r.placement is None:
-        raise DomainError("export", f"{scheduler} runs a training plan on its placement; a serving plan has none")
-    return export_job(
-        scheduler,
-        model,
-        work,
-        r.plan.config,
-        r.placement,
-        cluster,
-        framework=r.framework,
-        model_ref=model_ref,
-        estimate=r.plan.estimate,
-    )
 
 
 def render_placement(p: object) -> None:
@@ -716,7 +627,6 @@ def import_topo(
     """Turn `nvidia-smi topo -m` into a cluster YAML (NVLink vs PCIe inside the node, NIC count)."""
     import yaml
 
-    from optimizer.errors import DomainError
     from optimizer.spec.cluster_loading import cluster_document_from_topo
     from optimizer.spec.yaml_documents import read_document, read_stream
 
@@ -734,7 +644,6 @@ def measured_figures(run: MeasuredRun, work: TrainingWorkload | InferenceWorkloa
 
     from optimizer.calibration.measurements import Measurement
     from optimizer.calibration.run_logs import parse_log
-    from optimizer.errors import DomainError
     from optimizer.spec.validation_errors import domain_error_from_validation
     from optimizer.spec.yaml_documents import read_document
 

@@ -116,6 +116,49 @@ def _shape_means(line: str, n: int) -> float:
     return _tflops(figures["mean"], n, "the shape's mean")
 
 
+def _check_run(
+    header_line: int,
+    tried_line: int,
+    last: int,
+    tried: int,
+    dtype: str | None,
+    best: dict[str, GemmBest],
+    shape_means: list[float],
+) -> str:
+    """The run's dtype, once the parsed run is whole: a summary (else foreign text or a truncated run), its three
+    best lines, the dtype header, no more shape lines than it tried, and a best mean that is the best of the shape
+    lines."""
+    if not tried_line:
+        if not (header_line or dtype or shape_means):
+            raise DomainError(
+                FIELD, "not mamf-finder output: no 'Tried N shapes => the best outcomes were:' summary, no header"
+            )
+        raise DomainError(
+            FIELD,
+            f"line {last}: the output ends before mamf-finder's summary ('Tried N shapes => the best outcomes "
+            "were:', printed when the sweep ends and on Ctrl-C): truncated?",
+        )
+    missing = [s for s in STATS if s not in best]
+    if missing:
+        raise DomainError(FIELD, f"line {tried_line}: the summary has no '{missing[0]}: ... TFLOPS @ MxNxK' line")
+    if dtype is None:
+        raise DomainError(
+            FIELD, "no '** Dtype: torch.<dtype>' header line: the output must include mamf-finder's header"
+        )
+    if len(shape_means) > tried:
+        raise DomainError(
+            FIELD, f"line {tried_line}: {len(shape_means)} shape lines but the summary tried {tried} (two runs?)"
+        )
+    # The summary's best mean is the best of the per-shape means, printed to 0.1 TFLOP/s in both places.
+    if shape_means and abs(max(shape_means) - best["mean"].tflops) > 0.051:
+        raise DomainError(
+            FIELD,
+            f"line {tried_line}: the summary's best mean {best['mean'].tflops:.1f} TFLOPS is not the best of the "
+            f"shape lines ({max(shape_means):.1f}): the output was edited or mixes runs",
+        )
+    return dtype
+
+
 def parse_gemm_bench(text: str) -> GemmBenchRun:
     """Parse one mamf-finder output (its output file or its captured console). Truncated output (no summary),
     foreign text, an older benchmark version, two runs in one file or a malformed line are DomainErrors naming the
@@ -176,34 +219,7 @@ def parse_gemm_bench(text: str) -> GemmBenchRun:
             if tried_line:
                 raise DomainError(FIELD, f"line {n}: a shape line after the summary (two runs in one file?)")
             shape_means.append(_shape_means(line, n))
-    if not tried_line:
-        if not (header_line or dtype or shape_means):
-            raise DomainError(
-                FIELD, "not mamf-finder output: no 'Tried N shapes => the best outcomes were:' summary, no header"
-            )
-        raise DomainError(
-            FIELD,
-            f"line {last}: the output ends before mamf-finder's summary ('Tried N shapes => the best outcomes "
-            "were:', printed when the sweep ends and on Ctrl-C): truncated?",
-        )
-    missing = [s for s in STATS if s not in best]
-    if missing:
-        raise DomainError(FIELD, f"line {tried_line}: the summary has no '{missing[0]}: ... TFLOPS @ MxNxK' line")
-    if dtype is None:
-        raise DomainError(
-            FIELD, "no '** Dtype: torch.<dtype>' header line: the output must include mamf-finder's header"
-        )
-    if len(shape_means) > tried:
-        raise DomainError(
-            FIELD, f"line {tried_line}: {len(shape_means)} shape lines but the summary tried {tried} (two runs?)"
-        )
-    # The summary's best mean is the best of the per-shape means, printed to 0.1 TFLOP/s in both places.
-    if shape_means and abs(max(shape_means) - best["mean"].tflops) > 0.051:
-        raise DomainError(
-            FIELD,
-            f"line {tried_line}: the summary's best mean {best['mean'].tflops:.1f} TFLOPS is not the best of the "
-            f"shape lines ({max(shape_means):.1f}): the output was edited or mixes runs",
-        )
+    dtype = _check_run(header_line, tried_line, last, tried, dtype, best, shape_means)
     return GemmBenchRun(
         dtype=dtype,
         device=device,

@@ -256,83 +256,15 @@ def failure_model(
     pools = _plan_pools(cluster, c)
     rels = [(p, n, p.reliability_or_default) for p, n in pools]
     bw = f.get("checkpoint_bandwidth", 1.0)
-    # Per-node time of the busiest node of each pool, against the file system's aggregate (the least of the pools').
-    node_bytes = max(rank * min(p.gpus_per_node, c.gpus) for p, _, _ in rels)
-    node_write = max(
-        rank * min(p.gpus_per_node, c.gpus) / (bw * r.checkpoint_write_gbytes_per_s_per_node * GB) for p, _, r in rels
+    tier, every, write_s, blocking_s, durable_s, floor_s, load_sw, load_hw = _save_times(
+        rels, rank, total, c, fw.async_checkpoint, bw, step_s
     )
-    node_read = max(
-        rank * min(p.gpus_per_node, c.gpus) / (bw * r.checkpoint_read_gbytes_per_s_per_node * GB) for p, _, r in rels
-    )
-    write_s = max(node_write, total / (bw * min(r.storage_write_gbytes_per_s for _, _, r in rels) * GB))
-    load_s = max(node_read, total / (bw * min(r.storage_read_gbytes_per_s for _, _, r in rels) * GB))
-    host_copy_s = rank / (D2H_GBYTES_PER_S_PER_GPU * GB)
-    tier = rels[0][2].checkpoint_tier
-    share = min(r.checkpoint_bandwidth_share for _, _, r in rels)
-    every = int(min(r.remote_checkpoint_every for _, _, r in rels))
-    local_s = node_bytes / (_worst_min(rels, "local_write_gbytes_per_s_per_node") * GB)
-    peer_s = node_bytes / (_worst_min(rels, "peer_gbytes_per_s_per_node") * GB)
-    # What a save blocks, how long until it is safe (the next save waits for it), and the floor that time over the
-    # bandwidth share puts on the interval; tiers local and memory also send every `every`-th save to remote.
-    if tier == "memory":  # host snapshot, then a copy to a peer node (Gemini SOSP'23; ByteRobust)
-        blocking_s, durable_s, floor_s = host_copy_s, host_copy_s + peer_s, peer_s / share
-    elif tier == "local":
-        blocking_s = host_copy_s if fw.async_checkpoint else local_s
-        durable_s, floor_s = local_s, local_s / share
-    else:
-        blocking_s = host_copy_s if fw.async_checkpoint else write_s
-        durable_s, floor_s = (write_s if fw.async_checkpoint else 0.0), write_s / share
-    if tier != "remote":
-        floor_s = max(floor_s, write_s / (share * every))
-    floor_s = max(floor_s, durable_s, step_s)
 
-    mode = _recovery(rels)
-    launch = _worst(rels, "launch_s") * f.get("launch_s", 1.0)
-    nccl = _worst(rels, "nccl_init_s_per_1000_gpus") * f.get("nccl_init_s_per_1000_gpus", 1.0) * c.gpus / 1000
-    relaunch = launch + nccl
-    if mode == "manual":
-        recover = relaunch + _worst(rels, "manual_response_s") * f.get("manual_response_s", 1.0)
-    elif mode == "elastic":
-        recover = _worst(rels, "elastic_recovery_s") * f.get("elastic_recovery_s", 1.0)
-    else:
-        recover = relaunch
-    warm = _worst(rels, "warmup_s") * f.get("warmup_s", 1.0)
-    # Loads: a software fault restarts on the same nodes (their local or host copy), a hardware fault loses a node
-    # (its local copy with it; a memory checkpoint comes back from the peer replica).
-    if tier == "memory":
-        load_sw, load_hw = host_copy_s, peer_s
-    elif tier == "local":
-        load_sw, load_hw = local_s, load_s
-    else:
-        load_sw = load_hw = load_s
+    relaunch, recover, warm = _recovery_times(rels, c, f)
     regrow_s = relaunch + load_hw  # the restart back onto the repaired node
-    hw_per_day = sw_per_day = waiting_per_day = 0.0
-    spares = 0
-    rate_factor = f.get("failure_rate", 1.0)
-    repair_factor = f.get("node_repair_s", 1.0)
-    for p, n, r in rels:
-        rates = r.rates_per_node_day()
-        hw_rate = n * sum(rates[k] for k in HARDWARE_CAUSES) * rate_factor
-        sw_per_day += n * rates["software"] * rate_factor
-        free = max(0, p.healthy_nodes - n)
-        spares += free
-        repair = r.node_repair_s * repair_factor
-        load = hw_rate / SECONDS_PER_DAY * repair
-        hw_per_day += hw_rate
-        waiting_per_day += hw_rate * wait_probability(load, free) * repair_cost(w, c, p, repair, regrow_s)
+    hw_per_day, sw_per_day, waiting_per_day, spares = _failure_rates(rels, w, c, f, regrow_s)
     per_day = hw_per_day + sw_per_day
-    detect = detection_seconds(
-        _worst(rels, "hang_share") * f.get("hang_share", 1.0),
-        _worst(rels, "silent_share") * f.get("silent_share", 1.0),
-        _worst(rels, "crash_detect_s") * f.get("crash_detect_s", 1.0),
-        _worst(rels, "collective_timeout_s"),
-        _worst(rels, "silent_detect_s") * f.get("silent_detect_s", 1.0),
-    )
-    spikes = _worst(rels, "loss_spikes_per_day") * f.get("loss_spikes_per_day", 1.0)
-    rollback = _worst(rels, "rollback_s") * f.get("rollback_s", 1.0)
-    planned = _worst(rels, "planned_restarts_per_day") * f.get("planned_restarts_per_day", 1.0)
-    maintenance = _worst(rels, "maintenance_h_per_week") / 168 + _worst(rels, "eval_pause_share")
-    slowdown = min(0.99, _worst(rels, "slowdown_share") * f.get("slowdown_share", 1.0))
+    detect, spikes, rollback, planned, maintenance, slowdown = _interruption_inputs(rels, f)
 
     unplanned = per_day + spikes
     mtbf_s = SECONDS_PER_DAY / unplanned if unplanned > 0 else math.inf
@@ -398,6 +330,125 @@ def failure_model(
         fraction=fraction,
         lost_h={k: 24.0 * v for k, v in shares.items()},
     )
+
+
+SaveTimes = tuple[str, int, float, float, float, float, float, float]
+
+
+def _save_times(
+    rels: list[tuple[NodePool, int, PoolReliability]],
+    rank: float,
+    total: float,
+    c: ParallelConfig,
+    async_checkpoint: bool,
+    bw: float,
+    step_s: float,
+) -> SaveTimes:
+    """A checkpoint's tier and times on the plan's pools: (tier, remote save every `every`-th save, remote write,
+    what a save blocks, until it is safe, the interval's floor, the load after a software and a hardware fault)."""
+    # Per-node time of the busiest node of each pool, against the file system's aggregate (the least of the pools').
+    node_bytes = max(rank * min(p.gpus_per_node, c.gpus) for p, _, _ in rels)
+    node_write = max(
+        rank * min(p.gpus_per_node, c.gpus) / (bw * r.checkpoint_write_gbytes_per_s_per_node * GB) for p, _, r in rels
+    )
+    node_read = max(
+        rank * min(p.gpus_per_node, c.gpus) / (bw * r.checkpoint_read_gbytes_per_s_per_node * GB) for p, _, r in rels
+    )
+    write_s = max(node_write, total / (bw * min(r.storage_write_gbytes_per_s for _, _, r in rels) * GB))
+    load_s = max(node_read, total / (bw * min(r.storage_read_gbytes_per_s for _, _, r in rels) * GB))
+    host_copy_s = rank / (D2H_GBYTES_PER_S_PER_GPU * GB)
+    tier = rels[0][2].checkpoint_tier
+    share = min(r.checkpoint_bandwidth_share for _, _, r in rels)
+    every = int(min(r.remote_checkpoint_every for _, _, r in rels))
+    local_s = node_bytes / (_worst_min(rels, "local_write_gbytes_per_s_per_node") * GB)
+    peer_s = node_bytes / (_worst_min(rels, "peer_gbytes_per_s_per_node") * GB)
+    # What a save blocks, how long until it is safe (the next save waits for it), and the floor that time over the
+    # bandwidth share puts on the interval; tiers local and memory also send every `every`-th save to remote.
+    if tier == "memory":  # host snapshot, then a copy to a peer node (Gemini SOSP'23; ByteRobust)
+        blocking_s, durable_s, floor_s = host_copy_s, host_copy_s + peer_s, peer_s / share
+    elif tier == "local":
+        blocking_s = host_copy_s if async_checkpoint else local_s
+        durable_s, floor_s = local_s, local_s / share
+    else:
+        blocking_s = host_copy_s if async_checkpoint else write_s
+        durable_s, floor_s = (write_s if async_checkpoint else 0.0), write_s / share
+    if tier != "remote":
+        floor_s = max(floor_s, write_s / (share * every))
+    floor_s = max(floor_s, durable_s, step_s)
+    # Loads: a software fault restarts on the same nodes (their local or host copy), a hardware fault loses a node
+    # (its local copy with it; a memory checkpoint comes back from the peer replica).
+    if tier == "memory":
+        load_sw, load_hw = host_copy_s, peer_s
+    elif tier == "local":
+        load_sw, load_hw = local_s, load_s
+    else:
+        load_sw = load_hw = load_s
+    return tier, every, write_s, blocking_s, durable_s, floor_s, load_sw, load_hw
+
+
+def _recovery_times(
+    rels: list[tuple[NodePool, int, PoolReliability]], c: ParallelConfig, f: dict[str, float]
+) -> tuple[float, float, float]:
+    """(relaunch: launch + NCCL init, recovery by the pools' mode: manual adds the response, elastic its own, and
+    warm-up), seconds."""
+    mode = _recovery(rels)
+    launch = _worst(rels, "launch_s") * f.get("launch_s", 1.0)
+    nccl = _worst(rels, "nccl_init_s_per_1000_gpus") * f.get("nccl_init_s_per_1000_gpus", 1.0) * c.gpus / 1000
+    relaunch = launch + nccl
+    if mode == "manual":
+        recover = relaunch + _worst(rels, "manual_response_s") * f.get("manual_response_s", 1.0)
+    elif mode == "elastic":
+        recover = _worst(rels, "elastic_recovery_s") * f.get("elastic_recovery_s", 1.0)
+    else:
+        recover = relaunch
+    warm = _worst(rels, "warmup_s") * f.get("warmup_s", 1.0)
+    return relaunch, recover, warm
+
+
+def _failure_rates(
+    rels: list[tuple[NodePool, int, PoolReliability]],
+    w: TrainingWorkload,
+    c: ParallelConfig,
+    f: dict[str, float],
+    regrow_s: float,
+) -> tuple[float, float, float, int]:
+    """(hardware failures per day, software failures per day, seconds per day waiting for a repaired or spare node,
+    spare nodes) over the plan's pools."""
+    hw_per_day = sw_per_day = waiting_per_day = 0.0
+    spares = 0
+    rate_factor = f.get("failure_rate", 1.0)
+    repair_factor = f.get("node_repair_s", 1.0)
+    for p, n, r in rels:
+        rates = r.rates_per_node_day()
+        hw_rate = n * sum(rates[k] for k in HARDWARE_CAUSES) * rate_factor
+        sw_per_day += n * rates["software"] * rate_factor
+        free = max(0, p.healthy_nodes - n)
+        spares += free
+        repair = r.node_repair_s * repair_factor
+        load = hw_rate / SECONDS_PER_DAY * repair
+        hw_per_day += hw_rate
+        waiting_per_day += hw_rate * wait_probability(load, free) * repair_cost(w, c, p, repair, regrow_s)
+    return hw_per_day, sw_per_day, waiting_per_day, spares
+
+
+def _interruption_inputs(
+    rels: list[tuple[NodePool, int, PoolReliability]], f: dict[str, float]
+) -> tuple[float, float, float, float, float, float]:
+    """(detection seconds, loss spikes per day, a spike's rollback seconds, planned restarts per day, maintenance and
+    evaluation share of wall time, slowdown share), the worst over the plan's pools, scaled by `f`."""
+    detect = detection_seconds(
+        _worst(rels, "hang_share") * f.get("hang_share", 1.0),
+        _worst(rels, "silent_share") * f.get("silent_share", 1.0),
+        _worst(rels, "crash_detect_s") * f.get("crash_detect_s", 1.0),
+        _worst(rels, "collective_timeout_s"),
+        _worst(rels, "silent_detect_s") * f.get("silent_detect_s", 1.0),
+    )
+    spikes = _worst(rels, "loss_spikes_per_day") * f.get("loss_spikes_per_day", 1.0)
+    rollback = _worst(rels, "rollback_s") * f.get("rollback_s", 1.0)
+    planned = _worst(rels, "planned_restarts_per_day") * f.get("planned_restarts_per_day", 1.0)
+    maintenance = _worst(rels, "maintenance_h_per_week") / 168 + _worst(rels, "eval_pause_share")
+    slowdown = min(0.99, _worst(rels, "slowdown_share") * f.get("slowdown_share", 1.0))
+    return detect, spikes, rollback, planned, maintenance, slowdown
 
 
 def _worst_min(rels: list[tuple[NodePool, int, PoolReliability]], attr: str) -> float:

@@ -366,6 +366,50 @@ def replica_limits(
     return workload_limits(w, gpu, c.tp, wide_ep=c.dp > 1 and c.ep > 1)
 
 
+def _stage_estimate(
+    model: ModelSpec,
+    cluster: ClusterSpec,
+    w: InferenceWorkload,
+    c: ParallelConfig,
+    i: int,
+    pool: NodePool,
+    start: int,
+    layers: int,
+    t_pre: float,
+    t_dec: float,
+) -> StageEstimate:
+    """Stage i's memory (serving_memory) and times: `layers` layers from layer `start` on `pool`, prefill `t_pre`
+    and decode step `t_dec` seconds."""
+    gpu = cluster.gpu_of(pool)
+    moe = sum(1 for j in range(start, start + layers) if model.is_moe_layer(j))
+    weights, emb, kv, transient, reserve, capacity = serving_memory(
+        model, cluster, w, c, pool, layers, moe, i == 0, i == c.pp - 1
+    )
+    total = weights + emb + kv + transient + reserve
+    return StageEstimate(
+        index=i,
+        pool=pool.name,
+        gpu=gpu.name,
+        layers=layers,
+        memory_gb=MemoryBreakdown(
+            weights=weights / GB,
+            gradients=0.0,
+            optimizer=0.0,
+            embedding_lm_head=emb / GB,
+            activations=0.0,
+            kv_cache=kv / GB,
+            transient=transient / GB,
+            reserve=reserve / GB,
+            total=total / GB,
+            capacity=capacity / GB,
+        ),
+        fits=total <= capacity,
+        time_s=t_dec,
+        forward_s=t_pre,
+        backward_s=0.0,
+    )
+
+
 def estimate_inference(
     model: ModelSpec, cluster: ClusterSpec, w: InferenceWorkload, c: ParallelConfig, layout: Layout
 ) -> Estimate:
@@ -403,36 +447,7 @@ def estimate_inference(
         # leaving the prefill out made the shares sum to 64%].
         for k, v in parts_dec.items():
             setattr(bd, k, getattr(bd, k) + v * steps + parts_pre.get(k, 0.0))
-        gpu = cluster.gpu_of(pool)
-        moe = sum(1 for j in range(start, start + layers) if model.is_moe_layer(j))
-        weights, emb, kv, transient, reserve, capacity = serving_memory(
-            model, cluster, w, c, pool, layers, moe, i == 0, last
-        )
-        total = weights + emb + kv + transient + reserve
-        stage_out.append(
-            StageEstimate(
-                index=i,
-                pool=pool.name,
-                gpu=gpu.name,
-                layers=layers,
-                memory_gb=MemoryBreakdown(
-                    weights=weights / GB,
-                    gradients=0.0,
-                    optimizer=0.0,
-                    embedding_lm_head=emb / GB,
-                    activations=0.0,
-                    kv_cache=kv / GB,
-                    transient=transient / GB,
-                    reserve=reserve / GB,
-                    total=total / GB,
-                    capacity=capacity / GB,
-                ),
-                fits=total <= capacity,
-                time_s=t_dec,
-                forward_s=t_pre,
-                backward_s=0.0,
-            )
-        )
+        stage_out.append(_stage_estimate(model, cluster, w, c, i, pool, start, layers, t_pre, t_dec))
         start += layers
     hop = 0.0
     if p > 1:  # one activation hop per stage boundary [formulas G: PP adds a hop per boundary]

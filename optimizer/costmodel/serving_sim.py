@@ -234,6 +234,250 @@ class _Kv:
         return int(self.free() // (n * self.per_step))
 
 
+class _Run:
+    """One simulation's state (the requests, the FIFO queue, the running heap, the clock) and the engine's
+    scheduling steps over it."""
+
+    def __init__(
+        self,
+        load: ReplicaLoad,
+        kv: _Kv,
+        arrivals: list[float],
+        prompts: np.ndarray,
+        outputs: np.ndarray,
+        requests: int,
+        closed_loop: bool,
+    ) -> None:
+        self.load, self.lim, self.kv = load, load.limits, kv
+        self.arrivals, self.prompts, self.outputs = arrivals, prompts, outputs
+        self.requests, self.closed_loop = requests, closed_loop
+        self.reqs: list[_Request] = []
+        self.waiting: deque[_Request] = deque()  # FIFO; evicted requests go back to its front
+        self.sent = 0
+        self.running: list[tuple[int, int, _Request]] = []  # heap of (decode count at which it finishes, tie, request)
+        self.live: list[_Request] = []  # running and prefilling requests in admission order
+        self.prefilling: list[_Request] = []  # admitted, prefill not finished (hold their KV)
+        self.decodes = 0  # decode iterations so far: a running sequence finishes when this reaches its mark
+        self.now, self.done, self.tie = 0.0, 0, 0
+        self.n_running = 0
+        self.busy_decoding = 0.0
+        self.iterations = 0
+        self.next_arrival = 0  # index into arrivals
+        self.evictions = 0
+        self.peak_running = 0  # peak live sequences
+
+    def arrivals_left(self) -> bool:
+        return self.next_arrival < len(self.arrivals)
+
+    def arrive_until(self, t: float) -> None:
+        while self.next_arrival < len(self.arrivals) and self.arrivals[self.next_arrival] <= t:
+            p = int(self.prompts[self.sent])
+            r = _Request(self.arrivals[self.next_arrival], p, int(self.outputs[self.sent]), target=p)
+            self.reqs.append(r)
+            self.waiting.append(r)
+            self.next_arrival += 1
+            self.sent += 1
+
+    def finish(self, r: _Request, t: float) -> None:
+        r.done = t
+        self.done += 1
+        if self.closed_loop and len(self.arrivals) < self.requests:
+            bisect.insort(self.arrivals, t, lo=self.next_arrival)  # the user sends its next request at once
+
+    def leave(self, r: _Request) -> None:
+        self.kv.release(r, self.decodes)
+        self.live.remove(r)
+        if r.running:
+            self.n_running -= 1
+
+    def evict(self, r: _Request) -> None:
+        """Preemption by recompute (vLLM V1 `_preempt_request`, SGLang retract): its KV freed, back to the front
+        of the queue to prefill its prompt and the tokens it generated."""
+        ran = self.decodes - r.start if r.running else 0
+        self.leave(r)
+        r.generated = min(r.output - 1, r.generated + round(ran * self.load.per_step))
+        if r in self.prefilling:
+            self.prefilling.remove(r)
+        r.running = False
+        r.prefilled = 0
+        r.target = r.prompt + r.generated
+        self.waiting.appendleft(r)
+        self.evictions += 1
+
+    def clean(self) -> None:
+        running = self.running
+        while running and (not running[0][2].running or running[0][2].entry != running[0][1]):
+            heapq.heappop(running)  # stale entries of evicted or finished requests
+
+    def pop_finished(self) -> None:
+        self.clean()
+        while self.running and self.running[0][0] <= self.decodes:
+            _, _, r = heapq.heappop(self.running)
+            self.leave(r)
+            r.running = False
+            self.finish(r, self.now)
+            self.clean()
+
+    def make_room_for_decodes(self) -> None:
+        """A decode iteration needs a token for each running sequence; out of KV, the engine evicts: vLLM the
+        newest running request (`self.running.pop()`), SGLang the one with the fewest output tokens until 20
+        steps fit, then resets its new-token ratio."""
+        kv, load, live = self.kv, self.load, self.live
+        if kv.whole:
+            return
+        if self.lim.engine == "sglang":
+            if kv.free() >= self.n_running * load.per_step:
+                return
+            while self.n_running > 1 and kv.free() < self.n_running * SGLANG_RETRACT_DECODE_STEPS:
+                victim = min(
+                    (r for r in live if r.running),
+                    key=lambda r: (r.generated + (self.decodes - r.start) * load.per_step, -r.prompt),
+                )
+                self.evict(victim)
+            gen = sum(r.generated + (self.decodes - r.start) * load.per_step for r in live if r.running)
+            cap = sum(r.output for r in live if r.running)
+            kv.ratio = min(1.0, (gen + SGLANG_RETRACT_DECODE_STEPS * self.n_running) / (cap + 1))
+            return
+        while self.n_running > 1 and kv.free() < self.n_running * load.per_step:
+            self.evict(live[-1])
+
+    def admit(self, budget: float, chunked: bool, max_seqs: int) -> None:
+        """Admission: FIFO while this iteration's token budget has room (the prompts already prefilling first:
+        vLLM V1 schedules running requests before waiting ones), the live sequences stay within max_seqs and the
+        engine's KV rule holds; the rest wait."""
+        kv, lim = self.kv, self.lim
+        pending = 0.0
+        if lim.engine == "sglang":
+            pending = sum(
+                r.target - r.prefilled + kv.ratio * min(r.output - r.generated, SGLANG_CLIP_MAX_NEW_TOKENS)
+                for r in self.prefilling
+            )
+        room_tokens = (max(1.0, budget - self.n_running * self.load.positions) if lim.mixes_prefill else budget) - sum(
+            r.target - r.prefilled for r in self.prefilling
+        )
+        waiting, live = self.waiting, self.live
+        while waiting and len(live) < max_seqs and (room_tokens >= 1 or not live):
+            r = waiting[0]
+            first_chunk = int(min(r.target, max(1.0, room_tokens))) if chunked else r.target
+            if not chunked and first_chunk > room_tokens and (self.prefilling or self.n_running):
+                break  # a whole prompt waits for an iteration with room for it
+            if not kv.admits(r, first_chunk, pending):
+                break
+            waiting.popleft()
+            kv.admit(r)
+            if lim.engine == "sglang":
+                pending += r.target + min(r.output - r.generated, SGLANG_CLIP_MAX_NEW_TOKENS)
+            room_tokens -= first_chunk
+            self.prefilling.append(r)
+            live.append(r)
+        self.peak_running = max(self.peak_running, len(live))
+
+    def decode_alone(self, step: _StepTable) -> None:
+        """Decodes alone: the same iteration repeats until a sequence finishes, a request arrives or the KV cache
+        fills; run them in one go (an arrival is admitted after the iteration it falls in)."""
+        n_dec = self.n_running
+        dt = step(float(n_dec), 0.0)
+        self.clean()
+        k = self.running[0][0] - self.decodes
+        if self.arrivals_left():
+            k = min(k, max(1, math.ceil((self.arrivals[self.next_arrival] - self.now) / dt)))
+        k = max(1, min(k, self.kv.decode_room(n_dec)))
+        self.now += k * dt
+        self.decodes += k
+        self.kv.decoded(n_dec, k)
+        self.busy_decoding += n_dec * k
+        self.iterations += k
+        self.pop_finished()
+
+    def prefill_chunks(self, budget: float, chunked: bool) -> list[tuple[_Request, int]]:
+        """The prefill chunks of this iteration: the prompts admitted, in order, within the token budget the
+        decodes leave (a whole prompt, or a chunk of it when chunked), each within the KV it can allocate."""
+        kv, n_dec = self.kv, self.n_running
+        room = max(1.0, budget - n_dec * self.load.positions) if self.lim.mixes_prefill else budget
+        chunks: list[tuple[_Request, int]] = []
+        for r in self.prefilling:
+            need = r.target - r.prefilled
+            if not chunked:
+                if chunks and need > room:
+                    break
+                take = need
+            else:
+                take = int(min(need, room))
+            if not kv.whole and self.lim.engine == "vllm":
+                take = int(min(take, max(0.0, kv.free() - n_dec * self.load.per_step)))  # allocate_slots
+            if take <= 0:
+                break
+            chunks.append((r, take))
+            room -= take
+            if room < 1:
+                break
+        return chunks
+
+    def iterate(self, chunks: list[tuple[_Request, int]], step: _StepTable) -> None:
+        """One iteration with prefill chunks: the decodes beside them where the engine mixes them (or when there
+        are none), then each chunk's prompt progress; a finished prefill emits its first token."""
+        n_dec = self.n_running
+        decode_now = self.lim.mixes_prefill or not chunks
+        tokens = float(sum(t for _, t in chunks))
+        dt = step(float(n_dec) if decode_now else 0.0, tokens)
+        self.now += dt
+        self.iterations += 1
+        if decode_now and n_dec:
+            self.busy_decoding += n_dec
+            self.decodes += 1
+            self.kv.decoded(n_dec, 1)
+            self.pop_finished()
+        for r, take in chunks:
+            r.prefilled += take
+            self.kv.add_prefill(take)
+            if r.prefilled >= r.target:
+                self.prefilling.remove(r)
+                if math.isnan(r.first):
+                    r.first = self.now  # the prefill's iteration emits the first token
+                r.generated += 1
+                if r.generated >= r.output:
+                    self.leave(r)
+                    self.finish(r, self.now)
+                else:
+                    self.start_decoding(r)
+
+    def start_decoding(self, r: _Request) -> None:
+        r.running = True
+        r.start = self.decodes
+        self.n_running += 1
+        self.kv.start_running(r)
+        self.tie += 1
+        r.entry = self.tie
+        finish_at = self.decodes + math.ceil((r.output - r.generated) / self.load.per_step)
+        heapq.heappush(self.running, (finish_at, self.tie, r))
+
+    def report(self, rate: float | None, warmup: float) -> LatencyReport:
+        """The scored requests' percentiles and rates."""
+        reqs = self.reqs
+        scored = [r for r in reqs[int(len(reqs) * warmup) :] if not math.isnan(r.done)]
+        ttft = [r.first - r.arrival for r in scored]
+        tpot = [(r.done - r.first) / (r.output - 1) for r in scored if r.output > 1]
+        span = max(1e-12, max(r.done for r in scored) - min(r.arrival for r in scored))
+        out_tokens = sum(int(r.output) for r in scored)
+        # Open loop: stable when the queue does not grow. An overloaded replica's TTFT climbs with the arrival time
+        # at (1 - capacity / rate) seconds per second; a stable one's does not trend. Stable when the fitted slope
+        # stays below STABLE_SLOPE.
+        stable = True
+        if rate is not None and len(ttft) >= 20:
+            slope = float(np.polyfit([r.arrival for r in scored], ttft, 1)[0])
+            stable = slope < STABLE_SLOPE
+        return LatencyReport(
+            ttft=Percentiles.of(ttft),
+            tpot=Percentiles.of(tpot if tpot else [0.0]),
+            request_rate=len(scored) / span,
+            output_tokens_per_s=out_tokens / span,
+            mean_decoding=self.busy_decoding / max(1, self.iterations),
+            stable=stable,
+            evictions=self.evictions,
+            peak_running=self.peak_running,
+        )
+
+
 def simulate(
     load: ReplicaLoad,
     *,
@@ -276,229 +520,35 @@ def simulate(
         arrivals = [0.0] * requests
     else:
         arrivals = [0.0] * min(int(concurrency or 1), requests)
-    reqs: list[_Request] = []
-    waiting: deque[_Request] = deque()  # FIFO; evicted requests go back to its front
-    sent = 0
-    running: list[tuple[int, int, _Request]] = []  # heap of (decode count at which it finishes, tie, request)
-    live: list[_Request] = []  # running and prefilling requests in admission order
-    prefilling: list[_Request] = []  # admitted, prefill not finished (hold their KV)
-    decodes = 0  # decode iterations so far: a running sequence finishes when this reaches its mark
-    now, done, tie = 0.0, 0, 0
-    n_running = 0
-    busy_decoding = 0.0
-    iterations = 0
-    next_arrival = 0  # index into arrivals
-    counts = [0, 0]  # evictions, peak live sequences
-
-    def arrive_until(t: float) -> None:
-        nonlocal next_arrival, sent
-        while next_arrival < len(arrivals) and arrivals[next_arrival] <= t:
-            p = int(prompts[sent])
-            r = _Request(arrivals[next_arrival], p, int(outputs[sent]), target=p)
-            reqs.append(r)
-            waiting.append(r)
-            next_arrival += 1
-            sent += 1
-
-    def finish(r: _Request, t: float) -> None:
-        nonlocal done
-        r.done = t
-        done += 1
-        if concurrency is not None and len(arrivals) < requests:
-            bisect.insort(arrivals, t, lo=next_arrival)  # the user sends its next request at once
-
-    def leave(r: _Request) -> None:
-        nonlocal n_running
-        kv.release(r, decodes)
-        live.remove(r)
-        if r.running:
-            n_running -= 1
-
-    def evict(r: _Request) -> None:
-        """Preemption by recompute (vLLM V1 `_preempt_request`, SGLang retract): its KV freed, back to the front
-        of the queue to prefill its prompt and the tokens it generated."""
-        ran = decodes - r.start if r.running else 0
-        leave(r)
-        r.generated = min(r.output - 1, r.generated + round(ran * load.per_step))
-        if r in prefilling:
-            prefilling.remove(r)
-        r.running = False
-        r.prefilled = 0
-        r.target = r.prompt + r.generated
-        waiting.appendleft(r)
-        counts[0] += 1
-
-    def clean() -> None:
-        while running and (not running[0][2].running or running[0][2].entry != running[0][1]):
-            heapq.heappop(running)  # stale entries of evicted or finished requests
-
-    def pop_finished() -> None:
-        clean()
-        while running and running[0][0] <= decodes:
-            _, _, r = heapq.heappop(running)
-            leave(r)
-            r.running = False
-            finish(r, now)
-            clean()
-
-    def make_room_for_decodes() -> None:
-        """A decode iteration needs a token for each running sequence; out of KV, the engine evicts: vLLM the
-        newest running request (`self.running.pop()`), SGLang the one with the fewest output tokens until 20
-        steps fit, then resets its new-token ratio."""
-        if kv.whole:
-            return
-        if lim.engine == "sglang":
-            if kv.free() >= n_running * load.per_step:
-                return
-            while n_running > 1 and kv.free() < n_running * SGLANG_RETRACT_DECODE_STEPS:
-                victim = min(
-                    (r for r in live if r.running),
-                    key=lambda r: (r.generated + (decodes - r.start) * load.per_step, -r.prompt),
-                )
-                evict(victim)
-            gen = sum(r.generated + (decodes - r.start) * load.per_step for r in live if r.running)
-            cap = sum(r.output for r in live if r.running)
-            kv.ratio = min(1.0, (gen + SGLANG_RETRACT_DECODE_STEPS * n_running) / (cap + 1))
-            return
-        while n_running > 1 and kv.free() < n_running * load.per_step:
-            evict(live[-1])
-
-    while done < requests:
-        arrive_until(now)
-        if not live and not waiting:
-            if next_arrival >= len(arrivals):
+    run = _Run(load, kv, arrivals, prompts, outputs, requests, concurrency is not None)
+    while run.done < requests:
+        run.arrive_until(run.now)
+        if not run.live and not run.waiting:
+            if not run.arrivals_left():
                 break
-            now = arrivals[next_arrival]
+            run.now = arrivals[run.next_arrival]
             continue
-        # Admission: FIFO while this iteration's token budget has room (the prompts already prefilling first:
-        # vLLM V1 schedules running requests before waiting ones), the live sequences stay within max_seqs and
-        # the engine's KV rule holds; the rest wait.
-        pending = 0.0
-        if lim.engine == "sglang":
-            pending = sum(
-                r.target - r.prefilled + kv.ratio * min(r.output - r.generated, SGLANG_CLIP_MAX_NEW_TOKENS)
-                for r in prefilling
-            )
-        room_tokens = (max(1.0, budget - n_running * load.positions) if lim.mixes_prefill else budget) - sum(
-            r.target - r.prefilled for r in prefilling
-        )
-        while waiting and len(live) < max_seqs and (room_tokens >= 1 or not live):
-            r = waiting[0]
-            first_chunk = int(min(r.target, max(1.0, room_tokens))) if chunked else r.target
-            if not chunked and first_chunk > room_tokens and (prefilling or n_running):
-                break  # a whole prompt waits for an iteration with room for it
-            if not kv.admits(r, first_chunk, pending):
-                break
-            waiting.popleft()
-            kv.admit(r)
-            if lim.engine == "sglang":
-                pending += r.target + min(r.output - r.generated, SGLANG_CLIP_MAX_NEW_TOKENS)
-            room_tokens -= first_chunk
-            prefilling.append(r)
-            live.append(r)
-        counts[1] = max(counts[1], len(live))
-        make_room_for_decodes()
-        n_dec = n_running
-        if not prefilling:
-            if n_dec == 0:
+        run.admit(budget, chunked, max_seqs)
+        run.make_room_for_decodes()
+        if not run.prefilling:
+            if run.n_running == 0:
                 # Nothing admitted and nothing running: the queue waits for an arrival (cannot happen with KV
                 # for one request, which the check above guarantees).
-                if next_arrival >= len(arrivals):
+                if not run.arrivals_left():
                     break
-                now = max(now, arrivals[next_arrival])
+                run.now = max(run.now, arrivals[run.next_arrival])
                 continue
-            # Decodes alone: the same iteration repeats until a sequence finishes, a request arrives or the KV
-            # cache fills; run them in one go (an arrival is admitted after the iteration it falls in).
-            dt = step(float(n_dec), 0.0)
-            clean()
-            k = running[0][0] - decodes
-            if next_arrival < len(arrivals):
-                k = min(k, max(1, math.ceil((arrivals[next_arrival] - now) / dt)))
-            k = max(1, min(k, kv.decode_room(n_dec)))
-            now += k * dt
-            decodes += k
-            kv.decoded(n_dec, k)
-            busy_decoding += n_dec * k
-            iterations += k
-            pop_finished()
+            run.decode_alone(step)
             continue
-        mixed = lim.mixes_prefill
-        room = max(1.0, budget - n_dec * load.positions) if mixed else budget
-        chunks: list[tuple[_Request, int]] = []
-        for r in prefilling:
-            need = r.target - r.prefilled
-            if not chunked:
-                if chunks and need > room:
-                    break
-                take = need
-            else:
-                take = int(min(need, room))
-            if not kv.whole and lim.engine == "vllm":
-                take = int(min(take, max(0.0, kv.free() - n_dec * load.per_step)))  # allocate_slots for the chunk
-            if take <= 0:
-                break
-            chunks.append((r, take))
-            room -= take
-            if room < 1:
-                break
-        if not chunks and n_dec == 0:
+        chunks = run.prefill_chunks(budget, chunked)
+        if not chunks and run.n_running == 0:
             # The only live requests cannot get KV for their next chunk: the newest is evicted (vLLM).
-            evict(live[-1])
+            run.evict(run.live[-1])
             continue
-        decode_now = mixed or not chunks
-        tokens = float(sum(t for _, t in chunks))
-        dt = step(float(n_dec) if decode_now else 0.0, tokens)
-        now += dt
-        iterations += 1
-        if decode_now and n_dec:
-            busy_decoding += n_dec
-            decodes += 1
-            kv.decoded(n_dec, 1)
-            pop_finished()
-        for r, take in chunks:
-            r.prefilled += take
-            kv.add_prefill(take)
-            if r.prefilled >= r.target:
-                prefilling.remove(r)
-                if math.isnan(r.first):
-                    r.first = now  # the prefill's iteration emits the first token
-                r.generated += 1
-                if r.generated >= r.output:
-                    leave(r)
-                    finish(r, now)
-                else:
-                    r.running = True
-                    r.start = decodes
-                    n_running += 1
-                    kv.start_running(r)
-                    tie += 1
-                    r.entry = tie
-                    heapq.heappush(running, (decodes + math.ceil((r.output - r.generated) / load.per_step), tie, r))
-        if next_arrival >= len(arrivals) and not waiting and not live:
+        run.iterate(chunks, step)
+        if not run.arrivals_left() and not run.waiting and not run.live:
             break
-
-    scored = [r for r in reqs[int(len(reqs) * warmup) :] if not math.isnan(r.done)]
-    ttft = [r.first - r.arrival for r in scored]
-    tpot = [(r.done - r.first) / (r.output - 1) for r in scored if r.output > 1]
-    span = max(1e-12, max(r.done for r in scored) - min(r.arrival for r in scored))
-    out_tokens = sum(int(r.output) for r in scored)
-    # Open loop: stable when the queue does not grow. An overloaded replica's TTFT climbs with the arrival time at
-    # (1 - capacity / rate) seconds per second; a stable one's does not trend. Stable when the fitted slope stays
-    # below STABLE_SLOPE.
-    stable = True
-    if rate is not None and len(ttft) >= 20:
-        slope = float(np.polyfit([r.arrival for r in scored], ttft, 1)[0])
-        stable = slope < STABLE_SLOPE
-    return LatencyReport(
-        ttft=Percentiles.of(ttft),
-        tpot=Percentiles.of(tpot if tpot else [0.0]),
-        request_rate=len(scored) / span,
-        output_tokens_per_s=out_tokens / span,
-        mean_decoding=busy_decoding / max(1, iterations),
-        stable=stable,
-        evictions=counts[0],
-        peak_running=counts[1],
-    )
+    return run.report(rate, warmup)
 
 
 def load_latency(load: ReplicaLoad, replicas: int) -> LoadLatency:

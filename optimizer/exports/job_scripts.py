@@ -273,68 +273,14 @@ def jobset_manifest(
     for k, run in enumerate(runs):
         g = gpus_per_host[run.hosts[0].pool]
         nproc = run.hosts[0].ranks
-        annotations = {KUEUE_REQUIRED if run.one_leaf else KUEUE_PREFERRED: LEAF_LABEL}
-        tp_pods = p.tp // nproc if p.tp > nproc and p.tp % nproc == 0 else 1
-        if tp_pods > 1:
-            if len(run.hosts) % tp_pods or any(h.name in split_hosts for h in run.hosts):
-                notes.append(
-                    f"{_job_name(k)}: no slice constraint: its TP groups are split across NVLink domains on the "
-                    "placed hosts (see degraded)"
-                )
-            else:
-                annotations[KUEUE_SLICE_REQUIRED] = NVLINK_LABEL
-                annotations[KUEUE_SLICE_SIZE] = str(tp_pods)
+        annotations = _run_annotations(k, run, p.tp, nproc, split_hosts, notes)
         script = [
             *_heredocs(launch.files),
             f"exec torchrun --nnodes={len(p.hosts)} --nproc-per-node={nproc} "
             f"--node-rank=$((NODE_RANK_OFFSET + JOB_COMPLETION_INDEX)) --master-addr={coordinator} "
             f"--master-port={MASTER_PORT} {launch.entry} \\\n  {launch.args}",
         ]
-        pod_spec: dict[str, Any] = {
-            "restartPolicy": "Never",
-            "affinity": {
-                "nodeAffinity": {
-                    "requiredDuringSchedulingIgnoredDuringExecution": {
-                        "nodeSelectorTerms": [
-                            {
-                                "matchExpressions": [
-                                    {"key": HOSTNAME_LABEL, "operator": "In", "values": [h.name for h in run.hosts]}
-                                ]
-                            }
-                        ]
-                    }
-                }
-            },
-            "containers": [
-                {
-                    "name": "trainer",
-                    "image": image,
-                    "command": ["bash", "-c", _Literal("\n".join(script) + "\n")],
-                    "env": [
-                        {"name": "NODE_RANK_OFFSET", "value": str(run.first_node_rank)},
-                        {"name": "NCCL_DEBUG", "value": "WARN"},
-                    ],
-                    "resources": {"limits": {"nvidia.com/gpu": g}},
-                    "volumeMounts": [{"name": "dshm", "mountPath": "/dev/shm"}],
-                }
-            ],
-            "volumes": [{"name": "dshm", "emptyDir": {"medium": "Memory"}}],
-        }
-        jobs.append(
-            {
-                "name": _job_name(k),
-                "replicas": 1,
-                "template": {
-                    "spec": {
-                        "parallelism": len(run.hosts),
-                        "completions": len(run.hosts),
-                        "completionMode": "Indexed",
-                        "backoffLimit": 0,
-                        "template": {"metadata": {"annotations": annotations}, "spec": pod_spec},
-                    }
-                },
-            }
-        )
+        jobs.append(_replicated_job(k, run, annotations, _pod_spec(run, script, image, g)))
         if nproc < g:
             notes.append(f"{_job_name(k)}: {g - nproc} of each host's {g} GPUs run no rank")
     doc = {
@@ -369,6 +315,75 @@ def jobset_manifest(
         notes.append(f"image {DEFAULT_IMAGE}: use one with the framework installed")
     text = yaml.dump(doc, Dumper=_Dumper, sort_keys=False, width=120)
     return text, sorted(_keys(doc) | set(annotations_of(doc))), notes
+
+
+def _run_annotations(k: int, run: _Run, tp: int, nproc: int, split_hosts: set[str], notes: list[str]) -> dict[str, str]:
+    """A run's Kueue topology annotations: its leaf (required where the run is under one leaf), and a slice of
+    the pods of one TP group per NVLink domain where TP spans pods and no placed TP group is split (else a note)."""
+    annotations = {KUEUE_REQUIRED if run.one_leaf else KUEUE_PREFERRED: LEAF_LABEL}
+    tp_pods = tp // nproc if tp > nproc and tp % nproc == 0 else 1
+    if tp_pods > 1:
+        if len(run.hosts) % tp_pods or any(h.name in split_hosts for h in run.hosts):
+            notes.append(
+                f"{_job_name(k)}: no slice constraint: its TP groups are split across NVLink domains on the "
+                "placed hosts (see degraded)"
+            )
+        else:
+            annotations[KUEUE_SLICE_REQUIRED] = NVLINK_LABEL
+            annotations[KUEUE_SLICE_SIZE] = str(tp_pods)
+    return annotations
+
+
+def _pod_spec(run: _Run, script: list[str], image: str, g: int) -> dict[str, Any]:
+    """A run's pod: on its placed hosts (required node affinity), one trainer container with all `g` GPUs running
+    `script`, the run's first node rank in NODE_RANK_OFFSET, /dev/shm in memory."""
+    return {
+        "restartPolicy": "Never",
+        "affinity": {
+            "nodeAffinity": {
+                "requiredDuringSchedulingIgnoredDuringExecution": {
+                    "nodeSelectorTerms": [
+                        {
+                            "matchExpressions": [
+                                {"key": HOSTNAME_LABEL, "operator": "In", "values": [h.name for h in run.hosts]}
+                            ]
+                        }
+                    ]
+                }
+            }
+        },
+        "containers": [
+            {
+                "name": "trainer",
+                "image": image,
+                "command": ["bash", "-c", _Literal("\n".join(script) + "\n")],
+                "env": [
+                    {"name": "NODE_RANK_OFFSET", "value": str(run.first_node_rank)},
+                    {"name": "NCCL_DEBUG", "value": "WARN"},
+                ],
+                "resources": {"limits": {"nvidia.com/gpu": g}},
+                "volumeMounts": [{"name": "dshm", "mountPath": "/dev/shm"}],
+            }
+        ],
+        "volumes": [{"name": "dshm", "emptyDir": {"medium": "Memory"}}],
+    }
+
+
+def _replicated_job(k: int, run: _Run, annotations: dict[str, str], pod_spec: dict[str, Any]) -> dict[str, Any]:
+    """A run as one JobSet replicated job: an indexed Job of one pod per host, no retries."""
+    return {
+        "name": _job_name(k),
+        "replicas": 1,
+        "template": {
+            "spec": {
+                "parallelism": len(run.hosts),
+                "completions": len(run.hosts),
+                "completionMode": "Indexed",
+                "backoffLimit": 0,
+                "template": {"metadata": {"annotations": annotations}, "spec": pod_spec},
+            }
+        },
+    }
 
 
 def _job_name(k: int) -> str:

@@ -6,10 +6,6 @@ engines' disaggregated prefill/decode modes). Option names are limited to those 
 from __future__ import annotations
 
 import json
-import shlex
-from typing import Literal
-
-from pydantic import BaseModel, Field
 
 from optimizer.costmodel.result import Estimate
 from optimizer.costmodel.serving_engines import (
@@ -19,40 +15,34 @@ from optimizer.costmodel.serving_engines import (
     sglang_mem_fraction,
 )
 from optimizer.errors import DomainError, UnknownNameError
+from optimizer.exports.export_record import Export, flags
+from optimizer.exports.megatron import megatron_export, megatron_layout, moe_layer_pattern
 from optimizer.frameworks.capabilities import check_model, check_workload, unsupported_knob
 from optimizer.frameworks.capabilities import framework as framework_spec
 from optimizer.search.fleet_result import FleetPlan
 from optimizer.spec.model_spec import ModelSpec
-from optimizer.spec.names import ENGINES, FRAMEWORKS, TOOLS, ExportName, ToolName, named_framework
+from optimizer.spec.names import ENGINES, FRAMEWORKS, TOOLS, ToolName, named_framework
 from optimizer.spec.parallel_config import ParallelConfig
 from optimizer.spec.pipeline_layout import rank_chunks
-from optimizer.spec.stage_layers import LayerRules, virtual_split
+from optimizer.spec.stage_layers import LayerRules
 from optimizer.spec.workload import InferenceWorkload, TrainingWorkload
+
+# Callers import the export record and the Megatron layout helpers from here (their homes: export_record.py,
+# megatron.py).
+__all__ = [
+    "SERVING_TOOLS",
+    "TOOLS",
+    "TRAINING_TOOLS",
+    "Export",
+    "export",
+    "export_fleet",
+    "megatron_layout",
+    "moe_layer_pattern",
+]
 
 Tool = ToolName
 SERVING_TOOLS = ENGINES
 TRAINING_TOOLS = FRAMEWORKS
-
-
-class Export(BaseModel):
-    """A launcher configuration."""
-
-    tool: ExportName
-    format: Literal["args", "json", "toml", "bash", "yaml"]
-    content: str = Field(
-        description="Ready to paste: a command line, a JSON or TOML document, a Slurm batch script (bash) or a "
-        "Kubernetes manifest (YAML)."
-    )
-    options: list[str] = Field(description="Every option name used (flags or dotted config keys).")
-    env: dict[str, str] = Field(default_factory=dict, description="Environment variables to set.")
-    notes: list[str] = Field(default_factory=list, description="What the tool cannot express, or must be set in code.")
-
-    def script(self) -> str:
-        """What is pasted, byte for byte, on every path (the CLI's text, the plan page's Copy button): one
-        `export NAME=value` line per environment variable (value shell-quoted), then the content, ending in one
-        newline. Never wrapped: a launch's continuation lines and long values (a pipeline layout) stay whole."""
-        lines = [f"export {k}={shlex.quote(v)}\n" for k, v in self.env.items()]
-        return "".join(lines) + self.content + ("" if self.content.endswith("\n") else "\n")
 
 
 def export(
@@ -120,7 +110,7 @@ def _export(
     layers = c.layers_per_stage or _default_layers(model, c, tool)
     if isinstance(workload, TrainingWorkload):
         if tool == "megatron":
-            return _megatron(model, workload, c, layers)
+            return megatron_export(model, workload, c, layers)
         if tool == "deepspeed":
             return _deepspeed(workload, c, layers)
         return _torchtitan(workload, c, layers)
@@ -139,178 +129,6 @@ def _default_layers(model: ModelSpec, c: ParallelConfig, tool: str) -> list[int]
         if split is not None:
             return split
     return c.stage_layers(model.num_layers)
-
-
-def _flags(pairs: list[tuple[str, object | None]]) -> tuple[str, list[str]]:
-    parts, names = [], []
-    for name, value in pairs:
-        names.append(name)
-        parts.append(name if value is None else f"{name} {value}")
-    return " \\\n  ".join(parts), names
-
-
-def moe_layer_pattern(model: ModelSpec) -> str:
-    """Megatron --moe-layer-freq as a list expression (1 = MoE layer, 0 = dense), run-length encoded: DeepSeek-V3's
-    three dense layers then 58 MoE layers give '([0]*3+[1]*58)' [megatron/training/arguments.py moe_freq_type]."""
-    runs: list[list[int]] = []
-    for i in range(model.num_layers):
-        bit = 1 if model.is_moe_layer(i) else 0
-        if runs and runs[-1][0] == bit:
-            runs[-1][1] += 1
-        else:
-            runs.append([bit, 1])
-    return "(" + "+".join(f"[{bit}]*{n}" for bit, n in runs) + ")"
-
-
-def megatron_layout(layers: list[int], vp: int, mtp: int = 0) -> str:
-    """--pipeline-model-parallel-layout: virtual stages in schedule order (chunk by chunk, rank by rank),
-    `E` the embedding on the first, `L` the loss on the last (after `mtp` MTP layers `m`), `t*n` n transformer
-    layers, `|` between stages; each rank's layers split over its chunks by stage_layers.virtual_split (the split
-    the memory model prices)."""
-    pp = len(layers)
-    splits = [virtual_split(n, vp) for n in layers]
-    segs = []
-    for chunk in range(vp):
-        for r in range(pp):
-            n = splits[r][chunk]
-            seg = f"t*{n}" if n > 1 else ("t" if n == 1 else "")
-            if chunk == 0 and r == 0:
-                seg = "E" + ("," + seg if seg else "")
-            if chunk == vp - 1 and r == pp - 1:
-                seg = (seg + "," if seg else "") + "m" * mtp + "L"
-            segs.append(seg)
-    return "|".join(segs)
-
-
-def _megatron(model: ModelSpec, w: TrainingWorkload, c: ParallelConfig, layers: list[int]) -> Export:
-    notes = []
-    pairs: list[tuple[str, object | None]] = [
-        ("--num-layers", model.num_layers),
-        ("--hidden-size", model.hidden_size),
-        ("--ffn-hidden-size", model.ffn_hidden_size),
-        ("--num-attention-heads", model.num_attention_heads),
-    ]
-    if model.mla is not None:  # MLATransformerConfig fields; the arguments of _add_mla_args
-        mla = model.mla
-        pairs.append(("--multi-latent-attention", None))
-        if mla.q_lora_rank:
-            pairs.append(("--q-lora-rank", mla.q_lora_rank))
-        pairs += [
-            ("--kv-lora-rank", mla.kv_lora_rank),
-            ("--qk-head-dim", mla.qk_nope_head_dim),
-            ("--qk-pos-emb-head-dim", mla.qk_rope_head_dim),
-            ("--v-head-dim", mla.v_head_dim),
-        ]
-    else:
-        if model.kv_heads != model.num_attention_heads:
-            pairs += [("--group-query-attention", None), ("--num-query-groups", model.kv_heads)]
-        if model.head_dim is not None and model.head_dim * model.num_attention_heads != model.hidden_size:
-            pairs.append(("--kv-channels", model.head_dim))
-    if model.activation == "swiglu":
-        pairs.append(("--swiglu", None))
-    if not model.tied_embeddings:
-        pairs.append(("--untie-embeddings-and-output-weights", None))
-    if model.moe is not None:
-        pairs += [
-            ("--num-experts", model.moe.num_experts),
-            ("--moe-router-topk", model.moe.top_k),
-            ("--moe-ffn-hidden-size", model.moe.expert_ffn_hidden_size),
-        ]
-        if model.moe.shared_ffn:
-            pairs.append(("--moe-shared-expert-intermediate-size", model.moe.shared_ffn))
-        if model.moe.first_k_dense or model.moe.layer_freq > 1:
-            pairs.append(("--moe-layer-freq", f'"{moe_layer_pattern(model)}"'))
-        if model.moe.num_groups is not None and model.moe.group_topk is not None:  # group-limited routing
-            pairs += [
-                ("--moe-router-num-groups", model.moe.num_groups),
-                ("--moe-router-group-topk", model.moe.group_topk),
-            ]
-    if model.mtp_layers:
-        pairs.append(("--mtp-num-layers", model.mtp_layers))
-    pairs += [
-        ("--seq-length", w.seq_len),
-        ("--max-position-embeddings", w.seq_len),
-        ("--tensor-model-parallel-size", c.tp),
-        ("--pipeline-model-parallel-size", c.pp),
-        ("--context-parallel-size", c.cp),
-        *([("--cp-comm-type", c.cp_comm)] if c.cp > 1 else []),
-        ("--expert-model-parallel-size", c.ep),
-        *([("--expert-tensor-parallel-size", c.expert_tp)] if c.etp is not None else []),
-        ("--micro-batch-size", c.mbs),
-        ("--global-batch-size", w.global_batch_size),
-    ]
-    even = len(set(layers)) == 1 and layers[0] % c.vp == 0
-    if c.pipeline_layout is not None:
-        pairs.append(("--pipeline-model-parallel-layout", f'"{c.pipeline_layout}"'))
-    elif c.pp > 1 and not even:
-        pairs.append(("--pipeline-model-parallel-layout", f'"{megatron_layout(layers, c.vp, model.mtp_layers)}"'))
-    elif c.vp > 1:
-        pairs.append(("--num-layers-per-virtual-pipeline-stage", layers[0] // c.vp))
-    if c.sequence_parallel:
-        pairs.append(("--sequence-parallel", None))
-    if c.tp_comm_overlap:
-        pairs.append(("--tp-comm-overlap", None))
-    if c.ep_comm_overlap:
-        pairs.append(("--overlap-moe-expert-parallel-comm", None))
-    # The dispatcher the plan priced; Megatron's own default is the allgather dispatcher (transformer_config.py).
-    if model.moe is not None and c.ep > 1:
-        if c.ep_dispatch == "deepep":
-            pairs += [("--moe-token-dispatcher-type", "flex"), ("--moe-flex-dispatcher-backend", "deepep")]
-            notes.append(
-                "On multi-node NVLink (GB200 / GB300 NVL72) use --moe-flex-dispatcher-backend hybridep: only "
-                "HybridEP supports MNNVL (transformer_config.py moe_flex_dispatcher_backend)"
-            )
-        else:
-            pairs.append(("--moe-token-dispatcher-type", "alltoall"))
-    if w.cuda_graphs == "full_iteration":
-        pairs.append(("--cuda-graph-impl", "full_iteration"))
-        if model.moe is not None:
-            notes.append(
-                "Full-iteration CUDA graphs of a dropless MoE need static expert shapes: "
-                "--moe-expert-capacity-factor with --moe-pad-expert-input-to-capacity (moe/README.md)"
-            )
-    elif w.cuda_graphs == "layers":
-        pairs.append(("--cuda-graph-impl", "transformer_engine"))
-        if model.moe is not None:  # dropless MoE layers cannot be captured (moe/README.md, CUDA Graph)
-            pairs.append(("--cuda-graph-modules", "attn moe_router moe_preprocess"))
-    if c.zero_stage == 1:
-        pairs += [("--use-distributed-optimizer", None), ("--overlap-param-gather", None)]
-    elif c.zero_stage >= 2:
-        pairs.append(("--use-distributed-optimizer", None))
-        notes.append(
-            f"Megatron-LM shards optimizer states only (ZeRO-1); ZeRO-{c.zero_stage} needs Megatron FSDP or DeepSpeed"
-        )
-    if c.state_replicas > 1:  # the distributed optimizer (or Megatron-FSDP) shards within each instance
-        pairs.append(("--num-distributed-optimizer-instances", c.state_replicas))
-    if c.overlap_grad_reduce and c.dp * c.cp > 1:
-        pairs.append(("--overlap-grad-reduce", None))
-    if c.recompute == "full":
-        pairs += [("--recompute-granularity", "full"), ("--recompute-method", "uniform"), ("--recompute-num-layers", 1)]
-    elif c.recompute == "selective":
-        pairs.append(("--recompute-granularity", "selective"))
-        if c.recompute_modules is not None:  # TransformerConfig.recompute_modules, nargs '+'
-            pairs.append(("--recompute-modules", " ".join(c.recompute_modules)))
-    if c.offload_layers:  # > 0 turns cpu_offloading on (arguments.py; cpu_offloading itself has no flag)
-        pairs.append(("--cpu-offloading-num-layers", c.offload_layers))
-    if w.precision == "fp8":
-        pairs += [("--bf16", None), ("--fp8-format", "hybrid")]
-        if w.fp8_param_gather:
-            pairs.append(("--fp8-param-gather", None))
-    else:
-        pairs.append(("--bf16", None) if w.precision == "bf16" else ("--fp16", None))
-    if w.precision_aware_optimizer:
-        pairs.append(("--use-precision-aware-optimizer", None))
-    # The attention kernel the plan priced, as Megatron's --attention-backend (AttnBackend: flash, fused, unfused,
-    # local, auto; megatron/core/transformer/enums.py, d98e8a6): FA3 class = TE FusedAttention (cuDNN), FA2 class =
-    # TE FlashAttention (flash-attn), no flash attention = unfused. Unpinned, TE's own choice (auto) is what was
-    # priced (frameworks.MEGATRON attention_kernel).
-    backend = "unfused" if not w.flash_attention else {"fa3": "fused", "fa2": "flash"}.get(w.attention_kernel or "")
-    if backend:
-        pairs.append(("--attention-backend", backend))
-    if c.schedule in ("zb-h1", "gpipe"):
-        notes.append(f"Megatron-LM has no {c.schedule} schedule flag; it runs 1F1B (interleaved when vp > 1)")
-    text, names = _flags(pairs)
-    return Export(tool="megatron", format="args", content=text, options=names, notes=notes)
 
 
 def _deepspeed(w: TrainingWorkload, c: ParallelConfig, layers: list[int]) -> Export:
@@ -483,7 +301,7 @@ def _vllm(w: InferenceWorkload, c: ParallelConfig, layers: list[int], model_ref:
         pairs.append(("--kv-cache-dtype", "fp8"))
     pairs += _vllm_engine_knobs(w)
     notes += _speculative_note(w, "vllm")
-    text, names = _flags(pairs)
+    text, names = flags(pairs)
     env = {}
     if c.pp > 1 and len(set(layers)) > 1:
         env["VLLM_PP_LAYER_PARTITION"] = ",".join(str(n) for n in layers)
@@ -557,7 +375,7 @@ def _sglang(w: InferenceWorkload, c: ParallelConfig, model_ref: str) -> Export:
     notes = _speculative_note(w, "sglang")
     if c.pp > 1 and len(set(c.layers_per_stage or [])) > 1:
         notes.append(f"SGLang splits layers evenly across pp ranks; the plan's split is {c.layers_per_stage}")
-    text, names = _flags(pairs)
+    text, names = flags(pairs)
     return Export(
         tool="sglang", format="args", content=f"python -m sglang.launch_server \\\n  {text}", options=names, notes=notes
     )
@@ -615,7 +433,7 @@ def _trtllm(w: InferenceWorkload, c: ParallelConfig, model_ref: str, max_batch: 
         names.append("--extra_llm_api_options")
     if w.precision == "fp8":
         notes.append("serve an FP8 checkpoint (ModelOpt); trtllm-serve reads the quantization from it")
-    text, _ = _flags(pairs)
+    text, _ = flags(pairs)
     # The options file is written first, so the pasted text runs as it stands.
     files = heredoc("extra.yml", "\n".join(extra) + "\n") if extra else ""
     return Export(
@@ -658,7 +476,7 @@ def export_fleet(
             extra.append(("--kv-transfer-config", '\'{"kv_connector":"NixlConnector","kv_role":"kv_both"}\''))
         if tool == "sglang" and s.role != "replica":
             extra += [("--disaggregation-mode", s.role), ("--disaggregation-transfer-backend", "mooncake")]
-        text, names = _flags(extra)
+        text, names = flags(extra)
         content = exp.content + (" \\\n  " + text if extra else "")
         notes = [f"{g.count} x {s.role} on pool {s.pool} ({s.gpu}), {s.gpus} GPUs each", *exp.notes]
         out.append(exp.model_copy(update={"content": content, "options": exp.options + names, "notes": notes}))

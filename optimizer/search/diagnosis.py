@@ -164,7 +164,7 @@ def _lighter_states(ts: TrainingSpace, feasible: Feasible) -> list[Suggestion]:
     """On the same GPUs: ZeRO-3 when a pin holds the sharding below it, and activation offloading when no pin
     forbids it (Megatron --cpu-offloading-num-layers: pp 1, no recompute; searched only when pinned, so the probe
     pins it). FP8 training is no memory change to suggest: its primary weights are 2 B per parameter at best
-    (--fp8-param-gather), as bf16's (costmodel/stage.py); FP8 / int4 weights are serving suggestions."""
+    (--fp8-param-gather), as bf16's (costmodel/stage_memory.py); FP8 / int4 weights are serving suggestions."""
     model, cluster, w, space = ts.model, ts.cluster, ts.w, ts.space
     out: list[Suggestion] = []
     zero = space.pinned_values("zero")

@@ -161,16 +161,7 @@ def plan_inference(req: SearchRequest[InferenceWorkload]) -> PlanResult:
     pools = serving_pools(cluster, space)
     cands = serving_candidates(model, cluster, w, space, pools)
     throughput = w.objective == "throughput"
-    # Lower bound: every token reads each GPU's share of the weights once [formulas G roofline].
-    heap: list[tuple[float, int, int]] = []
-    for n, c in enumerate(cands):
-        fits = [cluster.gpu_of(p).memory_tbps for p in pools if p.healthy_gpus >= c.gpus_per_stage]
-        if not fits:
-            continue
-        weights = model.num_parameters * w.weight_bytes / (c.tp * c.ep if model.moe else c.tp)
-        lb = weights / (max(fits) * 1e12) * (0.0 if model.moe else 1.0)
-        factor = c.gpus / (c.dp * w.batch) if throughput else 1.0
-        heapq.heappush(heap, (lb * factor, c.gpus, n))
+    heap = _bound_heap(model, cluster, w, cands, pools)
     found: list[tuple[float, int, ParallelConfig]] = []
     stopped: str | None = None
     unproven = math.inf  # least bound of the candidate solves that stopped before their proof
@@ -210,39 +201,10 @@ def plan_inference(req: SearchRequest[InferenceWorkload]) -> PlanResult:
     elapsed = time.perf_counter() - t0
     counts = {"solve_time_s": elapsed, "candidates_total": len(cands), "candidates_solved": solved}
     if not found:
-        if stopped is not None or math.isfinite(unproven):
-            return PlanResult(
-                status="UNKNOWN",
-                objective=objective,
-                explanation=no_plan_within_limit(stopped, time_limit_s),
-                **counts,
-            )
-        need = model.num_parameters * w.weight_bytes / 1e9
-        usable = sum(cluster.gpu_of(p).memory_bytes * p.healthy_gpus for p in pools) / 1e9
-        report = InfeasibilityReport(
-            resource="memory",
-            detail=f"weights alone need {need:.0f} GB; the allowed GPUs hold {usable:.0f} GB in all, less reserves "
-            f"and the KV cache of {w.batch} x {w.prompt_len + w.output_len} tokens",
-            suggestions=memory_suggestions(w, [cluster.gpu_of(p) for p in pools]),
-        )
-        return PlanResult(
-            status="INFEASIBLE",
-            objective=objective,
-            explanation=Explanation(summary=f"No serving configuration fits: {report.detail}", infeasible=report),
-            **counts,
-        )
+        return _no_plan(model, cluster, w, pools, stopped, unproven, time_limit_s, counts)
     best_obj, _, best_cfg = found[0]
     est = estimate(model, cluster, w, best_cfg)
-    alts: list[Alternative] = []
-    seen = {(best_cfg.tp, best_cfg.pp, best_cfg.ep, best_cfg.dp)}
-    for obj, _, cfg in found[1:]:
-        sig = (cfg.tp, cfg.pp, cfg.ep, cfg.dp)
-        if sig in seen or len(alts) >= top_k - 1:
-            continue
-        seen.add(sig)
-        alts.append(
-            Alternative.versus(estimate(model, cluster, w, cfg), cfg, obj, best_cfg, best_obj, ("tp", "pp", "dp", "ep"))
-        )
+    alts = _alternatives(model, cluster, w, found, top_k)
     planned = PlannedConfig(config=best_cfg, estimate=est)
     expl = explain(None, planned, alts, budget=sum(p.healthy_gpus for p in pools))
     lower = min(bound, unproven, best_obj)
@@ -258,6 +220,82 @@ def plan_inference(req: SearchRequest[InferenceWorkload]) -> PlanResult:
         explanation=expl,
         **counts,
     )
+
+
+def _bound_heap(
+    model: ModelSpec, cluster: ClusterSpec, w: InferenceWorkload, cands: list[ParallelConfig], pools: list[NodePool]
+) -> list[tuple[float, int, int]]:
+    """The candidates that fit a pool, as a heap of (lower bound, GPUs, index). Lower bound: every token reads each
+    GPU's share of the weights once [formulas G roofline]; per GPU and sequence under the throughput objective."""
+    throughput = w.objective == "throughput"
+    heap: list[tuple[float, int, int]] = []
+    for n, c in enumerate(cands):
+        fits = [cluster.gpu_of(p).memory_tbps for p in pools if p.healthy_gpus >= c.gpus_per_stage]
+        if not fits:
+            continue
+        weights = model.num_parameters * w.weight_bytes / (c.tp * c.ep if model.moe else c.tp)
+        lb = weights / (max(fits) * 1e12) * (0.0 if model.moe else 1.0)
+        factor = c.gpus / (c.dp * w.batch) if throughput else 1.0
+        heapq.heappush(heap, (lb * factor, c.gpus, n))
+    return heap
+
+
+def _no_plan(
+    model: ModelSpec,
+    cluster: ClusterSpec,
+    w: InferenceWorkload,
+    pools: list[NodePool],
+    stopped: str | None,
+    unproven: float,
+    time_limit_s: float,
+    counts: dict[str, float],
+) -> PlanResult:
+    """The result without a plan: UNKNOWN where the search stopped or a solve ended before its proof, else
+    INFEASIBLE with what the weights need against what the allowed GPUs hold."""
+    objective = objective_name(w)
+    if stopped is not None or math.isfinite(unproven):
+        return PlanResult(
+            status="UNKNOWN",
+            objective=objective,
+            explanation=no_plan_within_limit(stopped, time_limit_s),
+            **counts,
+        )
+    need = model.num_parameters * w.weight_bytes / 1e9
+    usable = sum(cluster.gpu_of(p).memory_bytes * p.healthy_gpus for p in pools) / 1e9
+    report = InfeasibilityReport(
+        resource="memory",
+        detail=f"weights alone need {need:.0f} GB; the allowed GPUs hold {usable:.0f} GB in all, less reserves "
+        f"and the KV cache of {w.batch} x {w.prompt_len + w.output_len} tokens",
+        suggestions=memory_suggestions(w, [cluster.gpu_of(p) for p in pools]),
+    )
+    return PlanResult(
+        status="INFEASIBLE",
+        objective=objective,
+        explanation=Explanation(summary=f"No serving configuration fits: {report.detail}", infeasible=report),
+        **counts,
+    )
+
+
+def _alternatives(
+    model: ModelSpec,
+    cluster: ClusterSpec,
+    w: InferenceWorkload,
+    found: list[tuple[float, int, ParallelConfig]],
+    top_k: int,
+) -> list[Alternative]:
+    """Up to top_k - 1 runners-up of distinct (tp, pp, ep, dp), each against the best (found[0])."""
+    best_obj, _, best_cfg = found[0]
+    alts: list[Alternative] = []
+    seen = {(best_cfg.tp, best_cfg.pp, best_cfg.ep, best_cfg.dp)}
+    for obj, _, cfg in found[1:]:
+        sig = (cfg.tp, cfg.pp, cfg.ep, cfg.dp)
+        if sig in seen or len(alts) >= top_k - 1:
+            continue
+        seen.add(sig)
+        alts.append(
+            Alternative.versus(estimate(model, cluster, w, cfg), cfg, obj, best_cfg, best_obj, ("tp", "pp", "dp", "ep"))
+        )
+    return alts
 
 
 def memory_suggestions(w: InferenceWorkload, gpus: list[GPUSpec]) -> list[Suggestion]:

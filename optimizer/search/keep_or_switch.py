@@ -14,9 +14,9 @@ from optimizer.costmodel.uncertainty import difference_interval
 from optimizer.errors import DomainError
 from optimizer.placement.priced import placed_estimate
 from optimizer.placement.result import Placement
-from optimizer.search.planner import MAIN_KNOBS
 from optimizer.search.replan_decision import DEFAULT_SWITCH_THRESHOLD_PCT, ReplanDecision
 from optimizer.search.result import Alternative, Explanation, PlannedConfig, PlanResult
+from optimizer.search.training_search import MAIN_KNOBS
 from optimizer.spec.cluster_spec import ClusterSpec
 from optimizer.spec.model_spec import ModelSpec
 from optimizer.spec.parallel_config import ParallelConfig
@@ -66,7 +66,7 @@ def shortfall(cluster: ClusterSpec, config: ParallelConfig) -> str | None:
 
 def objective_of(cluster: ClusterSpec, w: TrainingWorkload, p: PlannedConfig) -> float:
     """The planner's objective for `p`: its step time, or with objective=cost its price per step when every pool
-    it uses has a price (planner.py: step time x ClusterSpec.price_per_s), with objective=goodput its wall time
+    it uses has a price (training_search.py: step time x ClusterSpec.price_per_s), with objective=goodput its wall time
     per useful step (costmodel/goodput.py)."""
     if w.objective == "goodput" and p.estimate.goodput is not None:
         return p.estimate.goodput.wall_s_per_step

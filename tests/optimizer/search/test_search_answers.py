@@ -82,10 +82,10 @@ def test_a_sub_solve_that_hit_its_limit_weakens_the_proof(monkeypatch: pytest.Mo
 
 def test_has_plan_is_a_probe_not_a_plan(monkeypatch: pytest.MonkeyPatch) -> None:
     # The feasibility probe stops at the first plan and builds no explanation.
-    from optimizer.search import planner
+    from optimizer.search import training_search  # where the training search builds its explanation
 
     calls: list[int] = []
-    monkeypatch.setattr(planner, "explain", lambda *a, **k: calls.append(1))
+    monkeypatch.setattr(training_search, "explain", lambda *a, **k: calls.append(1))
     model, cluster = tiny_model(layers=4), small_cluster(8.0, gpn=4)
     assert has_plan(model, cluster, TrainingWorkload(global_batch_size=8, seq_len=2048), SMALL_SPACE, 10.0)
     assert calls == []
