@@ -15,7 +15,6 @@ MAX_MODULE_LINES = 600
 # Over MAX_MODULE_LINES today (lines at b5e1327 + the rooms split): ceilings, not allowances to grow.
 LARGE_MODULES = {
     "optimizer/calibration/next_measurement.py": 740,
-    "optimizer/search/stage_model.py": 687,
     "api/cli.py": 694,
     "optimizer/frameworks/capabilities.py": 657,
 }

@@ -20,12 +20,11 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-import numpy as np
-
 from optimizer.costmodel.memory import inflight_microbatches
 from optimizer.costmodel.stage import CostContext, StageCost, stage_cost
 from optimizer.search.candidates import Candidate, TrainingSpace, layer_work, pipeline_lower_bound
 from optimizer.search.cpsat import cp_model
+from optimizer.search.layout_relaxation import Domain, balance_bound, middle_sorted, step_of
 from optimizer.search.pool_capacity import add_pool_capacity
 from optimizer.search.solver_params import TIME_UNIT_S, stage_solver, stop_when
 from optimizer.spec.stage_layers import LayerRules
@@ -45,29 +44,6 @@ class StageLayout:
 
 
 _Table = tuple[dict[str, list[int]], list[int]]  # integer columns by name, and the indices filled in
-
-
-@dataclass(frozen=True, slots=True)
-class _Domain:
-    """The table indices one stage may take, with what the layer-balance bound reads of them (cached per stage
-    and pool-block branch: the structures of a candidate share most of their stages' domains)."""
-
-    tab: dict[str, list[int]]
-    allowed: list[int]
-    times: list[int]  # the allowed entries' stage times, ascending
-    most: list[int]  # most[k]: the most layers among the entries with the k+1 smallest times
-    fewest: int  # the fewest layers of any entry
-    t_fewest: int  # the least time of an entry with `fewest` layers
-    slope: float  # every entry's time >= t_fewest + slope x (its layers - fewest)
-
-    @classmethod
-    def of(cls, tab: dict[str, list[int]], allowed: list[int], num_layers: int) -> _Domain:
-        by_time = sorted((tab["t"][j], j % (num_layers + 1)) for j in allowed)
-        most = list(itertools.accumulate((x for _, x in by_time), max))
-        fewest = min((x for _, x in by_time), default=0)
-        t_fewest = min((t for t, x in by_time if x == fewest), default=0)
-        slope = min(((t - t_fewest) / (x - fewest) for t, x in by_time if x > fewest), default=0.0)
-        return cls(tab, allowed, [t for t, _ in by_time], most, fewest, t_fewest, slope)
 
 
 class _Model(cp_model.CpModel):
@@ -123,7 +99,7 @@ class StageModel:
         self.scale = c.vp if c.schedule == "interleaved-1f1b" else 1
         self._roles: dict[tuple[bool, bool], dict[str, list[int]]] = {}  # tables per stage role
         self._blocks: dict[tuple[tuple[bool, bool], int, int], list[int]] = {}  # filled (role, pool, next pool)
-        self._allowed: dict[tuple[int, int, int, float], _Domain] = {}  # (stage, pool, next pool, t limit)
+        self._allowed: dict[tuple[int, int, int, float], Domain] = {}  # (stage, pool, next pool, t limit)
         self._inflight: dict[tuple[int, int], float] = {}
         self.closed: tuple[tuple[int, ...], int] | None = None  # a layout build() proved optimal without CP-SAT
 
@@ -213,25 +189,25 @@ class StageModel:
         self._blocks[(role, q, qn)] = entries
         return entries
 
-    def _domains(self, upper_bound_s: float | None, fixed_pools: tuple[int, ...] | None) -> list[_Domain] | None:
+    def _domains(self, upper_bound_s: float | None, fixed_pools: tuple[int, ...] | None) -> list[Domain] | None:
         """Per stage, the table indices it may take, or None when some stage has none."""
         c, m = self.cand.config, self.cand.microbatches
         pp, Q = c.pp, self.Q
         if Q == 0:
             return None
         t_limit = math.inf if upper_bound_s is None else upper_bound_s / TIME_UNIT_S / m + 1
-        domains: list[_Domain] = []
+        domains: list[Domain] = []
         for i in range(pp):
             role = (i == 0, i == pp - 1)
             tab = self._tables(role)
             if fixed_pools is None:
-                dom = _Domain.of(tab, self._filter(i, tab, self._role_table(role, upper_bound_s)[1], t_limit), self.L)
+                dom = Domain.of(tab, self._filter(i, tab, self._role_table(role, upper_bound_s)[1], t_limit), self.L)
             else:  # a branch of the pool-block decomposition: (pool, next pool) known
                 q, qn = fixed_pools[i], fixed_pools[i + 1] if i + 1 < pp else Q
                 hit = self._allowed.get((i, q, qn, t_limit))
                 if hit is None:
                     allowed = self._filter(i, tab, self._block(role, q, qn, upper_bound_s), t_limit)
-                    hit = self._allowed[(i, q, qn, t_limit)] = _Domain.of(tab, allowed, self.L)
+                    hit = self._allowed[(i, q, qn, t_limit)] = Domain.of(tab, allowed, self.L)
                 dom = hit
             if not dom.allowed:
                 return None
@@ -256,14 +232,14 @@ class StageModel:
         domains = self._domains(upper_bound_s, fixed_pools)
         return math.inf if domains is None else self._layout_bound(domains)[0]
 
-    def _layout_bound(self, domains: list[_Domain]) -> tuple[float, int]:
+    def _layout_bound(self, domains: list[Domain]) -> tuple[float, int]:
         """A lower bound on the step time of any layout within `domains`, seconds (inf: no layout).
 
         Layer balance: the slowest stage takes at least T*, the least T for which the stages' largest layer
         counts with time <= T sum to the model's layers (a relaxation of the integer split; exact in T). Then the
         schedule's pipeline formula with T* for the maximum and, for the sum, the larger of the stages' least
         times and their times at their fewest layers plus the layers left over at the least per-layer slope of
-        any stage (_Domain.slope), plus stage 0's least end work (stage 0 has no cool-down slack), as in
+        any stage (Domain.slope), plus stage 0's least end work (stage 0 has no cool-down slack), as in
         _objective. Returns (bound s, T* ns)."""
         L, m, c = self.L, self.cand.microbatches, self.cand.config
         spare = L - sum(d.fewest for d in domains)  # layers beyond every stage's fewest
@@ -300,123 +276,6 @@ class StageModel:
         d0 = domains[0]
         return (pipe + min(d0.tab["e"][j] for j in d0.allowed)) * TIME_UNIT_S, t_max
 
-    def _balance_bound(
-        self, domains: list[_Domain], t_star: int, upper_bound_s: float
-    ) -> tuple[float, list[int] | None]:
-        """A lower bound on the step time (seconds) tighter than _layout_bound, and the table entries (one per
-        stage) of the relaxation's best layout (None without one). Most candidates the search hands to CP-SAT are
-        solves that prove no layout beats the K-th best plan (152 of 183 on 405B / 131,072 H100), and many of the
-        others' optima equal this bound (issue 49).
-
-        _objective's step is the largest over stages i of term_i = pipeline - (backwards before stage i) + stage
-        i's end work; with t_max = T every term is a weighted sum over the stages: (m - 1) T + sum t - sum_{k<i} b_k
-        + e_i (1F1B, GPipe), the t and b weighted 1/v with m - 1/v on T (interleaved). For i = 0, 1 and pp - 1 (stage
-        0 holds the embedding and fewer layers; stage 1 has the first full end work after the least backward; the
-        last the head) and each T >= T* (the slowest stage's time), the least such sum with every stage at most T and
-        the layers summing to L is a shortest path over stages x layers (numpy per stage); step >= the largest of
-        those minima. The
-        middle stages' order is relaxed, so it bounds the model's optimum from below. ZB-H1 keeps _layout_bound's
-        (its fill reads u, not t)."""
-        c, m, L = self.cand.config, self.cand.microbatches, self.L
-        if c.schedule == "zb-h1":
-            return 0.0, None
-        share = 1.0 / c.vp if c.schedule == "interleaved-1f1b" else 1.0  # the stage times' weight in the pipeline
-        slope = m - share  # t_max's
-        limit = upper_bound_s / TIME_UNIT_S
-        cols = []
-        for d in domains:
-            x = np.array([j % (L + 1) for j in d.allowed], dtype=np.int64)
-            t = np.array([d.tab["t"][j] for j in d.allowed], dtype=np.float64)
-            b = np.array([d.tab["b"][j] for j in d.allowed], dtype=np.float64)
-            e = np.array([d.tab["e"][j] for j in d.allowed], dtype=np.float64)
-            cols.append((x, t, b, e))
-        times = sorted({float(v) for _, t, _, _ in cols for v in t if v >= t_star})
-
-        def weights(i: int) -> list[np.ndarray]:
-            """Each stage's weight in term i: before i its time less its backward, i its time and end work."""
-            return [
-                share * (t - b) if k < i else share * t + e if k == i else share * t
-                for k, (_, t, b, e) in enumerate(cols)
-            ]
-
-        def least_sum(w: list[np.ndarray], T: float, trace: bool = False) -> tuple[float, list[int] | None]:
-            """The least sum of the weights reaching L layers with every stage's time <= T, and (with trace) the
-            table entry of each stage on that path."""
-            choices: list[np.ndarray] = []
-            best = np.full(L + 1, np.inf)
-            best[0] = 0.0  # no stage yet: no layer placed
-            for k, (x, t, _, _) in enumerate(cols):
-                new = np.full(L + 1, np.inf)
-                pick = np.full(L + 1, -1, dtype=np.int64)
-                for q in np.flatnonzero(t <= T):
-                    n = int(x[q])
-                    cand = best[: L + 1 - n] + w[k][q]
-                    better = cand < new[n:]
-                    new[n:][better] = cand[better]
-                    pick[n:][better] = q
-                best = new
-                choices.append(pick)
-            if not trace or not math.isfinite(best[L]):
-                return float(best[L]), None
-            path: list[int] = []
-            left: int = L
-            for k in range(len(cols) - 1, -1, -1):
-                chosen = int(choices[k][left])
-                path.append(domains[k].allowed[chosen])
-                left -= int(cols[k][0][chosen])
-            return float(best[L]), path[::-1]
-
-        bound, layouts = 0.0, []
-        for i in sorted({0, min(1, len(cols) - 1), len(cols) - 1}):
-            w = weights(i)
-            floor = least_sum(w, math.inf)[0]  # every T's sum is at least the unconstrained one
-            result, at = math.inf, math.inf
-            for T in times:
-                if slope * T + floor >= min(result, limit * (1 + 1e-9)):
-                    break  # larger T cannot give less
-                value = slope * T + least_sum(w, T)[0]
-                if value < result:
-                    result, at = value, T
-            if not math.isfinite(result):
-                return math.inf, None
-            bound = max(bound, result)
-            layouts.append((result, least_sum(w, at, trace=True)[1]))
-        best_layout = max(layouts, key=lambda r: r[0])[1]  # the binding term's layout
-        return bound * TIME_UNIT_S, best_layout
-
-    def _middle_sorted(self, entries: list[int], domains: list[_Domain]) -> list[int]:
-        """The same layers with the middle stages' counts in non-decreasing order (the model's _middle_order; the
-        sum and the middle stages' times are unchanged on one pool), where every stage's domain allows its new
-        count; else the entries as they were."""
-        L = self.L
-        mid = range(1, len(entries) - 1)
-        counts = sorted(entries[i] % (L + 1) for i in mid)
-        out = list(entries)
-        for i, x in zip(mid, counts, strict=True):
-            j = entries[i] - entries[i] % (L + 1) + x
-            if j not in domains[i].allowed:
-                return entries
-            out[i] = j
-        return out
-
-    def _step_of(self, entries: list[int]) -> int | None:
-        """The objective _objective gives a layout of these table entries (integer, x the schedule's scale), or
-        None where the layout breaks a rule of the model the relaxation leaves out (the middle stages' order on
-        one pool). The solver-agnostic check of a layout found without CP-SAT."""
-        c, m, L, s = self.cand.config, self.cand.microbatches, self.L, self.scale
-        layers = [j % (L + 1) for j in entries]
-        if any(layers[i] > layers[i + 1] for i in range(1, len(layers) - 2)):
-            return None
-        tab = [self._tables((i == 0, i == c.pp - 1)) for i in range(c.pp)]
-        t = [tab[i]["t"][j] for i, j in enumerate(entries)]
-        t_max = max(t)
-        pipe = s * m * t_max + sum(t) - t_max if c.schedule == "interleaved-1f1b" else sum(t) + (m - 1) * t_max
-        step, prefix = 0, 0
-        for i, j in enumerate(entries):
-            step = max(step, pipe - prefix + s * tab[i]["e"][j])
-            prefix += tab[i]["b"][j]
-        return step
-
     def build(
         self,
         upper_bound_s: float | None = None,
@@ -432,13 +291,14 @@ class StageModel:
         bound_s, t_star = self._layout_bound(domains)
         if upper_bound_s is not None and bound_s > upper_bound_s * (1 + 1e-9):
             return None
-        floor_s, entries = self._balance_bound(domains, t_star, math.inf if upper_bound_s is None else upper_bound_s)
+        upper = math.inf if upper_bound_s is None else upper_bound_s
+        floor_s, entries = balance_bound(domains, c, m, L, t_star, upper)
         if upper_bound_s is not None and floor_s > upper_bound_s * (1 + 1e-9):
             return None  # no layout beats the bound: proven without CP-SAT
         self.closed = None
         if entries is not None and Q == 1:
-            entries = self._middle_sorted(entries, domains)
-            step = self._step_of(entries)
+            entries = middle_sorted(entries, domains, L)
+            step = step_of(entries, domains, c, m, L, self.scale)
             if step is not None and step / self.scale <= floor_s / TIME_UNIT_S * (1 + 1e-12) + 1:
                 # The layout reaches the lower bound: optimal, and _solve_one needs no CP-SAT solve.
                 self.closed = (tuple(j % (L + 1) for j in entries), step)
@@ -562,8 +422,8 @@ class StageModel:
         """Step time of the cost model [training.step_time], times the schedule's scale (v for interleaved):
         pipeline = sum t + (m-1) max t (1F1B, GPipe); v m max t + sum t - max t (interleaved, x v);
         m max t + sum u - max u (ZB-H1). Step = max over stages of pipeline - earlier backwards + own end work.
-        Redundant (labelled): t_max >= T*, the layer-balance bound of _layout_bound; step >= _balance_bound (often
-        the optimum itself: CP-SAT then stops at the first layout that reaches it instead of proving it)."""
+        Redundant (labelled): t_max >= T*, the layer-balance bound of _layout_bound; step >= balance_bound
+        (layout_relaxation.py; often the optimum itself: CP-SAT then stops at the first layout that reaches it)."""
         c = self.cand.config
         t_hi = v.bounds["t"][1]
         t_max = model.new_int_var(min(t_star, t_hi), t_hi, "t_max")
