@@ -81,7 +81,7 @@ def test_the_links_lead_from_jobs_to_plans_measurements_and_watches(client: Test
 
     Run.run(
         settings=settings(
-            max_examples=10,
+            max_examples=20,
             stateful_step_count=10,
             deadline=None,
             derandomize=True,
