@@ -3,6 +3,7 @@ service tests."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -21,6 +22,12 @@ from store.migrate import upgrade
 from store.settings import settings
 from tests.databases import migrated_pg_database, require
 from tests.slurm_cluster import SlurmCluster, missing_programs, slurm_cluster
+
+# Code the tests run in this process (the CLI through typer's runner, apps made from the environment's settings) runs
+# embedded jobs on a thread: a child process spawned inside an xdist worker hung the parallel pass in a fresh clone.
+# Servers the tests start as processes get a clean environment (tests/test_readme.py clean_env) and so the default,
+# a child process, which tests/workers/test_embedded_job_process.py also tests directly.
+os.environ.setdefault("MESHPLAN_EMBEDDED_JOBS", "thread")
 
 ROOT = Path(__file__).resolve().parent.parent
 USER_FILES = tuple(ROOT / name for name in ("meshplan.db", "meshplan.db-wal", "meshplan.db-shm"))
