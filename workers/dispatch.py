@@ -7,6 +7,7 @@ import base64
 import json
 import logging
 import multiprocessing
+import os
 import queue
 import threading
 import time
@@ -52,6 +53,18 @@ def _run_in_child(cfg: Settings, job_id: int) -> str:
     return run_job(database(cfg.database_url), job_id, cfg)
 
 
+def _exit_with_parent(parent: int) -> None:
+    """In the job child: exit as soon as the API process that spawned it is gone (killed whole), so no orphan keeps
+    solving, or holds the terminal and pipes the API held; its job is taken over at the next start."""
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(0.5)
+        os._exit(0)
+
+    threading.Thread(target=watch, name="meshplan-parent-watch", daemon=True).start()
+
+
 def _warm_child() -> None:
     """Import what a solve needs before the first job arrives (the child is started with the API)."""
     import optimizer.search.planner  # noqa: F401
@@ -87,7 +100,12 @@ class InProcessDispatcher:
     def _new_pool(self) -> Executor:
         if not self.processes:
             return ThreadPoolExecutor(max_workers=1, thread_name_prefix="meshplan-job")
-        return ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn"))
+        return ProcessPoolExecutor(
+            max_workers=1,
+            mp_context=multiprocessing.get_context("spawn"),
+            initializer=_exit_with_parent,
+            initargs=(os.getpid(),),
+        )
 
     def start(self) -> None:
         """One more app lifespan uses this dispatcher; a stopped pool is made anew. Lifespans are counted so that
