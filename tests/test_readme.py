@@ -205,7 +205,12 @@ def server(tmp_path: Path) -> Iterator[tuple[str, str, str]]:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
     srv = uvicorn.Server(
-        uvicorn.Config(create_app(Settings(database_url=url), db), host="127.0.0.1", port=port, log_level="warning")
+        uvicorn.Config(
+            create_app(Settings(database_url=url, embedded_jobs="thread"), db),
+            host="127.0.0.1",
+            port=port,
+            log_level="warning",
+        )
     )
     thread = threading.Thread(target=srv.run, daemon=True)
     thread.start()
