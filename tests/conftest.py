@@ -148,6 +148,7 @@ SERIAL_PATHS = (
     "tests/store/test_changes.py",
     "tests/api/test_token_use.py",
     "tests/api/test_commit_before_answer.py",
+    "tests/api/test_openapi_stateful.py",
     "tests/api/test_cli_every_option.py",
     "tests/optimizer/costmodel/test_engine_step.py",
 )

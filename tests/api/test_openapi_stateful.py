@@ -8,21 +8,14 @@ a conforming body. About 10 s on this machine."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
-import pytest
 import schemathesis
 from fastapi.testclient import TestClient
 from hypothesis import HealthCheck, settings
 
-from api.app import create_app
-from store.db import Database
-from store.repositories.tokens import TokenRepository
-from store.settings import Settings
 from tests.api.helpers import TRAINING, make_cluster, make_model, name, wait_job
 from tests.api.test_openapi_fuzz import CONFORMANCE
-from tests.databases import migrated_pg_database
 
 # The operations on the links' chains (job -> plan -> measurements, watch -> re-plan), without the lists and the
 # deletions of jobs and watches, which would only shorten the chains.
@@ -35,23 +28,7 @@ LINKED = (
 )
 
 
-@pytest.fixture(scope="module")
-def own() -> Iterator[tuple[TestClient, dict[str, str]]]:
-    """An app on a database of its own: what the state machine meets does not depend on what the session's other
-    tests left (in the whole parallel pass it missed its plan's GET; alone it reached it)."""
-    with migrated_pg_database() as url:
-        db = Database(url)
-        with db.session() as s:
-            _row, write = TokenRepository(s).create("stateful", ["write"])
-        cfg = Settings(database_url=url, max_time_limit_s=120, max_body_bytes=200_000, max_page_size=50)
-        with TestClient(create_app(cfg.model_copy(update={"embedded_jobs": "thread"}), db)) as c:
-            c.headers["Authorization"] = f"Bearer {write}"
-            yield c, {"write": write}
-        db.dispose()
-
-
-def test_the_links_lead_from_jobs_to_plans_measurements_and_watches(own: tuple[TestClient, dict[str, str]]) -> None:
-    client, tokens = own
+def test_the_links_lead_from_jobs_to_plans_measurements_and_watches(client: TestClient, tokens: dict[str, str]) -> None:
     doc = client.get("/openapi.json").json()
     assert "GetPlan" in doc["paths"]["/v1/jobs/{job_id}"]["get"]["responses"]["200"]["links"]
     schema = (
