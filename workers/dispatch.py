@@ -186,14 +186,16 @@ class InProcessDispatcher:
                 return
             self.stopped = True
             self._watch_stop.set()
-            self.pool.shutdown(wait=False, cancel_futures=True)
-            # A job still solving in the child stops with the API; the next start recovers it
-            # (service.jobs.recover_interrupted), as it did the thread's. (ProcessPoolExecutor has no public way to
-            # stop its workers before Python 3.14's terminate_workers.)
-            children: dict[int, multiprocessing.process.BaseProcess] = getattr(self.pool, "_processes", None) or {}
-            for child in list(children.values()):
-                if child.is_alive():
-                    child.terminate()
+            pool = self.pool
+        # Outside the lock: cancelling the queued jobs runs their done-callbacks (`_done`) here, which take the lock.
+        pool.shutdown(wait=False, cancel_futures=True)
+        # A job still solving in the child stops with the API; the next start recovers it
+        # (service.jobs.recover_interrupted), as it did the thread's. (ProcessPoolExecutor has no public way to
+        # stop its workers before Python 3.14's terminate_workers.)
+        children: dict[int, multiprocessing.process.BaseProcess] = getattr(pool, "_processes", None) or {}
+        for child in list(children.values()):
+            if child.is_alive():
+                child.terminate()
 
 
 SEND_TIMEOUT_S = 2.0

@@ -79,3 +79,29 @@ def test_a_child_killed_mid_job_is_taken_over_after_its_lease(dispatcher: InProc
     assert attempts == 2, (status, attempts)
     assert time.monotonic() - killed >= LEASE_S - 1  # not before its lease expired: the job was not solved twice
     assert pid not in _children(dispatcher)
+
+
+def test_a_shutdown_with_jobs_still_queued_returns(sqlite_url: str) -> None:
+    """The app's lifespan ends while jobs wait behind a running one: shutdown cancels them and returns (cancelling
+    ran their done-callbacks under the dispatcher's lock, which they take: the session's teardown hung)."""
+    import threading
+
+    db = Database(sqlite_url)
+    d = InProcessDispatcher(db, Settings(database_url=sqlite_url, embedded_jobs="thread"))
+    d.start()
+    release = threading.Event()
+    d.pool.submit(release.wait, 30)  # the job running now
+    with db.session() as s:
+        cluster, model = cluster_and_model(s)
+        queued = [submit(s, training_request(cluster, model))[0].id for _ in range(2)]
+    for job_id in queued:
+        d.enqueue(job_id)
+    assert d.waiting() == set(queued)
+    stopper = threading.Thread(target=d.shutdown, daemon=True)
+    stopper.start()
+    stopper.join(10)
+    release.set()
+    alive = stopper.is_alive()
+    db.dispose()
+    assert not alive, "shutdown blocked on its own lock"
+    assert d.waiting() == set()  # the queued jobs were cancelled (the next start recovers them)
