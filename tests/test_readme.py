@@ -17,10 +17,8 @@ from __future__ import annotations
 import os
 import re
 import shlex
-import socket
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -28,7 +26,8 @@ from pathlib import Path
 
 import httpx
 import pytest
-import uvicorn
+
+from tests.served import served
 
 ROOT = Path(__file__).resolve().parent.parent
 README = (ROOT / "README.md").read_text()
@@ -201,26 +200,8 @@ def server(tmp_path: Path) -> Iterator[tuple[str, str, str]]:
     db = Database(url)
     with db.session() as s:
         _row, token = TokenRepository(s).create("first-admin", ["write"])
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    srv = uvicorn.Server(
-        uvicorn.Config(
-            create_app(Settings(database_url=url, embedded_jobs="thread"), db),
-            host="127.0.0.1",
-            port=port,
-            log_level="warning",
-        )
-    )
-    thread = threading.Thread(target=srv.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 20
-    while not srv.started:
-        assert time.monotonic() < deadline
-        time.sleep(0.05)
-    yield f"127.0.0.1:{port}", token, url
-    srv.should_exit = True
-    thread.join(10)
+    with served(create_app(Settings(database_url=url, embedded_jobs="thread"), db)) as host:
+        yield host, token, url
     db.dispose()
 
 

@@ -2,13 +2,9 @@
 
 from __future__ import annotations
 
-import socket
-import threading
-import time
 from collections.abc import Iterator
 
 import pytest
-import uvicorn
 from fastapi.testclient import TestClient
 
 from api.app import create_app
@@ -16,6 +12,7 @@ from store.db import Database
 from store.repositories.tokens import TokenRepository
 from store.settings import Settings
 from tests.databases import migrated_pg_database
+from tests.served import served
 
 
 @pytest.fixture(scope="session")
@@ -64,18 +61,5 @@ def client(api_settings: Settings, api_db: Database, tokens: dict[str, str]) -> 
 @pytest.fixture(scope="session")
 def server(api_settings: Settings, api_db: Database) -> Iterator[str]:
     """The real app served by uvicorn on a free port (a thread of this process), for clients outside it."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    srv = uvicorn.Server(
-        uvicorn.Config(create_app(api_settings, api_db), host="127.0.0.1", port=port, log_level="warning")
-    )
-    thread = threading.Thread(target=srv.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 20
-    while not srv.started:
-        assert time.monotonic() < deadline
-        time.sleep(0.05)
-    yield f"http://127.0.0.1:{port}"
-    srv.should_exit = True
-    thread.join(10)
+    with served(create_app(api_settings, api_db)) as host:
+        yield f"http://{host}"
