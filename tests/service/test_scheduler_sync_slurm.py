@@ -18,28 +18,10 @@ from store.repositories.clusters import ClusterRepository, revision_spec
 from store.repositories.watches import WatchRepository
 from store.settings import Settings
 from tests.factories import training_watch, unique
+from tests.sent import Sent
 from tests.slurm_cluster import SlurmCluster
 from workers import service as workers_service
 from workers.service import replan_all
-
-
-class Sent:
-    """A dispatcher that records what it is asked to send."""
-
-    def __init__(self) -> None:
-        self.jobs: list[int] = []
-
-    def enqueue(self, job_id: int, ahead: bool = False) -> None:
-        self.jobs.append(job_id)
-
-    def waiting(self) -> set[int] | None:
-        return set()
-
-    def problem(self) -> str | None:
-        return None
-
-    def shutdown(self) -> None:
-        return None
 
 
 def test_sync_sees_what_scontrol_changed_and_the_watch_replans(

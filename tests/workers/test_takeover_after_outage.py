@@ -21,31 +21,13 @@ from store.db import Database
 from store.repositories.jobs import LEASE_S, JobRepository
 from store.settings import Settings
 from tests.factories import cluster_and_model, training_request
+from tests.sent import Sent
 from tests.workers.conftest import Proc
 from workers import names
 from workers import service as workers_service
 from workers.celery_app import make_celery
 from workers.dispatch import CeleryDispatcher
 from workers.lease_watch import Reachability, tick
-
-
-class Sent:
-    """A dispatcher that records what it is asked to send (and whether ahead of new work)."""
-
-    def __init__(self) -> None:
-        self.jobs: list[tuple[int, bool]] = []
-
-    def enqueue(self, job_id: int, ahead: bool = False) -> None:
-        self.jobs.append((job_id, ahead))
-
-    def waiting(self) -> set[int] | None:
-        return set()
-
-    def problem(self) -> str | None:
-        return None
-
-    def shutdown(self) -> None:
-        return None
 
 
 def _closed_port_url(url: str) -> str:
@@ -87,11 +69,11 @@ def test_no_take_over_until_the_database_has_answered_for_a_full_lease(
         JobRepository(s).heartbeat(running_job)  # its worker beat again once the database was back: alive
         assert JobRepository(s).get(running_job).status == "running"
     clock[0] += 0.5
-    assert tick(gate, sent) == [] and sent.jobs == []  # a full lease reachable: the live worker kept its job
+    assert tick(gate, sent) == [] and sent.sent == []  # a full lease reachable: the live worker kept its job
     with worker_db.session() as s:
         JobRepository(s).get(running_job).heartbeat_at = datetime.now(UTC) - timedelta(seconds=LEASE_S + 1)
     assert tick(gate, sent) == [running_job]  # now it is a dead worker's: taken over, sent ahead of new work
-    assert sent.jobs == [(running_job, True)]
+    assert sent.sent == [(running_job, True)]
     down.dispose()
 
 
