@@ -26,6 +26,7 @@ from optimizer.search.result import (
     Suggestion,
     no_plan_within_limit,
     proven_bound,
+    relative_gap,
 )
 from optimizer.search.serving_model import ServingModel
 from optimizer.search.space import SearchSpace
@@ -214,7 +215,7 @@ def plan_inference(req: SearchRequest[InferenceWorkload]) -> PlanResult:
         objective=objective,
         objective_value=best_obj,
         lower_bound=lower,
-        gap=max(0.0, (best_obj - lower) / best_obj),
+        gap=relative_gap(best_obj, lower),
         plan=planned,
         alternatives=alts,
         explanation=expl,

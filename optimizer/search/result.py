@@ -283,6 +283,14 @@ def proven_bound(open_bound: float, best: float | None, unproven: float = math.i
     return min(open_bound, unproven, best if best is not None else math.inf)
 
 
+def relative_gap(value: float | None, bound: float | None) -> float | None:
+    """PlanResult.gap: (value - bound) / value, at least 0 (a plan the decision rule picked above the proven
+    optimum keeps its gap on OPTIMAL [issue 48 §5]); None without a plan's value or a bound."""
+    if not value or bound is None:
+        return None
+    return max(0.0, (value - bound) / value)
+
+
 def no_plan_within_limit(stopped: str | None, time_limit_s: float) -> Explanation:
     """The explanation of an UNKNOWN answer (no plan, nothing claimed): the search was cancelled (`stopped` is
     "cancelled"), ran out of time (any other `stopped`), or finished with a candidate's solve left unproven."""

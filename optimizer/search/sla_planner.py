@@ -13,6 +13,7 @@ from optimizer.search.result import (
     PlanResult,
     Suggestion,
     no_plan_within_limit,
+    relative_gap,
 )
 from optimizer.search.serving_fleet import plan_fleet
 from optimizer.spec.objectives import objective_name
@@ -80,9 +81,7 @@ def plan_sla(req: SearchRequest[InferenceWorkload]) -> PlanResult:
         objective=objective,
         objective_value=out.objective_value,
         lower_bound=out.lower_bound,
-        gap=None
-        if not out.objective_value
-        else max(0.0, (out.objective_value - (out.lower_bound or out.objective_value)) / out.objective_value),
+        gap=relative_gap(out.objective_value, out.lower_bound or out.objective_value),
         plan=PlannedConfig(config=cfg, estimate=est),
         fleet=fleet,
         explanation=Explanation(summary=describe_fleet(fleet, w)),

@@ -31,6 +31,7 @@ from optimizer.search.result import (
     ProgressFn,
     no_plan_within_limit,
     proven_bound,
+    relative_gap,
 )
 from optimizer.search.stage_model import StageLayout, StageModel
 from optimizer.spec.objectives import objective_name
@@ -396,7 +397,7 @@ class TrainingSearch:
             objective=objective,
             objective_value=best_obj,
             lower_bound=lower,
-            gap=max(0.0, (best_obj - lower) / best_obj),
+            gap=relative_gap(best_obj, lower),
             plan=planned,
             alternatives=alts,
             explanation=explanation,
