@@ -80,6 +80,20 @@ class Row:
     predicted: float
     measured: float
 
+    @classmethod
+    def priced(
+        cls,
+        run: tuple[str, str, str, str],
+        offsets: tuple[float, float, int, str],
+        nov: Novelty,
+        r: float,
+        predicted: float,
+        measured: float,
+    ) -> Row:
+        """A row from its run (id, source, kind, stack), its regime's base_offsets and its novelty."""
+        lo, hi, _, regime = offsets
+        return cls(*run, regime, (lo + hi) / 2, (hi - lo) / 2, nov.values, nov.words, r, predicted, measured)
+
 
 def support_runs() -> tuple[SupportRun, ...]:
     """The fitted step-time runs: every step time of the residual table, with its GPU as the catalog names it."""
@@ -103,27 +117,12 @@ def project_rows(support: tuple[SupportRun, ...]) -> list[Row]:
         if res.metric != STEP_METRIC or res.features is None:
             continue
         f = res.features
-        lo, hi, _, regime = base_offsets(f, None, res.group)
         others = tuple(s for s in support if s.group != res.group)
         published = tuple(r.features for r in residual_table() if r.features and r.group != res.group)
         nov = novelty(f, gpu_of[(res.group, f.gpus, f.framework)], others, published, unseen_source=False)
         predicted = res.measured / math.exp(res.left_out)
-        rows.append(
-            Row(
-                res.id,
-                res.group,
-                "project",
-                f"{f.framework} {f.family}",
-                regime,
-                (lo + hi) / 2,
-                (hi - lo) / 2,
-                nov.values,
-                nov.words,
-                res.left_out,
-                predicted,
-                res.measured,
-            )
-        )
+        run = (res.id, res.group, "project", f"{f.framework} {f.family}")
+        rows.append(Row.priced(run, base_offsets(f, None, res.group), nov, res.left_out, predicted, res.measured))
     return rows
 
 
@@ -135,24 +134,9 @@ def quarantine_rows(support: tuple[SupportRun, ...], cases: list[QuarantineCase]
         if c.predicted is None or c.features is None or c.residual is None:
             continue
         f: RunFeatures = c.features
-        lo, hi, _, regime = base_offsets(f)
         nov = novelty(f, c.gpu, support, published, unseen_source=True, stand_in="; ".join(c.missing))
-        rows.append(
-            Row(
-                c.id,
-                c.source,
-                "quarantine",
-                c.stack,
-                regime,
-                (lo + hi) / 2,
-                (hi - lo) / 2,
-                nov.values,
-                nov.words,
-                c.residual,
-                c.predicted,
-                c.measured,
-            )
-        )
+        run = (c.id, c.source, "quarantine", c.stack)
+        rows.append(Row.priced(run, base_offsets(f), nov, c.residual, c.predicted, c.measured))
     return rows
 
 
