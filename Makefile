@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run test lint bench setup clean browsers slurm
+.PHONY: run test lint bench setup clean browsers slurm frameworks
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -41,9 +41,14 @@ slurm:
 	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
 	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq slurm-wlm munge >/dev/null; }
 
+# The export checks run each framework's and engine's own parser on the exports (tests/frameworks/): their pinned
+# environments are built once and cached outside the checkout (tests/frameworks/install.py).
+frameworks: setup
+	$(BIN)/python tests/frameworks/install.py
+
 # Two passes: the tests marked serial (worker processes on one Redis database, browsers, Slurm, wall-time bounds:
 # tests/conftest.py SERIAL_PATHS) in one process, the rest on both cores (pytest-xdist).
-test: lint browsers slurm
+test: lint browsers slurm frameworks
 	$(BIN)/pytest -n 2 -m "not serial"
 	$(BIN)/pytest -m serial
 
