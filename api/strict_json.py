@@ -15,7 +15,7 @@ BODY_METHODS = ("POST", "PUT", "PATCH")
 
 async def refuse_booleans_as_numbers(request: Request) -> None:
     """An app-wide dependency: the route's JSON body against its request-body schema in the app's OpenAPI."""
-    if request.method not in BODY_METHODS or "json" not in request.headers.get("content-type", ""):
+    if request.method not in BODY_METHODS or "json" not in request.headers.get("content-type", "").lower():
         return
     found = (operations(request.app, request.url.path) or {}).get(request.method.lower())
     schema = (

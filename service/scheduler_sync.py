@@ -5,6 +5,7 @@ something changed, with its diff; the cluster's watches are then checked as afte
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 from collections.abc import Callable
 from pathlib import Path
@@ -77,6 +78,29 @@ def run_command(argv: list[str], env: dict[str, str]) -> str:
     return proc.stdout
 
 
+SOURCE_FILES = ("slurm_conf", "topology_file", "kubeconfig")
+"""The fields of a sync source that name a file on the host that syncs."""
+
+
+def check_source_files(source: SlurmSource | KubernetesSource, cfg: Settings) -> None:
+    """Every file a sync source names lies inside a directory the operator allowed (MESHPLAN_SYNC_FILE_DIRS;
+    none by default): a write token must not make the server read any file it names [issue 59 item 4]. Checked
+    before the file is looked at, so the answer says nothing of files outside them."""
+    allowed = cfg.readable_dirs()
+    for field in SOURCE_FILES:
+        path = getattr(source, field, None)
+        if path is None:
+            continue
+        real = os.path.realpath(path)
+        if not any(real == d or real.startswith(d.rstrip("/") + "/") for d in allowed):
+            where = ", ".join(allowed) if allowed else "none is set"
+            raise DomainError(
+                f"source.{field}",
+                f"must be a file inside a directory the operator lets the server read (MESHPLAN_SYNC_FILE_DIRS: "
+                f"{where})",
+            )
+
+
 def read_slurm(source: SlurmSource, custom: dict[str, GPUSpec], run: Runner = run_command) -> SchedulerInventory:
     """A Slurm cluster's GPU nodes from `sinfo --json` and its topology (topology.conf or `scontrol show
     topology`)."""
@@ -95,7 +119,18 @@ def read_slurm(source: SlurmSource, custom: dict[str, GPUSpec], run: Runner = ru
         except SchedulerUnreachable:
             text, what = "", "scontrol show topology"  # topology/none: no switches, which the notes say
     try:
-        return slurm_inventory(nodes, parse_topology(text, what), custom, "sinfo --json")
+        topology = parse_topology(text, what)
+    except DomainError as exc:
+        if not source.topology_file:
+            raise
+        # A file on the server: the error names its line, never its content [issue 59 item 4].
+        line = re.match(r"line \d+", exc.rule)
+        raise DomainError(
+            "source.topology_file",
+            f"is not a Slurm topology.conf ({line[0] if line else 'no switch or block found'})",
+        ) from None
+    try:
+        return slurm_inventory(nodes, topology, custom, "sinfo --json")
     except SchedulerReportedError as exc:
         raise SchedulerUnreachable(exc.rule) from None
 
@@ -115,9 +150,13 @@ def read_kubernetes(
 
 
 def read_scheduler(
-    source: SlurmSource | KubernetesSource, custom: dict[str, GPUSpec], run: Runner = run_command
+    source: SlurmSource | KubernetesSource,
+    custom: dict[str, GPUSpec],
+    run: Runner = run_command,
+    cfg: Settings | None = None,
 ) -> SchedulerInventory:
-    """The scheduler's inventory, whichever scheduler it is."""
+    """The scheduler's inventory, whichever scheduler it is (its files confined to the allowed directories)."""
+    check_source_files(source, cfg or settings())
     if isinstance(source, SlurmSource):
         return read_slurm(source, custom, run)
     return read_kubernetes(source, custom, run)
@@ -170,7 +209,8 @@ def sync_cluster(
         source = parse_source(cluster.sync_source)
     custom = _gpu_types(s, cluster)
     try:  # the scheduler is asked before anything is written: no write lock is held while it answers
-        return _record(s, cluster, source, given, read_scheduler(source, custom, run), "", cfg or settings(), replan)
+        inventory = read_scheduler(source, custom, run, cfg)
+        return _record(s, cluster, source, given, inventory, "", cfg or settings(), replan)
     except SchedulerUnreachable as exc:
         return _record(s, cluster, source, given, None, str(exc), cfg or settings(), replan)
 
@@ -269,5 +309,7 @@ def set_sync_source(s: Session, cluster_id: int, source: SlurmSource | Kubernete
     """Store (or clear) the scheduler a cluster is synced from, without syncing."""
     repo = ClusterRepository(s)
     cluster = repo.get(cluster_id)
+    if source is not None:
+        check_source_files(source, settings())
     repo.set_sync_source(cluster, source.model_dump(mode="json") if source is not None else None)
     return cluster

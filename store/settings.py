@@ -74,6 +74,25 @@ class Settings(BaseModel):
         "interpreter (process), or on a thread of the API process (thread: an in-memory SQLite database needs it).",
     )
 
+    sync_file_dirs: str = Field(
+        default="",
+        description="Directories whose files a cluster's sync source may name (slurm_conf, topology_file, kubeconfig), "
+        "absolute paths separated by ':'; empty (the default): a sync source may name no file, the schedulers' own "
+        "defaults are used.",
+    )
+
+    @field_validator("sync_file_dirs")
+    @classmethod
+    def _absolute_dirs(cls, value: str) -> str:
+        for part in (p for p in value.split(":") if p):
+            if not part.startswith("/"):
+                raise ValueError(f"must be absolute directories separated by ':' (got {part[:80]!r})")
+        return value
+
+    def readable_dirs(self) -> list[str]:
+        """The directories a sync source's files must lie in, resolved (symbolic links followed)."""
+        return [os.path.realpath(p) for p in self.sync_file_dirs.split(":") if p]
+
     @field_validator("replan_at")
     @classmethod
     def _clock_time(cls, value: str) -> str:

@@ -130,8 +130,18 @@ def slurm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SlurmCluster]:
     missing = missing_programs()
     if missing:
         require(f"Slurm is not installed (no {', '.join(missing)}; `make slurm` installs slurm-wlm and munge)")
-    with slurm_cluster(tmp_path_factory.mktemp("slurm")) as cluster:
-        yield cluster
+    root = tmp_path_factory.mktemp("slurm")
+    # The operator lets the server read the test cluster's files (MESHPLAN_SYNC_FILE_DIRS; none by default).
+    before = os.environ.get("MESHPLAN_SYNC_FILE_DIRS")
+    os.environ["MESHPLAN_SYNC_FILE_DIRS"] = str(root)
+    try:
+        with slurm_cluster(root) as cluster:
+            yield cluster
+    finally:
+        if before is None:
+            os.environ.pop("MESHPLAN_SYNC_FILE_DIRS", None)
+        else:
+            os.environ["MESHPLAN_SYNC_FILE_DIRS"] = before
 
 
 # Tests that run in the serial pass of `make test` (the rest run on both cores, pytest-xdist): real worker processes

@@ -4,6 +4,7 @@ blames a body, and a path's methods are its own route's."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from fastapi.testclient import TestClient
@@ -27,6 +28,16 @@ def test_a_boolean_is_not_an_integer(client: TestClient) -> None:
     r = client.post("/v1/clusters", json={"name": name("c"), "inventory": {"pools": [pool]}})
     assert r.status_code == 422, r.text  # was 201: a pool without NICs
     assert _locs(r) == [["body", "cluster", "pools", "0", "inter_node", "nics_per_node"]], r.text
+
+
+def test_a_boolean_is_not_an_integer_whatever_the_content_type_spelling(client: TestClient) -> None:
+    """Media types are case-insensitive (RFC 9110 §8.3.1): `Application/JSON` is JSON, and the boolean rule holds
+    for it as for `application/json` (it answered 202 before) [issue 59 item 3]."""
+    model = make_model(client)
+    body = json.dumps({"cluster_id": True, "model_id": model["id"], "workload": TRAINING})
+    for spelling in ("Application/JSON", "APPLICATION/JSON; charset=utf-8", "application/json"):
+        r = client.post("/v1/jobs", content=body, headers={"Content-Type": spelling})
+        assert r.status_code == 422 and _locs(r) == [["body", "cluster_id"]], (spelling, r.text)
 
 
 def test_booleans_stay_welcome_where_the_schema_takes_them(client: TestClient) -> None:

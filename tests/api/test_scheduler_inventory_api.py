@@ -136,3 +136,21 @@ def test_import_k8s_takes_the_nic_figures_it_is_given() -> None:
 def test_bad_input_exits_2_with_one_line(args: list[str], stdin: str | None, message: str) -> None:
     r = RUNNER.invoke(app, args, input=stdin)
     assert r.exit_code == 2 and r.output.startswith(message) and r.output.count("\n") == 1, r.output
+
+
+def test_a_token_cannot_make_the_server_read_a_file_it_names(client: TestClient) -> None:
+    """`POST /v1/clusters/sync` naming /etc/resolv.conf as a topology file is a 422 naming the field, without
+    reading it (no directory is allowed by default) and without quoting it [issue 59 item 4]."""
+    r = client.post(
+        "/v1/clusters/sync",
+        params={"name": name("x")},
+        json={"source": {"kind": "slurm", "topology_file": "/etc/resolv.conf"}},
+    )
+    assert r.status_code == 422, r.text
+    assert r.json()["detail"][0]["loc"] == ["body", "source", "topology_file"]
+    assert "MESHPLAN_SYNC_FILE_DIRS" in r.text and "nameserver" not in r.text
+    cid = ok(client.post("/v1/clusters/import/kubernetes", params={"name": name("k")}, json={"nodes": KUBECTL}), 201)
+    put = client.put(
+        f"/v1/clusters/{cid['id']}/sync-source", json={"source": {"kind": "k8s", "kubeconfig": "/root/.kube/config"}}
+    )
+    assert put.status_code == 422 and put.json()["detail"][0]["loc"] == ["body", "source", "kubeconfig"]

@@ -19,7 +19,7 @@ from service.scheduler_sync import create_synced_cluster, import_slurm, parse_so
 from store.db import Database
 from store.repositories.clusters import ClusterRepository, revision_spec
 from store.repositories.gpu_types import GpuTypeRepository
-from store.settings import Settings
+from store.settings import Settings, settings
 from tests.factories import unique
 
 FIXTURE = json.loads(
@@ -138,3 +138,49 @@ def test_a_node_moved_to_another_switch_is_a_new_revision_that_says_so(db: Datab
     )
     assert moved.summary == "revision 2: node gb200-r2-t03 nvlink_domain"
     assert any("NVLink domains hold 17, 19 nodes, not one size: domain_size 72 kept" in n for n in moved.notes)
+
+
+def sinfo_with_two_nodes(argv: list[str], env: dict[str, str]) -> str:
+    """sinfo --json as Slurm prints it, two GPU nodes (what the sync runs; no file is read by it)."""
+    return json.dumps({"nodes": [{"name": f"n{i}", "state": ["IDLE"], "gres": "gpu:h100:8"} for i in range(2)]})
+
+
+def test_a_sync_source_reads_no_file_outside_the_directories_the_operator_allows(
+    db: Database, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A write token names the files a sync reads; the server reads only those inside MESHPLAN_SYNC_FILE_DIRS
+    (none by default), before looking at the file, and an error on an allowed file names its line, never its
+    content [issue 59 item 4]."""
+    allowed, outside = tmp_path / "slurm", tmp_path / "etc"
+    allowed.mkdir()
+    outside.mkdir()
+    (outside / "resolv.conf").write_text("nameserver 10.0.0.1\n")
+    (allowed / "escape.conf").symlink_to(outside / "resolv.conf")
+    (allowed / "topology.conf").write_text("nameserver 10.0.0.1\n")
+    cases = [
+        (str(outside / "resolv.conf"), ""),  # nothing allowed by default
+        (str(outside / "resolv.conf"), str(allowed)),
+        (f"{allowed}/../etc/resolv.conf", str(allowed)),  # `..` out of an allowed directory
+        (str(allowed / "escape.conf"), str(allowed)),  # a link out of it
+    ]
+    for path, dirs in cases:
+        monkeypatch.setenv("MESHPLAN_SYNC_FILE_DIRS", dirs)
+        settings.cache_clear()
+        with db.session() as s, pytest.raises(DomainError) as err:
+            create_synced_cluster(s, unique("s"), SlurmSource(topology_file=path), run=sinfo_with_two_nodes)
+        assert err.value.field == "source.topology_file", path
+        assert "MESHPLAN_SYNC_FILE_DIRS" in err.value.rule and "nameserver" not in str(err.value)
+    monkeypatch.setenv("MESHPLAN_SYNC_FILE_DIRS", str(allowed))
+    settings.cache_clear()
+    with db.session() as s, pytest.raises(DomainError) as err:
+        create_synced_cluster(
+            s, unique("s"), SlurmSource(topology_file=str(allowed / "topology.conf")), run=sinfo_with_two_nodes
+        )
+    assert err.value.field == "source.topology_file"
+    assert err.value.rule == "is not a Slurm topology.conf (line 1)"  # the line, not what it says
+    (allowed / "topology.conf").write_text("SwitchName=leaf0 Nodes=n[0-1]\n")
+    with db.session() as s:
+        made = create_synced_cluster(
+            s, unique("s"), SlurmSource(topology_file=str(allowed / "topology.conf")), run=sinfo_with_two_nodes
+        )
+    assert made.status == "created"
