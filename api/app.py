@@ -17,6 +17,7 @@ from api import errors, openapi_doc
 from api.metrics import Metrics
 from api.read_cache import ReadCache
 from api.routers import acceptance, clusters, estimates, gpu_types, health, jobs, measurements, models, plans, watches
+from api.security_headers import SecurityHeaders
 from api.strict_json import refuse_booleans_as_numbers
 from store.db import Database, database
 from store.settings import Settings, settings
@@ -173,4 +174,5 @@ def create_app(
     app.add_middleware(BodyLimit, limit=cfg.max_body_bytes)
     app.add_middleware(ConcurrencyLimit, limit=cfg.max_concurrent_requests)
     app.add_middleware(ReadCache, db=db, metrics=app.state.metrics, budget_bytes=cfg.read_cache_mb * 1_000_000)
+    app.add_middleware(SecurityHeaders)  # outermost: every answer, the middlewares' own (413, 503) included
     return app

@@ -111,7 +111,10 @@ async def login(request: Request, s: SessionDep) -> Response:
     if not token or TokenRepository(s).authenticate(token) is None:
         return page(request, "login.html", "Sign in", next=nxt, error="unknown or revoked token")
     resp = RedirectResponse(nxt, status_code=303)
-    resp.set_cookie(COOKIE, token, httponly=True, samesite="strict", max_age=30 * 24 * 3600)
+    # Secure behind TLS (the scheme uvicorn reports, X-Forwarded-Proto from a trusted proxy with --proxy-headers):
+    # the browser then never sends the token over plain HTTP [issue 59 item 5; RFC 6265 §4.1.2.5].
+    secure = request.url.scheme == "https"
+    resp.set_cookie(COOKIE, token, httponly=True, samesite="strict", secure=secure, max_age=30 * 24 * 3600)
     return resp
 
 
