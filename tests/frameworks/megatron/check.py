@@ -10,7 +10,7 @@ build_tokenizer.py's _set_padded_vocab_size keeps (an explicit --padded-vocab-si
 
 Stood in (the GPU runtime only): torch.cuda device queries (a Hopper, Ampere or Blackwell device capability), the
 Triton kernels module megatron/core/transformer/moe/ops/paged_stash.py (it imports triton unguarded; no GPU here),
-and Transformer Engine's version (megatron.core.utils.get_te_version reads 0.0.0 without TE; the pinned release's
+Transformer Engine's fused RoPE kernel (rope_utils.fused_apply_rotary_pos_emb, None without TE), and its version (megatron.core.utils.get_te_version reads 0.0.0 without TE; the pinned release's
 uv.lock names the TE it is built with). Python: the release asks for >= 3.12 (pyproject.toml requires-python) and the
 only torch this machine installs is for 3.11, so typing.override (3.12) is typing_extensions.override, its backport.
 
@@ -231,6 +231,14 @@ def main() -> None:
     from packaging.version import Version
 
     core_utils._te_version = Version(_te_version())
+    # TE's fused RoPE kernel (TransformerConfig.__post_init__ refuses apply_rope_fusion, on by default, without it)
+    from megatron.core.models.common.embeddings import rope_utils
+
+    def _fused_rope(*_a: object, **_k: object) -> None:
+        raise RuntimeError("TE fused RoPE kernel stood in: no GPU")
+
+    if rope_utils.fused_apply_rotary_pos_emb is None:
+        rope_utils.fused_apply_rotary_pos_emb = _fused_rope
     if isinstance(payload, list):
         print(json.dumps({"ok": True, "result": {"results": [_one(p) for p in payload]}}))
         return
