@@ -57,8 +57,8 @@ def _rope_scaling(cfg: Config) -> Config | None:
         raise DomainError(
             "config.json.rope_scaling.rope_type", f"unsupported RoPE scaling {kind!r}; supported: llama3, yarn"
         )
-    keys = ("factor", "original_max_position_embeddings", "low_freq_factor", "high_freq_factor", "beta_fast")
-    keys += ("beta_slow", "mscale", "mscale_all_dim")
+    keys = ["factor", "original_max_position_embeddings", "low_freq_factor", "high_freq_factor", "beta_fast"]
+    keys += ["beta_slow", "mscale", "mscale_all_dim"]
     out: Config = {"type": kind}
     for key in keys:
         value = raw.get(key)

@@ -10,9 +10,10 @@ build_tokenizer.py's _set_padded_vocab_size keeps (an explicit --padded-vocab-si
 
 Stood in (the GPU runtime only): torch.cuda device queries (a Hopper, Ampere or Blackwell device capability), the
 Triton kernels module megatron/core/transformer/moe/ops/paged_stash.py (it imports triton unguarded; no GPU here),
-Transformer Engine's fused RoPE kernel (rope_utils.fused_apply_rotary_pos_emb, None without TE), and its version (megatron.core.utils.get_te_version reads 0.0.0 without TE; the pinned release's
-uv.lock names the TE it is built with). Python: the release asks for >= 3.12 (pyproject.toml requires-python) and the
-only torch this machine installs is for 3.11, so typing.override (3.12) is typing_extensions.override, its backport.
+Transformer Engine's fused RoPE kernel (rope_utils.fused_apply_rotary_pos_emb, None without TE), and TE's version
+(megatron.core.utils.get_te_version reads 0.0.0 without TE; the pinned release's uv.lock names the TE it is built
+with). Python: the release asks for >= 3.12 (pyproject.toml requires-python) and the only torch this machine installs
+is for 3.11, so typing.override (3.12) is typing_extensions.override, its backport.
 
 stdout, last line: {"ok": true, "result": {...}} for one payload; for a list {"ok": true, "result": {"results":
 [{"ok": ..., "result" | "error"}, ...]}}. A refusal by argparse (SystemExit), an assertion or a ValueError of
