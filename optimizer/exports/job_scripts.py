@@ -24,6 +24,7 @@ local world sizes of the lower node ranks]."""
 
 from __future__ import annotations
 
+import shlex
 from dataclasses import dataclass
 from typing import Any
 
@@ -76,6 +77,9 @@ class Launch:
     """What python (or torchrun) runs: a script or '-m module'."""
     args: str
     """Its arguments (may span lines, joined by backslash-newline)."""
+    env: tuple[tuple[str, str], ...] = ()
+    """The environment the framework's export requires (Export.env: Megatron-LM's CUDA_DEVICE_MAX_CONNECTIONS),
+    set in every rank's process."""
 
 
 def framework_launch(
@@ -90,17 +94,19 @@ def framework_launch(
     a DeepSpeed training script (TRAIN_SCRIPT) reading the exported ds_config.json; torchtitan's trainer reading the
     exported TOML [pytorch/torchtitan run_train.sh before 9810191b: -m torchtitan.train --job.config_file]."""
     inner = export(fw, model, w, c, model_ref, fw, estimate=estimate)
+    env = tuple(inner.env.items())
     if fw == "megatron":
-        return Launch((), "pretrain_gpt.py", inner.content), inner
+        return Launch((), "pretrain_gpt.py", inner.content, env), inner
     if fw == "deepspeed":
         launch = Launch(
             (("ds_config.json", inner.content),),
             '"${TRAIN_SCRIPT:-train.py}"',
             "--deepspeed --deepspeed_config ds_config.json",
+            env,
         )
         return launch, inner
     return Launch(
-        (("torchtitan.toml", inner.content),), "-m torchtitan.train", "--job.config_file torchtitan.toml"
+        (("torchtitan.toml", inner.content),), "-m torchtitan.train", "--job.config_file torchtitan.toml", env
     ), inner
 
 
@@ -122,7 +128,12 @@ def _slurm_launch(launch: Launch) -> Launch:
     for name, content in launch.files:
         files.append((_per_job(name), content))
         entry, args = entry.replace(name, _per_job(name)), args.replace(name, _per_job(name))
-    return Launch(tuple(files), entry, args)
+    return Launch(tuple(files), entry, args, launch.env)
+
+
+def _env_lines(launch: Launch) -> list[str]:
+    """`export NAME=value` (value shell-quoted) for each variable the framework's export requires."""
+    return [f"export {k}={shlex.quote(v)}" for k, v in launch.env]
 
 
 def _heredocs(files: tuple[tuple[str, str], ...]) -> list[str]:
@@ -187,6 +198,7 @@ def slurm_script(
         f"cat > {rank_script} <<'MESHPLAN_EOF'",
         "#!/bin/bash",
         "export RANK=$SLURM_PROCID LOCAL_RANK=$SLURM_LOCALID",
+        *_env_lines(launch),
         f"exec python {launch.entry} \\\n  {launch.args}",
         "MESHPLAN_EOF",
         f"srun --ntasks={p.world_size} --distribution=arbitrary --cpu-bind=none bash {rank_script}",
@@ -280,7 +292,7 @@ def jobset_manifest(
             f"--node-rank=$((NODE_RANK_OFFSET + JOB_COMPLETION_INDEX)) --master-addr={coordinator} "
             f"--master-port={MASTER_PORT} {launch.entry} \\\n  {launch.args}",
         ]
-        jobs.append(_replicated_job(k, run, annotations, _pod_spec(run, script, image, g)))
+        jobs.append(_replicated_job(k, run, annotations, _pod_spec(run, script, image, g, launch.env)))
         if nproc < g:
             notes.append(f"{_job_name(k)}: {g - nproc} of each host's {g} GPUs run no rank")
     doc = {
@@ -334,9 +346,12 @@ def _run_annotations(k: int, run: _Run, tp: int, nproc: int, split_hosts: set[st
     return annotations
 
 
-def _pod_spec(run: _Run, script: list[str], image: str, g: int) -> dict[str, Any]:
+def _pod_spec(
+    run: _Run, script: list[str], image: str, g: int, env: tuple[tuple[str, str], ...] = ()
+) -> dict[str, Any]:
     """A run's pod: on its placed hosts (required node affinity), one trainer container with all `g` GPUs running
-    `script`, the run's first node rank in NODE_RANK_OFFSET, /dev/shm in memory."""
+    `script`, the run's first node rank in NODE_RANK_OFFSET and the framework export's `env`, /dev/shm in
+    memory."""
     return {
         "restartPolicy": "Never",
         "affinity": {
@@ -360,6 +375,7 @@ def _pod_spec(run: _Run, script: list[str], image: str, g: int) -> dict[str, Any
                 "env": [
                     {"name": "NODE_RANK_OFFSET", "value": str(run.first_node_rank)},
                     {"name": "NCCL_DEBUG", "value": "WARN"},
+                    *({"name": k, "value": v} for k, v in env),
                 ],
                 "resources": {"limits": {"nvidia.com/gpu": g}},
                 "volumeMounts": [{"name": "dshm", "mountPath": "/dev/shm"}],

@@ -104,7 +104,7 @@ def _export(
     layers = c.layers_per_stage or _default_layers(model, c, tool)
     if isinstance(workload, TrainingWorkload):
         if tool == "megatron":
-            return megatron_export(model, workload, c, layers)
+            return megatron_export(model, workload, c, layers, model_ref)
         if tool == "deepspeed":
             return deepspeed_export(workload, c, layers)
         return torchtitan_export(workload, c, layers)

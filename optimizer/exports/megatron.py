@@ -5,6 +5,7 @@ as megatron/training/arguments.py spells them; what a flag cannot say goes to th
 from __future__ import annotations
 
 from optimizer.exports.export_record import Export, flags
+from optimizer.exports.megatron_model import megatron_env, norm_args, position_args, router_args, vocab_args
 from optimizer.spec.model_spec import ModelSpec
 from optimizer.spec.parallel_config import ParallelConfig
 from optimizer.spec.stage_layers import virtual_split
@@ -68,8 +69,6 @@ def _megatron_model_args(model: ModelSpec) -> list[tuple[str, object | None]]:
             pairs += [("--group-query-attention", None), ("--num-query-groups", model.kv_heads)]
         if model.head_dim is not None and model.head_dim * model.num_attention_heads != model.hidden_size:
             pairs.append(("--kv-channels", model.head_dim))
-    if model.activation == "swiglu":
-        pairs.append(("--swiglu", None))
     if not model.tied_embeddings:
         pairs.append(("--untie-embeddings-and-output-weights", None))
     if model.moe is not None:
@@ -87,6 +86,7 @@ def _megatron_model_args(model: ModelSpec) -> list[tuple[str, object | None]]:
                 ("--moe-router-num-groups", model.moe.num_groups),
                 ("--moe-router-group-topk", model.moe.group_topk),
             ]
+        pairs += router_args(model)
     if model.mtp_layers:
         pairs.append(("--mtp-num-layers", model.mtp_layers))
     return pairs
@@ -99,7 +99,6 @@ def _megatron_parallel_args(
     pairs: list[tuple[str, object | None]] = []
     pairs += [
         ("--seq-length", w.seq_len),
-        ("--max-position-embeddings", w.seq_len),
         ("--tensor-model-parallel-size", c.tp),
         ("--pipeline-model-parallel-size", c.pp),
         ("--context-parallel-size", c.cp),
@@ -204,12 +203,19 @@ def _megatron_numerics_args(
     return pairs
 
 
-def megatron_export(model: ModelSpec, w: TrainingWorkload, c: ParallelConfig, layers: list[int]) -> Export:
+def megatron_export(
+    model: ModelSpec, w: TrainingWorkload, c: ParallelConfig, layers: list[int], model_ref: str = "MODEL"
+) -> Export:
+    """The plan as pretrain_gpt.py arguments, the whole model said (megatron_model.py), and the environment
+    validate_args requires; `model_ref` names the tokenizer (a Hugging Face id, or a preset's)."""
     notes: list[str] = []
     pairs = _megatron_model_args(model)
+    pairs += norm_args(model)
+    pairs += position_args(model, w, notes)
+    pairs += vocab_args(model, c, model_ref, notes)
     pairs += _megatron_parallel_args(model, w, c, layers)
     pairs += _megatron_runtime_args(model, w, c, notes)
     pairs += _megatron_memory_args(c, notes)
     pairs += _megatron_numerics_args(w, c, notes)
     text, names = flags(pairs)
-    return Export(tool="megatron", format="args", content=text, options=names, notes=notes)
+    return Export(tool="megatron", format="args", content=text, options=names, env=megatron_env(c), notes=notes)

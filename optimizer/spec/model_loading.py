@@ -43,9 +43,68 @@ def _activation(act: str) -> str:
     raise DomainError("config.json.hidden_act", f"unsupported activation {act!r}; supported: silu, gelu*, relu2")
 
 
+def _rope_scaling(cfg: Config) -> Config | None:
+    """config.json `rope_scaling` as RopeScaling fields: Llama 3.1's llama3 and DeepSeek-V3's yarn (key `rope_type`,
+    older configs `type`) [transformers modeling_rope_utils.py _compute_llama3_parameters, _compute_yarn_parameters];
+    none, or linear / dynamic (not read), is None."""
+    raw = cfg.get("rope_scaling")
+    if raw is None:
+        return None
+    if not isinstance(raw, dict):
+        raise DomainError("config.json.rope_scaling", f"must be an object (got {type(raw).__name__})")
+    kind = raw.get("rope_type", raw.get("type"))
+    if kind not in ("llama3", "yarn"):
+        raise DomainError(
+            "config.json.rope_scaling.rope_type", f"unsupported RoPE scaling {kind!r}; supported: llama3, yarn"
+        )
+    keys = ["factor", "original_max_position_embeddings", "low_freq_factor", "high_freq_factor", "beta_fast"]
+    keys += ["beta_slow", "mscale", "mscale_all_dim"]
+    out: Config = {"type": kind}
+    for key in keys:
+        value = raw.get(key)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int | float)):
+            raise DomainError(f"config.json.rope_scaling.{key}", f"must be a number (got {type(value).__name__})")
+        out[key] = value
+    return {k: v for k, v in out.items() if v is not None}
+
+
+def _rope(cfg: Config) -> Config:
+    """RoPE base and scaling, rotated share, norm epsilon (HF rope_theta default 10000: LlamaConfig)."""
+    return {
+        "rope_theta": _opt(cfg, "rope_theta", 10000.0),
+        "rope_scaling": _rope_scaling(cfg),
+        "rotary_fraction": _opt(cfg, "partial_rotary_factor", 1.0),
+        "norm_eps": _opt(cfg, "rms_norm_eps", 1e-5),
+    }
+
+
+def _router(cfg: Config, renormalised_default: bool, coeff_key: str) -> Config:
+    """The router as HF MoE configs describe it: softmax unless scoring_func says sigmoid; probabilities over the
+    chosen k (norm_topk_prob, or Mixtral's softmax of the top-k) or over all experts (pre-softmax); DeepSeek-V3's
+    noaux_tc expert bias, routed_scaling_factor, and sequence-wise auxiliary loss (seq_aux)
+    [transformers MixtralSparseMoeBlock, Qwen3MoeSparseMoeBlock; deepseek-ai/DeepSeek-V3 modeling_deepseek.py
+    MoEGate]."""
+    sigmoid = _opt(cfg, "scoring_func", "softmax") == "sigmoid"
+    renormalised = bool(_opt(cfg, "norm_topk_prob", renormalised_default))
+    scaling = cfg.get("routed_scaling_factor")
+    return {
+        "score_function": "sigmoid" if sigmoid else "softmax",
+        "pre_softmax": not sigmoid and not renormalised,
+        "expert_bias": _opt(cfg, "topk_method", "") == "noaux_tc",
+        "topk_scaling_factor": None if scaling in (None, 1, 1.0) else scaling,
+        "load_balancing": "seq_aux_loss" if cfg.get("seq_aux") else "aux_loss",
+        "aux_loss_coeff": _opt(cfg, coeff_key, 0.0),
+    }
+
+
 def _llama_like(cfg: Config) -> Config:
     heads = _req(cfg, "num_attention_heads")
     return {
+        **_rope(cfg),
+        # Qwen2's q/k/v projections always carry biases (transformers Qwen2Attention: bias=True; o_proj none);
+        # Qwen3 normalises queries and keys per head (Qwen3Attention q_norm, k_norm).
+        "qkv_bias": cfg.get("model_type") == "qwen2",
+        "qk_norm": cfg.get("model_type") in ("qwen3", "qwen3_moe"),
         "num_layers": _req(cfg, "num_hidden_layers"),
         "hidden_size": _req(cfg, "hidden_size"),
         "ffn_hidden_size": _req(cfg, "intermediate_size"),
@@ -65,6 +124,8 @@ def _mixtral(cfg: Config) -> Config:
         "num_experts": _req(cfg, "num_local_experts"),
         "top_k": _req(cfg, "num_experts_per_tok"),
         "expert_ffn_hidden_size": _req(cfg, "intermediate_size"),
+        # softmax of the top-k logits = the top-k of the softmax renormalised (MixtralSparseMoeBlock)
+        "router": _router(cfg, True, "router_aux_loss_coef"),
     }
     return spec
 
@@ -81,6 +142,7 @@ def _qwen_moe(cfg: Config) -> Config:
         "shared_expert_ffn_hidden_size": shared or None,
         "first_k_dense": len(only_dense),
         "layer_freq": _opt(cfg, "decoder_sparse_step", 1),
+        "router": _router(cfg, False, "router_aux_loss_coef"),  # Qwen2MoeConfig / Qwen3MoeConfig norm_topk_prob=False
     }
     return spec
 
@@ -97,6 +159,7 @@ def _deepseek(cfg: Config) -> Config:
         # Group-limited routing (DeepSeek-V3: n_group 8, topk_group 4; a group per node of the EP group).
         "num_groups": _opt(cfg, "n_group", None),
         "group_topk": _opt(cfg, "topk_group", None),
+        "router": _router(cfg, False, "aux_loss_alpha"),
     }
     spec["mla"] = {
         "q_lora_rank": cfg.get("q_lora_rank"),
@@ -106,6 +169,7 @@ def _deepseek(cfg: Config) -> Config:
         "v_head_dim": _req(cfg, "v_head_dim"),
     }
     spec["head_dim"] = None
+    spec["qk_norm"] = True  # q_a_layernorm and kv_a_layernorm on the latents (modeling_deepseek.py; counted in MLA)
     return spec
 
 
@@ -123,6 +187,7 @@ def _gpt2(cfg: Config) -> Config:
         "linear_bias": True,
         "dropout": float(_opt(cfg, "resid_pdrop", 0.1)) > 0,
         "learned_positions": _req(cfg, "n_positions", "max_position_embeddings"),
+        "norm_eps": _opt(cfg, "layer_norm_epsilon", 1e-5),
     }
 
 
@@ -138,6 +203,10 @@ def _gpt_neox(cfg: Config) -> Config:
         "norm": "layernorm",
         "tied_embeddings": bool(_opt(cfg, "tie_word_embeddings", False)),
         "linear_bias": True,
+        # GPTNeoXConfig defaults: rotary_pct 0.25, rotary_emb_base 10000, layer_norm_eps 1e-5
+        "rope_theta": _opt(cfg, "rotary_emb_base", _opt(cfg, "rope_theta", 10000.0)),
+        "rotary_fraction": _opt(cfg, "rotary_pct", 0.25),
+        "norm_eps": _opt(cfg, "layer_norm_eps", 1e-5),
     }
 
 
@@ -161,6 +230,9 @@ def _falcon(cfg: Config) -> Config:
         "norm": "layernorm",
         "tied_embeddings": bool(_opt(cfg, "tie_word_embeddings", True)),
         "linear_bias": bool(_opt(cfg, "bias", False)),
+        "position_embedding": "alibi" if cfg.get("alibi") else "rope",  # FalconConfig alibi=False, rope_theta 10000
+        "rope_theta": _opt(cfg, "rope_theta", 10000.0),
+        "norm_eps": _opt(cfg, "layer_norm_epsilon", 1e-5),
     }
 
 
@@ -177,12 +249,17 @@ def _bloom(cfg: Config) -> Config:
         "tied_embeddings": True,
         "linear_bias": True,
         "dropout": float(_opt(cfg, "hidden_dropout", 0.0)) > 0,
+        "position_embedding": "alibi",  # BloomAttention's alibi biases; no position table
+        "norm_eps": _opt(cfg, "layer_norm_epsilon", 1e-5),
     }
 
 
 def _nemotron(cfg: Config) -> Config:
     spec = _llama_like({**cfg, "hidden_act": _opt(cfg, "hidden_act", "relu2")})
     spec["norm"] = "layernorm"
+    # NemotronConfig defaults: partial_rotary_factor 0.5, norm_eps 1e-5 (transformers configuration_nemotron.py)
+    spec["rotary_fraction"] = _opt(cfg, "partial_rotary_factor", 0.5)
+    spec["norm_eps"] = _opt(cfg, "norm_eps", 1e-5)
     return spec
 
 
@@ -247,9 +324,27 @@ _INT_KEYS = frozenset(
         "vocab_size",
     ]
 )
-_NUMBER_KEYS = frozenset(("hidden_dropout", "resid_pdrop"))
-_STR_KEYS = frozenset(("hidden_act", "model_type", "_name_or_path"))
-_BOOL_KEYS = frozenset(("bias", "multi_query", "new_decoder_architecture", "tie_word_embeddings"))
+_NUMBER_KEYS = frozenset(
+    [
+        "aux_loss_alpha",
+        "hidden_dropout",
+        "layer_norm_eps",
+        "layer_norm_epsilon",
+        "norm_eps",
+        "partial_rotary_factor",
+        "resid_pdrop",
+        "rms_norm_eps",
+        "rope_theta",
+        "rotary_emb_base",
+        "rotary_pct",
+        "routed_scaling_factor",
+        "router_aux_loss_coef",
+    ]
+)
+_STR_KEYS = frozenset(("hidden_act", "model_type", "_name_or_path", "scoring_func", "topk_method"))
+_BOOL_KEYS = frozenset(
+    ("alibi", "bias", "multi_query", "new_decoder_architecture", "norm_topk_prob", "seq_aux", "tie_word_embeddings")
+)
 _INT_LIST_KEYS = frozenset(("mlp_only_layers",))
 
 

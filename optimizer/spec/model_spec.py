@@ -15,6 +15,16 @@ from optimizer.errors import DomainError
 
 Activation = Literal["gelu", "swiglu", "squared_relu"]
 Norm = Literal["layernorm", "rmsnorm"]
+# Where a model's positions come from: rotary (RoPE), a learned absolute table (GPT-2 / GPT-3), or ALiBi's
+# attention biases (BLOOM, Press et al. 2021, arXiv:2108.12409).
+PositionEmbedding = Literal["rope", "learned", "alibi"]
+# Hugging Face rope_scaling types read (transformers modeling_rope_utils.py: "llama3" (Llama 3.1), "yarn"
+# (DeepSeek-V3)).
+RopeScalingType = Literal["llama3", "yarn"]
+# MoE router score functions and load balancing as Megatron-LM names them (TransformerConfig
+# moe_router_score_function, moe_router_load_balancing_type; Megatron-LM core_v0.19.0 transformer_config.py).
+ScoreFunction = Literal["softmax", "sigmoid"]
+LoadBalancing = Literal["aux_loss", "seq_aux_loss", "none"]
 
 # Sanity ceilings: far above any model in existence, low enough to reject typos such as 10^12 layers.
 MAX_LAYERS = 10_000
@@ -22,6 +32,49 @@ MAX_HIDDEN = 1_000_000
 MAX_VOCAB = 20_000_000
 MAX_HEADS = 100_000
 MAX_EXPERTS = 100_000
+
+
+class RopeScaling(BaseModel):
+    """RoPE frequency scaling for a longer context (Hugging Face config.json `rope_scaling`)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    type: RopeScalingType = Field(description="Scaling rule: llama3 (Llama 3.1) or yarn (DeepSeek-V3).")
+    factor: float = Field(gt=0, le=10_000, description="Context extension factor (dimensionless).")
+    original_max_position_embeddings: int = Field(
+        ge=1, le=10_000_000, description="Context length (tokens) the unscaled RoPE was trained at."
+    )
+    low_freq_factor: float | None = Field(default=None, gt=0, description="llama3: low-frequency wavelength divisor.")
+    high_freq_factor: float | None = Field(default=None, gt=0, description="llama3: high-frequency divisor.")
+    beta_fast: float | None = Field(default=None, gt=0, description="yarn: fast correction bound (rotations).")
+    beta_slow: float | None = Field(default=None, gt=0, description="yarn: slow correction bound (rotations).")
+    mscale: float | None = Field(default=None, ge=0, description="yarn: attention temperature scale.")
+    mscale_all_dim: float | None = Field(default=None, ge=0, description="yarn: mscale over all dimensions.")
+
+
+class RouterSpec(BaseModel):
+    """How an MoE router scores and balances experts (no parameters of its own beyond the gate the count holds)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    score_function: ScoreFunction = Field(
+        default="softmax", description="Expert scores: softmax (Mixtral, Qwen) or sigmoid (DeepSeek-V3 scoring_func)."
+    )
+    pre_softmax: bool = Field(
+        default=False,
+        description="Softmax over all experts before top-k, the k probabilities not renormalised (HF norm_topk_prob "
+        "false; Megatron --moe-router-pre-softmax). False: softmax over the k chosen logits (Mixtral, Qwen3-MoE).",
+    )
+    expert_bias: bool = Field(
+        default=False, description="Auxiliary-loss-free balancing: a per-expert bias on the scores (DeepSeek-V3)."
+    )
+    topk_scaling_factor: float | None = Field(
+        default=None, gt=0, description="Routed-expert weights scaled by this (HF routed_scaling_factor); None: 1."
+    )
+    load_balancing: LoadBalancing = Field(
+        default="aux_loss", description="Balancing loss: per batch (aux_loss), per sequence (seq_aux_loss), none."
+    )
+    aux_loss_coeff: float = Field(default=0.0, ge=0, le=1_000, description="Balancing-loss coefficient (unitless).")
 
 
 class MoESpec(BaseModel):
@@ -53,6 +106,7 @@ class MoESpec(BaseModel):
         le=MAX_EXPERTS,
         description="Groups each token picks its experts from (HF topk_group; Megatron --moe-router-group-topk).",
     )
+    router: RouterSpec = Field(default_factory=RouterSpec, description="Expert scoring and load balancing.")
 
     @model_validator(mode="after")
     def _check(self) -> MoESpec:
@@ -110,6 +164,26 @@ class ModelSpec(BaseModel):
     linear_bias: bool = Field(default=False, description="Linear layers carry biases (GPT-2, BLOOM, NeoX).")
     dropout: bool = Field(default=False, description="Dropout in training (stores 1-byte masks per element).")
     learned_positions: int = Field(default=0, ge=0, le=10_000_000, description="Learned position embeddings.")
+    # What a launch needs beyond the shapes; none of these enters the cost or the parameter count (q/k norm weights
+    # and QKV biases are O(layers x heads x d_h): under 0.01% of any preset).
+    position_embedding: PositionEmbedding | None = Field(
+        default=None, description="Position encoding; None: learned when learned_positions > 0, else rope."
+    )
+    rope_theta: float = Field(
+        default=10_000.0, gt=0, le=1e12, description="RoPE base (HF rope_theta; 10000 is HF's and Megatron's default)."
+    )
+    rope_scaling: RopeScaling | None = Field(default=None, description="RoPE frequency scaling, if any.")
+    rotary_fraction: float = Field(
+        default=1.0, gt=0, le=1, description="Share of each head's dimensions RoPE rotates (HF partial_rotary_factor)."
+    )
+    qkv_bias: bool = Field(
+        default=False, description="Query, key and value projections carry biases where other linears do not (Qwen2)."
+    )
+    qk_norm: bool = Field(
+        default=False,
+        description="A norm on queries and keys (Qwen3 q_norm / k_norm; MLA: on the q and kv latents, DeepSeek).",
+    )
+    norm_eps: float = Field(default=1e-5, gt=0, le=1, description="Epsilon of every norm (HF rms_norm_eps).")
     moe: MoESpec | None = Field(default=None, description="Mixture-of-experts FFN, if any.")
     mla: MLASpec | None = Field(default=None, description="Multi-head latent attention, if used.")
     mtp_layers: int = Field(
@@ -144,7 +218,22 @@ class ModelSpec(BaseModel):
             )
         if self.moe is not None and self.moe.first_k_dense > self.num_layers:
             raise DomainError("model.moe.first_k_dense", "first_k_dense exceeds num_layers")
+        if (self.position_embedding == "learned") != (self.learned_positions > 0) and self.position_embedding:
+            raise DomainError(
+                "model.position_embedding",
+                f"{self.position_embedding} positions with learned_positions={self.learned_positions}: learned "
+                "positions need learned_positions > 0, and only they do",
+            )
+        if self.rope_scaling is not None and self.positions != "rope":
+            raise DomainError("model.rope_scaling", f"scales RoPE; this model's positions are {self.positions}")
         return self
+
+    @property
+    def positions(self) -> PositionEmbedding:
+        """The position encoding: the field, else learned where the model has a learned table, else RoPE."""
+        if self.position_embedding is not None:
+            return self.position_embedding
+        return "learned" if self.learned_positions > 0 else "rope"
 
     # ---- derived shapes -------------------------------------------------------------------------------------
     @property

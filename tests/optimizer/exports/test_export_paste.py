@@ -81,7 +81,11 @@ def test_megatron_export_reaches_the_launcher_whole(case: str) -> None:
         cfg = DS_RECIPE.model_copy(update={"recompute": "selective", "recompute_modules": ("mla_up_proj", "mlp")})
         layout = "Et|(tt|)*30L"
     e = export("megatron", model, w, cfg)
-    flags = flag_values(argv("pretrain_gpt " + e.script(), "pretrain_gpt"))
+    # the pasted text: the environment Megatron's validate_args requires (tp > 1), then the launcher and its arguments
+    assert e.env == {"CUDA_DEVICE_MAX_CONNECTIONS": "1"}
+    got = argv(e.script().replace(e.content, "pretrain_gpt " + e.content), "pretrain_gpt", env=tuple(e.env))
+    assert got[-1] == "1"  # the launched process sees CUDA_DEVICE_MAX_CONNECTIONS=1
+    flags = flag_values(got[:-1])
     assert list(flags) == [o for o in e.options if o.startswith("--")]  # every flag, in order, none split off
     assert flags["--pipeline-model-parallel-layout"] == [layout]
     assert flags["--tensor-model-parallel-size"] == [str(cfg.tp)]

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import re
+import shlex
 import subprocess
 from importlib import resources
 from pathlib import Path
@@ -22,6 +23,7 @@ from optimizer.exports.job_scripts import (
     NVLINK_LABEL,
     export_job,
 )
+from optimizer.exports.launch import export
 from optimizer.placement.place import place
 from optimizer.spec.cluster_loading import load_cluster_preset
 from optimizer.spec.model_loading import load_model_preset
@@ -157,3 +159,43 @@ def test_k8s_notes_give_the_topology_s_level_order_and_the_versions_it_needs() -
     order = [topology.index(k) for k in (LEAF_LABEL, NVLINK_LABEL, "kubernetes.io/hostname")]
     assert order == sorted(order) and "leaf above the NVLink domain" in topology
     assert any("Kueue v0.13.0 or later" in n and "JobSet v0.6.0 or later" in n for n in notes)
+
+
+def _rank_process(tmp_path: Path, script: str, names: list[str]) -> tuple[list[str], list[str]]:
+    """Run the batch script as Slurm would (srun runs the rank launcher once, as task 0; `python` a recorder on
+    PATH): the launched process's arguments, and the values it sees of `names`."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "srun").write_text('#!/bin/bash\nSLURM_PROCID=0 SLURM_LOCALID=0 bash "${@: -1}"\n')
+    show = "".join(f' "${{{n}-unset}}"' for n in names)
+    (bin_dir / "python").write_text(f"#!/bin/bash\nprintf '%s\\0' \"$@\" > args\nprintf '%s\\0'{show} > env\n")
+    for f in ("srun", "python"):
+        (bin_dir / f).chmod(0o755)
+    (tmp_path / "job.sh").write_text(script)
+    run_env = {"PATH": f"{bin_dir}:/usr/bin:/bin", "SLURM_JOB_ID": "7"}
+    subprocess.run(["bash", "job.sh"], cwd=tmp_path, env=run_env, check=True, capture_output=True)
+    seen = (tmp_path / "env").read_text().split("\0")[: len(names)]  # printf with no value prints one empty
+    return (tmp_path / "args").read_text().split("\0")[:-1], seen
+
+
+@pytest.mark.parametrize("framework", ["megatron", "deepspeed", "torchtitan"])
+def test_each_rank_runs_the_plain_export_with_its_environment(tmp_path: Path, framework: str) -> None:
+    """Every variable of the framework export's env reaches every rank's process (Megatron-LM's
+    CUDA_DEVICE_MAX_CONNECTIONS=1 with TP > 1: its validate_args refuses to start without it), and the rank runs
+    the plain export's arguments or configuration, byte for byte [issue 53]."""
+    plain = export(framework, MODEL, W, TP8, "MODEL", framework)
+    _, script, _ = job("slurm", LAST_RACK, framework)
+    args, seen = _rank_process(tmp_path, script, list(plain.env))
+    assert seen == list(plain.env.values())
+    if framework == "megatron":
+        assert plain.env == {"CUDA_DEVICE_MAX_CONNECTIONS": "1"}
+        assert args[0] == "pretrain_gpt.py" and args[1:] == shlex.split(plain.content.replace("\\\n", " "))
+    else:
+        config = next(tmp_path.glob("ds_config.7.json" if framework == "deepspeed" else "torchtitan.7.toml"))
+        assert config.read_text().rstrip("\n") == plain.content.rstrip("\n")
+    k8s = yaml.safe_load(job("k8s", LAST_RACK, framework)[1])
+    for rj in k8s["spec"]["replicatedJobs"]:
+        (container,) = rj["template"]["spec"]["template"]["spec"]["containers"]
+        env = {e["name"]: e["value"] for e in container["env"]}
+        assert {k: env.get(k) for k in plain.env} == plain.env
+        assert plain.content.rstrip("\n") in container["command"][2]
