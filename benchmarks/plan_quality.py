@@ -8,12 +8,17 @@ difference (uncertainty.difference_interval: the error of a predicted ratio of t
 gain over the measured step time with the band of its own step-time interval, and a flag where its MFU lies above the
 best published MFU of its GPU family and precision (optimizer/costmodel/published_mfu.py; Estimate.beyond_measured).
 
-Run: .venv/bin/python benchmarks/plan_quality.py [--framework megatron|deepspeed|torchtitan|auto]
+The picks of issue 53 §3 (PICK_CASES): each case's pick, its wall time, its worst stage's peak, 80% upper memory bound
+and capacity, whether it fits with margin, what decided it, and its claim over the best-priced published recipe
+(optimizer/search/recipes.py) with the band; `--cases` prints only that table.
+
+Run: .venv/bin/python benchmarks/plan_quality.py [--framework megatron|deepspeed|torchtitan|auto] [--cases]
 """
 
 from __future__ import annotations
 
 import argparse
+import time
 
 from rich.console import Console
 from rich.table import Table
@@ -22,10 +27,17 @@ from accuracy.plan_quality import SCENARIOS, SERVING_SCENARIOS, Scenario, best_p
 from optimizer.costmodel.estimate import estimate
 from optimizer.costmodel.uncertainty import difference_interval
 from optimizer.errors import DomainError
+from optimizer.search.candidates import TrainingSpace
+from optimizer.search.decision import memory_figures
 from optimizer.search.explain import describe
 from optimizer.search.planner import plan
+from optimizer.search.recipes import claim_band
+from optimizer.search.recipes import price as price_recipes
+from optimizer.search.space import SearchSpace, parse_pins
 from optimizer.spec.cluster_loading import resolve_cluster
+from optimizer.spec.cluster_spec import ClusterSpec
 from optimizer.spec.model_loading import resolve_model
+from optimizer.spec.model_spec import ModelSpec
 from optimizer.spec.parallel_config import ParallelConfig
 from optimizer.spec.pipeline_layout import layout_chunks
 from optimizer.spec.workload import InferenceWorkload, TrainingWorkload
@@ -90,7 +102,12 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--framework", default="megatron")
     ap.add_argument("--time-limit", type=float, default=60.0)
+    ap.add_argument("--cases", action="store_true", help="only the issue 53 §3 cases")
     args = ap.parse_args()
+    console = Console(width=220)
+    console.print(cases_table(args.time_limit))
+    if args.cases:
+        return
     t = Table(title=f"Planner picks vs published configurations (framework {args.framework})")
     for col in (
         "scenario",
@@ -144,11 +161,111 @@ def main() -> None:
         )
         if e.beyond_measured:
             findings.append(f"{s.name}: {e.beyond_measured}")
-    console = Console(width=220)
     console.print(t)
     for f in findings:
         console.print(f"finding: {f}")
     console.print(serving_table(args.time_limit))
+
+
+L31 = 8192  # Llama 3.1 405B's pre-training sequence (Dubey et al. 2024, Sec. 3.4.1; the Bridge recipes' seq_length)
+# The cases of issue 53 §3: (name, model, cluster, pins, workload fields).
+PICK_CASES: tuple[tuple[str, str, str, tuple[str, ...], dict[str, object]], ...] = (
+    (
+        "DeepSeek-V3 FP8, 1,024 H100",
+        "deepseek-v3",
+        "dgx-h100:128",
+        (),
+        {"global_batch_size": 8192, "seq_len": 4096, "precision": "fp8"},
+    ),
+    (
+        "DeepSeek-V3 FP8, 1,024 H100, tp 8 pp 16 pinned",
+        "deepseek-v3",
+        "dgx-h100:128",
+        ("tp=8", "pp=16"),
+        {"global_batch_size": 8192, "seq_len": 4096, "precision": "fp8"},
+    ),
+    (
+        "Llama 3 8B torchtitan, 4 DGX H100",
+        "llama-3-8b",
+        "dgx-h100:4",
+        ("zero=1", "pp=2"),
+        {"global_batch_size": 64, "seq_len": 4096, "framework": "torchtitan"},
+    ),
+    (
+        "Llama 3.1 405B, 16,384 H100",
+        "llama-3.1-405b",
+        "dgx-h100:2048",
+        (),
+        {"global_batch_size": 2048, "seq_len": 8192},
+    ),
+    (
+        "Llama 3.1 405B FP8 (Bridge workload), 1,024 H100",
+        "llama-3.1-405b",
+        "dgx-h100:128",
+        (),
+        {
+            "global_batch_size": 1536,
+            "seq_len": 8192,
+            "precision": "fp8",
+            "grad_dtype": "bf16",
+            "fp8_param_gather": True,
+        },
+    ),
+)
+
+
+def cases_table(time_limit: float) -> Table:
+    """The issue's cases: pick, wall time, memory figures, what decided, the claim over the best-priced recipe."""
+    t = Table(title="Issue 53 §3: picks, their memory margin and their claim over the published recipe")
+    for col in ("case", "pick", "wall s", "step s", "peak / 80% upper / capacity GB", "margin", "decided by", "recipe"):
+        t.add_column(col)
+    for name, model_name, cluster_name, pins, fields in PICK_CASES:
+        model, cluster = resolve_model(model_name), resolve_cluster(cluster_name)
+        w = TrainingWorkload.model_validate(fields)
+        space = SearchSpace(pins=parse_pins(list(pins)))
+        t0 = time.perf_counter()
+        r = plan(model, cluster, w, space, time_limit_s=time_limit, top_k=3)
+        wall = time.perf_counter() - t0
+        if r.plan is None:
+            t.add_row(name, r.status, f"{wall:.1f}", *["-"] * 5)
+            continue
+        e, m = r.plan.estimate, memory_figures(r.plan.estimate)
+        summary = r.explanation.summary
+        decided = next(
+            (why for key, why in _DECIDERS if key in summary),
+            "point estimate",
+        )
+        t.add_row(
+            name,
+            describe(r.plan.config),
+            f"{wall:.1f}",
+            f"{e.step_time_s:.2f}",
+            f"{m.peak_gb:.1f} / {m.upper_gb:.1f} / {m.capacity_gb:.1f}",
+            "at risk" if m.at_risk else "fits",
+            decided,
+            _recipe_claim(model, cluster, w, space, e.step_time_s),
+        )
+    return t
+
+
+# What the explanation says decided the pick (optimizer/search/decision.py, recipes.py), first match.
+_DECIDERS = (
+    ("Picked the published recipe", "the recipe (fastest)"),
+    ("nearer measured territory", "territory"),
+    ("more memory headroom", "headroom (all at risk)"),
+    ("fewer knobs away", "defaults"),
+    ("Passed over", "OOM risk of faster plans"),
+)
+
+
+def _recipe_claim(model: ModelSpec, cluster: ClusterSpec, w: TrainingWorkload, space: SearchSpace, step: float) -> str:
+    ts = TrainingSpace(model, cluster, w, space)
+    priced, refused = price_recipes(model, cluster, w, space, ts.pools, ts.budget)
+    if not priced:
+        return f"{refused[0].recipe.id}: {refused[0].reason}" if refused else "none published"
+    best = min(priced, key=lambda p: p.estimate.step_time_s)
+    gain, lo, hi = claim_band(step, best.estimate.step_time_s)
+    return f"{best.recipe.id} {best.estimate.step_time_s:.2f} s: {gain:+.0%} ({lo:+.0%}..{hi:+.0%})"
 
 
 def claim_vs_published(ratio: float | None) -> str:

@@ -10,8 +10,10 @@ configurations). The rule, in order:
    (i) the one nearest measured territory: the knob distance of `uncertainty.knob_steps` (the steps the intervals'
    widening counts) to the published runs, or to the nearest of the cluster's own measured configurations when it
    has any (whichever is nearer); then (ii) more memory headroom (capacity minus the stage's 80% upper memory bound,
-   the least over stages, in whole GB); then (iii) fewer knobs away from the framework's defaults (DEFAULT_KNOBS);
-   then the point estimate.
+   the least over stages, in whole GB), but only where the faster plan's memory interval reaches the GPU's capacity
+   (no plan fits with margin): a plan whose 80% upper memory bound is below the GPU's memory runs as planned, so
+   more margin beside it buys nothing and must not cost speed [issue 53 §3]; then (iii) fewer knobs away from the
+   framework's defaults (DEFAULT_KNOBS); then the point estimate.
 """
 
 from __future__ import annotations
@@ -71,6 +73,39 @@ def headroom_gb(est: Estimate) -> float:
     return min(s.memory_gb.capacity - s.memory_gb.total * high for s in est.stages)
 
 
+@dataclass(frozen=True, slots=True)
+class MemoryFigures:
+    """The stage nearest its GPU's memory at the 80% upper memory bound: what the headroom rule reads, GB."""
+
+    stage: int
+    peak_gb: float
+    """The predicted peak (point estimate)."""
+    upper_gb: float
+    """The upper end of its 80% memory interval."""
+    capacity_gb: float
+    at_risk: bool
+    """The stage's out-of-memory risk (its upper memory bound, or its peak, exceeds the GPU's memory)."""
+
+    def text(self) -> str:
+        where = "above" if self.at_risk else "below"
+        return (
+            f"stage {self.stage} peaks at {self.peak_gb:.1f} GB, its 80% interval reaching {self.upper_gb:.1f} GB, "
+            f"{where} the GPU's {self.capacity_gb:.1f} GB"
+        )
+
+
+def memory_figures(est: Estimate) -> MemoryFigures:
+    """The figures of the stage with the least headroom (headroom_gb's stage), among the stages at risk when
+    some are."""
+    high = memory_interval().high
+    risky = set(oom_stages(est))
+    s = min(
+        (s for s in est.stages if not risky or s.index in risky),
+        key=lambda s: s.memory_gb.capacity - s.memory_gb.total * high,
+    )
+    return MemoryFigures(s.index, s.memory_gb.total, s.memory_gb.total * high, s.memory_gb.capacity, s.index in risky)
+
+
 def oom_stages(est: Estimate) -> list[int]:
     """Stages whose 80% upper memory bound exceeds the GPU's memory."""
     return [s.index for s in est.stages if s.oom_risk or not s.fits]
@@ -100,9 +135,11 @@ class Contender:
     def oom_risk(self) -> bool:
         return bool(oom_stages(self.estimate))
 
-    def key(self) -> tuple[float, float, int, float]:
-        """The rule's order among indistinguishable plans (smaller first)."""
-        return (self.distance, -math.floor(self.headroom_gb / HEADROOM_STEP_GB), len(self.off_default), self.objective)
+    def key(self, headroom_decides: bool = True) -> tuple[float, float, int, float]:
+        """The rule's order among indistinguishable plans (smaller first); headroom counts only when
+        `headroom_decides` (the faster plan's memory interval reaches the GPU's capacity)."""
+        room = -math.floor(self.headroom_gb / HEADROOM_STEP_GB) if headroom_decides else 0.0
+        return (self.distance, room, len(self.off_default), self.objective)
 
 
 def contenders(
@@ -163,6 +200,9 @@ class Decision:
     """No plan fits with margin: the pick is flagged."""
     fastest_interval_pct: tuple[float, float]
     """80% interval of the fastest plan's difference from the pick, percent."""
+    roomier: Contender | None = None
+    """An indistinguishable slower plan with more headroom that did not win, because the pick's memory interval
+    stays below the GPU's capacity (headroom does not decide)."""
 
     @property
     def pick(self) -> Contender:
@@ -180,11 +220,17 @@ def decide(found: list[Contender], cluster: ClusterSpec, rule: bool = True) -> D
         iv = ratio_interval_pct(c.objective, fastest.objective, same_gpu(cluster, c.config, fastest.config))
         return c is fastest or (rule and contains_zero(iv))
 
-    pick = min((c for c in pool if tied(c)), key=Contender.key)
+    # Headroom decides only where the fastest plan's memory interval reaches the GPU's capacity: when no plan fits
+    # with margin (`pool` then holds the at-risk plans); a plan that fits with margin keeps its speed.
+    room = fastest.oom_risk
+    ties = [c for c in pool if tied(c)]
+    pick = min(ties, key=lambda c: c.key(room))
     skipped = [c for c in by_obj if c.objective < fastest.objective and c.oom_risk]
     rest = [c for c in by_obj if c is not pick]
     versus = ratio_interval_pct(fastest.objective, pick.objective, same_gpu(cluster, fastest.config, pick.config))
-    return Decision([pick, *rest], fastest, skipped, not safe, versus)
+    roomy = [c for c in ties if c.key()[:2] < pick.key()[:2]] if not room else []
+    roomier = max(roomy, key=lambda c: c.headroom_gb) if roomy else None
+    return Decision([pick, *rest], fastest, skipped, not safe, versus, roomier)
 
 
 def reason(pick: Contender, other: Contender) -> str:
@@ -195,10 +241,12 @@ def reason(pick: Contender, other: Contender) -> str:
             f"it is nearer measured territory ({pick.distance:.1f} knob steps from the published runs or the "
             f"cluster's measured plans, against {other.distance:.1f})"
         )
-    if pick.key()[1] != other.key()[1]:
+    room = other.oom_risk
+    if pick.key(room)[1] != other.key(room)[1]:
         return (
             f"it leaves more memory headroom ({pick.headroom_gb:.1f} GB against {other.headroom_gb:.1f} GB below the "
-            "GPU's memory at the 80% upper memory bound)"
+            f"GPU's memory at the 80% upper memory bound): the faster plan's {memory_figures(other.estimate).text()}; "
+            f"this one's {memory_figures(pick.estimate).text()}"
         )
     if len(pick.off_default) != len(other.off_default):
         return (

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from optimizer.costmodel.result import MFU_TAG, Goodput
-from optimizer.search.decision import Decision, oom_stages, reason
+from optimizer.search.decision import Decision, memory_figures, reason
 from optimizer.search.result import (
     Alternative,
     BindingConstraint,
@@ -69,31 +69,34 @@ def decision_text(d: Decision) -> str:
             f"Picked {describe(pick.config)} over {describe(fastest.config)} ({faster:.1f}% faster predicted, "
             f"indistinguishable: difference interval {lo:+.1f}..{hi:+.1f}%) because {reason(pick, fastest)}."
         )
-    skipped = [
-        (
-            describe(c.config),
-            100 * (1 - c.objective / pick.objective),
-            ", ".join(str(i) for i in oom_stages(c.estimate)),
+    if d.roomier is not None:
+        r = d.roomier
+        slower, more = 100 * (r.objective / pick.objective - 1), r.headroom_gb - pick.headroom_gb
+        parts.append(
+            f"Kept it over {describe(r.config)} ({slower:.1f}% slower predicted, {more:.1f} GB more headroom): "
+            "headroom decides only where the faster plan's memory interval reaches the GPU's capacity, and this "
+            f"one's {memory_figures(pick.estimate).text()}."
         )
+    skipped = [
+        (describe(c.config), 100 * (1 - c.objective / pick.objective), memory_figures(c.estimate).text())
         for c in d.skipped_oom
     ]
     if len(skipped) == 1:
-        what, faster, stages = skipped[0]
+        what, faster, figures = skipped[0]
         parts.append(
             f"Passed over {what} ({faster:.1f}% faster predicted): its 80% upper memory bound exceeds the GPU's "
-            f"memory (stage {stages})."
+            f"memory ({figures})."
         )
     elif skipped:  # one sentence, not one per plan [issue 48 §10]
         parts.append(
             f"Passed over {len(skipped)} faster plans whose 80% upper memory bound exceeds the GPU's memory: "
-            + "; ".join(f"{what} ({faster:.1f}% faster predicted, stage {stages})" for what, faster, stages in skipped)
+            + "; ".join(f"{what} ({faster:.1f}% faster predicted, {figures})" for what, faster, figures in skipped)
             + "."
         )
     if d.all_oom:
-        stages = ", ".join(str(i) for i in oom_stages(pick.estimate))
         parts.append(
-            f"Out-of-memory risk: no plan found fits with margin; this one's 80% upper memory bound exceeds the GPU's "
-            f"memory (stage {stages})."
+            "Out-of-memory risk: no plan found fits with margin; this one's 80% upper memory bound exceeds the GPU's "
+            f"memory ({memory_figures(pick.estimate).text()})."
         )
     return " ".join(parts)
 

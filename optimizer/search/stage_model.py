@@ -80,9 +80,14 @@ class _Vars:
 class StageModel:
     """Build and solve the layout model of one candidate."""
 
-    def __init__(self, space: TrainingSpace, cand: Candidate, stop: Callable[[], bool] | None = None) -> None:
+    def __init__(
+        self, space: TrainingSpace, cand: Candidate, stop: Callable[[], bool] | None = None, margin: float = 1.0
+    ) -> None:
         self.space, self.cand = space, cand
         self.stop = stop  # polled while CP-SAT runs: a cancelled job stops its solver
+        # Memory must fit the GPU divided by `margin`: 1 for the point estimate; the 80% memory interval's upper
+        # factor for a layout that fits with margin (training_search.TrainingSearch's margin pass).
+        self.margin = margin
         c = cand.config
         self.ctx = CostContext(
             space.model, space.cluster, space.w, c, cand.microbatches, space.dense_memo, space.pool_facts
@@ -171,9 +176,10 @@ class StageModel:
             sc = self._cost(positions[0], q, None if qn == self.Q else qn, x)
             states = sc.weights + sc.grads + sc.optim + sc.emb + sc.reserve
             inflight_min = self.inflight(positions[-1], x)  # later stages hold fewer micro-batches in flight
-            if states > sc.capacity or m * sc.time > limit:
+            capacity = sc.capacity / self.margin
+            if states > capacity or m * sc.time > limit:
                 break
-            if states + inflight_min * sc.act_per_mb > sc.capacity:
+            if states + inflight_min * sc.act_per_mb > capacity:
                 if monotone:
                     break
                 continue
@@ -184,7 +190,7 @@ class StageModel:
             tab["u"][j] = round((sc.time - 2 * sc.wgrad) * ns)
             tab["static"][j] = round(sc.static)
             tab["act"][j] = round(sc.act_per_mb)
-            tab["cap"][j] = int(sc.capacity)
+            tab["cap"][j] = int(capacity)
             entries.append(j)
         self._blocks[(role, q, qn)] = entries
         return entries

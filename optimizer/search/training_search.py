@@ -14,6 +14,7 @@ import numpy as np
 from optimizer.costmodel.estimate import estimate
 from optimizer.costmodel.goodput import failure_model
 from optimizer.costmodel.result import Estimate
+from optimizer.costmodel.uncertainty import memory_interval
 from optimizer.placement.place import place
 from optimizer.placement.priced import PlacedEstimate, placed_estimate
 from optimizer.search.candidates import Candidate, KeyBatch, TrainingSpace
@@ -22,6 +23,8 @@ from optimizer.search.diagnosis import Probe, diagnose_infeasible
 from optimizer.search.explain import explain
 from optimizer.search.phase_clock import PhaseClock
 from optimizer.search.pin_checks import check_pins
+from optimizer.search.recipes import PricedRecipe, Refused, recipe_note
+from optimizer.search.recipes import price as price_recipes
 from optimizer.search.result import (
     Alternative,
     Explanation,
@@ -51,6 +54,10 @@ MAIN_KNOBS = (
     "recompute",
     "mbs",
 )
+# The least share of the time limit the margin pass gets when the search proper used it all.
+MARGIN_TIME_SHARE = 0.25
+# (objective, config, estimate) of the plans kept, their placed estimates and their idealised step times.
+Priced = tuple[list[tuple[float, ParallelConfig, Estimate]], list[PlacedEstimate | None], list[float]]
 # Kinds of open items on the search heap (the third field; ties on bound and GPUs prefer key batches).
 KEY_BATCH, STRUCTURE_UNTIGHTENED, STRUCTURE = 0, 1, 2
 
@@ -81,6 +88,7 @@ class TrainingSearch:
         first_feasible: bool,
         measured: Sequence[ParallelConfig] = (),
         interval_rule: bool = True,
+        margin: float = 1.0,
     ) -> None:
         check_pins(ts)
         self.ts = ts
@@ -93,6 +101,9 @@ class TrainingSearch:
         self.progress = progress
         self.cancelled = cancelled
         self.first_feasible = first_feasible
+        # Layouts must fit the GPU's memory divided by `margin` (stage_model.StageModel): 1 in the search proper,
+        # the 80% memory interval's upper factor in the margin pass (margin_pass).
+        self.margin = margin
         self.t0 = time.perf_counter()
         # Objective: step time, or price per step = step time x sum over stages of its GPUs x its pool's price
         # per GPU-second. Every bound is in the objective's unit: time bounds x the least price rate they allow.
@@ -117,6 +128,7 @@ class TrainingSearch:
         self.solved = 0
         self.stopped: str | None = None  # "time limit" or "cancelled"
         self.clock = PhaseClock()
+        self.margin_stopped: str | None = None  # why the margin pass stopped early ("time limit", "cancelled")
 
     # ---- bookkeeping ---------------------------------------------------------------------------------------------
     def elapsed(self) -> float:
@@ -219,7 +231,7 @@ class TrainingSearch:
         thr = self.limit_for(cand)
         if cand.lb >= thr:
             return
-        sm = StageModel(self.ts, cand, self.cancelled)
+        sm = StageModel(self.ts, cand, self.cancelled, self.margin)
         if sm.Q == 0:
             return
         remaining = self.time_limit_s - self.elapsed()
@@ -279,6 +291,10 @@ class TrainingSearch:
 
     # ---- the loop ------------------------------------------------------------------------------------------------
     def run(self, warm_start: ParallelConfig | None, probe: Probe | None) -> PlanResult:
+        return self.result(self.search(warm_start), probe)
+
+    def search(self, warm_start: ParallelConfig | None) -> float:
+        """Branch and bound until the proof, the time limit or cancellation; the least open bound."""
         if warm_start is not None:  # warm start: solve the previous plan's knobs first, hinted with its layout
             ws = _warm_candidate(self.ts, warm_start)
             if ws is not None:
@@ -323,7 +339,7 @@ class TrainingSearch:
             if self.progress is not None:
                 best = min((v[0] for v in self.found.values()), default=None)
                 self.progress(Progress(best, proven_bound(lb, best, self.unproven), self.elapsed(), self.solved))
-        return self.result(min(bound, self.unproven), probe)
+        return min(bound, self.unproven)
 
     def result(self, bound: float, probe: Probe | None) -> PlanResult:
         ts, w = self.ts, self.ts.w
@@ -369,8 +385,21 @@ class TrainingSearch:
             lower = min(bound, beyond, min(obj for obj, _, _ in found))
             status = "OPTIMAL" if self.stopped is None and lower >= min(obj for obj, _, _ in found) else "FEASIBLE"
         t_decision = time.perf_counter()
+        recipes, refused = self.recipes()
+        found, placements, ideal = self.merged((found, placements, ideal), [(p.config, p.estimate) for p in recipes])
         decision = decide(contenders(ts.model, ts.cluster, w, found, self.measured), ts.cluster, self.interval_rule)
+        if self.interval_rule and self.margin == 1.0 and (decision.skipped_oom or decision.all_oom):
+            # The plans kept fit the GPU at the point estimate; the fastest is at out-of-memory risk, so search again
+            # for layouts that fit with margin (one plan per signature was kept: its slower, roomier variants,
+            # e.g. with recompute, were not).
+            with self.clock("margin pass"):
+                found, placements, ideal = self.merged((found, placements, ideal), self.margin_pass())
+            decision = decide(contenders(ts.model, ts.cluster, w, found, self.measured), ts.cluster, True)
         best_obj, best_cfg, est = decision.pick.objective, decision.pick.config, decision.pick.estimate
+        if best_obj < lower:  # a published recipe outside the declared space beats the search's optimum
+            lower = best_obj
+        if self.margin_stopped is not None:
+            status = "FEASIBLE"
         pick = next(i for i, f in enumerate(found) if f[1] is best_cfg)
         alts = []
         for c in decision.ranked[1 : self.top_k]:
@@ -380,6 +409,9 @@ class TrainingSearch:
         pools = best_cfg.stage_pools or [ts.pools[0].name] * best_cfg.pp
         rate_s = ts.cluster.price_per_s(best_cfg.gpus_per_stage, pools)
         explanation = explain(ts, planned, alts, decision=decision)
+        note = recipe_note(decision.pick, recipes, refused, found, w.objective, ranked[0][0])
+        if note:
+            explanation.summary = explanation.summary.rstrip(". ") + ". " + note
         self.clock.add("decision", time.perf_counter() - t_decision)
         placed = placements[pick]
         with self.clock("placement"):
@@ -407,6 +439,41 @@ class TrainingSearch:
             phase_times_s=self.clock.phases(),
             **counts,
         )
+
+    def recipes(self) -> tuple[list[PricedRecipe], list[Refused]]:
+        """The published recipes of this model and cluster, priced (none for a feasibility probe or when the point
+        estimate decides alone: that mode checks the search's own optimum against the oracle)."""
+        if self.first_feasible or not self.interval_rule:
+            return [], []
+        ts = self.ts
+        return price_recipes(ts.model, ts.cluster, ts.w, ts.space, ts.pools, ts.budget)
+
+    def margin_pass(self) -> list[tuple[ParallelConfig, Estimate]]:
+        """The best plans whose layouts fit the GPU's memory at the 80% upper memory bound (the remaining time, at
+        least MARGIN_TIME_SHARE of the limit)."""
+        budget = max(self.time_limit_s - self.elapsed(), MARGIN_TIME_SHARE * self.time_limit_s)
+        m = TrainingSearch(
+            self.ts, self.top_k, budget, None, self.cancelled, False, self.measured, True, memory_interval().high
+        )
+        m.search(None)
+        self.total, self.solved, self.margin_stopped = self.total + m.total, self.solved + m.solved, m.stopped
+        kept = sorted(m.found.values(), key=lambda v: (v[0], v[1]))[: self.keep]
+        return [(cfg, estimate(self.ts.model, self.ts.cluster, self.ts.w, cfg)) for _, _, cfg in kept]
+
+    def merged(self, have: Priced, extra: list[tuple[ParallelConfig, Estimate]]) -> Priced:
+        """`have` (found, placements, idealised step times) with the `extra` plans not already in it, each at its
+        objective (priced as placed where the inventory has unhealthy nodes)."""
+        found, placements, ideal = have
+        new = [(c, e) for c, e in extra if all(c != f[1] for f in found)]
+        if not new:
+            return have
+        rows = [(e.step_time_s * self.rate(c.gpus_per_stage, tuple(c.stage_pools or ()), c), c.gpus, c) for c, e in new]
+        if all(p.healthy_nodes == p.node_count for p in self.ts.cluster.pools):
+            objs = [(o, c, e) for (o, _, c), (_, e) in zip(rows, new, strict=True)]
+            more: Priced = (objs, [None] * len(new), [e.step_time_s for _, e in new])
+        else:
+            more = self.placed(rows)
+        return found + more[0], placements + more[1], ideal + more[2]
 
     def placed(
         self, kept: list[tuple[float, int, ParallelConfig]]

@@ -69,12 +69,36 @@ def test_indistinguishable_nearer_measured_territory_wins(setup: tuple[ModelSpec
     assert "because it is nearer measured territory (0.0 knob steps" in text
 
 
-def test_headroom_then_defaults_break_ties(setup: tuple[ModelSpec, ClusterSpec]) -> None:
+def test_headroom_decides_only_where_the_faster_plan_reaches_capacity(setup: tuple[ModelSpec, ClusterSpec]) -> None:
+    """Issue 53 §3: a plan that fits with margin keeps its speed; more headroom beside it buys nothing (this test
+    asserted the old rule, the roomier slower plan winning, before)."""
     fast = dataclasses.replace(_c(setup, A, 1.0, 0.0), headroom_gb=5.0)
     roomy = dataclasses.replace(_c(setup, B, 1.01, 0.0), headroom_gb=30.0)
-    assert decide([fast, roomy], setup[1]).pick is roomy
-    plain = dataclasses.replace(roomy, headroom_gb=5.2, off_default=())
-    tuned = dataclasses.replace(fast, off_default=("mbs", "vp"))
+    d = decide([fast, roomy], setup[1])
+    assert d.pick is fast and d.roomier is roomy
+    text = decision_text(d)
+    assert (
+        "Kept it over tp=4 pp=1 dp=4 mbs=1 1f1b zero=1 recompute=none (1.0% slower predicted, 25.0 GB more headroom)"
+        in text
+    )
+    assert "headroom decides only where the faster plan's memory interval reaches the GPU's capacity" in text
+    peak = fast.estimate.stages[0].memory_gb.total
+    assert f"stage 0 peaks at {peak:.1f} GB, its 80% interval reaching" in text and "below the GPU's" in text
+
+
+def test_headroom_decides_when_no_plan_fits_with_margin(setup: tuple[ModelSpec, ClusterSpec]) -> None:
+    fast = dataclasses.replace(_c(setup, A, 1.0, 0.0, oom=True), headroom_gb=-5.0)
+    roomy = dataclasses.replace(_c(setup, B, 1.01, 0.0, oom=True), headroom_gb=-1.0)
+    d = decide([fast, roomy], setup[1])
+    assert d.pick is roomy and d.all_oom and d.roomier is None
+    text = decision_text(d)
+    assert "because it leaves more memory headroom (-1.0 GB against -5.0 GB" in text
+    assert "the faster plan's stage 0 peaks at" in text and "above the GPU's" in text
+
+
+def test_defaults_break_ties(setup: tuple[ModelSpec, ClusterSpec]) -> None:
+    plain = dataclasses.replace(_c(setup, B, 1.01, 0.0), headroom_gb=5.2, off_default=())
+    tuned = dataclasses.replace(_c(setup, A, 1.0, 0.0), off_default=("mbs", "vp"))
     d = decide([tuned, plain], setup[1])
     assert d.pick is plain
     assert "fewer knobs away from the framework's defaults (none against mbs, vp)" in decision_text(d)
@@ -93,7 +117,7 @@ def test_oom_risk_plan_loses_to_one_that_fits(setup: tuple[ModelSpec, ClusterSpe
     d = decide([risky, safe], setup[1])
     assert d.pick is safe and d.skipped_oom == [risky] and not d.all_oom
     assert "Passed over tp=2 pp=1 dp=8" in decision_text(d)
-    assert "its 80% upper memory bound exceeds the GPU's memory (stage 0)" in decision_text(d)
+    assert "its 80% upper memory bound exceeds the GPU's memory (stage 0 peaks at" in decision_text(d)
 
 
 def test_all_oom_risk_picks_fastest_and_flags_it(setup: tuple[ModelSpec, ClusterSpec]) -> None:
