@@ -33,7 +33,9 @@ def test_a_page_policy_admits_its_own_inline_style_and_script_and_nothing_else(c
     assert scripts[0] == "'self'" and set(scripts[1:]) == set(inline_hashes(docs.text, "script")) != set()
 
 
-def test_the_login_cookie_is_secure_behind_tls(api_settings: Settings, api_db: Database, tokens: dict[str, str]) -> None:
+def test_the_login_cookie_is_secure_behind_tls(
+    api_settings: Settings, api_db: Database, tokens: dict[str, str]
+) -> None:
     app = create_app(api_settings, api_db)
     for base, secure in (("https://meshplan.example", True), ("http://testserver", False)):
         with TestClient(app, base_url=base) as c:
