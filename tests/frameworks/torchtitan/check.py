@@ -77,7 +77,8 @@ def _model(cfg: Any) -> dict[str, Any]:
         "head_dim": getattr(args, "head_dim", args.dim // args.n_heads),
         "vocab": args.vocab_size,
         "rope_theta": args.rope_theta,
-        "ffn": ffn.w1.weight.shape[0] if ffn is not None else None,
+        # an all-MoE block builds no dense FFN: the registry's dense width (Qwen3ModelArgs.hidden_dim) stands
+        "ffn": ffn.w1.weight.shape[0] if ffn is not None else getattr(args, "hidden_dim", None),
         "experts": 0,
     }
     if moe is not None:
