@@ -107,7 +107,7 @@ def _export(
             return megatron_export(model, workload, c, layers, model_ref)
         if tool == "deepspeed":
             return deepspeed_export(workload, c, layers)
-        return torchtitan_export(workload, c, layers)
+        return torchtitan_export(model, workload, c, layers)
     if tool == "vllm":
         return vllm_export(workload, c, layers, model_ref)
     if tool == "sglang":

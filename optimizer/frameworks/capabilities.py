@@ -88,6 +88,13 @@ class Framework:
     """The fused-attention kernel it runs by default (TrainingWorkload.attention_kernel overrides)."""
     sources: tuple[tuple[str, str], ...]
     """(knob, citation) pairs."""
+    ddp_alone: bool = False
+    """Plain data parallelism (zero_stage 0) only as the whole parallelism: with dp > 1 no tp, pp or ep beside it,
+    and no cp at all (torchtitan shards over the cp ranks with FSDP whenever cp > 1)."""
+    precisions: tuple[str, ...] = ("bf16", "fp16", "fp8")
+    """GEMM precisions it trains in (TrainingWorkload.precision)."""
+    grad_dtypes: tuple[str, ...] = ("fp32", "bf16")
+    """Gradient reduction dtypes it runs (TrainingWorkload.grad_dtype)."""
     async_checkpoint: bool = False
     """Saves checkpoints asynchronously: training blocks only for the copy of its state to host memory, a
     background process writes it (costmodel/goodput.py)."""
@@ -372,7 +379,10 @@ TORCHTITAN = Framework(
     title="torchtitan (FSDP2 + TP + PP + CP)",
     schedules=("gpipe", "1f1b", "interleaved-1f1b"),
     zero_stages=(0, 2, 3),
-    zero_stages_with_pp=(0, 1),
+    zero_stages_with_pp=(1,),
+    ddp_alone=True,
+    precisions=("bf16", "fp8"),
+    grad_dtypes=("fp32",),
     context_parallel=True,
     cp_comms=("p2p",),
     expert_parallel=True,
@@ -409,9 +419,22 @@ TORCHTITAN = Framework(
         ),
         (
             "zero",
-            "data_parallel_replicate_degree (DDP), data_parallel_shard_degree (FSDP2 fully_shard per block); "
-            "fsdp_reshard_after_forward 'default' = not pp_enabled (torchtitan/distributed/fsdp.py), so under PP the "
-            "stage gathers once per step and reduces at the last micro-batch (ZeRO-1 here)",
+            "data_parallel_replicate_degree alone is DDP, which 'has not supported > 1D parallelism' (torchtitan "
+            "0.2.2 models/llama3/infra/parallelize.py apply_ddp: a RuntimeError beside tp or pp; with cp > 1 FSDP "
+            "shards over cp anyway, distributed/parallel_dims.py fsdp_enabled); data_parallel_shard_degree is FSDP2 "
+            "fully_shard per block with fsdp_reshard_after_forward always (ZeRO-3) or never (ZeRO-2: the gathered "
+            "weights stay until the backward); under PP the schedule keeps the stage's weights and gradients whole "
+            "until the last micro-batch (torch.distributed.pipelining stage backward_maybe_with_nosync), which is "
+            "ZeRO-1 here; optimizer-only sharding without PP does not exist (FSDP2 reduce-scatters the gradients)",
+        ),
+        (
+            "precision",
+            "training.mixed_precision_param bfloat16 | float32 (torchtitan 0.2.2 config/job_config.py Training): no "
+            "fp16; FP8 through model.converters quantize.linear.float8",
+        ),
+        (
+            "grad_dtype",
+            "training.mixed_precision_reduce is Literal['float32'] (torchtitan 0.2.2 config/job_config.py)",
         ),
         ("cp", "parallelism.context_parallel_degree (ring attention)"),
         (
@@ -461,10 +484,17 @@ TORCHTITAN = Framework(
         ),
         (
             "tp_comm_overlap",
-            "compile.enable_async_tensor_parallel (symmetric memory, node-local); hides 45% of what could hide "
+            "parallelism.enable_async_tensor_parallel with compile.enable and 'model' in compile.components "
+            "(torchtitan 0.2.2 distributed/tensor_parallel.py maybe_enable_async_tp; symmetric memory, node-local); "
+            "hides 45% of what could hide "
             "(TORCHTITAN_ASYNC_TP_SHARE, fitted on the published async TP speedups)",
         ),
-        ("sp", "parallelism.enable_sequence_parallel (default true)"),
+        (
+            "sp",
+            "tensor parallelism always runs the norms sequence-parallel (torchtitan 0.2.2 models/llama3/infra/"
+            "parallelize.py apply_tp SequenceParallel; parallelism.enable_sequence_parallel, default true, in later "
+            "snapshots)",
+        ),
         ("recompute", "activation_checkpoint.mode none|selective|full"),
         (
             "recompute_modules",
@@ -543,6 +573,11 @@ def unsupported_knob(fw: Framework, c: ParallelConfig) -> tuple[str, str] | None
             "zero",
             f"zero={c.zero_stage}" + (f" with pp={c.pp}" if c.pp > 1 else ""),
         ),
+        (
+            fw.ddp_alone and c.zero_stage == 0 and (c.cp > 1 or (c.dp > 1 and max(c.tp, c.pp, c.ep) > 1)),
+            "zero",
+            f"zero=0 (DDP) with dp={c.dp}, tp={c.tp}, pp={c.pp}, cp={c.cp}, ep={c.ep}",
+        ),
         *_shard_group_checks(fw, c),
     )
     for bad, knob, text in checks:
@@ -616,9 +651,27 @@ def check_model(fw: Framework, model: ModelSpec, field: str = "model") -> None:
 
 def check_workload(fw: Framework, w: TrainingWorkload, field: str = "workload") -> None:
     """Raise a DomainError naming the workload's knob when `fw` cannot run it."""
+    if w.precision not in fw.precisions:
+        raise DomainError(
+            f"{field}.precision", f"precision={w.precision} is not available in {fw.name} ({fw.source('precision')})"
+        )
+    if w.grad_dtype not in fw.grad_dtypes:
+        raise DomainError(
+            f"{field}.grad_dtype",
+            f"grad_dtype={w.grad_dtype} is not available in {fw.name} ({fw.source('grad_dtype')})",
+        )
     for knob in ("fp8_param_gather", "precision_aware_optimizer"):
         if getattr(w, knob) and not getattr(fw, knob):
             raise DomainError(f"{field}.{knob}", f"{knob} is not available in {fw.name} ({fw.source(knob)})")
+
+
+def searched_zero_stages(fw: Framework, pipelined: bool, tp: int, cp: int, ep: int) -> tuple[int, ...]:
+    """The ZeRO stages the search tries for a layer key: plain DDP only where the framework runs it beside the
+    key's tp, cp and ep (Framework.ddp_alone; dp = 1 gains nothing from it either)."""
+    stages = fw.zero_stages_with_pp if pipelined else fw.zero_stages
+    if fw.ddp_alone and max(tp, cp, ep) > 1:
+        return tuple(z for z in stages if z > 0)
+    return stages
 
 
 def allows(fw: Framework, knob: str, value: object) -> bool:

@@ -17,6 +17,7 @@ from optimizer.frameworks.capabilities import (
     runs_expert_tp,
     runs_shard_group,
     runs_tp_comm_overlap,
+    searched_zero_stages,
 )
 from optimizer.search.key_batch import LayerKey, ShardVariant
 from optimizer.search.space import DEFAULT_MBS, DEFAULT_VP, MIN_TOKENS_PER_CP_RANK, SearchSpace
@@ -344,7 +345,12 @@ class SpaceDomains:
         (pp = 1), then pp >= 2."""
         if 1 in pps and vp == 1:
             # symmetry (labelled): with one stage every schedule is the same computation; 1f1b stands for all
-            yield False, np.array([1], dtype=np.int64), ["1f1b"], self._zero_stages(self.fw.zero_stages)
+            yield (
+                False,
+                np.array([1], dtype=np.int64),
+                ["1f1b"],
+                self._zero_stages(searched_zero_stages(self.fw, False, key.tp, key.cp, key.ep)),
+            )
         if key.epo and vp == 1:  # Megatron: EP overlap with pp > 1 needs virtual stages
             return
         if key.off:  # activation offloading runs at pp = 1 only (validation.check_offload)
@@ -356,7 +362,7 @@ class SpaceDomains:
             scheds = ["interleaved-1f1b"] if self._sched_ok("interleaved-1f1b") else []
         else:
             scheds = [x for x in ("1f1b", "zb-h1", "gpipe") if self._sched_ok(x)]
-        yield True, pv, scheds, self._zero_stages(self.fw.zero_stages_with_pp)
+        yield True, pv, scheds, self._zero_stages(searched_zero_stages(self.fw, True, key.tp, key.cp, key.ep))
 
     def _admits(self, pp: int, vp: int) -> bool:
         """Whether the model's layers split over pp ranks of vp virtual stages (stage_layers.LayerRules)."""

@@ -28,7 +28,7 @@ def test_torchtitan_hsdp_degrees() -> None:
     e = export("torchtitan", MODEL, W, ParallelConfig(tp=2, dp=16, zero_stage=3, shard_group=4))
     par = tomllib.loads(e.content)["parallelism"]
     assert (par["data_parallel_replicate_degree"], par["data_parallel_shard_degree"]) == (4, 4)
-    assert "fsdp_reshard_after_forward" not in par
+    assert par["fsdp_reshard_after_forward"] == "always"  # ZeRO-3: every unit resharded after its forward
     _documented("torchtitan", e.options)
     zero2 = export("torchtitan", MODEL, W, ParallelConfig(tp=2, dp=16, zero_stage=2, shard_group=8))
     par2 = tomllib.loads(zero2.content)["parallelism"]
