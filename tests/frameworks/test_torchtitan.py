@@ -11,6 +11,7 @@ release that reads it. Stood in: torchtitan's Triton MoE kernel module (no Trito
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import pytest
@@ -29,6 +30,7 @@ from optimizer.spec.workload import TrainingWorkload
 from tests.frameworks.harness import Rejected, check
 
 L8, L70 = load_model_preset("llama-3-8b"), load_model_preset("llama-3-70b")
+CUSTOM = L8.model_copy(update={"name": "llama-3-8b-deep", "num_layers": 40})
 W = TrainingWorkload(global_batch_size=256, seq_len=4096, framework="torchtitan")
 SCHEDULES = {"1f1b": "1F1B", "gpipe": "GPipe", "interleaved-1f1b": "Interleaved1F1B"}
 
@@ -102,25 +104,25 @@ def assert_as_priced(r: dict[str, Any], model: ModelSpec, w: TrainingWorkload, c
     assert (m["dim"], m["n_layers"], m["n_heads"], m["n_kv_heads"], m["ffn"], m["vocab"]) == shape(model)[:6]
 
 
-def _planned(
-    model: ModelSpec, cluster: str, pins: list[str], gbs: int = 512
-) -> tuple[TrainingWorkload, ParallelConfig]:
-    w = TrainingWorkload(global_batch_size=gbs, seq_len=4096, framework="torchtitan")
-    result = plan(model, load_cluster_preset(cluster), w, SearchSpace(pins=parse_pins(pins)), top_k=1, time_limit_s=20)
+PLANNED: dict[str, tuple[ModelSpec, str, tuple[str, ...]]] = {
+    "8b-zero1-pp2": (L8, "dgx-h100:4", ("zero=1", "pp=2")),  # issue 53: the ZeRO-1 plan exported as DDP
+    "70b-64": (L70, "dgx-h100:8", ()),
+}
+
+
+@functools.cache
+def _planned(model: ModelSpec, cluster: str, pins: tuple[str, ...]) -> tuple[TrainingWorkload, ParallelConfig]:
+    w = TrainingWorkload(global_batch_size=512, seq_len=4096, framework="torchtitan")
+    space = SearchSpace(pins=parse_pins(list(pins)))
+    result = plan(model, load_cluster_preset(cluster), w, space, top_k=1, time_limit_s=20)
     assert result.plan is not None, result.status
     return w, result.plan.config
 
 
-@pytest.mark.parametrize(
-    ("model", "cluster", "pins"),
-    [
-        (L8, "dgx-h100:4", ["zero=1", "pp=2"]),  # issue 53: the ZeRO-1 plan exported as DDP
-        (L70, "dgx-h100:8", []),
-    ],
-    ids=["8b-zero1-pp2", "70b-64"],
-)
-def test_planned_torchtitan_plans_parse_as_priced(model: ModelSpec, cluster: str, pins: list[str]) -> None:
-    w, c = _planned(model, cluster, pins)
+@pytest.mark.parametrize("key", list(PLANNED))
+def test_planned_torchtitan_plans_parse_as_priced(key: str) -> None:
+    model = PLANNED[key][0]
+    w, c = _planned(*PLANNED[key])
     assert_as_priced(parsed(model, w, c), model, w, c)
 
 
@@ -149,13 +151,34 @@ HAND_BUILT = {
 }
 
 
+def _register_export(model: ModelSpec, w: TrainingWorkload, c: ParallelConfig) -> None:
+    e = export("torchtitan", model, w, c)
+    _case(e.content + str(c.gpus), e.content, c.gpus)
+
+
 @pytest.fixture(scope="module", autouse=True)
 def _register() -> None:
-    """Every fixed case, so that the first test's call sends them all in one process."""
+    """Every case of the module, so that the first test's call sends them all to torchtitan in one process (torch
+    imports once: a process per test took a minute each)."""
     for c in (*HAND_BUILT.values(), ZERO1_PP):
-        _case(export("torchtitan", L8, W, c).content + str(c.gpus), export("torchtitan", L8, W, c).content, c.gpus)
+        _register_export(L8, W, c)
+    for recipe in ("tensorwise", "rowwise"):
+        _register_export(L8, *_float8(recipe))
+    _register_export(L8, W.model_copy(update={"fused_loss": True}), ParallelConfig(dp=8, zero_stage=3))
+    _register_export(L8, W, ParallelConfig(dp=8, zero_stage=3))
+    for key in PLANNED:
+        _register_export(PLANNED[key][0], *_planned(*PLANNED[key]))
+    toml = export("torchtitan", L8, W, ParallelConfig(dp=8, zero_stage=3)).content
+    _case("wrong world", toml, 16)
+    _case("float16", toml.replace('"bfloat16"', '"float16"'), 8)
+    _case("custom", export("torchtitan", CUSTOM, W, ParallelConfig(dp=8, zero_stage=3)).content, 8)
     for f in FLAVORS:
         _case(f"flavor {f.name} {f.flavor}", f'[model]\nname = "{f.name}"\nflavor = "{f.flavor}"\n', 1)
+
+
+def _float8(recipe: str) -> tuple[TrainingWorkload, ParallelConfig]:
+    w = W.model_copy(update={"precision": "fp8", "fp8_recipe": recipe})
+    return w, ParallelConfig(tp=2, dp=4, zero_stage=3, sequence_parallel=True, tp_comm_overlap=True)
 
 
 @pytest.mark.parametrize("name", list(HAND_BUILT))
@@ -166,8 +189,7 @@ def test_hand_built_configurations_parse_as_priced(name: str) -> None:
 
 @pytest.mark.parametrize("recipe", ["tensorwise", "rowwise"])
 def test_float8_is_the_priced_recipe(recipe: str) -> None:
-    w = W.model_copy(update={"precision": "fp8", "fp8_recipe": recipe})
-    c = ParallelConfig(tp=2, dp=4, zero_stage=3, sequence_parallel=True, tp_comm_overlap=True)
+    w, c = _float8(recipe)
     r = parsed(L8, w, c)
     assert r["converters"] == ["quantize.linear.float8"] and r["float8_recipe"] == recipe
     assert_as_priced(r, L8, w, c)
@@ -203,9 +225,6 @@ def test_what_torchtitan_cannot_express_is_refused_naming_the_knob(
 def test_torchtitan_refuses_what_it_cannot_run() -> None:
     """The check can fail: torchtitan's own ParallelDims refuses a product that is not the world size, its config
     types refuse float16."""
-    toml = export("torchtitan", L8, W, ParallelConfig(dp=8, zero_stage=3)).content
-    _case("wrong world", toml, 16)
-    _case("float16", toml.replace('"bfloat16"', '"float16"'), 8)
     with pytest.raises(Rejected, match="WORLD_SIZE"):
         parsed_case("wrong world")
     with pytest.raises(Rejected, match="mixed"):
@@ -222,10 +241,8 @@ def test_flavor_table_is_the_pinned_registry() -> None:
 
 
 def test_an_unregistered_shape_names_the_flavor_to_register() -> None:
-    custom = L8.model_copy(update={"name": "llama-3-8b-deep", "num_layers": 40})
-    e = export("torchtitan", custom, W, ParallelConfig(dp=8, zero_stage=3))
+    e = export("torchtitan", CUSTOM, W, ParallelConfig(dp=8, zero_stage=3))
     assert 'flavor = "meshplan-llama-3-8b-deep"' in e.content
     assert any("n_layers=40" in n and "llama3/__init__.py" in n for n in e.notes)
-    _case("custom", e.content, 8)
     r = parsed_case("custom")
     assert r["model"] == {"registered": False}  # torchtitan would not train some other model silently
