@@ -41,9 +41,13 @@ def export(
     """A stored plan's launch for a framework or engine (an SLA fleet: one per replica group, and the front end of
     a disaggregated fleet), or a training plan's Slurm script or Kubernetes JobSet, byte for byte what the API and
     the plan page give."""
+    from optimizer.errors import UnknownNameError
     from optimizer.exports.launch import Export
+    from optimizer.spec.names import SCHEDULERS, TOOLS
 
     try:
+        if tool not in (*TOOLS, *SCHEDULERS):
+            raise UnknownNameError("TOOL", tool, (*TOOLS, *SCHEDULERS))
         answers = _exports(url, token, plan_id, tool, model_id)
     except DomainError as exc:
         fail(exc)
