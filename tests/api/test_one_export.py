@@ -105,6 +105,7 @@ class Service:
     inventories: Path
     plans: dict[str, int] = field(default_factory=dict)
     models: dict[str, int] = field(default_factory=dict)
+    pages: dict[int, str] = field(default_factory=dict)
 
 
 @pytest.fixture(scope="module")
@@ -160,9 +161,12 @@ def api_exports(svc: Service, plan_id: int, tool: str) -> list[Export]:
 
 
 def page_text(svc: Service, plan_id: int) -> str:
-    page = svc.client.get(f"/plans/{plan_id}", cookies={"meshplan_token": svc.token})
-    assert page.status_code == 200, page.text
-    return page.text
+    """The plan page as served (rendered once per plan: a training plan's page takes about a second)."""
+    if plan_id not in svc.pages:
+        page = svc.client.get(f"/plans/{plan_id}", cookies={"meshplan_token": svc.token})
+        assert page.status_code == 200, page.text
+        svc.pages[plan_id] = page.text
+    return svc.pages[plan_id]
 
 
 def page_copies(svc: Service, plan_id: int) -> dict[str, list[str]]:
