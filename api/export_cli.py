@@ -34,7 +34,7 @@ def export(
         str | None,
         typer.Option("--output", "-o", help="Write exactly the export's bytes to this file ('-': stdout)."),
     ] = None,
-    as_json: Annotated[bool, typer.Option("--json", help="The Export objects as JSON (a list).")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="The Export objects as JSON (`exports`).")] = False,
     url: UrlOpt = DEFAULT_URL,
     token: TokenOpt = None,
 ) -> None:
@@ -56,7 +56,8 @@ def export(
         write_export(output, exports, tool)
         return
     if as_json:
-        sys.stdout.write(json.dumps([e.model_dump(mode="json") for e in exports], indent=2) + "\n")
+        doc = {"plan_id": plan_id, "tool": tool, "exports": [e.model_dump(mode="json") for e in exports]}
+        sys.stdout.write(json.dumps(doc, indent=2) + "\n")
         return
     for e in exports:
         print_export(e)

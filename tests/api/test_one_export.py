@@ -10,6 +10,7 @@ carry the plan's framework export line for line."""
 from __future__ import annotations
 
 import html
+import json
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -219,6 +220,25 @@ def test_meshplan_plan_prints_the_stored_plans_export(service: Service, name: st
         named = f"meshplan-{plan_id}"
         exports = [e.model_copy(update={"content": e.content.replace(named, "meshplan")}) for e in exports]
     printed_in_order(r.stdout, exports)
+
+
+def test_meshplan_export_writes_the_bytes_and_the_json(service: Service, tmp_path: Path) -> None:
+    """`--output` writes exactly Export.script() (one export; an SLA fleet's several are refused, exit 2) and
+    `--json` carries the API's Export objects."""
+    connect = ["--url", service.url, "--token", service.token]
+    plan_id, fleet_id = stored_plan(service, "training"), stored_plan(service, "sla-fleet")
+    path = tmp_path / "megatron.args"
+    r = RUNNER.invoke(cli, ["export", str(plan_id), "megatron", "-o", str(path), *connect])
+    assert r.exit_code == 0, r.output
+    assert path.read_bytes() == api_exports(service, plan_id, "megatron")[0].script().encode()
+    r = RUNNER.invoke(cli, ["export", str(fleet_id), "vllm", "-o", str(tmp_path / "fleet"), *connect])
+    assert r.exit_code == 2 and "--output" in r.stderr and not (tmp_path / "fleet").exists(), r.output
+    r = RUNNER.invoke(cli, ["export", str(fleet_id), "vllm", "--json", *connect])
+    assert r.exit_code == 0, r.output
+    printed = [Export.model_validate(e) for e in json.loads(r.stdout)["exports"]]
+    assert printed == api_exports(service, fleet_id, "vllm") and len(printed) > 1
+    r = RUNNER.invoke(cli, ["export", str(plan_id), "tgi", *connect])
+    assert r.exit_code == 2 and "unknown TOOL 'tgi'" in r.stderr, r.output
 
 
 @pytest.mark.parametrize("name", [n for n, k in KINDS.items() if k.refused])
