@@ -31,8 +31,8 @@ from api.cli_options import (
     Target,
     WorkloadShape,
 )
-from api.cli_output import DOES_NOT_FIT, FITS, err, fail, finish, plan_exit_code, write_output
-from api.cli_plan import check_output, plan_exports, plan_space, write_export
+from api.cli_output import DOES_NOT_FIT, FITS, err, fail, finish, out, plan_exit_code, write_output
+from api.cli_plan import check_output, plan_exports, plan_space, print_export, print_notes, write_export
 from optimizer.errors import DomainError
 
 # Start-up: `meshplan --help` and every command import only typer, rich and the option declarations here; what a
@@ -52,7 +52,6 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
     help="meshplan: split a large transformer over a GPU cluster.",
 )
-out = Console(width=None if sys.stdout.isatty() else 150)
 
 
 @app.command()
@@ -395,24 +394,6 @@ def emit_plan(
                     print_notes(exported)
 
 
-def print_notes(e: Export) -> None:
-    """An export's notes, under its tool's name (its bytes went to --output)."""
-    if e.notes:
-        out.print(f"[bold]{e.tool}[/bold] notes:")
-    for note in e.notes:
-        out.print(f"  note: {note}", markup=False, highlight=False, soft_wrap=True)
-
-
-def print_export(e: Export) -> None:
-    """The tool's name, then the export's own bytes (Export.script()), then its notes, unwrapped."""
-    out.print(f"[bold]{e.tool}[/bold]:")
-    # Raw bytes, not the console: rich wraps at its width and rewrites text (emoji codes, tabs, control codes).
-    sys.stdout.write(e.script())
-    sys.stdout.flush()
-    for note in e.notes:
-        out.print(f"  note: {note}", markup=False, highlight=False, soft_wrap=True)
-
-
 def render_placement(p: object) -> None:
     """The plan's hosts: leaf switch, NVLink domain, stages and TP groups on each; then the shortfalls."""
     from optimizer.placement.result import Placement
@@ -679,11 +660,13 @@ def render_measured(m: Measurement, e: Estimate) -> None:
 
 
 from api.client_cli import register as register_client  # noqa: E402 - the service client commands too
+from api.export_cli import register as register_export  # noqa: E402 - a stored plan's exports
 from api.scheduler_cli import register as register_scheduler  # noqa: E402 - scheduler imports and sync
 from api.service_cli import register  # noqa: E402 - the service commands join the same CLI
 
 register(app)
 register_client(app)
+register_export(app)
 register_scheduler(app)
 
 

@@ -14,6 +14,7 @@ from rich.console import Console
 from optimizer.errors import DomainError
 
 err = Console(stderr=True, width=None if sys.stderr.isatty() else 300)
+out = Console(width=None if sys.stdout.isatty() else 150)
 
 
 # The exit codes of `meshplan plan` and `meshplan estimate`, one contract (README "Exit codes") [issue 48 §2]:

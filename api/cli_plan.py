@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 import typer
 
-from api.cli_output import err, fail
+from api.cli_output import err, fail, out
 from optimizer.errors import DomainError
 
 if TYPE_CHECKING:
@@ -42,41 +42,18 @@ def plan_exports(
     model_arg: str,
     model_id: str | None,
 ) -> list[Export]:
-    """A plan's exports: a scheduler's job on its placement, an SLA fleet's commands, or the plan's launch."""
-    from optimizer.exports.launch import export as run_export
-    from optimizer.exports.launch import export_fleet
-    from optimizer.spec.model_ids import loadable_model, with_note
-    from optimizer.spec.names import SCHEDULERS
-    from optimizer.spec.workload import InferenceWorkload
+    """A plan's exports, by the function every path uses (optimizer/exports/plan_exports.py): a scheduler's job on
+    its placement, an SLA fleet's commands, or the plan's launch."""
+    from optimizer.exports.plan_exports import plan_exports as exports_of
+    from optimizer.spec.model_ids import loadable_model
 
-    plan = result.plan
-    if plan is None:
+    if result.plan is None:
         return []
-    exports: list[Export] = []
     try:
-        if export_to in SCHEDULERS:
-            exports = [job_export(export_to, result, spec, clus, work, model_arg)]
-        else:
-            ref, no_weights = loadable_model(model_arg, model_id)
-            if result.fleet is not None and isinstance(work, InferenceWorkload):
-                exports = export_fleet(export_to, spec, work, result.fleet, model_ref=ref)
-            else:
-                exports = [
-                    run_export(
-                        export_to,
-                        spec,
-                        work,
-                        plan.config,
-                        model_ref=ref,
-                        framework=result.framework,
-                        estimate=plan.estimate,
-                    )
-                ]
-            if isinstance(work, InferenceWorkload):
-                exports = with_note(no_weights, exports)
+        ref, no_weights = loadable_model(model_arg, model_id)
+        return exports_of(export_to, result, spec, clus, work, model_ref=ref, model_note=no_weights)
     except DomainError as exc:
         fail(exc)
-    return exports
 
 
 def check_output(output: str | None, export_to: str | None, as_json: bool) -> None:
@@ -122,26 +99,19 @@ def write_export(output: str, exports: list[Export], export_to: str) -> None:
     err.print(f"wrote the {exports[0].tool} export to {output} ({len(data.encode())} bytes)", markup=False)
 
 
-def job_export(
-    scheduler: str, r: object, model: ModelSpec, cluster: ClusterSpec, work: object, model_ref: str
-) -> Export:
-    """A training plan's Slurm script or Kubernetes JobSet on its placement."""
-    from optimizer.errors import DomainError
-    from optimizer.exports.job_scripts import export_job
-    from optimizer.search.result import PlanResult
-    from optimizer.spec.workload import TrainingWorkload
+def print_notes(e: Export) -> None:
+    """An export's notes, under its tool's name (its bytes went to --output)."""
+    if e.notes:
+        out.print(f"[bold]{e.tool}[/bold] notes:")
+    for note in e.notes:
+        out.print(f"  note: {note}", markup=False, highlight=False, soft_wrap=True)
 
-    assert isinstance(r, PlanResult) and r.plan is not None
-    if not isinstance(work, TrainingWorkload) or r.placement is None:
-        raise DomainError("export", f"{scheduler} runs a training plan on its placement; a serving plan has none")
-    return export_job(
-        scheduler,
-        model,
-        work,
-        r.plan.config,
-        r.placement,
-        cluster,
-        framework=r.framework,
-        model_ref=model_ref,
-        estimate=r.plan.estimate,
-    )
+
+def print_export(e: Export) -> None:
+    """The tool's name, then the export's own bytes (Export.script()), then its notes, unwrapped."""
+    out.print(f"[bold]{e.tool}[/bold]:")
+    # Raw bytes, not the console: rich wraps at its width and rewrites text (emoji codes, tabs, control codes).
+    sys.stdout.write(e.script())
+    sys.stdout.flush()
+    for note in e.notes:
+        out.print(f"  note: {note}", markup=False, highlight=False, soft_wrap=True)

@@ -7,15 +7,16 @@ from dataclasses import dataclass
 from sqlalchemy.orm import Session
 
 from optimizer.errors import DomainError
-from optimizer.exports.job_scripts import export_job
 from optimizer.exports.launch import Export
 from optimizer.exports.plan_diff import PlanDiff, diff_fleets, diff_plans
+from optimizer.exports.plan_exports import plan_exports
 from optimizer.placement.place import place
 from optimizer.placement.result import Placement
 from optimizer.search.fleet_result import FleetPlan
-from optimizer.search.result import PlannedConfig
+from optimizer.search.result import PlannedConfig, PlanResult
 from optimizer.spec.cluster_spec import ClusterSpec
 from optimizer.spec.inventory import InventoryDiff, diff_inventories
+from optimizer.spec.model_ids import stored_model
 from optimizer.spec.model_spec import ModelSpec
 from optimizer.spec.workload import InferenceWorkload, TrainingWorkload
 from store.errors import NotFoundError
@@ -62,29 +63,51 @@ def placement_of(plan_row: Plan, specs: Specs) -> Placement | None:
     return place(specs.cluster, best.config).placement
 
 
-def job_export(s: Session, plan_row: Plan, scheduler: str) -> Export:
-    """A training plan's Slurm script or Kubernetes JobSet on its placement (optimizer/exports/job_scripts.py)."""
-    best = planned(plan_row)
-    if best is None:
+@dataclass(frozen=True)
+class StoredPlan:
+    """A stored plan as its exports read it: the planner's result (its placement filled for a training plan stored
+    before placements were), the specs it was solved for, and what a serving engine loads."""
+
+    plan_id: int
+    result: PlanResult
+    specs: Specs
+    model_ref: str
+    model_note: str | None
+
+    def exports(self, tool: str) -> list[Export]:
+        """The plan's exports for `tool` (optimizer/exports/plan_exports.py): a scheduler's job on the placement, an
+        SLA fleet's launch per replica group (and front end), or the plan's launch."""
+        return plan_exports(
+            tool,
+            self.result,
+            self.specs.model,
+            self.specs.cluster,
+            self.specs.workload,
+            model_ref=self.model_ref,
+            model_note=self.model_note,
+            job_name=f"meshplan-{self.plan_id}",
+        )
+
+
+def stored_plan(s: Session, plan_row: Plan, model_id: str | None = None) -> StoredPlan:
+    """`plan_row` ready to export; `model_id`: what a serving engine loads (default the preset's Hugging Face id,
+    else MODEL and a note). An infeasible plan has nothing to export (an error naming `plan`)."""
+    if planned(plan_row) is None:
         raise DomainError(
             "plan", f"plan {plan_row.id} is {plan_row.solver_status}: there is no configuration to export"
         )
     specs = specs_of(s, plan_row)
-    placement = placement_of(plan_row, specs)
-    if placement is None or not isinstance(specs.workload, TrainingWorkload):
-        raise DomainError("export", f"{scheduler} runs a training plan on its placement; plan {plan_row.id} is serving")
-    return export_job(
-        scheduler,
-        specs.model,
-        specs.workload,
-        best.config,
-        placement,
-        specs.cluster,
-        framework=plan_row.result.get("framework"),
-        model_ref=specs.model.name,
-        estimate=best.estimate,
-        job_name=f"meshplan-{plan_row.id}",
-    )
+    result = PlanResult.model_validate(plan_row.result)
+    if result.placement is None and result.fleet is None and isinstance(specs.workload, TrainingWorkload):
+        result = result.model_copy(update={"placement": placement_of(plan_row, specs)})
+    ref, note = stored_model(specs.model.name, model_id)
+    return StoredPlan(plan_row.id, result, specs, ref, note)
+
+
+def stored_exports(s: Session, plan_row: Plan, tool: str, model_id: str | None = None) -> list[Export]:
+    """A stored plan's exports for `tool`: the one function behind the API's /export and /fleet-export, the plan
+    page's Copy buttons and the CLI's `export` [issue 53 §2]."""
+    return stored_plan(s, plan_row, model_id).exports(tool)
 
 
 def fleet_of(plan_row: Plan) -> FleetPlan | None:

@@ -28,6 +28,7 @@ from api.convert import (
     version_out,
 )
 from api.deps import RowId, SessionDep, SettingsDep
+from api.pages.copy_blocks import copy_blocks
 from api.pages.figures import (
     breakdown_bar,
     device_mesh,
@@ -38,20 +39,17 @@ from api.pages.figures import (
 )
 from optimizer.costmodel.result import MFU_TAG
 from optimizer.errors import DomainError
-from optimizer.exports.launch import SERVING_TOOLS, Export, export
 from optimizer.exports.timeline import simulate
 from optimizer.placement.result import Placement
 from optimizer.search.explain import describe
 from optimizer.spec.calibration import likely_terms
 from optimizer.spec.cluster_spec import MAX_NODES_PER_CLUSTER
 from optimizer.spec.inventory import InventoryDiff
-from optimizer.spec.model_ids import stored_model, with_note
-from optimizer.spec.names import SCHEDULERS, TOOLS
 from optimizer.spec.objectives import LABELS, format_objective
 from service.acceptance import cluster_acceptance
 from service.calibration import cluster_points, comparisons
 from service.next_measurement import plan_next_measurement
-from service.plans import inventory_change, job_export, placement_of, plan_change, plan_pair, planned, specs_of
+from service.plans import inventory_change, placement_of, plan_change, plan_pair, planned, specs_of
 from store.models import MAX_ID
 from store.repositories.clusters import ClusterRepository, revision_spec
 from store.repositories.jobs import JobRepository
@@ -356,24 +354,9 @@ def plan_page(request: Request, plan_id: RowId, s: SessionDep, _: Viewer, nodes_
             cfg.vp,
         )
         breakdown = [(k, v) for k, v in est.breakdown.model_dump().items() if v > 0]
-        exports: list[Export] = []
-        unavailable: list[tuple[str, str]] = []  # (tool, the knob it cannot run)
-        ref, note = stored_model(specs.model.name)  # serving engines load an id or a directory [issue 48 §1]
-        for tool in TOOLS:
-            try:
-                one = export(tool, specs.model, specs.workload, cfg, ref, estimate=est)
-                exports += with_note(note, [one]) if tool in SERVING_TOOLS else [one]
-            except DomainError as exc:
-                if exc.field.startswith("export."):  # a framework that cannot run a knob of the plan
-                    unavailable.append((tool, exc.rule))
-                # otherwise: a training plan has no serving export and the other way round
         placement = placement_of(row, specs)
+        exports, unavailable = copy_blocks(s, row, with_jobs=placement is not None)
         if placement is not None:
-            for scheduler in SCHEDULERS:
-                try:
-                    exports.append(job_export(s, row, scheduler))
-                except DomainError as exc:
-                    unavailable.append((scheduler, exc.rule))
             split = sum(1 for d in placement.tp_domains if " + " in d)
             ctx.update(placement=placement, placement_rows=placement_rows(placement), split_tp_groups=split)
         ctx.update(

@@ -12,13 +12,10 @@ from api.responses import NOT_FOUND, STANDARD
 from api.schemas import PageOut, PlanDiffOut, PlanOut, PlanSummaryOut
 from optimizer.calibration.next_measurement import DEFAULT_STEPS, NextMeasurement
 from optimizer.errors import DomainError
-from optimizer.exports.launch import Export, export, export_fleet
-from optimizer.search.fleet_result import FleetPlan
-from optimizer.spec.model_ids import stored_model, with_note
+from optimizer.exports.launch import Export
 from optimizer.spec.names import SCHEDULERS, ExportName
-from optimizer.spec.workload import InferenceWorkload
 from service.next_measurement import plan_next_measurement
-from service.plans import inventory_change, job_export, plan_change, plan_pair, planned, specs_of
+from service.plans import inventory_change, plan_change, plan_pair, planned, stored_exports
 from store.models import MAX_ID
 from store.repositories.plans import PlanFilter, PlanRepository
 
@@ -96,20 +93,11 @@ def export_plan(
     """A launch for a framework or engine; for a training plan also `slurm` (an sbatch script) or `k8s` (a JobSet
     for Kueue) on the plan's placement."""
     p = PlanRepository(s).get(plan_id)
-    if tool in SCHEDULERS:
-        return job_export(s, p, tool)
-    best = planned(p)
-    if best is None:
-        raise DomainError("plan", f"plan {plan_id} is {p.solver_status}: there is no configuration to export")
-    if p.result.get("fleet"):
+    if p.result.get("fleet") and tool not in SCHEDULERS and planned(p) is not None:
         raise DomainError(
             "plan", f"plan {plan_id} is an SLA fleet: it exports one launch per replica group at /fleet-export/{tool}"
         )
-    specs = specs_of(s, p)
-    if not isinstance(specs.workload, InferenceWorkload):
-        return export(tool, specs.model, specs.workload, best.config, specs.model.name, estimate=best.estimate)
-    ref, note = stored_model(specs.model.name, model_id)
-    return with_note(note, [export(tool, specs.model, specs.workload, best.config, ref, estimate=best.estimate)])[0]
+    return stored_exports(s, p, tool, model_id)[0]
 
 
 @router.get("/{plan_id}/fleet-export/{tool}", response_model=list[Export], responses=NOT_FOUND)
@@ -118,11 +106,6 @@ def export_fleet_plan(
 ) -> list[Export]:
     """An SLA fleet's launches: one per replica group, plus the front end of a disaggregated fleet."""
     p = PlanRepository(s).get(plan_id)
-    doc = p.result.get("fleet")
-    if not doc:
+    if not p.result.get("fleet"):
         raise DomainError("plan", f"plan {plan_id} is not an SLA fleet: export it at /export/{tool}")
-    specs = specs_of(s, p)
-    if not isinstance(specs.workload, InferenceWorkload):
-        raise DomainError("plan", f"plan {plan_id} is not a serving plan")
-    ref, note = stored_model(specs.model.name, model_id)
-    return with_note(note, export_fleet(tool, specs.model, specs.workload, FleetPlan.model_validate(doc), ref))
+    return stored_exports(s, p, tool, model_id)

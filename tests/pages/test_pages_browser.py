@@ -132,6 +132,34 @@ def test_plan_page_figures_match_the_plan(
     assert all("is not available in" in u.text for u in unavailable)
 
 
+def test_fleet_page_copies_each_replica_group(
+    browser: webdriver.Chrome, server: str, client: TestClient, tokens: dict[str, str], tmp_path: Path
+) -> None:
+    """An SLA fleet of TP4 and TP8 replicas: every Copy button targets its own `<pre>`, and the vLLM buttons copy
+    the API's fleet export, one launch per replica group [issue 53 §2]."""
+    pools = [{"name": "h100", "gpu": "H100-SXM-80GB", "nodes": 4, "gpus_per_node": 8}]
+    cluster = ok(client.post("/v1/clusters", json={"name": name("fleet"), "inventory": {"pools": pools}}), 201)
+    model = make_model(client, "llama-3-70b")
+    sla = {"prompt_len": 2048, "output_len": 256, "rate": 13, "ttft_ms": 2000, "tpot_ms": 60, "objective": "gpus"}
+    body = {"cluster_id": cluster["id"], "model_id": model["id"], "workload": {"mode": "inference", **sla}}
+    done = wait_job(client, ok(client.post("/v1/jobs", json=body), 202)["id"], timeout=120)
+    assert done["status"] == "succeeded", done
+    browser.get(f"{server}/login")  # signed in whatever ran before (the cookie /login sets)
+    browser.add_cookie({"name": "meshplan_token", "value": tokens["read"]})
+    browser.get(f"{server}/plans/{done['plan_id']}")
+    shot(browser, tmp_path, "fleet")
+    targets = [b.get_attribute("data-target") or "" for b in browser.find_elements(By.CSS_SELECTOR, "button.copy")]
+    assert len(set(targets)) == len(targets) and all(browser.find_elements(By.ID, t) for t in targets), targets
+    fleet = ok(client.get(f"/v1/plans/{done['plan_id']}/fleet-export/vllm"))
+    copied = [
+        browser.execute_script(f"return document.getElementById('{t}').textContent")
+        for t in targets
+        if t.startswith("export-vllm")
+    ]
+    assert copied == [Export.model_validate(e).script() for e in fleet]
+    assert browser.find_element(By.ID, "fleet-latency").text.endswith("(worst group at the planned load)")
+
+
 def test_diff_cluster_model_and_job_pages(
     browser: webdriver.Chrome, server: str, planned: dict[str, Any], tmp_path: Path
 ) -> None:
