@@ -13,10 +13,13 @@ while the running sequences stay within max_seqs and the KV cache (ReplicaLoad.m
 emitted by the iteration that finishes a prompt's prefill; TPOT is a request's (last token - first token) / (output
 - 1), as `vllm bench serve` and `sglang.bench_serving` report it.
 
-Arrivals: open loop (Poisson at `rate` requests/s, what `--request-rate R` sends) or closed loop (`concurrency` users,
-each sending its next request when the previous one completes, no think time: `--max-concurrency N` with an
-unbounded rate). Lengths: the workload's means, gamma-distributed at its coefficients of variation. The seed is
-fixed, so one configuration gives one answer.
+Arrivals: open loop (Poisson at `rate` requests/s, what `--request-rate R` sends; gamma of shape `burstiness` as
+`--burstiness` draws them), closed loop (`concurrency` users, each sending its next request when the previous one
+completes, no think time: `--max-concurrency N` with an unbounded rate), or the user's trace at its own times.
+Lengths, per request: the trace's own (workload_trace), a named dataset's measured distribution
+(costmodel/request_lengths.py), else the workload's means, gamma-distributed at its coefficients of variation. TTFT,
+TPOT, ITL (every gap between two output tokens, as `vllm bench serve` pools them) and end-to-end latency come out as
+mean / p50 / p90 / p99. The seed is fixed, so one configuration gives one answer.
 """
 
 from __future__ import annotations
@@ -29,9 +32,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from optimizer.costmodel.request_lengths import draw_lengths
 from optimizer.costmodel.result import LatencyPercentiles, LoadLatency
 from optimizer.costmodel.serving_load import ReplicaLoad
 from optimizer.errors import DomainError
+from optimizer.spec.workload import InferenceWorkload
+from optimizer.spec.workload_trace import TraceRequest
 
 REQUESTS = 1200  # simulated requests per estimate (the first WARMUP_SHARE not scored: the empty start)
 WARMUP_SHARE = 0.1
@@ -56,6 +62,17 @@ class Percentiles:
         p50, p90, p99 = (float(x) for x in np.percentile(a, [50, 90, 99]))
         return Percentiles(float(a.mean()), p50, p90, p99)
 
+    @staticmethod
+    def weighted(values: list[float], weights: list[float]) -> Percentiles:
+        """Of `values` each repeated `weights` times (the inverted empirical CDF, numpy's 'inverted_cdf')."""
+        if not values:
+            return Percentiles(0.0, 0.0, 0.0, 0.0)
+        v, w = np.asarray(values, dtype=float), np.asarray(weights, dtype=float)
+        order = np.argsort(v, kind="stable")
+        v, cum = v[order], np.cumsum(w[order])
+        at = [float(v[min(len(v) - 1, int(np.searchsorted(cum, q * cum[-1])))]) for q in (0.5, 0.9, 0.99)]
+        return Percentiles(float(np.dot(v, w[order]) / cum[-1]), *at)
+
 
 @dataclass(frozen=True)
 class LatencyReport:
@@ -74,6 +91,11 @@ class LatencyReport:
     """Requests evicted from the KV cache and recomputed (vLLM preemption, SGLang retraction)."""
     peak_running: int = 0
     """Most sequences admitted at once (running and prefilling)."""
+    itl: Percentiles = Percentiles(0.0, 0.0, 0.0, 0.0)
+    """Inter-token latency: every gap between two consecutive output tokens of the scored requests' decode
+    iterations, pooled over requests (`vllm bench serve` ITL)."""
+    e2e: Percentiles = Percentiles(0.0, 0.0, 0.0, 0.0)
+    """End-to-end latency: arrival to the last token."""
 
 
 class _StepTable:
@@ -118,6 +140,35 @@ def _lengths(rng: np.random.Generator, mean: int, cv: float, n: int) -> np.ndarr
         return np.full(n, mean, dtype=np.int64)
     shape = 1.0 / cv**2
     return np.maximum(1, np.rint(rng.gamma(shape, mean / shape, n))).astype(np.int64)
+
+
+def request_lengths(
+    w: InferenceWorkload, rng: np.random.Generator, n: int, trace: tuple[TraceRequest, ...] | None = None
+) -> tuple[np.ndarray, np.ndarray]:
+    """n requests' (prompt, output) tokens: the trace's own in its order (`trace`, else the workload's; repeated from
+    its start when more are asked for), a named dataset's draw, else gamma lengths at the workload's means and
+    spreads."""
+    trace = trace if trace is not None else w.workload_trace
+    if trace is not None:
+        idx = np.arange(n) % len(trace)
+        p = np.array([r.input_tokens for r in trace], dtype=np.int64)
+        o = np.array([r.output_tokens for r in trace], dtype=np.int64)
+        return p[idx], o[idx]
+    if w.length_distribution is not None:
+        return draw_lengths(w.length_distribution, rng, n, w.prompt_len, w.output_len)
+    return _lengths(rng, w.prompt_len, w.prompt_len_cv, n), _lengths(rng, w.output_len, w.output_len_cv, n)
+
+
+def open_loop_arrivals(rng: np.random.Generator, rate: float, n: int, burstiness: float | None) -> list[float]:
+    """Arrival times at `rate`: Poisson, or as `vllm bench serve --burstiness b` draws them (vllm/benchmarks/serve.py
+    get_request, vllm-project/vllm 009e6d4a: gamma intervals of shape b and scale 1 / (rate b), then scaled so the
+    last arrival falls at n / rate)."""
+    if burstiness is None:
+        return [float(x) for x in np.cumsum(rng.exponential(1.0 / rate, n))]
+    t = np.cumsum(rng.gamma(burstiness, 1.0 / (rate * burstiness), n))
+    if t[-1] > 0:
+        t = t * (n / rate / t[-1])
+    return [float(x) for x in t]
 
 
 # ---- each engine's admission and eviction rules, from its scheduler ----------------------------------------------
@@ -265,6 +316,7 @@ class _Run:
         self.next_arrival = 0  # index into arrivals
         self.evictions = 0
         self.peak_running = 0  # peak live sequences
+        self.gaps: list[tuple[float, float, float]] = []  # (iteration end, its duration, tokens it emitted)
 
     def arrivals_left(self) -> bool:
         return self.next_arrival < len(self.arrivals)
@@ -382,6 +434,7 @@ class _Run:
         if self.arrivals_left():
             k = min(k, max(1, math.ceil((self.arrivals[self.next_arrival] - self.now) / dt)))
         k = max(1, min(k, self.kv.decode_room(n_dec)))
+        self.gaps.append((self.now + k * dt, dt, float(n_dec * k)))
         self.now += k * dt
         self.decodes += k
         self.kv.decoded(n_dec, k)
@@ -423,6 +476,7 @@ class _Run:
         self.now += dt
         self.iterations += 1
         if decode_now and n_dec:
+            self.gaps.append((self.now, dt, float(n_dec)))
             self.busy_decoding += n_dec
             self.decodes += 1
             self.kv.decoded(n_dec, 1)
@@ -451,20 +505,23 @@ class _Run:
         finish_at = self.decodes + math.ceil((r.output - r.generated) / self.load.per_step)
         heapq.heappush(self.running, (finish_at, self.tie, r))
 
-    def report(self, rate: float | None, warmup: float) -> LatencyReport:
+    def report(self, open_loop: bool, warmup: float) -> LatencyReport:
         """The scored requests' percentiles and rates."""
         reqs = self.reqs
         scored = [r for r in reqs[int(len(reqs) * warmup) :] if not math.isnan(r.done)]
         ttft = [r.first - r.arrival for r in scored]
         tpot = [(r.done - r.first) / (r.output - 1) for r in scored if r.output > 1]
-        span = max(1e-12, max(r.done for r in scored) - min(r.arrival for r in scored))
+        start = min(r.arrival for r in scored)
+        span = max(1e-12, max(r.done for r in scored) - start)
+        gaps = [(dt, n) for end, dt, n in self.gaps if end > start]
         out_tokens = sum(int(r.output) for r in scored)
         # Open loop: stable when the queue does not grow. An overloaded replica's TTFT climbs with the arrival time
         # at (1 - capacity / rate) seconds per second; a stable one's does not trend. Stable when the fitted slope
         # stays below STABLE_SLOPE.
         stable = True
-        if rate is not None and len(ttft) >= 20:
-            slope = float(np.polyfit([r.arrival for r in scored], ttft, 1)[0])
+        times = [r.arrival for r in scored]
+        if open_loop and len(ttft) >= 20 and max(times) > min(times):
+            slope = float(np.polyfit(times, ttft, 1)[0])
             stable = slope < STABLE_SLOPE
         return LatencyReport(
             ttft=Percentiles.of(ttft),
@@ -475,6 +532,8 @@ class _Run:
             stable=stable,
             evictions=self.evictions,
             peak_running=self.peak_running,
+            itl=Percentiles.weighted([g for g, _ in gaps], [n for _, n in gaps]),
+            e2e=Percentiles.of([r.done - r.arrival for r in scored]),
         )
 
 
@@ -484,16 +543,21 @@ def simulate(
     rate: float | None = None,
     concurrency: int | None = None,
     burst: bool = False,
+    replay: bool = False,
+    replay_stride: int = 1,
     requests: int = REQUESTS,
     seed: int = SEED,
     warmup: float = WARMUP_SHARE,
+    burstiness: float | None = None,
 ) -> LatencyReport:
-    """TTFT and TPOT percentiles of `load`'s replica under `rate` requests/s (open loop), `concurrency` users
-    (closed loop; the users start together, as `--max-concurrency N` sends its first N requests at once) or a
-    `burst` of `requests` prompts sent at once (`vllm bench serve` / `bench_serving` with neither); exactly one.
-    The first `warmup` share of the requests is not scored (0 scores every request, as a benchmark does)."""
-    if sum((rate is not None, concurrency is not None, burst)) != 1:
-        raise DomainError("workload.rate", "give a request rate, a concurrency or a burst: exactly one")
+    """TTFT, TPOT, ITL and end-to-end percentiles of `load`'s replica under `rate` requests/s (open loop; gamma
+    inter-arrivals of shape `burstiness` where given), `concurrency` users (closed loop; the users start together,
+    as `--max-concurrency N` sends its first N requests at once), a `burst` of `requests` prompts sent at once
+    (`vllm bench serve` / `bench_serving` with neither) or a `replay` of the workload's trace at its own arrival
+    times (every `replay_stride`-th of its requests: one replica's share of a fleet's trace); exactly one. The
+    first `warmup` share of the requests is not scored (0 scores every request, as a benchmark does)."""
+    if sum((rate is not None, concurrency is not None, burst, replay)) != 1:
+        raise DomainError("workload.rate", "give a request rate, a concurrency, a burst or a timed trace: exactly one")
     if rate is not None and not rate > 0:
         raise DomainError("workload.rate", f"must be > 0 requests/s (got {rate})")
     if concurrency is not None and concurrency < 1:
@@ -503,10 +567,15 @@ def simulate(
     w, lim = load.w, load.limits
     if math.floor(load.max_decoding) < 1:
         raise DomainError("workload", "the replica holds no sequence in its KV cache: no latency to report")
+    trace = w.workload_trace
+    if replay:
+        if trace is None or trace[0].arrival_s is None:
+            raise DomainError("workload.workload_trace", "a replay needs a trace whose requests have arrival times")
+        trace = trace[:: max(1, replay_stride)]
+        requests = len(trace)
     max_seqs = lim.max_seqs * load.ranks
     rng = np.random.default_rng(seed)
-    prompts = _lengths(rng, w.prompt_len, w.prompt_len_cv, requests)
-    outputs = _lengths(rng, w.output_len, w.output_len_cv, requests)
+    prompts, outputs = request_lengths(w, rng, requests, trace)
     budget = float(load.token_budget)
     chunked = lim.chunked_prefill
     max_prefill = budget if chunked else max(budget, float(prompts.max()))
@@ -514,8 +583,10 @@ def simulate(
     top = max(1.0, min(float(max_seqs), kv.capacity / max(1.0, float(prompts.mean()))))
     step = _StepTable(load, top, max_prefill)
 
-    if rate is not None:
-        arrivals = np.cumsum(rng.exponential(1.0 / rate, requests)).tolist()
+    if replay:
+        arrivals = [float(r.arrival_s or 0.0) for r in trace or ()]
+    elif rate is not None:
+        arrivals = open_loop_arrivals(rng, rate, requests, burstiness)
     elif burst:
         arrivals = [0.0] * requests
     else:
@@ -548,22 +619,36 @@ def simulate(
         run.iterate(chunks, step)
         if not run.arrivals_left() and not run.waiting and not run.live:
             break
-    return run.report(rate, warmup)
+    return run.report(rate is not None or replay, warmup)
 
 
 def load_latency(load: ReplicaLoad, replicas: int) -> LoadLatency:
     """The percentiles of the workload's own load (rate over the whole fleet, or its users), spread evenly over
     `replicas`."""
     w = load.w
-    rate = w.rate / replicas if w.rate is not None else None
-    users = w.concurrency / replicas if w.concurrency is not None else None
-    rep = simulate(load, rate=rate, concurrency=None if users is None else max(1, round(users)))
+    if w.replays_trace:
+        # A fleet's trace spread round-robin: each replica serves every replicas-th request at its own time.
+        rep = simulate(load, replay=True, replay_stride=replicas, warmup=0.0, burstiness=None)
+        rate, users, replayed = None, None, len((w.workload_trace or ())[::replicas])
+    else:
+        rate = w.rate / replicas if w.rate is not None else None
+        users = w.concurrency / replicas if w.concurrency is not None else None
+        rep = simulate(
+            load,
+            rate=rate,
+            concurrency=None if users is None else max(1, round(users)),
+            burstiness=w.burstiness,
+        )
+        replayed = None
     return LoadLatency(
         replicas=replicas,
         rate_per_replica=rate,
         users_per_replica=users,
+        trace_requests_per_replica=replayed,
         ttft=_percentiles(rep.ttft),
         tpot=_percentiles(rep.tpot),
+        itl=_percentiles(rep.itl),
+        e2e=_percentiles(rep.e2e),
         request_rate=rep.request_rate,
         output_tokens_per_s=rep.output_tokens_per_s,
         sustained=rep.stable,
