@@ -282,6 +282,7 @@ class InferenceWorkload(BaseModel):
     )
     workload_trace: tuple[TraceRequest, ...] | None = Field(
         default=None,
+        min_length=1,
         description="The user's own requests, each with its prompt and output tokens and, where timed, its arrival "
         "(optimizer/spec/workload_trace.py: a JSONL text as Mooncake / aiperf mooncake_trace or `vllm bench serve "
         "--save-result --save-detailed` write it, or a list of {arrival_s, input_tokens, output_tokens}). The "
