@@ -279,7 +279,8 @@ class ServingOptions:
             "--dataset",
             help="Draw each request's prompt and output lengths from a dataset's measured distribution at the "
             "--prompt-len / --output-len means: sharegpt, openchat-sharegpt4, arxiv-summarization, azure-conv-2023, "
-            "azure-code-2023, or random / sonnet as vllm bench serve draws them (optimizer/costmodel/request_lengths.py).",
+            "azure-code-2023, or random / sonnet as vllm bench serve draws them "
+            "(optimizer/costmodel/request_lengths.py).",
         ),
     ] = None
     burstiness: Annotated[

@@ -46,7 +46,8 @@ def estimate(
     a note) instead of refusing it; `feasible` keeps the model's verdict.
 
     `latency` (inference with a rate, a concurrency or a timed trace in the workload): simulate TTFT, TPOT, ITL
-    and end-to-end percentiles at that load (load_latency); off where the caller prices one replica of a fleet whose rate is spread otherwise.
+    and end-to-end percentiles at that load (load_latency); off where the caller prices one replica of a fleet
+    whose rate is spread otherwise.
 
     `goodput_band` (training): the goodput's 80% band from its inputs' ranges (plan_goodput); off where the caller
     reads only the point (the exhaustive oracle, the accuracy harness).
