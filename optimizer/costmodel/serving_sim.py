@@ -159,6 +159,19 @@ def request_lengths(
     return _lengths(rng, w.prompt_len, w.prompt_len_cv, n), _lengths(rng, w.output_len, w.output_len_cv, n)
 
 
+def _check_fits(prompts: np.ndarray, outputs: np.ndarray, capacity: float, field: str) -> None:
+    """Every request's prompt and output within the replica's KV cache: the engines refuse a longer one (vLLM: longer
+    than max_model_len) rather than queue it, and the simulation would wait for it forever."""
+    too_long = np.flatnonzero(prompts + outputs > capacity)
+    if too_long.size:
+        i = int(too_long[0])
+        raise DomainError(
+            field,
+            f"request {i + 1} (in arrival order) needs {int(prompts[i] + outputs[i]):,} tokens of KV cache, more than "
+            f"the replica holds ({capacity:,.0f})",
+        )
+
+
 def open_loop_arrivals(rng: np.random.Generator, rate: float, n: int, burstiness: float | None) -> list[float]:
     """Arrival times at `rate`: Poisson, or as `vllm bench serve --burstiness b` draws them (vllm/benchmarks/serve.py
     get_request, vllm-project/vllm 009e6d4a: gamma intervals of shape b and scale 1 / (rate b), then scaled so the
@@ -580,6 +593,7 @@ def simulate(
     chunked = lim.chunked_prefill
     max_prefill = budget if chunked else max(budget, float(prompts.max()))
     kv = _Kv(load)
+    _check_fits(prompts, outputs, kv.capacity, "workload.workload_trace" if trace is not None else "workload")
     top = max(1.0, min(float(max_seqs), kv.capacity / max(1.0, float(prompts.mean()))))
     step = _StepTable(load, top, max_prefill)
 

@@ -79,6 +79,15 @@ def test_an_untimed_trace_cannot_be_replayed() -> None:
     assert simulate(_load(w), concurrency=2, requests=20).ttft.mean > 0  # its lengths, sent by two users
 
 
+def test_a_request_longer_than_the_kv_cache_is_refused_not_waited_for() -> None:
+    small = [{"arrival_s": 0.1 * i, "input_tokens": 500, "output_tokens": 50} for i in range(20)]
+    load = _load(_traced(small))
+    giant = {"arrival_s": 1.05, "input_tokens": int(load.kv_tokens) + 1, "output_tokens": 10}
+    with pytest.raises(DomainError, match=r"request 12 \(in arrival order\) needs") as err:
+        simulate(_load(_traced([*small, giant])), replay=True)
+    assert err.value.field == "workload.workload_trace"
+
+
 def test_a_named_dataset_spreads_the_latencies_the_means_leave_in_lockstep() -> None:
     """32 users of fixed 300 / 200-token requests finish together and prefill together (every TTFT alike); ShareGPT's
     measured lengths at the same means spread end-to-end latency and stagger the prefills."""
