@@ -2,8 +2,9 @@
 priced twice by the latency simulation, once with every request at the record's mean lengths (the model before
 the length distributions, `lengths="means"`) and once with its requests drawn from the dataset its table names
 (ShareGPT, random: costmodel/request_lengths.py) at those means. Median |error| and median signed error (bias:
-predicted / measured - 1) of mean TTFT, mean TPOT and output throughput, per engine and per model class. Nothing is
-fitted; the quarantine's log (accuracy/data/quarantine/serving_LOG.md) records each score.
+predicted / measured - 1) of mean TTFT, mean TPOT and output throughput, per engine and per model class; beside it the
+fitted data set's in-sample and held-out errors and biases (its records name no dataset). Nothing is fitted; the
+quarantine's log (accuracy/data/quarantine/serving_LOG.md) records each score.
 
 Run: .venv/bin/python benchmarks/serving_lengths.py   (about 10 s)
 """
@@ -17,6 +18,7 @@ from rich.console import Console
 from rich.table import Table
 
 from accuracy.serving_quarantine import Lengths, load_quarantine, model_class, predict_quarantine, record_dataset
+from accuracy.serving_runs import SKIPPED, held_out_sources, load_serving_records, predict_serving
 
 METRICS = (("mean_ttft_ms", "mean TTFT"), ("mean_tpot_ms", "mean TPOT"), ("output_tokens_per_s", "output tok/s"))
 PATHS: tuple[Lengths, ...] = ("means", "dataset")
@@ -58,12 +60,36 @@ def table() -> Table:
     return t
 
 
+def fitted_table() -> Table:
+    """The fitted serving data set's in-sample and held-out median |error| / bias, per engine and dense / MoE: its
+    records name no dataset and are priced by the analytical load model, so the lengths do not move them."""
+    _, records = load_serving_records()
+    apart = held_out_sources()
+    by: dict[tuple[str, str, str], list[float]] = defaultdict(list)
+    for rec in records:
+        part = "held-out" if rec["source"] in apart else "in-sample"
+        cls = "dense" if model_class(rec) == "dense" else "moe"
+        for c in predict_serving(rec):
+            if (c.id, c.metric) in SKIPPED:
+                continue
+            group = "TTFT" if "ttft" in c.metric else "TPOT / throughput"
+            for k in (str(rec["engine"]), cls):
+                by[(part, k, group)].append(c.error)
+    t = Table(title="Fitted serving data (accuracy/data/serving_runs.json): median |error| / bias")
+    for col in ("set", "rows", "figures", "n", "median |error| / bias"):
+        t.add_column(col)
+    for key in sorted(by):
+        t.add_row(*key, str(len(by[key])), _cell(by[key]))
+    return t
+
+
 def main() -> None:
     _, records = load_quarantine()
     named: dict[str, int] = defaultdict(int)
     for rec in records:
         named[record_dataset(rec) or "none"] += 1
     console = Console(width=200)
+    console.print(fitted_table())
     console.print(table())
     console.print(
         "records by the dataset their table names: " + ", ".join(f"{k} {v}" for k, v in sorted(named.items()))
