@@ -68,6 +68,14 @@ class LoadLatency(BaseModel):
     output_tokens_per_s: float = Field(description="Output tokens/s of each replica.")
     sustained: bool = Field(description="False: the open-loop queue keeps growing (the rate exceeds the replica).")
 
+    def load_words(self) -> str:
+        """The load in words: the trace's requests at their times, a rate (open loop) or users (closed loop)."""
+        if self.trace_requests_per_replica is not None:
+            return f"the workload trace ({self.trace_requests_per_replica} requests at their own times)"
+        if self.rate_per_replica is not None:
+            return f"{self.rate_per_replica:.3g} requests/s (open loop)"
+        return f"{self.users_per_replica:.3g} users (closed loop)"
+
 
 class StepBreakdown(BaseModel):
     """Where the step time goes, seconds; the terms add up to step_time_s."""

@@ -32,12 +32,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from optimizer.costmodel.request_lengths import draw_lengths
 from optimizer.costmodel.result import LatencyPercentiles, LoadLatency
 from optimizer.costmodel.serving_load import ReplicaLoad
+from optimizer.costmodel.serving_report import LatencyReport, Percentiles
+from optimizer.costmodel.serving_requests import check_fits, open_loop_arrivals, request_lengths
 from optimizer.errors import DomainError
-from optimizer.spec.workload import InferenceWorkload
-from optimizer.spec.workload_trace import TraceRequest
 
 REQUESTS = 1200  # simulated requests per estimate (the first WARMUP_SHARE not scored: the empty start)
 WARMUP_SHARE = 0.1
@@ -45,57 +44,6 @@ SEED = 20261125
 STABLE_SLOPE = 0.02  # TTFT growth, s per s of arrivals, above which the open-loop queue is taken as unbounded
 _DECODE_POINTS = 18
 _PREFILL_POINTS = 10
-
-
-@dataclass(frozen=True)
-class Percentiles:
-    """mean, median, p90 and p99 of one latency, seconds."""
-
-    mean: float
-    p50: float
-    p90: float
-    p99: float
-
-    @staticmethod
-    def of(values: list[float]) -> Percentiles:
-        a = np.asarray(values, dtype=float)
-        p50, p90, p99 = (float(x) for x in np.percentile(a, [50, 90, 99]))
-        return Percentiles(float(a.mean()), p50, p90, p99)
-
-    @staticmethod
-    def weighted(values: list[float], weights: list[float]) -> Percentiles:
-        """Of `values` each repeated `weights` times (the inverted empirical CDF, numpy's 'inverted_cdf')."""
-        if not values:
-            return Percentiles(0.0, 0.0, 0.0, 0.0)
-        v, w = np.asarray(values, dtype=float), np.asarray(weights, dtype=float)
-        order = np.argsort(v, kind="stable")
-        v, cum = v[order], np.cumsum(w[order])
-        at = [float(v[min(len(v) - 1, int(np.searchsorted(cum, q * cum[-1])))]) for q in (0.5, 0.9, 0.99)]
-        return Percentiles(float(np.dot(v, w[order]) / cum[-1]), *at)
-
-
-@dataclass(frozen=True)
-class LatencyReport:
-    """What a load gives a replica's requests."""
-
-    ttft: Percentiles
-    tpot: Percentiles
-    request_rate: float
-    """Completed requests per second (the offered rate in open loop, what the users reach in closed loop)."""
-    output_tokens_per_s: float
-    mean_decoding: float
-    """Mean sequences per iteration."""
-    stable: bool
-    """False when the open-loop queue kept growing (the rate is above what the replica sustains)."""
-    evictions: int = 0
-    """Requests evicted from the KV cache and recomputed (vLLM preemption, SGLang retraction)."""
-    peak_running: int = 0
-    """Most sequences admitted at once (running and prefilling)."""
-    itl: Percentiles = Percentiles(0.0, 0.0, 0.0, 0.0)
-    """Inter-token latency: every gap between two consecutive output tokens of the scored requests' decode
-    iterations, pooled over requests (`vllm bench serve` ITL)."""
-    e2e: Percentiles = Percentiles(0.0, 0.0, 0.0, 0.0)
-    """End-to-end latency: arrival to the last token."""
 
 
 class _StepTable:
@@ -132,56 +80,6 @@ class _StepTable:
             + (1 - u) * v * t[i, j + 1]
             + u * v * t[i + 1, j + 1]
         )
-
-
-def _lengths(rng: np.random.Generator, mean: int, cv: float, n: int) -> np.ndarray:
-    """n lengths of mean `mean` and coefficient of variation `cv` (gamma), at least 1 token."""
-    if cv <= 0:
-        return np.full(n, mean, dtype=np.int64)
-    shape = 1.0 / cv**2
-    return np.maximum(1, np.rint(rng.gamma(shape, mean / shape, n))).astype(np.int64)
-
-
-def request_lengths(
-    w: InferenceWorkload, rng: np.random.Generator, n: int, trace: tuple[TraceRequest, ...] | None = None
-) -> tuple[np.ndarray, np.ndarray]:
-    """n requests' (prompt, output) tokens: the trace's own in its order (`trace`, else the workload's; repeated from
-    its start when more are asked for), a named dataset's draw, else gamma lengths at the workload's means and
-    spreads."""
-    trace = trace if trace is not None else w.workload_trace
-    if trace is not None:
-        idx = np.arange(n) % len(trace)
-        p = np.array([r.input_tokens for r in trace], dtype=np.int64)
-        o = np.array([r.output_tokens for r in trace], dtype=np.int64)
-        return p[idx], o[idx]
-    if w.length_distribution is not None:
-        return draw_lengths(w.length_distribution, rng, n, w.prompt_len, w.output_len)
-    return _lengths(rng, w.prompt_len, w.prompt_len_cv, n), _lengths(rng, w.output_len, w.output_len_cv, n)
-
-
-def _check_fits(prompts: np.ndarray, outputs: np.ndarray, capacity: float, field: str) -> None:
-    """Every request's prompt and output within the replica's KV cache: the engines refuse a longer one (vLLM: longer
-    than max_model_len) rather than queue it, and the simulation would wait for it forever."""
-    too_long = np.flatnonzero(prompts + outputs > capacity)
-    if too_long.size:
-        i = int(too_long[0])
-        raise DomainError(
-            field,
-            f"request {i + 1} (in arrival order) needs {int(prompts[i] + outputs[i]):,} tokens of KV cache, more than "
-            f"the replica holds ({capacity:,.0f})",
-        )
-
-
-def open_loop_arrivals(rng: np.random.Generator, rate: float, n: int, burstiness: float | None) -> list[float]:
-    """Arrival times at `rate`: Poisson, or as `vllm bench serve --burstiness b` draws them (vllm/benchmarks/serve.py
-    get_request, vllm-project/vllm 009e6d4a: gamma intervals of shape b and scale 1 / (rate b), then scaled so the
-    last arrival falls at n / rate)."""
-    if burstiness is None:
-        return [float(x) for x in np.cumsum(rng.exponential(1.0 / rate, n))]
-    t = np.cumsum(rng.gamma(burstiness, 1.0 / (rate * burstiness), n))
-    if t[-1] > 0:
-        t = t * (n / rate / t[-1])
-    return [float(x) for x in t]
 
 
 # ---- each engine's admission and eviction rules, from its scheduler ----------------------------------------------
@@ -593,7 +491,7 @@ def simulate(
     chunked = lim.chunked_prefill
     max_prefill = budget if chunked else max(budget, float(prompts.max()))
     kv = _Kv(load)
-    _check_fits(prompts, outputs, kv.capacity, "workload.workload_trace" if trace is not None else "workload")
+    check_fits(prompts, outputs, kv.capacity, "workload.workload_trace" if trace is not None else "workload")
     top = max(1.0, min(float(max_seqs), kv.capacity / max(1.0, float(prompts.mean()))))
     step = _StepTable(load, top, max_prefill)
 

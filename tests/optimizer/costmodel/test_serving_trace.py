@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 
 from optimizer.costmodel.serving_load import ReplicaLoad
-from optimizer.costmodel.serving_sim import load_latency, open_loop_arrivals, request_lengths, simulate
+from optimizer.costmodel.serving_requests import open_loop_arrivals, request_lengths
+from optimizer.costmodel.serving_sim import load_latency, simulate
 from optimizer.errors import DomainError
 from optimizer.frameworks.validation import validate
 from optimizer.spec.cluster_loading import load_cluster_preset
