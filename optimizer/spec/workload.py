@@ -315,11 +315,10 @@ class InferenceWorkload(BaseModel):
             data = {**data, "workload_trace": parse_trace(trace)}
             trace = data["workload_trace"]
         if isinstance(trace, list | tuple) and trace:
-            trace = [r if isinstance(r, TraceRequest) else TraceRequest.model_validate(r) for r in trace]
-            data = {**data, "workload_trace": tuple(trace)}
             for key, attr in (("prompt_len", "input_tokens"), ("output_len", "output_tokens")):
-                if data.get(key) is None:
-                    data = {**data, key: max(1, round(sum(getattr(r, attr) for r in trace) / len(trace)))}
+                mean = _trace_mean(trace, attr)
+                if data.get(key) is None and mean is not None:
+                    data = {**data, key: mean}
         return data
 
     @field_validator("workload_trace", mode="after")
@@ -387,6 +386,18 @@ class InferenceWorkload(BaseModel):
         Fp8Config quantizes linear layers only, ParallelLMHead keeps UnquantizedEmbeddingMethod; TensorRT Model
         Optimizer's FP8/INT4 configs disable '*lm_head*'), so only a 32-bit model stores more."""
         return max(2.0, float(BYTES[self.precision]))
+
+
+def _trace_mean(trace: list[Any] | tuple[Any, ...], attr: str) -> int | None:
+    """The trace's mean of `attr` (records or dicts), or None where a request lacks a valid one (pydantic then names
+    it, with its place in the trace)."""
+    values: list[int] = []
+    for r in trace:
+        v = r.get(attr) if isinstance(r, dict) else getattr(r, attr, None)
+        if not isinstance(v, int) or isinstance(v, bool) or v < 1:
+            return None
+        values.append(v)
+    return max(1, round(sum(values) / len(values)))
 
 
 def _mode(value: Any) -> Any:

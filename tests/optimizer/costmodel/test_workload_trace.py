@@ -114,5 +114,8 @@ def test_the_workload_takes_a_trace_as_text_or_records() -> None:
     with pytest.raises(DomainError, match="not both") as err:
         build_inference(workload_trace=MOONCAKE, length_distribution="sharegpt")
     assert err.value.field == "workload.length_distribution"
+    with pytest.raises(DomainError) as bad:
+        build_inference(workload_trace=[records[0], {"arrival_s": 3.0, "input_tokens": 0, "output_tokens": 1}])
+    assert bad.value.field == "workload.workload_trace.1.input_tokens"
     with pytest.raises(DomainError, match="length spread"):
         build_inference(prompt_len=9, output_len=9, length_distribution="sharegpt", output_len_cv=1.0)
