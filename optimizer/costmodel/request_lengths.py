@@ -11,7 +11,8 @@ tokenizer and the release of a dataset move its absolute lengths (the project's 
 
 Synthetic datasets are drawn as their benchmark draws them: `random` as vLLM's RandomDataset (uniform integers in
 [floor(L (1 - r)), ceil(L (1 + r))] around the requested length L, range ratio r; vLLM's default r = 0, every request
-exactly L), `sonnet` at its requested lengths (vLLM's expected_output_len is the requested output length).
+exactly L), `sonnet` at its requested lengths (--sonnet-input-len / --sonnet-output-len; the spread whole sonnet lines
+give a prompt around its requested length, and its 200-token shared prefix, are not modelled).
 
 Left out, no per-request figures found: LMSys-Chat-1M (its paper's Table 1 gives means only), ShareGPT V3 as `vllm
 bench serve` samples it (first turn, ShareGPT_V3_unfiltered_cleaned_split.json; no published quantiles: `sharegpt`
