@@ -8,13 +8,17 @@ one of `requests` prompts is sent at t = 0 and the engine admits them as its KV 
 `closed_loop` (`--max-concurrency N`: N users, each sending its next request when the previous one completes).
 Scored figures: mean and median TTFT, mean TPOT, and the output throughput over the run (generated tokens over
 the benchmark's duration).
+
+Lengths: where a record's table names its dataset (`ShareGPT`, `random`), its requests are drawn from that dataset's
+length distribution (costmodel/request_lengths.py) at the record's measured mean lengths; `lengths="means"` prices
+every request at the means, as the model did before the distributions [issue 55 §1].
 """
 
 from __future__ import annotations
 
 import json
 from importlib import resources
-from typing import Any
+from typing import Any, Literal
 
 from accuracy.published_runs import CalibrationCase
 from accuracy.serving_runs import record_cluster, record_config, record_workload
@@ -25,6 +29,10 @@ from optimizer.spec.model_loading import load_model_preset
 
 Record = dict[str, Any]
 METRICS = ("mean_ttft_ms", "median_ttft_ms", "mean_tpot_ms", "output_tokens_per_s")
+Lengths = Literal["dataset", "means"]
+# The datasets the quarantined sources name in their result blocks' titles (the `table` field, copied from the
+# source: "... ShareGPT", "... random 4K"), as request_lengths names them.
+DATASET_WORDS = (("sharegpt", "sharegpt"), ("random", "random"))
 
 
 def load_quarantine() -> tuple[dict[str, Any], list[Record]]:
@@ -48,11 +56,20 @@ def model_class(rec: Record) -> str:
     return "moe_ep_adp" if rec.get("ep", 1) > 1 or rec.get("dp", 1) > 1 else "moe"
 
 
-def predict_quarantine(rec: Record) -> list[CalibrationCase]:
-    """The scored figures of one quarantined record."""
+def record_dataset(rec: Record) -> str | None:
+    """The dataset a record's table names, or None."""
+    table = str(rec.get("table", "")).lower()
+    return next((name for word, name in DATASET_WORDS if word in table), None)
+
+
+def predict_quarantine(rec: Record, lengths: Lengths = "dataset") -> list[CalibrationCase]:
+    """The scored figures of one quarantined record; `lengths`: the named dataset's distribution or the means."""
     model = load_model_preset(rec["model"])
     cluster = record_cluster(rec)
     w = record_workload(rec)
+    dataset = record_dataset(rec)
+    if lengths == "dataset" and dataset is not None:
+        w = type(w).model_validate({**w.model_dump(), "length_distribution": dataset})
     cfg = record_config(rec)
     load = ReplicaLoad(model, cluster, w, cfg, validate(model, cluster, w, cfg))
     n = int(rec["requests"])

@@ -246,22 +246,18 @@ def render_estimate(e: Estimate, model: str, cluster: str) -> None:
 
 
 def render_load_latency(ll: LoadLatency) -> None:
-    """TTFT and TPOT percentiles at the workload's rate or concurrency, per replica."""
-    load = (
-        f"{ll.rate_per_replica:.3g} requests/s (Poisson)"
-        if ll.rate_per_replica is not None
-        else f"{ll.users_per_replica:.3g} users (closed loop)"
-    )
+    """TTFT, TPOT, ITL and end-to-end percentiles at the workload's rate, concurrency or trace, per replica."""
     out.print(
-        f"at {load} per replica ({ll.replicas} replica{'s' if ll.replicas > 1 else ''}): "
+        f"at {ll.load_words()} per replica ({ll.replicas} replica{'s' if ll.replicas > 1 else ''}): "
         f"{ll.request_rate:.3g} requests/s, {ll.output_tokens_per_s:,.0f} output tokens/s per replica"
         + ("" if ll.sustained else " [red](not sustained: the queue keeps growing)[/red]")
     )
     tab = Table(title="Latency at that load (ms)")
     for col in ("", "mean", "median", "p90", "p99"):
         tab.add_column(col, justify="right")
-    for name, p in (("TTFT", ll.ttft), ("TPOT", ll.tpot)):
-        tab.add_row(name, *(num(1000 * v) for v in (p.mean_s, p.p50_s, p.p90_s, p.p99_s)))
+    for name, p in (("TTFT", ll.ttft), ("TPOT", ll.tpot), ("ITL", ll.itl), ("end-to-end", ll.e2e)):
+        if p is not None:
+            tab.add_row(name, *(num(1000 * v) for v in (p.mean_s, p.p50_s, p.p90_s, p.p99_s)))
     out.print(tab)
 
 

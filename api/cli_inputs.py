@@ -37,6 +37,7 @@ from optimizer.spec.pipeline_layout import layout_vp
 from optimizer.spec.validation_errors import domain_error_from_validation
 from optimizer.spec.workload import InferenceWorkload, TrainingWorkload
 from optimizer.spec.workload_loading import build_config, build_inference, build_training, parse_int_list
+from optimizer.spec.workload_trace import parse_trace
 from optimizer.spec.yaml_documents import read_document, shown_path, yaml_mapping
 
 
@@ -180,9 +181,16 @@ def build_workload(
             fp8_recipe=numerics.fp8_recipe,
         )
     if shape.mode == "inference":
-        if shape.prompt_len is None or shape.output_len is None:
-            raise DomainError("workload", "inference needs --prompt-len and --output-len")
         serving = serving or ServingOptions()
+        options = dataclasses.asdict(serving)
+        trace_file = options.pop("workload_trace")
+        trace = (
+            None
+            if trace_file is None
+            else parse_trace(read_document(trace_file, "--workload-trace"), "--workload-trace")
+        )
+        if trace is None and (shape.prompt_len is None or shape.output_len is None):
+            raise DomainError("workload", "inference needs --prompt-len and --output-len (or --workload-trace)")
         knobs = dataclasses.asdict(engine or ServingEngine())
         eager = knobs.pop("enforce_eager")
         return build_inference(
@@ -193,7 +201,8 @@ def build_workload(
             objective=objective or serving_objective(serving),
             concurrency=concurrency,
             cuda_graphs=False if eager else None,
-            **dataclasses.asdict(serving),
+            workload_trace=trace,
+            **options,
             **knobs,
         )
     raise DomainError("mode", f"must be training or inference (got {shape.mode!r})")

@@ -264,6 +264,29 @@ class ServingOptions:
     ] = None
     prompt_len_cv: CvOpt = None
     output_len_cv: CvOpt = None
+    workload_trace: Annotated[
+        Path | None,
+        typer.Option(
+            "--workload-trace",
+            help="Your own requests, JSONL: a Mooncake / aiperf mooncake_trace (timestamp ms, input_length, "
+            "output_length) or a `vllm bench serve --save-result --save-detailed` file; the latency simulation runs "
+            "them at their own times (or at --rate / --concurrency). --prompt-len / --output-len default to its means.",
+        ),
+    ] = None
+    length_distribution: Annotated[
+        str | None,
+        typer.Option(
+            "--dataset",
+            help="Draw each request's prompt and output lengths from a dataset's measured distribution at the "
+            "--prompt-len / --output-len means: sharegpt, openchat-sharegpt4, arxiv-summarization, azure-conv-2023, "
+            "azure-code-2023, or random / sonnet as vllm bench serve draws them "
+            "(optimizer/costmodel/request_lengths.py).",
+        ),
+    ] = None
+    burstiness: Annotated[
+        float | None,
+        typer.Option(help="Gamma arrivals at --rate of this shape (vllm bench serve --burstiness; 1 = Poisson)."),
+    ] = None
 
 
 ConcurrencyOpt = Annotated[

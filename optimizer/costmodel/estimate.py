@@ -45,8 +45,9 @@ def estimate(
     admitted and, where the model predicts that it does not fit, states the overrun (memory_overrun_gb, reason,
     a note) instead of refusing it; `feasible` keeps the model's verdict.
 
-    `latency` (inference with a rate or concurrency in the workload): simulate TTFT and TPOT percentiles at that
-    load (load_latency); off where the caller prices one replica of a fleet whose rate is spread otherwise.
+    `latency` (inference with a rate, a concurrency or a timed trace in the workload): simulate TTFT, TPOT, ITL
+    and end-to-end percentiles at that load (load_latency); off where the caller prices one replica of a fleet
+    whose rate is spread otherwise.
 
     `goodput_band` (training): the goodput's 80% band from its inputs' ranges (plan_goodput); off where the caller
     reads only the point (the exhaustive oracle, the accuracy harness).
@@ -58,9 +59,10 @@ def estimate(
         est = estimate_training(model, cluster, workload, config, layout, fabric)
     else:
         est = estimate_inference(model, cluster, workload, config, layout)
-        if est.feasible and workload.rate is None and workload.concurrency is None:
+        loaded = workload.rate is not None or workload.concurrency is not None or workload.replays_trace
+        if est.feasible and not loaded:
             est = within_admission(est, ReplicaLoad(model, cluster, workload, config, layout))
-        if latency and est.feasible and (workload.rate is not None or workload.concurrency is not None):
+        if latency and est.feasible and loaded:
             # Attention data parallelism (dp with ep) is inside one replica; plain dp copies the replica.
             replicas = 1 if config.ep > 1 else config.dp
             load = ReplicaLoad(model, cluster, workload, config, layout)

@@ -48,17 +48,33 @@ class LatencyPercentiles(BaseModel):
 
 
 class LoadLatency(BaseModel):
-    """Inference: TTFT and TPOT percentiles of one replica at a request rate (open loop, Poisson arrivals) or a
-    number of concurrent users (closed loop), simulated over the engine's step (costmodel/serving_sim.py)."""
+    """Inference: TTFT, TPOT, ITL and end-to-end percentiles of one replica at a request rate (open loop, Poisson or
+    gamma arrivals), a number of concurrent users (closed loop) or the workload trace's own arrivals, simulated over
+    the engine's step (costmodel/serving_sim.py)."""
 
     replicas: int = Field(description="Replicas the load is spread over (the configuration's data-parallel copies).")
     rate_per_replica: float | None = Field(description="Open loop: requests/s offered to each replica.")
     users_per_replica: float | None = Field(description="Closed loop: users per replica.")
+    trace_requests_per_replica: int | None = Field(
+        default=None, description="Trace replay: the workload trace's requests each replica serves at their times."
+    )
     ttft: LatencyPercentiles = Field(description="Time to first token: arrival to the first output token.")
     tpot: LatencyPercentiles = Field(description="Time per output token after the first, per request.")
+    itl: LatencyPercentiles | None = Field(
+        default=None, description="Inter-token latency: every gap between two output tokens, pooled over requests."
+    )
+    e2e: LatencyPercentiles | None = Field(default=None, description="End-to-end latency: arrival to the last token.")
     request_rate: float = Field(description="Requests/s each replica completes.")
     output_tokens_per_s: float = Field(description="Output tokens/s of each replica.")
     sustained: bool = Field(description="False: the open-loop queue keeps growing (the rate exceeds the replica).")
+
+    def load_words(self) -> str:
+        """The load in words: the trace's requests at their times, a rate (open loop) or users (closed loop)."""
+        if self.trace_requests_per_replica is not None:
+            return f"the workload trace ({self.trace_requests_per_replica} requests at their own times)"
+        if self.rate_per_replica is not None:
+            return f"{self.rate_per_replica:.3g} requests/s (open loop)"
+        return f"{self.users_per_replica:.3g} users (closed loop)"
 
 
 class StepBreakdown(BaseModel):

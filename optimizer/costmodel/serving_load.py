@@ -26,6 +26,7 @@ from optimizer.costmodel.constants import CUDA_CONTEXT_BYTES, CUDA_GRAPHS_BYTES
 from optimizer.costmodel.inference import StepWork, kv_bytes_per_token_per_layer, replica_limits, stage_time
 from optimizer.costmodel.memory import stage_params
 from optimizer.costmodel.moe_serving import busiest_rank_prompt_tokens
+from optimizer.costmodel.request_lengths import length_spreads
 from optimizer.costmodel.serving_engines import EngineLimits
 from optimizer.costmodel.speculative import tokens_per_step
 from optimizer.frameworks.validation import Layout
@@ -130,7 +131,8 @@ class ReplicaLoad:
         # A running sequence is length-biased: one with a long output stays long, so the time-average over the
         # running set weights each request by its output length: E[O^2]/E[O] = O (1 + cv^2) [renewal theory,
         # inspection paradox]. Fixed lengths (cv 0) give O.
-        biased = w.output_len * (1 + w.output_len_cv**2)
+        prompt_cv, output_cv = length_spreads(w)
+        biased = w.output_len * (1 + output_cv**2)
         tokens_per_seq = w.prompt_len + (biased if self.limits.reserves_whole_request else biased / 2)
         self.max_decoding = min(float(self.limits.max_seqs) * self.ranks, self.kv_tokens / tokens_per_seq)
         self.ctx = w.prompt_len + biased / 2
@@ -141,7 +143,7 @@ class ReplicaLoad:
         self.positions = 1 + w.spec_tokens
         """Token-budget positions a decoding sequence takes per iteration (its drafts verified)."""
         """Mean context a decoding sequence attends to (length-biased)."""
-        self.service_cv2 = w.prompt_len_cv**2
+        self.service_cv2 = prompt_cv**2
         """Squared coefficient of variation of a prefill's service time (proportional to the prompt)."""
         hop = 0.0
         if c.pp > 1:

@@ -13,10 +13,13 @@ while the running sequences stay within max_seqs and the KV cache (ReplicaLoad.m
 emitted by the iteration that finishes a prompt's prefill; TPOT is a request's (last token - first token) / (output
 - 1), as `vllm bench serve` and `sglang.bench_serving` report it.
 
-Arrivals: open loop (Poisson at `rate` requests/s, what `--request-rate R` sends) or closed loop (`concurrency` users,
-each sending its next request when the previous one completes, no think time: `--max-concurrency N` with an
-unbounded rate). Lengths: the workload's means, gamma-distributed at its coefficients of variation. The seed is
-fixed, so one configuration gives one answer.
+Arrivals: open loop (Poisson at `rate` requests/s, what `--request-rate R` sends; gamma of shape `burstiness` as
+`--burstiness` draws them), closed loop (`concurrency` users, each sending its next request when the previous one
+completes, no think time: `--max-concurrency N` with an unbounded rate), or the user's trace at its own times.
+Lengths, per request: the trace's own (workload_trace), a named dataset's measured distribution
+(costmodel/request_lengths.py), else the workload's means, gamma-distributed at its coefficients of variation. TTFT,
+TPOT, ITL (every gap between two output tokens, as `vllm bench serve` pools them) and end-to-end latency come out as
+mean / p50 / p90 / p99. The seed is fixed, so one configuration gives one answer.
 """
 
 from __future__ import annotations
@@ -31,6 +34,8 @@ import numpy as np
 
 from optimizer.costmodel.result import LatencyPercentiles, LoadLatency
 from optimizer.costmodel.serving_load import ReplicaLoad
+from optimizer.costmodel.serving_report import LatencyReport, Percentiles
+from optimizer.costmodel.serving_requests import check_fits, open_loop_arrivals, request_lengths
 from optimizer.errors import DomainError
 
 REQUESTS = 1200  # simulated requests per estimate (the first WARMUP_SHARE not scored: the empty start)
@@ -39,41 +44,6 @@ SEED = 20261125
 STABLE_SLOPE = 0.02  # TTFT growth, s per s of arrivals, above which the open-loop queue is taken as unbounded
 _DECODE_POINTS = 18
 _PREFILL_POINTS = 10
-
-
-@dataclass(frozen=True)
-class Percentiles:
-    """mean, median, p90 and p99 of one latency, seconds."""
-
-    mean: float
-    p50: float
-    p90: float
-    p99: float
-
-    @staticmethod
-    def of(values: list[float]) -> Percentiles:
-        a = np.asarray(values, dtype=float)
-        p50, p90, p99 = (float(x) for x in np.percentile(a, [50, 90, 99]))
-        return Percentiles(float(a.mean()), p50, p90, p99)
-
-
-@dataclass(frozen=True)
-class LatencyReport:
-    """What a load gives a replica's requests."""
-
-    ttft: Percentiles
-    tpot: Percentiles
-    request_rate: float
-    """Completed requests per second (the offered rate in open loop, what the users reach in closed loop)."""
-    output_tokens_per_s: float
-    mean_decoding: float
-    """Mean sequences per iteration."""
-    stable: bool
-    """False when the open-loop queue kept growing (the rate is above what the replica sustains)."""
-    evictions: int = 0
-    """Requests evicted from the KV cache and recomputed (vLLM preemption, SGLang retraction)."""
-    peak_running: int = 0
-    """Most sequences admitted at once (running and prefilling)."""
 
 
 class _StepTable:
@@ -110,14 +80,6 @@ class _StepTable:
             + (1 - u) * v * t[i, j + 1]
             + u * v * t[i + 1, j + 1]
         )
-
-
-def _lengths(rng: np.random.Generator, mean: int, cv: float, n: int) -> np.ndarray:
-    """n lengths of mean `mean` and coefficient of variation `cv` (gamma), at least 1 token."""
-    if cv <= 0:
-        return np.full(n, mean, dtype=np.int64)
-    shape = 1.0 / cv**2
-    return np.maximum(1, np.rint(rng.gamma(shape, mean / shape, n))).astype(np.int64)
 
 
 # ---- each engine's admission and eviction rules, from its scheduler ----------------------------------------------
@@ -265,6 +227,7 @@ class _Run:
         self.next_arrival = 0  # index into arrivals
         self.evictions = 0
         self.peak_running = 0  # peak live sequences
+        self.gaps: list[tuple[float, float, float]] = []  # (iteration end, its duration, tokens it emitted)
 
     def arrivals_left(self) -> bool:
         return self.next_arrival < len(self.arrivals)
@@ -382,6 +345,7 @@ class _Run:
         if self.arrivals_left():
             k = min(k, max(1, math.ceil((self.arrivals[self.next_arrival] - self.now) / dt)))
         k = max(1, min(k, self.kv.decode_room(n_dec)))
+        self.gaps.append((self.now + k * dt, dt, float(n_dec * k)))
         self.now += k * dt
         self.decodes += k
         self.kv.decoded(n_dec, k)
@@ -423,6 +387,7 @@ class _Run:
         self.now += dt
         self.iterations += 1
         if decode_now and n_dec:
+            self.gaps.append((self.now, dt, float(n_dec)))
             self.busy_decoding += n_dec
             self.decodes += 1
             self.kv.decoded(n_dec, 1)
@@ -451,20 +416,23 @@ class _Run:
         finish_at = self.decodes + math.ceil((r.output - r.generated) / self.load.per_step)
         heapq.heappush(self.running, (finish_at, self.tie, r))
 
-    def report(self, rate: float | None, warmup: float) -> LatencyReport:
+    def report(self, open_loop: bool, warmup: float) -> LatencyReport:
         """The scored requests' percentiles and rates."""
         reqs = self.reqs
         scored = [r for r in reqs[int(len(reqs) * warmup) :] if not math.isnan(r.done)]
         ttft = [r.first - r.arrival for r in scored]
         tpot = [(r.done - r.first) / (r.output - 1) for r in scored if r.output > 1]
-        span = max(1e-12, max(r.done for r in scored) - min(r.arrival for r in scored))
+        start = min(r.arrival for r in scored)
+        span = max(1e-12, max(r.done for r in scored) - start)
+        gaps = [(dt, n) for end, dt, n in self.gaps if end > start]
         out_tokens = sum(int(r.output) for r in scored)
         # Open loop: stable when the queue does not grow. An overloaded replica's TTFT climbs with the arrival time
         # at (1 - capacity / rate) seconds per second; a stable one's does not trend. Stable when the fitted slope
         # stays below STABLE_SLOPE.
         stable = True
-        if rate is not None and len(ttft) >= 20:
-            slope = float(np.polyfit([r.arrival for r in scored], ttft, 1)[0])
+        times = [r.arrival for r in scored]
+        if open_loop and len(ttft) >= 20 and max(times) > min(times):
+            slope = float(np.polyfit(times, ttft, 1)[0])
             stable = slope < STABLE_SLOPE
         return LatencyReport(
             ttft=Percentiles.of(ttft),
@@ -475,6 +443,8 @@ class _Run:
             stable=stable,
             evictions=self.evictions,
             peak_running=self.peak_running,
+            itl=Percentiles.weighted([g for g, _ in gaps], [n for _, n in gaps]),
+            e2e=Percentiles.of([r.done - r.arrival for r in scored]),
         )
 
 
@@ -484,16 +454,21 @@ def simulate(
     rate: float | None = None,
     concurrency: int | None = None,
     burst: bool = False,
+    replay: bool = False,
+    replay_stride: int = 1,
     requests: int = REQUESTS,
     seed: int = SEED,
     warmup: float = WARMUP_SHARE,
+    burstiness: float | None = None,
 ) -> LatencyReport:
-    """TTFT and TPOT percentiles of `load`'s replica under `rate` requests/s (open loop), `concurrency` users
-    (closed loop; the users start together, as `--max-concurrency N` sends its first N requests at once) or a
-    `burst` of `requests` prompts sent at once (`vllm bench serve` / `bench_serving` with neither); exactly one.
-    The first `warmup` share of the requests is not scored (0 scores every request, as a benchmark does)."""
-    if sum((rate is not None, concurrency is not None, burst)) != 1:
-        raise DomainError("workload.rate", "give a request rate, a concurrency or a burst: exactly one")
+    """TTFT, TPOT, ITL and end-to-end percentiles of `load`'s replica under `rate` requests/s (open loop; gamma
+    inter-arrivals of shape `burstiness` where given), `concurrency` users (closed loop; the users start together,
+    as `--max-concurrency N` sends its first N requests at once), a `burst` of `requests` prompts sent at once
+    (`vllm bench serve` / `bench_serving` with neither) or a `replay` of the workload's trace at its own arrival
+    times (every `replay_stride`-th of its requests: one replica's share of a fleet's trace); exactly one. The
+    first `warmup` share of the requests is not scored (0 scores every request, as a benchmark does)."""
+    if sum((rate is not None, concurrency is not None, burst, replay)) != 1:
+        raise DomainError("workload.rate", "give a request rate, a concurrency, a burst or a timed trace: exactly one")
     if rate is not None and not rate > 0:
         raise DomainError("workload.rate", f"must be > 0 requests/s (got {rate})")
     if concurrency is not None and concurrency < 1:
@@ -503,19 +478,27 @@ def simulate(
     w, lim = load.w, load.limits
     if math.floor(load.max_decoding) < 1:
         raise DomainError("workload", "the replica holds no sequence in its KV cache: no latency to report")
+    trace = w.workload_trace
+    if replay:
+        if trace is None or trace[0].arrival_s is None:
+            raise DomainError("workload.workload_trace", "a replay needs a trace whose requests have arrival times")
+        trace = trace[:: max(1, replay_stride)]
+        requests = len(trace)
     max_seqs = lim.max_seqs * load.ranks
     rng = np.random.default_rng(seed)
-    prompts = _lengths(rng, w.prompt_len, w.prompt_len_cv, requests)
-    outputs = _lengths(rng, w.output_len, w.output_len_cv, requests)
+    prompts, outputs = request_lengths(w, rng, requests, trace)
     budget = float(load.token_budget)
     chunked = lim.chunked_prefill
     max_prefill = budget if chunked else max(budget, float(prompts.max()))
     kv = _Kv(load)
+    check_fits(prompts, outputs, kv.capacity, "workload.workload_trace" if trace is not None else "workload")
     top = max(1.0, min(float(max_seqs), kv.capacity / max(1.0, float(prompts.mean()))))
     step = _StepTable(load, top, max_prefill)
 
-    if rate is not None:
-        arrivals = np.cumsum(rng.exponential(1.0 / rate, requests)).tolist()
+    if replay:
+        arrivals = [float(r.arrival_s or 0.0) for r in trace or ()]
+    elif rate is not None:
+        arrivals = open_loop_arrivals(rng, rate, requests, burstiness)
     elif burst:
         arrivals = [0.0] * requests
     else:
@@ -548,22 +531,36 @@ def simulate(
         run.iterate(chunks, step)
         if not run.arrivals_left() and not run.waiting and not run.live:
             break
-    return run.report(rate, warmup)
+    return run.report(rate is not None or replay, warmup)
 
 
 def load_latency(load: ReplicaLoad, replicas: int) -> LoadLatency:
     """The percentiles of the workload's own load (rate over the whole fleet, or its users), spread evenly over
     `replicas`."""
     w = load.w
-    rate = w.rate / replicas if w.rate is not None else None
-    users = w.concurrency / replicas if w.concurrency is not None else None
-    rep = simulate(load, rate=rate, concurrency=None if users is None else max(1, round(users)))
+    if w.replays_trace:
+        # A fleet's trace spread round-robin: each replica serves every replicas-th request at its own time.
+        rep = simulate(load, replay=True, replay_stride=replicas, warmup=0.0, burstiness=None)
+        rate, users, replayed = None, None, len((w.workload_trace or ())[::replicas])
+    else:
+        rate = w.rate / replicas if w.rate is not None else None
+        users = w.concurrency / replicas if w.concurrency is not None else None
+        rep = simulate(
+            load,
+            rate=rate,
+            concurrency=None if users is None else max(1, round(users)),
+            burstiness=w.burstiness,
+        )
+        replayed = None
     return LoadLatency(
         replicas=replicas,
         rate_per_replica=rate,
         users_per_replica=users,
+        trace_requests_per_replica=replayed,
         ttft=_percentiles(rep.ttft),
         tpot=_percentiles(rep.tpot),
+        itl=_percentiles(rep.itl),
+        e2e=_percentiles(rep.e2e),
         request_rate=rep.request_rate,
         output_tokens_per_s=rep.output_tokens_per_s,
         sustained=rep.stable,

@@ -5,10 +5,11 @@ from __future__ import annotations
 import re
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, model_validator
+from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, field_validator, model_validator
 
 from optimizer.errors import DomainError
 from optimizer.spec.names import AttentionKernel, EngineName, FrameworkChoice
+from optimizer.spec.workload_trace import LengthDistribution, TraceRequest, normalized, parse_trace
 
 Precision = Literal["bf16", "fp16", "fp8"]
 # A release number as frameworks/releases.py parses it (kept here so the workload refuses a malformed one itself).
@@ -279,6 +280,74 @@ class InferenceWorkload(BaseModel):
         description="SLA plans: separate prefill and decode instances (on), one kind of replica (off), or "
         "whichever serves the rate cheaper (auto).",
     )
+    workload_trace: tuple[TraceRequest, ...] | None = Field(
+        default=None,
+        min_length=1,
+        description="The user's own requests, each with its prompt and output tokens and, where timed, its arrival "
+        "(optimizer/spec/workload_trace.py: a JSONL text as Mooncake / aiperf mooncake_trace or `vllm bench serve "
+        "--save-result --save-detailed` write it, or a list of {arrival_s, input_tokens, output_tokens}). The "
+        "latency simulation runs these requests: at their own arrival times, or at `rate` / by `concurrency` users "
+        "when given. Unset prompt_len / output_len become the trace's means.",
+    )
+    length_distribution: LengthDistribution | None = Field(
+        default=None,
+        description="A named dataset's measured prompt and output length distribution "
+        "(optimizer/costmodel/request_lengths.py, each with its source), scaled to prompt_len and output_len as its "
+        "means; random and sonnet as `vllm bench serve` draws them. Unset: gamma lengths at prompt_len_cv / "
+        "output_len_cv.",
+    )
+    burstiness: float | None = Field(
+        default=None,
+        gt=0,
+        le=1000,
+        description="Open-loop arrivals at `rate`: gamma inter-arrival times of shape `burstiness` (`vllm bench "
+        "serve --burstiness`; 1 = Poisson, the default; below 1 burstier).",
+    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _trace_text(cls, data: Any) -> Any:
+        """A trace given as JSONL text is read here; prompt_len / output_len default to the trace's means."""
+        if not isinstance(data, dict) or data.get("workload_trace") is None:
+            return data
+        trace = data["workload_trace"]
+        if isinstance(trace, str):
+            data = {**data, "workload_trace": parse_trace(trace)}
+            trace = data["workload_trace"]
+        if isinstance(trace, list | tuple) and trace:
+            for key, attr in (("prompt_len", "input_tokens"), ("output_len", "output_tokens")):
+                mean = _trace_mean(trace, attr)
+                if data.get(key) is None and mean is not None:
+                    data = {**data, key: mean}
+        return data
+
+    @field_validator("workload_trace", mode="after")
+    @classmethod
+    def _trace_order(cls, v: tuple[TraceRequest, ...] | None) -> tuple[TraceRequest, ...] | None:
+        return None if v is None else normalized(list(v), "workload_trace")
+
+    @model_validator(mode="after")
+    def _lengths_source(self) -> InferenceWorkload:
+        named = "workload_trace" if self.workload_trace is not None else "length_distribution"
+        if self.workload_trace is not None and self.length_distribution is not None:
+            raise DomainError(
+                "workload.length_distribution", "a trace carries its own lengths: give a trace or a dataset, not both"
+            )
+        if (self.workload_trace is not None or self.length_distribution is not None) and (
+            self.prompt_len_cv or self.output_len_cv
+        ):
+            raise DomainError(
+                "workload.prompt_len_cv", f"{named} sets the length spread: no prompt_len_cv / output_len_cv with it"
+            )
+        if self.burstiness is not None and self.rate is None:
+            raise DomainError("workload.burstiness", "shapes open-loop arrivals at a rate: give rate")
+        return self
+
+    @property
+    def replays_trace(self) -> bool:
+        """A timed trace and no rate or users of its own: the simulation sends the trace's requests at its times."""
+        t = self.workload_trace
+        return t is not None and t[0].arrival_s is not None and self.rate is None and self.concurrency is None
 
     @model_validator(mode="after")
     def _sla_fields(self) -> InferenceWorkload:
@@ -317,6 +386,18 @@ class InferenceWorkload(BaseModel):
         Fp8Config quantizes linear layers only, ParallelLMHead keeps UnquantizedEmbeddingMethod; TensorRT Model
         Optimizer's FP8/INT4 configs disable '*lm_head*'), so only a 32-bit model stores more."""
         return max(2.0, float(BYTES[self.precision]))
+
+
+def _trace_mean(trace: list[Any] | tuple[Any, ...], attr: str) -> int | None:
+    """The trace's mean of `attr` (records or dicts), or None where a request lacks a valid one (pydantic then names
+    it, with its place in the trace)."""
+    values: list[int] = []
+    for r in trace:
+        v = r.get(attr) if isinstance(r, dict) else getattr(r, attr, None)
+        if not isinstance(v, int) or isinstance(v, bool) or v < 1:
+            return None
+        values.append(v)
+    return max(1, round(sum(values) / len(values)))
 
 
 def _mode(value: Any) -> Any:
