@@ -51,10 +51,30 @@ OUTAGES_S = (18.0, 20.0)  # the issue's two PostgreSQL outages
 MESHPLAN = [sys.executable, "-c", "from api.cli import main; main()"]
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+def ephemeral_range() -> tuple[int, int]:
+    """Linux's range for the ports it hands to outgoing connections (net.ipv4.ip_local_port_range; 32768-60999 by
+    default, ip(7))."""
+    try:
+        low, high = Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()
+        return int(low), int(high)
+    except (OSError, ValueError):
+        return 32768, 60999
+
+
+def free_port(first: int = 20000, last: int = 32000) -> int:
+    """A free listening port below the ephemeral range: a client reconnecting during an outage is given a port from
+    that range, and one given the server's own port kept PostgreSQL from restarting for 61 s [issue 59 item 6]."""
+    low, high = ephemeral_range()
+    for port in range(first + os.getpid() % 4000, last):
+        if low <= port <= high:
+            continue
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    raise RuntimeError(f"no free port in {first}-{last} outside the ephemeral range {low}-{high}")
 
 
 class Postgres:
