@@ -127,7 +127,9 @@ def _num(v: Any, default: float = -1.0) -> float:
 
 
 def _group(args: dict[str, Any]) -> str | None:
-    name = args.get("Process Group Name") or args.get("Process Group Description")
+    # the description (torch.distributed's group_desc: "default_pg", a DeviceMesh dim's name) reads better than the
+    # numeric name [pytorch torch/csrc/distributed/c10d/ParamCommsUtils.hpp kProcessGroupDesc]
+    name = args.get("Process Group Description") or args.get("Process Group Name")
     ranks = args.get("Process Group Ranks")
     if name is None and ranks is None:
         return None

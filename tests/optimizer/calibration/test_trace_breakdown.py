@@ -107,6 +107,9 @@ def test_collectives_by_kind_and_exposed_communication(mine: dict[str, list[Rank
         assert 0 < c.exposed_us <= c.union_us <= c.sum_us
     (nccl,) = mine["nccl_parser_config"]
     assert {c.kind for c in nccl.window.collectives} == {"all_reduce", "broadcast"}
+    # its kernels carry torch.distributed's process-group args: the group, by description and ranks
+    assert {c.groups for c in nccl.window.collectives} == {("default_pg [0, 1]",)}
+    assert all(c.groups == () for c in control.window.collectives)  # an older trace without them
     # the pipeline job: rank 1 hides more of its SendRecv under compute than rank 0 (HTA: 20.05% vs 11.81%)
     r0, r1 = mine["trace_filter"]
     assert r1.window.overlap_ratio is not None and r0.window.overlap_ratio is not None
