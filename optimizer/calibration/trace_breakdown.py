@@ -136,7 +136,7 @@ def _group(args: dict[str, Any]) -> str | None:
     return f"{name or '?'} {ranks}" if ranks is not None else str(name)
 
 
-def _kernel(e: dict[str, Any]) -> Kernel | None:
+def _kernel(e: dict[str, Any], comms: dict[int, dict[str, Any]]) -> Kernel | None:
     if e.get("ph") != "X" or not is_gpu_event(str(e.get("cat", ""))):
         return None
     args = e.get("args") if isinstance(e.get("args"), dict) else {}
@@ -146,32 +146,41 @@ def _kernel(e: dict[str, Any]) -> Kernel | None:
         return None
     name = str(e.get("name", ""))
     cls = kernel_class(name)
-    coll = args.get("Collective name")
-    kind = collective_kind(name, str(coll) if coll else None) if cls == "communication" else None
-    return Kernel(
-        ts, ts + dur, int(stream), cls, kind, _group(args) if kind else None, int(_num(args.get("correlation")))
-    )
+    kind, group = None, None
+    if cls == "communication":
+        # the collective's args on the kernel, else on the record_param_comms op that launched it (same External id)
+        meta = args if "Collective name" in args else comms.get(int(_num(args.get("External id"))), args)
+        coll = meta.get("Collective name")
+        kind = collective_kind(name, str(coll) if coll else None)
+        group = _group(meta)
+    return Kernel(ts, ts + dur, int(stream), cls, kind, group, int(_num(args.get("correlation"))))
 
 
-def _steps_and_launches(events: list[dict[str, Any]]) -> tuple[list[_Step], dict[int, float]]:
+def _cpu_side(events: list[dict[str, Any]]) -> tuple[list[_Step], dict[int, float], dict[int, dict[str, Any]]]:
+    """The ProfilerSteps, each launch's time by correlation id, and the collectives' args (record_param_comms ops,
+    which carry `Collective name` and the process group [pytorch torch/csrc/distributed/c10d/ParamCommsUtils.hpp
+    RECORD_PARAM_COMMS]) by External id."""
     steps: dict[int, _Step] = {}
     launches: dict[int, float] = {}
+    comms: dict[int, dict[str, Any]] = {}
     for e in events:
         if e.get("ph") != "X" or is_gpu_event(str(e.get("cat", ""))):
             continue
-        cat = str(e.get("cat", "")).lower()
+        args = e.get("args") if isinstance(e.get("args"), dict) else {}
+        assert isinstance(args, dict)
         m = _STEP.match(str(e.get("name", "")))
-        if m and not cat.startswith("gpu_"):  # gpu_user_annotation: the step's GPU-side copy
+        if m and not str(e.get("cat", "")).lower().startswith("gpu_"):  # gpu_user_annotation: the GPU-side copy
             ts, dur = _num(e.get("ts")), _num(e.get("dur"), 0.0)
             n = int(m.group(1))
             if n not in steps or ts < steps[n].ts:
                 steps[n] = _Step(n, ts, ts + dur)
             continue
-        args = e.get("args")
-        corr = _num(args.get("correlation")) if isinstance(args, dict) else -1
+        if "Collective name" in args:
+            comms[int(_num(args.get("External id")))] = args
+        corr = _num(args.get("correlation"))
         if corr >= 0:
             launches[int(corr)] = _num(e.get("ts"))
-    return sorted(steps.values(), key=lambda s: s.ts), launches
+    return sorted(steps.values(), key=lambda s: s.ts), launches, comms
 
 
 def _collectives(kernels: list[Kernel], compute: Intervals) -> tuple[CollectiveTime, ...]:
@@ -225,10 +234,10 @@ def window_breakdown(kernels: list[Kernel], wall_us: float | None = None) -> Win
 
 def rank_breakdown(trace: TraceFile) -> RankBreakdown:
     """One rank's trace, per step and over HTA's whole-trace window."""
-    kernels = [k for k in (_kernel(e) for e in trace.events) if k is not None]
+    steps, launches, comms = _cpu_side(trace.events)
+    kernels = [k for k in (_kernel(e, comms) for e in trace.events) if k is not None]
     if not kernels:
         raise DomainError("trace", f"{trace.name}: no GPU kernels (a trace of the CPU only, or the GPU not profiled)")
-    steps, launches = _steps_and_launches(trace.events)
     per_step: dict[int, list[Kernel]] = defaultdict(list)
     starts = np.array([s.ts for s in steps])
     for k in kernels:

@@ -28,6 +28,7 @@ import gzip
 import io
 import json
 import tarfile
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -114,6 +115,22 @@ def test_collectives_by_kind_and_exposed_communication(mine: dict[str, list[Rank
     r0, r1 = mine["trace_filter"]
     assert r1.window.overlap_ratio is not None and r0.window.overlap_ratio is not None
     assert r1.window.overlap_ratio > r0.window.overlap_ratio
+
+
+def test_a_kernel_without_the_collective_args_takes_them_from_its_record_param_comms_op() -> None:
+    (trace,) = read_trace_path(data("nccl_parser_config"))
+    keys = ("Collective name", "Process Group Name", "Process Group Description", "Process Group Ranks")
+    stripped = []
+    for e in trace.events:
+        args = e.get("args")
+        if e.get("cat") == "kernel" and isinstance(args, dict) and "Collective name" in args:
+            e = {**e, "args": {k: v for k, v in args.items() if k not in keys}}
+        stripped.append(e)
+    (r,) = trace_breakdown([replace(trace, events=stripped)])
+    assert {(c.kind, c.groups) for c in r.window.collectives} == {
+        ("all_reduce", ("default_pg [0, 1]",)),
+        ("broadcast", ("default_pg [0, 1]",)),
+    }
 
 
 def test_steps_split_the_window_and_give_the_step_time(mine: dict[str, list[RankBreakdown]]) -> None:
