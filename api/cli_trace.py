@@ -34,14 +34,17 @@ def trace_body(path: Path) -> bytes:
 
 
 def print_phases(out: dict[str, Any]) -> None:
-    """The traced step's phases, seconds per step (median over ranks)."""
+    """The traced step's phases, seconds per step (median over ranks), beside the plan's estimate where it prices
+    the phase."""
     phases = (out.get("measurement") or {}).get("phases_s") or {}
     if not phases:
         return
+    priced = out.get("priced_phases_s") or {}
     ranks = len((out.get("breakdown") or {}).get("ranks") or [])
     t = Table(title=f"Traced step, {ranks} rank(s): seconds per step")
-    t.add_column("phase")
-    t.add_column("s", justify="right")
+    for col in ("phase", "traced s", "priced s"):
+        t.add_column(col, justify="left" if col == "phase" else "right")
     for name, v in phases.items():
-        t.add_row(name, f"{v:.4g}")
+        p = priced.get(name)
+        t.add_row(name, f"{v:.4g}", f"{p:.4g}" if p is not None else "")
     Console().print(t)

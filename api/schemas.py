@@ -365,6 +365,10 @@ class TraceMeasurementOut(MeasurementOut):
         "group, exposed and overlapped communication, idle and wall time, us (optimizer/calibration/"
         "trace_breakdown.py); stored with the measurement."
     )
+    priced_phases_s: dict[str, float] = Field(
+        description="The plan's estimate (sourced constants) of the traced phases compute, exposed_comm and idle, "
+        "seconds per step (optimizer/calibration/trace_priced.py), beside measurement.phases_s."
+    )
 
 
 class CalibrationOut(BaseModel):

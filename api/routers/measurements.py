@@ -13,10 +13,9 @@ from api.responses import NOT_FOUND, STANDARD, WRITE
 from api.schemas import CalibrateOut, CalibrationOut, MeasurementOut, TraceMeasurementOut
 from optimizer.calibration.measurements import Measurement
 from optimizer.calibration.run_logs import DEFAULT_WARMUP, LogFormatChoice, parse_log
-from optimizer.calibration.trace_files import read_trace_upload
-from optimizer.calibration.trace_measurement import measure_trace
 from service.calibration import comparisons, recalibrate, record_measurement
 from service.plans import planned, specs_of
+from service.trace_measurements import record_trace
 from store.models import MAX_ID, Plan
 from store.models import Measurement as MeasurementRow
 from store.repositories.clusters import ClusterRepository
@@ -82,11 +81,9 @@ def add_trace(
     cluster_id: RanOn = None,
 ) -> TraceMeasurementOut:
     """A traced run: its step time (ProfilerStep wall time), its phases and the whole breakdown, stored together."""
-    PlanRepository(s).get(plan_id)
-    traced = measure_trace(read_trace_upload(body), note)
-    row = record_measurement(s, plan_id, traced.measurement, cluster_id, traced.breakdown)
-    out = _out(s, PlanRepository(s).get(plan_id), row)
-    return TraceMeasurementOut(**out.model_dump(), breakdown=traced.breakdown)
+    done = record_trace(s, plan_id, body, note, cluster_id)
+    out = _out(s, PlanRepository(s).get(plan_id), done.row)
+    return TraceMeasurementOut(**out.model_dump(), breakdown=done.breakdown, priced_phases_s=done.priced_phases_s)
 
 
 @router.get("/v1/plans/{plan_id}/measurements", response_model=list[MeasurementOut], responses=NOT_FOUND)

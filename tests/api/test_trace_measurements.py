@@ -53,6 +53,10 @@ def test_a_trace_is_stored_with_its_breakdown_and_bad_traces_are_422(client: Tes
     phases = m["measurement"]["phases_s"]
     assert phases["exposed_send_recv"] > 0 and phases["gemm"] > 0 and phases["exposed_comm"] <= phases["comm"]
     assert [r["rank"] for r in m["breakdown"]["ranks"]] == [0, 1]
+    # the plan's own price of the same phases: exposed times that add up to its (uncalibrated) step, no offload here
+    priced = m["priced_phases_s"]
+    assert set(priced) == {"compute", "exposed_comm", "idle"} and priced["compute"] > 0
+    assert abs(sum(priced.values()) - m["uncalibrated_step_s"]) < 1e-6 * m["uncalibrated_step_s"]
     with api_db.session() as s:
         row = s.scalars(select(Measurement).where(Measurement.id == m["id"])).one()
         assert row.breakdown is not None and row.breakdown["ranks"][1]["steps"]["551"]["kernels"] > 0
