@@ -47,15 +47,18 @@ class BodyLimit(HttpMiddleware):
     one raises an HTTPException from the body read, which FastAPI passes on as is (any other exception there it
     answers with an undocumented 400)."""
 
-    def __init__(self, app: ASGIApp, limit: int) -> None:
+    def __init__(self, app: ASGIApp, limit: int, trace_limit: int | None = None) -> None:
         super().__init__(app)
         self.limit = limit
+        self.trace_limit = trace_limit or limit
 
     async def http(self, scope: Scope, receive: Receive, send: Send) -> None:
         headers = dict(scope.get("headers") or [])
         declared = headers.get(b"content-length")
-        reason = f"request body above {self.limit} bytes"
-        if declared is not None and (not declared.isdigit() or int(declared) > self.limit):
+        # a profiler trace upload has its own, larger limit (settings.max_trace_bytes)
+        limit = self.trace_limit if str(scope.get("path", "")).endswith("/measurements/trace") else self.limit
+        reason = f"request body above {limit} bytes"
+        if declared is not None and (not declared.isdigit() or int(declared) > limit):
             await JSONResponse({"detail": reason}, status_code=413)(scope, receive, send)
             return
         seen = 0
@@ -64,7 +67,7 @@ class BodyLimit(HttpMiddleware):
             nonlocal seen
             message = await receive()
             seen += len(message.get("body", b""))
-            if seen > self.limit:
+            if seen > limit:
                 raise HTTPException(413, reason)
             return message
 
@@ -171,7 +174,7 @@ def create_app(
     openapi_doc.install_docs(app)
 
     app.add_middleware(RequestMetrics, metrics=app.state.metrics)
-    app.add_middleware(BodyLimit, limit=cfg.max_body_bytes)
+    app.add_middleware(BodyLimit, limit=cfg.max_body_bytes, trace_limit=cfg.max_trace_bytes)
     app.add_middleware(ConcurrencyLimit, limit=cfg.max_concurrent_requests)
     app.add_middleware(ReadCache, db=db, metrics=app.state.metrics, budget_bytes=cfg.read_cache_mb * 1_000_000)
     app.add_middleware(SecurityHeaders)  # outermost: every answer, the middlewares' own (413, 503) included

@@ -113,15 +113,34 @@ def measure(
         str, typer.Option("--format", help="auto, megatron, torchtitan, deepspeed, nemo, vllm, sglang.")
     ] = "auto",
     warmup: Annotated[int, typer.Option(help="Log steps skipped at the start.", min=0, max=100_000)] = 3,
+    trace: Annotated[
+        Path | None,
+        typer.Option(
+            help="A PyTorch profiler trace instead: a *.json / *.json.gz file or a directory of one per rank (its "
+            "step time, phases and breakdown are stored)."
+        ),
+    ] = None,
     cluster: ClusterOpt = None,
     url: UrlOpt = DEFAULT_URL,
     token: TokenOpt = None,
 ) -> None:
-    """Record what a run of a plan measured (figures or its log) and print it next to the prediction."""
+    """Record what a run of a plan measured (figures, its log or its profiler trace) and print it next to the
+    prediction."""
     from optimizer.spec.yaml_documents import read_document
 
     figures = Figures(step_time, tokens_per_s, peak_allocated_gb, peak_reserved_gb, steps, framework_version, note)
     try:
+        if trace is not None:
+            from api.cli_trace import print_phases, trace_body
+
+            if figures.given() or log is not None:
+                raise DomainError("--trace", "give a trace, a log or figures, one of them")
+            query = {"note": note} | ({"cluster_id": cluster} if cluster is not None else {})
+            path = f"/v1/plans/{plan_id}/measurements/trace?{urllib.parse.urlencode(query)}"
+            out = _call(url, token, path, trace_body(trace), "application/octet-stream")
+            _print_measurement(out, plan_id)
+            print_phases(out)
+            return
         if log is not None:
             if figures.given():
                 raise DomainError("--log", "give a log or figures, not both")

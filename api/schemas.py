@@ -359,6 +359,18 @@ class MeasurementOut(BaseModel):
     predicted_memory_gb: float | None = Field(description="Predicted peak allocated per GPU (no reserve).")
 
 
+class TraceMeasurementOut(MeasurementOut):
+    breakdown: dict[str, Any] = Field(
+        description="The trace per rank and step: GEMM / attention / other compute, each collective by kind and "
+        "group, exposed and overlapped communication, idle and wall time, us (optimizer/calibration/"
+        "trace_breakdown.py); stored with the measurement."
+    )
+    priced_phases_s: dict[str, float] = Field(
+        description="The plan's estimate (sourced constants) of the traced phases compute, exposed_comm and idle, "
+        "seconds per step (optimizer/calibration/trace_priced.py), beside measurement.phases_s."
+    )
+
+
 class CalibrationOut(BaseModel):
     id: int
     cluster_id: int

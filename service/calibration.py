@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
 from sqlalchemy.orm import Session
 
@@ -67,9 +68,16 @@ def _config(plan: Plan) -> ParallelConfig:
     return best.config
 
 
-def record_measurement(s: Session, plan_id: int, m: Measurement, cluster_id: int | None = None) -> MeasurementRow:
+def record_measurement(
+    s: Session,
+    plan_id: int,
+    m: Measurement,
+    cluster_id: int | None = None,
+    breakdown: dict[str, Any] | None = None,
+) -> MeasurementRow:
     """Store what a run of plan `plan_id` measured (checked against the plan's workload and GPU, and against the
-    cluster the caller says it ran on, `cluster_id`, when given)."""
+    cluster the caller says it ran on, `cluster_id`, when given), with a profiler trace's breakdown if it came
+    from one."""
     plan = PlanRepository(s).get(plan_id)
     if cluster_id is not None and cluster_id != plan.cluster_id:
         raise DomainError(
@@ -92,6 +100,7 @@ def record_measurement(s: Session, plan_id: int, m: Measurement, cluster_id: int
         peak_allocated_gb=m.peak_allocated_gb,
         predicted_memory_gb=est.peak_allocated_gb if est.stages else None,
         source=m.source,
+        breakdown=breakdown,
     )
     return MeasurementRepository(s).add(row)
 

@@ -337,6 +337,11 @@ class Measurement(Row):
     peak_allocated_gb: Mapped[float | None] = mapped_column(Float)
     predicted_memory_gb: Mapped[float | None] = mapped_column(Float, doc="Predicted peak allocated per GPU.")
     source: Mapped[str] = mapped_column(String(16), default="manual")
+    breakdown: Mapped[dict[str, Any] | None] = mapped_column(
+        NullableDocument,
+        doc="A profiler trace's breakdown per rank and step (optimizer/calibration/trace_measurement.py), if the "
+        "measurement came from one.",
+    )
     created_at: Mapped[datetime] = mapped_column(default=now, index=True)
 
 

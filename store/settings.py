@@ -27,6 +27,12 @@ class Settings(BaseModel):
     default_time_limit_s: float = Field(default=30.0, gt=0.1, description="Solver time limit when a job names none.")
     open_reads: bool = Field(default=False, description="Reads need no token.")
     max_body_bytes: int = Field(default=1_000_000, ge=1024, description="Largest request body, bytes.")
+    max_trace_bytes: int = Field(
+        default=256_000_000,
+        ge=1024,
+        description="Largest profiler-trace upload (POST /v1/plans/{id}/measurements/trace), bytes: a gzipped Kineto "
+        "trace of a step or two is tens of MB per rank.",
+    )
     max_page_size: int = Field(default=100, ge=1, description="Largest page of a list.")
     max_concurrent_requests: int = Field(
         default=16,

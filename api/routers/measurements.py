@@ -10,11 +10,12 @@ from fastapi import APIRouter, Body, Query
 from api.convert import calibration_out, measurement_out
 from api.deps import Reader, RowId, SessionDep, Writer
 from api.responses import NOT_FOUND, STANDARD, WRITE
-from api.schemas import CalibrateOut, CalibrationOut, MeasurementOut
+from api.schemas import CalibrateOut, CalibrationOut, MeasurementOut, TraceMeasurementOut
 from optimizer.calibration.measurements import Measurement
 from optimizer.calibration.run_logs import DEFAULT_WARMUP, LogFormatChoice, parse_log
 from service.calibration import comparisons, recalibrate, record_measurement
 from service.plans import planned, specs_of
+from service.trace_measurements import record_trace
 from store.models import MAX_ID, Plan
 from store.models import Measurement as MeasurementRow
 from store.repositories.clusters import ClusterRepository
@@ -27,6 +28,15 @@ RanOn = Annotated[
     Query(ge=1, le=MAX_ID, description="The cluster the run ran on: checked against the plan's (422 when another)."),
 ]
 RunLog = Annotated[str, Body(media_type="text/plain", description="A training log or serving benchmark output.")]
+Trace = Annotated[
+    bytes,
+    Body(
+        media_type="application/octet-stream",
+        description="A PyTorch profiler (Kineto) trace: one rank's Chrome-trace JSON, plain or gzipped, or a tar "
+        "(plain or gzipped) of one *.json / *.json.gz per rank. Send it as application/octet-stream (or "
+        "application/gzip, application/x-tar): a JSON content type is read as a JSON body.",
+    ),
+]
 
 
 def _out(s: SessionDep, plan: Plan, row: MeasurementRow) -> MeasurementOut:
@@ -57,6 +67,23 @@ def add_log(
     m = parsed.measurement.model_copy(update={"note": note}) if note else parsed.measurement
     row = record_measurement(s, plan_id, m, cluster_id)
     return _out(s, plan, row)
+
+
+@router.post(
+    "/v1/plans/{plan_id}/measurements/trace", status_code=201, response_model=TraceMeasurementOut, responses=WRITE
+)
+def add_trace(
+    plan_id: RowId,
+    s: SessionDep,
+    _: Writer,
+    body: Trace,
+    note: Annotated[str, Query(max_length=2000)] = "",
+    cluster_id: RanOn = None,
+) -> TraceMeasurementOut:
+    """A traced run: its step time (ProfilerStep wall time), its phases and the whole breakdown, stored together."""
+    done = record_trace(s, plan_id, body, note, cluster_id)
+    out = _out(s, PlanRepository(s).get(plan_id), done.row)
+    return TraceMeasurementOut(**out.model_dump(), breakdown=done.breakdown, priced_phases_s=done.priced_phases_s)
 
 
 @router.get("/v1/plans/{plan_id}/measurements", response_model=list[MeasurementOut], responses=NOT_FOUND)

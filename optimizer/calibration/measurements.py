@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
 
 from optimizer.errors import DomainError
 from optimizer.spec.workload import RELEASE_PATTERN, InferenceWorkload, TrainingWorkload
 
 MeasuredFramework = Literal["megatron", "deepspeed", "torchtitan", "nemo", "vllm", "sglang", "trtllm", "other"]
-LogSource = Literal["manual", "megatron", "torchtitan", "deepspeed", "nemo", "vllm", "sglang"]
+LogSource = Literal["manual", "megatron", "torchtitan", "deepspeed", "nemo", "vllm", "sglang", "trace"]
+PhaseName = Annotated[str, StringConstraints(min_length=1, max_length=64)]
+# Megatron-LM level 2 logs about 25 timers; a trace's breakdown about 20 figures (calibration/trace_breakdown.py).
+MAX_PHASES = 64
 
 # A step longer than a day or a GPU with more than 10 TB is a typing error, not a measurement.
 MAX_STEP_S = 86_400.0
@@ -37,6 +40,13 @@ class Measurement(BaseModel):
     )
     stage_times_s: list[float] | None = Field(
         default=None, max_length=4096, description="Per pipeline stage busy time per step, seconds."
+    )
+    phases_s: dict[PhaseName, float] | None = Field(
+        default=None,
+        max_length=MAX_PHASES,
+        description="Seconds per step by phase, named as the run's timers or trace name them (Megatron-LM's "
+        "forward-backward, all-grads-sync, optimizer; DeepSpeed's fwd, bwd, step; a profiler trace's gemm, attention, "
+        "exposed_comm, exposed_all_reduce, idle ...); phases may overlap and need not add up to the step.",
     )
     ttft_s: float | None = Field(default=None, gt=0, le=MAX_STEP_S, description="Serving: time to first token, s.")
     tpot_s: float | None = Field(default=None, gt=0, le=MAX_STEP_S, description="Serving: time per output token, s.")
@@ -103,6 +113,8 @@ class Measurement(BaseModel):
             raise DomainError(
                 "measurement.peak_reserved_gb", "must be at least peak_allocated_gb (reserved includes allocated)"
             )
+        if self.phases_s is not None and any(not (0 <= t <= MAX_STEP_S) for t in self.phases_s.values()):
+            raise DomainError("measurement.phases_s", f"every phase time must be in [0, {MAX_STEP_S:g}] s")
         if self.stage_times_s is not None and any(not (0 < t <= MAX_STEP_S) for t in self.stage_times_s):
             raise DomainError("measurement.stage_times_s", f"every stage time must be in (0, {MAX_STEP_S:g}] s")
         return self

@@ -13,6 +13,8 @@
   deepspeed/utils/timer.py ThroughputTimer]; the pipeline engine's 'steps: N loss: L iter time (s): T
   samples/sec: S' [deepspeed/runtime/pipe/engine.py]; see_memory_usage's 'MA a GB Max_MA b GB CA c GB Max_CA d GB'
   [deepspeed/runtime/utils.py].
+- the phases beside the step time (Megatron-LM's timers, DeepSpeed's wall-clock breakdown, torchtitan's time
+  metrics): run_log_phases.py, in `Measurement.phases_s`.
 - nemo (NeMo 1/2 Lightning progress): 'train_step_timing in s=X' (or ': X').
 - vllm / sglang (`vllm bench serve`, `sglang.bench_serving`): the 'Serving Benchmark Result' block: 'Median TTFT
   (ms):', 'Median TPOT (ms):', 'Output token throughput (tok/s):'.
@@ -26,6 +28,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from optimizer.calibration.measurements import Measurement
+from optimizer.calibration.run_log_phases import deepspeed_phases, megatron_phases, torchtitan_phases
 from optimizer.errors import DomainError
 from optimizer.spec.workload import InferenceWorkload, TrainingWorkload
 
@@ -134,6 +137,7 @@ def _megatron(text: str, warmup: int) -> ParsedLog:
         step_time_s=step,
         peak_allocated_gb=alloc,
         peak_reserved_gb=reserved if reserved and alloc and reserved >= alloc else None,
+        phases_s=megatron_phases(text, warmup) or None,
         steps=used,
         source="megatron",
         framework="megatron",
@@ -161,6 +165,7 @@ def _torchtitan(
         step_time_s=step,
         tokens_per_s=total_tps,
         peak_reserved_gb=reserved,
+        phases_s=torchtitan_phases(text, warmup) or None,
         steps=used,
         source="torchtitan",
         framework="torchtitan",
@@ -190,6 +195,7 @@ def _deepspeed(text: str, warmup: int, workload: TrainingWorkload | InferenceWor
         step_time_s=step,
         peak_allocated_gb=alloc or None,
         peak_reserved_gb=reserved if reserved and alloc and reserved >= alloc else None,
+        phases_s=deepspeed_phases(text, warmup) or None,
         steps=used,
         source="deepspeed",
         framework="deepspeed",
