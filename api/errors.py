@@ -50,6 +50,15 @@ def _loc(request: Request, field: str) -> list[str | int]:
 METHODS = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS")
 
 
+def _other_path(request: Request, exc: RequestValidationError) -> bool:
+    """Whether a path parameter failed because the request's path is another of the document's paths (matched as
+    it types its parameters) that does not answer this method: `/v1/clusters/sync` is not cluster "sync"."""
+    if not any(tuple(e.get("loc", ()))[:1] == ("path",) for e in exc.errors()):
+        return False
+    ops = operations(request.app, request.url.path)
+    return ops is not None and request.method.lower() not in ops
+
+
 def allowed_methods(request: Request) -> list[str]:
     """Every method some route of this path answers: Starlette's 405 names only the first path-matching route's
     (FastAPI keeps one route per method). A path of the OpenAPI document is read there, each path parameter
@@ -94,7 +103,14 @@ def install(app: FastAPI) -> None:
         return JSONResponse({"detail": [item]}, status_code=422)
 
     @app.exception_handler(RequestValidationError)
-    async def invalid(_: Request, exc: RequestValidationError) -> JSONResponse:
+    async def invalid(request: Request, exc: RequestValidationError) -> Response:
+        if _other_path(request, exc):  # `GET /v1/clusters/sync`: the sync path, which has no GET [issue 59 item 3]
+            allowed = allowed_methods(request)
+            return JSONResponse(
+                {"detail": f"Method Not Allowed: {request.url.path} answers {', '.join(allowed)}"},
+                status_code=405,
+                headers={"Allow": ", ".join(allowed)},
+            )
         items = []
         for e in exc.errors():
             ctx = (e.get("ctx") or {}).get("error")

@@ -77,3 +77,14 @@ def test_options_on_a_fixed_path_is_not_answered_by_its_id_sibling(client: TestC
     assert r.status_code == 405 and r.headers["allow"] == "POST", r.headers  # was "GET, POST, DELETE"
     r = client.options("/v1/clusters/5")
     assert r.status_code == 405 and r.headers["allow"] == "GET, DELETE", r.headers
+
+
+def test_a_method_the_sync_path_does_not_answer_is_405_not_a_bad_cluster_id(client: TestClient) -> None:
+    """`GET /v1/clusters/sync?name=0` is the sync operation's path (POST only), not cluster "sync" of
+    `/v1/clusters/{cluster_id}`: 405 with its Allow header, not a 422 blaming a path parameter [issue 59 item 3]."""
+    for method in ("GET", "DELETE"):
+        r = client.request(method, "/v1/clusters/sync", params={"name": "0"})
+        assert r.status_code == 405, (method, r.text)
+        assert r.headers["Allow"] == "POST", r.headers
+    bad = client.get("/v1/clusters/abc")  # no path of the document: the parameter's own 422 stands
+    assert bad.status_code == 422 and bad.json()["detail"][0]["loc"] == ["path", "cluster_id"]
