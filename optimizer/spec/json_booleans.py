@@ -1,7 +1,8 @@
-"""Booleans are not numbers: where a JSON Schema admits an integer (or a number) and no boolean, a true or false is
-refused. Pydantic's lax mode reads true as 1 and false as 0 (`"cluster_id": true` made a job on cluster 1,
-`nics_per_node: false` a pool without NICs) [issue 47 item 3]; its strict mode would also refuse what the inputs
-take on purpose (ISO date strings, whole-number floats), so this walks the value along the model's own schema."""
+"""Booleans and strings are not numbers: where a JSON Schema admits an integer (or a number) and no boolean, a true
+or false is refused, and where it admits no string, a string ("16") [issue 59 item 3]. Pydantic's lax mode reads
+true as 1 and false as 0 (`"cluster_id": true` made a job on cluster 1, `nics_per_node: false` a pool without
+NICs) [issue 47 item 3], and "16" as 16; its strict mode would also refuse what the inputs take on purpose (ISO
+date strings, whole-number floats), so this walks the value along the model's own schema."""
 
 from __future__ import annotations
 
@@ -56,14 +57,23 @@ def _types(schema: dict[str, Any], components: dict[str, Any]) -> set[str]:
     return out if said else {"any"}
 
 
+def _confused(value: Any, types: set[str]) -> bool:
+    """A boolean, or a string, where the schema admits numbers and neither booleans nor strings (pydantic's lax mode
+    reads "16" as 16 and true as 1) [issue 59 item 3]."""
+    if not types & NUMBERS or "any" in types:
+        return False
+    if isinstance(value, bool):
+        return "boolean" not in types
+    return isinstance(value, str) and "string" not in types
+
+
 def booleans_as_numbers(
     value: Any, schema: dict[str, Any], components: dict[str, Any], loc: tuple[str | int, ...] = ("body",)
 ) -> Iterator[tuple[str | int, ...]]:
-    """Where `value` holds a boolean at a place `schema` admits numbers but not booleans."""
+    """Where `value` holds a boolean or a string at a place `schema` admits numbers but neither of them."""
     schema = _resolve(schema, components)
-    if isinstance(value, bool):
-        types = _types(schema, components)
-        if types & NUMBERS and not types & {"boolean", "any"}:
+    if isinstance(value, bool | str):
+        if _confused(value, _types(schema, components)):
             yield loc
         return
     if isinstance(value, dict):
@@ -77,9 +87,8 @@ def booleans_as_numbers(
                     subs.append(_resolve(prop, components))
             if not subs:
                 continue
-            if isinstance(item, bool):  # refused only when no alternative admits it
-                types = set().union(*(_types(s, components) for s in subs))
-                if types & NUMBERS and not types & {"boolean", "any"}:
+            if isinstance(item, bool | str):  # refused only when no alternative admits it
+                if _confused(item, set().union(*(_types(s, components) for s in subs))):
                     yield (*loc, key)
                 continue
             found: set[tuple[str | int, ...]] = set()
@@ -95,6 +104,18 @@ def booleans_as_numbers(
             yield from sorted(found, key=str)
 
 
+def number_rule(value: Any) -> str:
+    """What a refused value is told."""
+    kind = "a boolean (true / false)" if isinstance(value, bool) else "a string"
+    return f"must be a number, not {kind}"
+
+
+def value_at(data: Any, loc: tuple[str | int, ...]) -> Any:
+    for step in loc:
+        data = data[step]
+    return data
+
+
 @cache
 def _model_schema(model: type[BaseModel]) -> dict[str, Any]:
     return model.model_json_schema()
@@ -105,4 +126,4 @@ def refuse_booleans(model: type[BaseModel], data: Any, prefix: str) -> None:
     schema = _model_schema(model)
     for loc in booleans_as_numbers(data, schema, schema.get("$defs", {}), ()):
         field = ".".join([prefix, *(str(step) for step in loc)])
-        raise DomainError(field, "must be a number, not a boolean (true / false)")
+        raise DomainError(field, number_rule(value_at(data, loc)))

@@ -12,6 +12,7 @@ import yaml
 from pydantic import ValidationError
 
 from optimizer.errors import DomainError, UnknownNameError
+from optimizer.spec.json_booleans import refuse_booleans
 from optimizer.spec.model_spec import ModelSpec
 from optimizer.spec.validation_errors import domain_error_from_validation
 from optimizer.spec.yaml_documents import document_mapping, read_document, shown_path
@@ -388,7 +389,9 @@ def model_from_hf_config(cfg: Config, name: str | None = None) -> ModelSpec:
 
 
 def build_model(fields: Config, prefix: str = "model") -> ModelSpec:
-    """Validate a field dict into a ModelSpec, turning pydantic errors into a DomainError naming the field."""
+    """Validate a field dict into a ModelSpec, turning pydantic errors into a DomainError naming the field (a
+    boolean or a string where a number goes is refused, not read as 1 or 16)."""
+    refuse_booleans(ModelSpec, fields, prefix)
     try:
         return ModelSpec.model_validate({k: v for k, v in fields.items() if v is not None})
     except ValidationError as exc:

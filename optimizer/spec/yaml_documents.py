@@ -14,6 +14,38 @@ import yaml
 from optimizer.errors import DomainError
 
 
+class DuplicateKey(ValueError):
+    """A mapping names one key twice (YAML 1.2 §3.2.1.1: keys are unique; RFC 8259 §4: names SHOULD be unique):
+    keeping the last value silently would hide the first."""
+
+    def __init__(self, key: object, where: str) -> None:
+        super().__init__(f"duplicate key {str(key)[:80]!r}{where}")
+        self.key = key
+
+
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """PyYAML's safe loader, refusing a mapping that names a key twice (it keeps the last one)."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        seen: set[object] = set()
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=deep)
+            if isinstance(key, str | int | float | bool) and key in seen:
+                raise DuplicateKey(key, f" (line {key_node.start_mark.line + 1})")
+            seen.add(key)
+        return super().construct_mapping(node, deep=deep)
+
+
+def unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """json.loads' object_pairs_hook: a dict, refusing a name given twice."""
+    out: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in out:
+            raise DuplicateKey(key, "")
+        out[key] = value
+    return out
+
+
 def yaml_mapping(text: str, field: str, source: str, holds: str) -> dict[str, Any]:
     """The mapping in YAML `text`; otherwise a DomainError on `field` naming `source` (one line: YAML's first)."""
     return document_mapping(text, field, source, holds, "YAML")
@@ -23,7 +55,9 @@ def document_mapping(text: str, field: str, source: str, holds: str, fmt: Litera
     """The mapping in `text` (YAML or JSON); otherwise a DomainError on `field` naming `source`: not valid, nested
     too deeply, a value Python will not read (an integer over 4,300 digits), or not a mapping."""
     try:
-        data = json.loads(text) if fmt == "JSON" else yaml.safe_load(text)
+        data = json.loads(text, object_pairs_hook=unique_keys) if fmt == "JSON" else yaml.load(text, _UniqueKeyLoader)
+    except DuplicateKey as exc:
+        raise DomainError(field, f"{source} names a key twice: {exc}") from None
     except (yaml.YAMLError, json.JSONDecodeError) as exc:
         raise DomainError(field, f"{source} is not valid {fmt}: {str(exc).splitlines()[0]}") from None
     except RecursionError:

@@ -5,8 +5,11 @@ blames a body, and a path's methods are its own route's."""
 from __future__ import annotations
 
 import json
+import re
+from pathlib import Path
 from typing import Any
 
+import pytest
 from fastapi.testclient import TestClient
 
 from tests.api.helpers import INVENTORY, TRAINING, make_cluster, make_model, name
@@ -88,3 +91,60 @@ def test_a_method_the_sync_path_does_not_answer_is_405_not_a_bad_cluster_id(clie
         assert r.headers["Allow"] == "POST", r.headers
     bad = client.get("/v1/clusters/abc")  # no path of the document: the parameter's own 422 stands
     assert bad.status_code == 422 and bad.json()["detail"][0]["loc"] == ["path", "cluster_id"]
+
+
+def test_one_type_policy_at_every_door(client: TestClient) -> None:
+    """No boolean as a number and no string as an integer, in a JSON body, a model spec and a YAML inventory; a key
+    named twice is an error naming it; nothing is stored [issue 59 item 3]."""
+    from optimizer.spec.model_loading import load_model_preset
+
+    cluster, model = make_cluster(client), make_model(client)
+    r = client.post("/v1/jobs", json={"cluster_id": str(cluster["id"]), "model_id": model["id"], "workload": TRAINING})
+    assert r.status_code == 422 and _locs(r) == [["body", "cluster_id"]], r.text  # was 202: "1" read as 1
+    assert r.json()["detail"][0]["msg"] == "must be a number, not a string"
+    spec = load_model_preset("llama-3-8b").model_dump(mode="json", exclude={"name"})
+    before = client.get("/v1/models").json()
+    for bad in (True, "32"):
+        r = client.post("/v1/models", json={"name": name("m"), "spec": {**spec, "num_layers": bad}})
+        assert r.status_code == 422, (bad, r.text)  # true was a 1-layer model (201)
+        assert r.json()["detail"][0]["loc"][-1] == "num_layers", r.text
+    r = client.post(
+        "/v1/clusters/import/yaml",
+        params={"name": name("y")},
+        content="pools:\n- name: h100\n  gpu: H100-SXM-80GB\n  nodes: '16'\n  gpus_per_node: 8\n",
+        headers={"Content-Type": "application/yaml"},
+    )
+    assert r.status_code == 422 and "nodes" in r.text and "not a string" in r.text, r.text
+    dup = "pools:\n- name: h100\n  gpu: H100-SXM-80GB\n  nodes: 2\n  nodes: 4\n  gpus_per_node: 8\n"
+    r = client.post(
+        "/v1/clusters/import/yaml",
+        params={"name": name("y")},
+        content=dup,
+        headers={"Content-Type": "application/yaml"},
+    )
+    assert r.status_code == 422 and "duplicate key 'nodes' (line 5)" in r.text, r.text
+    workload = json.dumps(TRAINING)
+    body = f'{{"cluster_id": {cluster["id"]}, "cluster_id": 1, "model_id": {model["id"]}, "workload": {workload}}}'
+    r = client.post("/v1/jobs", content=body, headers={"Content-Type": "application/json"})
+    assert r.status_code == 422 and "duplicate key 'cluster_id'" in r.text, r.text
+    assert client.get("/v1/models").json() == before
+
+
+def test_a_model_file_says_numbers_as_numbers_and_each_key_once(tmp_path: Path) -> None:
+    """YAML 1.1 reads `yes` as true: a model file's `num_layers: yes` is refused, not a 1-layer model; a key named
+    twice names the key and its line [issue 59 item 3]."""
+    from optimizer.errors import DomainError
+    from optimizer.spec.model_loading import load_model_file
+
+    fields = "hidden_size: 4096\nffn_hidden_size: 14336\nnum_attention_heads: 32\nvocab_size: 128256\n"
+    for text, said in (
+        ("num_layers: yes\n" + fields, "must be a number, not a boolean"),
+        ("num_layers: '32'\n" + fields, "must be a number, not a string"),
+        ("num_layers: 32\n" + fields + "num_layers: 16\n", "duplicate key 'num_layers' (line 6)"),
+    ):
+        path = tmp_path / "model.yaml"
+        path.write_text(text)
+        with pytest.raises(DomainError, match=re.escape(said)):
+            load_model_file(path)
+    path.write_text("num_layers: 32\n" + fields)
+    assert load_model_file(path).num_layers == 32
