@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import threading
 import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -123,6 +124,19 @@ class ConcurrencyLimit(HttpMiddleware):
             await self.app(scope, receive, send)
 
 
+def _send_unsent(db: Database, dispatcher: Dispatcher) -> None:
+    """At start-up, off the event loop: the queued jobs whose message the broker lost or never got."""
+    from workers.service import send_unsent
+
+    try:
+        sent = send_unsent(db, dispatcher)
+    except Exception as exc:  # the database or the broker is down: the sweep sends them later
+        log.warning("unsent jobs not sent at start-up: %s", exc)
+        return
+    if sent:
+        log.warning("jobs %s were committed and never sent (a stopped API process): sent now", sent)
+
+
 def create_app(
     cfg: Settings | None = None, db: Database | None = None, dispatcher: Dispatcher | None = None
 ) -> FastAPI:
@@ -144,6 +158,8 @@ def create_app(
                 pending = []
             for job_id in pending:
                 dispatcher.enqueue(job_id)
+        elif sender is not None:  # Celery: what a killed API process committed and never sent goes now
+            threading.Thread(target=_send_unsent, args=(db, dispatcher), name="meshplan-unsent", daemon=True).start()
         yield
         if sender is not None:
             sender.close()  # what this process committed and has not sent yet goes now (or to the sweep)

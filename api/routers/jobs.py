@@ -14,7 +14,7 @@ from optimizer.errors import DomainError
 from service.jobs import cancel, submit
 from store.models import MAX_ID
 from store.repositories.jobs import JobRepository
-from workers.dispatch import BrokerUnavailable
+from workers.dispatch import BrokerUnavailable, Dispatcher
 
 router = APIRouter(prefix="/v1/jobs", tags=["jobs"], responses=STANDARD)
 JobState = Literal["queued", "running", "succeeded", "failed", "cancelled"]
@@ -37,9 +37,18 @@ def submit_job(
     if body.time_limit_s is not None and body.time_limit_s > cfg.max_time_limit_s:
         raise DomainError("time_limit_s", f"must be at most {cfg.max_time_limit_s} seconds (got {body.time_limit_s})")
     job, created = submit(s, body, client=caller.name, idempotency_key=idempotency_key, cfg=cfg)
-    if created:
+    if created or _unsent(job.id, job.status, d):
         send_after_commit(s, [job.id])
     return job_out(s, job)
+
+
+def _unsent(job_id: int, status: str, d: Dispatcher) -> bool:
+    """An idempotent retry of a job still queued whose message the broker does not hold: the first request's
+    process may have died between its commit and its send, so the retry sends it [issue 59 item 2]."""
+    if status != "queued":
+        return False
+    waiting = d.waiting()
+    return waiting is None or job_id not in waiting
 
 
 @router.get("", response_model=PageOut[JobOut])

@@ -20,13 +20,13 @@ from service.jobs import submit
 from store.db import Database
 from store.repositories.jobs import LEASE_S, JobRepository
 from store.settings import Settings
-from tests.factories import cluster_and_model, training_request
+from tests.factories import cluster_and_model, training_request, unique
 from tests.sent import Sent
 from tests.workers.conftest import Proc
 from workers import names
 from workers import service as workers_service
 from workers.celery_app import make_celery
-from workers.dispatch import CeleryDispatcher
+from workers.dispatch import CeleryDispatcher, _job_of
 from workers.lease_watch import Reachability, tick
 
 
@@ -122,3 +122,44 @@ def test_the_sweep_does_not_send_a_job_whose_message_waits(
     redis.Redis.from_url(own_redis).flushdb()  # the broker lost it (restarted without persistence)
     assert job.id in workers_service.sweep(dispatcher)
     assert dispatcher.waiting() == {job.id}
+
+
+def test_a_committed_job_never_sent_goes_at_start_up_and_on_its_idempotent_retry(
+    own_redis: str, worker_db: Database
+) -> None:
+    """An API process killed between a job's commit and its send left it queued with no message: the next API
+    process sends it as it starts, and a retry with the same Idempotency-Key sends it again if the broker lost it
+    (it waited 189 s for the sweep); a retry whose message still waits sends nothing [issue 59 item 2]."""
+    import time
+
+    from fastapi.testclient import TestClient
+
+    from api.app import create_app
+    from store.repositories.tokens import TokenRepository
+
+    with worker_db.session() as s:
+        cluster, model = cluster_and_model(s)
+        _row, token = TokenRepository(s).create(unique("unsent"), ["write"])
+        req = training_request(cluster, model)
+        job, _ = submit(s, req, client=f"token:{_row.id}", idempotency_key="unsent-1")  # committed, never sent
+    cfg = Settings(database_url=worker_db.url, redis_url=own_redis)
+    dispatcher = CeleryDispatcher(cfg, _app(own_redis, worker_db.url))
+    broker = redis.Redis.from_url(own_redis)
+    broker.flushdb()  # the module's other tests' messages
+    with TestClient(create_app(cfg, worker_db, dispatcher)) as client:
+        deadline = time.monotonic() + 10
+        while job.id not in (dispatcher.waiting() or set()) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert job.id in (dispatcher.waiting() or set()), "not sent at start-up"
+        body = req.model_dump(mode="json", exclude_none=True)
+        headers = {"Authorization": f"Bearer {token}", "Idempotency-Key": "unsent-1"}
+        again = client.post("/v1/jobs", json=body, headers=headers)
+        assert again.status_code == 202 and again.json()["id"] == job.id, again.text
+        client.app.state.sender.flush(10)  # type: ignore[attr-defined]
+        queued = [_job_of(m) for m in broker.lrange(names.DEFAULT_QUEUE, 0, -1)]
+        assert queued.count(job.id) == 1  # its message waits: not sent twice
+        broker.flushdb()  # the broker lost it
+        again = client.post("/v1/jobs", json=body, headers=headers)
+        assert again.status_code == 202 and again.json()["id"] == job.id, again.text
+        client.app.state.sender.flush(10)  # type: ignore[attr-defined]
+        assert [_job_of(m) for m in broker.lrange(names.DEFAULT_QUEUE, 0, -1)] == [job.id]
