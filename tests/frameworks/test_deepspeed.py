@@ -97,6 +97,9 @@ def assert_as_priced(model: ModelSpec, cluster: ClusterSpec, w: TrainingWorkload
         "offload_param": None,
         "mics_shard_size": None,
         "zero_hpz_partition_size": c.shard_group if c.shard_scope == "weights" and c.shard_group else 1,
+        # DeepSpeed's default (the model dtype): BF16_Optimizer under PP at ZeRO 0, as priced (engine.py
+        # _do_optimizer_sanity_check; costmodel/framework_runtime.py DEEPSPEED.bf16_optimizer_under_pp)
+        "grad_accum_dtype": None,
         "bf16": w.precision in ("bf16", "fp8"),
         "fp16": w.precision == "fp16",
         "autotp_size": autotp,  # AutoTP without PP / SP; Megatron-DeepSpeed's TP otherwise
@@ -124,6 +127,8 @@ def test_planned_exports_parse_as_priced(model: str, cluster: str, gbs: int, pin
 
 
 HAND_BUILT = [
+    ("llama-3-8b", "dgx-h100:1", ParallelConfig(dp=8, zero_stage=3)),
+    ("mixtral-8x7b", "dgx-h100:4", ParallelConfig(dp=32, ep=8, zero_stage=1, recompute="full")),
     ("llama-3-8b", "dgx-h100:1", ParallelConfig(dp=8, zero_stage=2, recompute="full")),
     ("llama-3-8b", "dgx-h100:1", ParallelConfig(tp=2, dp=4, zero_stage=1, recompute="full", mbs=2)),
     ("llama-3-8b", "dgx-h100:1", ParallelConfig(tp=2, dp=4, zero_stage=3, recompute="selective")),
