@@ -106,7 +106,7 @@ def _export(
         if tool == "megatron":
             return megatron_export(model, workload, c, layers, model_ref)
         if tool == "deepspeed":
-            return deepspeed_export(workload, c, layers)
+            return deepspeed_export(model, workload, c, layers)
         return torchtitan_export(model, workload, c, layers)
     if tool == "vllm":
         return vllm_export(workload, c, layers, model_ref)

@@ -39,14 +39,26 @@ def test_torchtitan_hsdp_degrees() -> None:
     assert (plain["data_parallel_replicate_degree"], plain["data_parallel_shard_degree"]) == (1, 16)
 
 
+# MiCS is in DeepSpeed up to 0.19.6 (0.19.7 refuses mics_shard_size); hpZ in every release the export targets.
+DS_0196 = TrainingWorkload(global_batch_size=64, seq_len=4096, framework="deepspeed", framework_version="0.19.6")
+
+
 @pytest.mark.parametrize(("scope", "key"), [("states", "mics_shard_size"), ("weights", "zero_hpz_partition_size")])
 def test_deepspeed_mics_and_hpz(scope: str, key: str) -> None:
-    e = export("deepspeed", MODEL, W, ParallelConfig(dp=32, zero_stage=3, shard_group=8, shard_scope=scope))
+    e = export("deepspeed", MODEL, DS_0196, ParallelConfig(dp=32, zero_stage=3, shard_group=8, shard_scope=scope))
     zero = json.loads(e.content)["zero_optimization"]
     assert zero[key] == 8 and zero["stage"] == 3
     (other,) = {"mics_shard_size", "zero_hpz_partition_size"} - {key}
     assert other not in zero  # MiCS and hpZ are different partitionings: the plan sets one
     _documented("deepspeed", e.options)
+
+
+def test_deepspeed_mics_is_refused_where_deepspeed_removed_it() -> None:
+    # unstated: the newest release (0.19.8), whose config class refuses the key (tests/frameworks/test_deepspeed.py)
+    for w in (W, DS_0196.model_copy(update={"framework_version": "0.19.7"})):
+        with pytest.raises(DomainError) as exc:
+            export("deepspeed", MODEL, w, ParallelConfig(dp=32, zero_stage=3, shard_group=8))
+        assert exc.value.field == "export.shard_group" and "removed in 0.19.7" in exc.value.rule
 
 
 def test_megatron_distributed_optimizer_instances() -> None:
