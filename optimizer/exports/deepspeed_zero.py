@@ -10,6 +10,7 @@ from __future__ import annotations
 from optimizer.costmodel.framework_runtime import DEEPSPEED
 from optimizer.costmodel.memory import stage_params
 from optimizer.errors import DomainError
+from optimizer.frameworks.capabilities import MICS_LAST_RELEASE, deepspeed_release
 from optimizer.frameworks.releases import parse_version
 from optimizer.spec.model_spec import ModelSpec
 from optimizer.spec.parallel_config import ParallelConfig
@@ -24,23 +25,14 @@ PREFETCH_BUCKET = 50_000_000
 PERSISTENCE_THRESHOLD = 100_000
 MAX_LIVE = 1_000_000_000
 MAX_REUSE = 1_000_000_000
-# The release the export targets when the workload states none: the newest on PyPI, the one it is checked against
-# (tests/frameworks/deepspeed/requirements.txt).
-CHECKED_RELEASE = "0.19.8"
-# MiCS (zero_optimization.mics_shard_size) is in DeepSpeed up to 0.19.6; 0.19.7 refuses the key (runtime/config.py
-# _REMOVED_ZERO_CONFIG_KEYS: "MiCS ZeRO-3 sharding has been removed", DeepSpeed issue 8489).
-MICS_LAST_RELEASE = (0, 19, 6)
 # ZeRO-1 / 2 gradient buckets (runtime/zero/stage_1_and_2.py setup_buckets): one reduce_bucket_size buffer per
 # gradient dtype with contiguous_gradients, two with overlap_comm; ZeRO-1 stages them in fp32, ZeRO-2 in bf16.
 BUCKET_BYTES = {1: 4, 2: 2}
 
 
 def target_release(w: TrainingWorkload) -> str:
-    """The DeepSpeed release the export is written for: the workload's framework_version when the plan is for
-    DeepSpeed, else the checked release."""
-    if w.framework == "deepspeed" and w.framework_version is not None:
-        return w.framework_version
-    return CHECKED_RELEASE
+    """The DeepSpeed release the export is written for (capabilities.deepspeed_release: the one planned for)."""
+    return deepspeed_release(w)
 
 
 def zero_block(model: ModelSpec, w: TrainingWorkload, c: ParallelConfig, notes: list[str]) -> dict[str, object]:

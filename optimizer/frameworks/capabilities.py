@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from optimizer.errors import DomainError, UnknownNameError
 from optimizer.frameworks.framework_specs import DEEPSPEED, MEGATRON, TORCHTITAN, Framework
+from optimizer.frameworks.releases import parse_version
 from optimizer.spec.gpu_catalog import GPUSpec, has_transformer_engine
 from optimizer.spec.model_spec import ModelSpec
 from optimizer.spec.names import FRAMEWORKS
@@ -27,14 +28,17 @@ from optimizer.spec.workload import TrainingWorkload
 # The frameworks themselves are data in framework_specs.py; callers keep importing them from here.
 __all__ = [
     "DEEPSPEED",
+    "DEEPSPEED_CHECKED_RELEASE",
     "FRAMEWORK_TABLE",
     "MEGATRON",
+    "MICS_LAST_RELEASE",
     "TORCHTITAN",
     "Framework",
     "allows",
     "check_config",
     "check_model",
     "check_workload",
+    "deepspeed_release",
     "expert_tp_values",
     "framework",
     "runs_expert_tp",
@@ -120,12 +124,32 @@ def _shard_group_checks(fw: Framework, c: ParallelConfig) -> tuple[tuple[bool, s
     )
 
 
-def runs_shard_group(fw: Framework, zero_stage: int, scope: str, model_parallel: bool) -> bool:
-    """Whether `fw` runs a shard group of `scope` at `zero_stage` (with tp, pp or ep > 1 when `model_parallel`)."""
+# The DeepSpeed release a plan that names none runs: the newest, which the export is checked against
+# (tests/frameworks/deepspeed/requirements.txt).
+DEEPSPEED_CHECKED_RELEASE = "0.19.8"
+# MiCS (zero_optimization.mics_shard_size) is in DeepSpeed up to 0.19.6; 0.19.7 refuses the key
+# (deepspeed/runtime/config.py _REMOVED_ZERO_CONFIG_KEYS: "MiCS ZeRO-3 sharding has been removed", issue 8489).
+MICS_LAST_RELEASE = (0, 19, 6)
+
+
+def deepspeed_release(w: TrainingWorkload) -> str:
+    """The DeepSpeed release a workload runs: its framework_version when it names DeepSpeed, else the checked one."""
+    if w.framework == "deepspeed" and w.framework_version is not None:
+        return w.framework_version
+    return DEEPSPEED_CHECKED_RELEASE
+
+
+def runs_shard_group(
+    fw: Framework, zero_stage: int, scope: str, model_parallel: bool, deepspeed: str = DEEPSPEED_CHECKED_RELEASE
+) -> bool:
+    """Whether `fw` runs a shard group of `scope` at `zero_stage` (with tp, pp or ep > 1 when `model_parallel`);
+    DeepSpeed's state shard groups (MiCS) only in a release that has them (`deepspeed`, the release planned for)."""
     if model_parallel and not fw.shard_group_model_parallel:
         return False
     if scope == "weights":
         return fw.shard_group_weights and zero_stage == 3
+    if fw.name == "deepspeed" and parse_version(deepspeed) > MICS_LAST_RELEASE:
+        return False
     return zero_stage in fw.shard_group_stages
 
 

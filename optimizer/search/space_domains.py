@@ -12,6 +12,7 @@ from optimizer.costmodel.framework_runtime import runtime
 from optimizer.costmodel.memory import training_reserve_bytes
 from optimizer.frameworks.capabilities import (
     Framework,
+    deepspeed_release,
     expert_tp_values,
     framework,
     runs_expert_tp,
@@ -264,7 +265,8 @@ class SpaceDomains:
         hit = self._searched.get((zero, scope, model_parallel))
         if hit is None:
             pinned = "shard_group" in self.space.pins or "shard_scope" in self.space.pins
-            hit = runs_shard_group(self.fw, zero, scope, model_parallel) and (
+            release = deepspeed_release(self.w)
+            hit = runs_shard_group(self.fw, zero, scope, model_parallel, release) and (
                 pinned or zero == 3 or (zero == 2 and not self.rt.replica_reduce_every_microbatch)
             )
             self._searched[(zero, scope, model_parallel)] = hit

@@ -175,3 +175,28 @@ def test_megatron_keeps_the_output_layer_in_bf16_under_fp8(monkeypatch: pytest.M
     assert as_run - all_fp8 > 0.3 * logits_bf16
     bf16 = _w("megatron", global_batch_size=1, seq_len=8192, precision="bf16")
     assert estimate(model, cluster, bf16, cfg).breakdown.forward > as_run  # the rest of the layers still gain
+
+
+def test_deepspeed_plans_only_the_shard_groups_its_release_has() -> None:
+    """MiCS left DeepSpeed in 0.19.7: a plan for DeepSpeed that names no release (the checked 0.19.8) never picks a
+    state shard group, so its export is never refused; one for 0.19.6 may, and exports it [issue 53 §1]."""
+    from optimizer.frameworks.capabilities import DEEPSPEED, MEGATRON, runs_shard_group
+    from optimizer.search.planner import plan
+    from optimizer.search.space import SearchSpace, parse_pins
+    from optimizer.spec.cluster_loading import load_cluster_preset
+    from optimizer.spec.model_loading import load_model_preset
+    from optimizer.spec.workload import TrainingWorkload
+
+    assert not runs_shard_group(DEEPSPEED, 3, "states", False)
+    assert runs_shard_group(DEEPSPEED, 3, "states", False, "0.19.6")
+    assert runs_shard_group(DEEPSPEED, 3, "weights", False)  # ZeRO++ hpZ stays
+    assert runs_shard_group(MEGATRON, 1, "states", True)
+    model, cluster = load_model_preset("llama-3-8b"), load_cluster_preset("dgx-h100:4")
+    for release, mics in ((None, False), ("0.19.6", True)):
+        w = TrainingWorkload(global_batch_size=64, seq_len=4096, framework="deepspeed", framework_version=release)
+        r = plan(model, cluster, w, SearchSpace(pins=parse_pins(["zero=3"])), top_k=1, time_limit_s=20)
+        assert r.plan is not None
+        c = r.plan.config
+        assert (c.shard_group is not None and c.shard_scope == "states") == mics, (release, c)
+        text = export("deepspeed", model, w, c).content
+        assert ("mics_shard_size" in text) == mics
