@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 import api.cli
 from api.cli import app
 from optimizer.exports.launch import Export
-from tests.optimizer.exports.test_export_paste import argv, flag_values
+from tests.optimizer.exports.test_export_paste import after_launcher, argv, flag_values
 
 RUNNER = CliRunner()
 # 126 layers on 16 ranks x 4 virtual stages: the layout is 64 stages, ~250 characters on one line.
@@ -37,7 +37,7 @@ def test_cli_megatron_export_pastes_whole(terminal: int | None, monkeypatch: pyt
         monkeypatch.setattr(api.cli, "out", Console(width=terminal, force_terminal=True, color_system="truecolor"))
     text = run()
     assert ":\n" + exported.script() in text  # byte for byte what --json (and the API) carries, lines of its own
-    flags = flag_values(argv("pretrain_gpt " + exported.script(), "pretrain_gpt"))
+    flags = flag_values(argv(after_launcher(exported.script(), "pretrain_gpt"), "pretrain_gpt"))
     assert list(flags) == [o for o in exported.options if o.startswith("--")]
     cfg = doc["plan"]["config"]
     assert flags["--pipeline-model-parallel-layout"][0].count("|") == cfg["pp"] * cfg["vp"] - 1 == 63

@@ -11,7 +11,7 @@ from fastapi.testclient import TestClient
 
 from optimizer.exports.launch import Export
 from tests.api.helpers import make_cluster, make_model, ok, solved_job, training_job
-from tests.optimizer.exports.test_export_paste import argv, flag_values
+from tests.optimizer.exports.test_export_paste import after_launcher, argv, flag_values
 
 POOL = {"name": "h100", "gpu": "H100-SXM-80GB", "nodes": 32, "gpus_per_node": 8}
 PINS = ["tp=8", "pp=16", "vp=4", "dp=2", "cp=1", "mbs=1"]
@@ -30,6 +30,6 @@ def test_copy_text_is_the_api_export_byte_for_byte(client: TestClient) -> None:
     for tool, text in copied.items():
         served = Export.model_validate(ok(client.get(f"/v1/plans/{done['plan_id']}/export/{tool}")))
         assert text == served.script(), tool
-    flags = flag_values(argv("pretrain_gpt " + copied["megatron"], "pretrain_gpt"))
+    flags = flag_values(argv(after_launcher(copied["megatron"], "pretrain_gpt"), "pretrain_gpt"))
     layout = flags["--pipeline-model-parallel-layout"]
     assert len(layout) == 1 and len(layout[0]) > 150 and layout[0].count("|") == 63

@@ -49,6 +49,15 @@ def argv(script: str, launcher: str, env: tuple[str, ...] = (), cwd: Path | None
     return run.stdout.split("\0")[:-1]
 
 
+def after_launcher(script: str, launcher: str) -> str:
+    """A Megatron export pasted as its README says: its `export NAME=value` lines, then the launcher with the
+    arguments after it."""
+    lines = script.split("\n")
+    first = next(i for i, line in enumerate(lines) if not line.startswith("export "))
+    lines[first] = f"{launcher} {lines[first]}"
+    return "\n".join(lines)
+
+
 def flag_values(args: list[str]) -> dict[str, list[str]]:
     """Each flag with the words after it up to the next flag (store-true flags get none, nargs '+' several)."""
     out: dict[str, list[str]] = {}
