@@ -6,7 +6,12 @@ and speculative decoding."""
 
 from __future__ import annotations
 
-from optimizer.costmodel.serving_engines import VLLM_BLOCK_SIZE, VLLM_GPU_MEMORY_UTILIZATION, sglang_mem_fraction
+from optimizer.costmodel.serving_engines import (
+    SGLANG_CHUNKED_PREFILL_SIZE,
+    VLLM_BLOCK_SIZE,
+    VLLM_GPU_MEMORY_UTILIZATION,
+    sglang_mem_fraction,
+)
 from optimizer.exports.engine_options import LaunchRelease, launch_release, priced_knobs, vllm_capture_sizes
 from optimizer.exports.export_record import Export, flags
 from optimizer.exports.speculative_flags import sglang_speculative, speculative_note, vllm_speculative
@@ -111,8 +116,11 @@ def _sglang_engine_knobs(w: InferenceWorkload, c: ParallelConfig, rel: LaunchRel
     pairs: Pairs = []
     if w.chunked_prefill is False:
         pairs.append(("--chunked-prefill-size", -1))
-    elif w.max_batched_tokens is not None:
-        pairs.append(("--chunked-prefill-size", w.max_batched_tokens * ranks))
+    elif w.max_batched_tokens is not None or ranks > 1:
+        # Unset under dp attention: the engine's default budget per rank as priced (SGLANG_CHUNKED_PREFILL_SIZE),
+        # which SGLang would otherwise split across the ranks.
+        budget = w.max_batched_tokens or SGLANG_CHUNKED_PREFILL_SIZE
+        pairs.append(("--chunked-prefill-size", budget * ranks))
     if w.cuda_graphs is False:
         pairs.append(("--disable-cuda-graph", None))
     elif knobs.cuda_graph_max_batch is not None:

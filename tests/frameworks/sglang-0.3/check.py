@@ -4,6 +4,6 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from sglang_parse import main  # noqa: E402
+from sglang_parse import main
 
 main()

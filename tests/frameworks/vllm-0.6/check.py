@@ -4,6 +4,6 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from vllm_parse import main  # noqa: E402
+from vllm_parse import main
 
 main()
