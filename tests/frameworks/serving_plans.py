@@ -14,7 +14,7 @@ from importlib import resources
 
 from optimizer.costmodel.serving_engines import EngineLimits, workload_limits
 from optimizer.exports.export_record import Export
-from optimizer.exports.launch import export, export_fleet, group_workload
+from optimizer.exports.launch import export, export_fleet
 from optimizer.search.fleet_result import FleetGroup, FleetPlan, ReplicaShape
 from optimizer.search.planner import plan
 from optimizer.spec.cluster_loading import resolve_cluster
@@ -144,6 +144,13 @@ def mixed_fleet() -> FleetPlan:
     )
 
 
+def priced_group(w: InferenceWorkload, s: ReplicaShape) -> InferenceWorkload:
+    """The workload the SLA search priced one group with: its own sequence limit (per attention rank), token budget
+    and memory share (ReplicaShape)."""
+    update = {"batch": s.max_seqs, "max_seqs": s.max_seqs, "max_batched_tokens": s.max_batched_tokens}
+    return w.model_copy(update={**update, "memory_fraction": s.memory_fraction})
+
+
 def fleet_launches(label: str, engine: str, w: InferenceWorkload, fleet: FleetPlan, model: str) -> list[Launch]:
     spec = load_model_preset(model)
     exports = export_fleet(engine, spec, w, fleet, REFS[model])
@@ -151,7 +158,7 @@ def fleet_launches(label: str, engine: str, w: InferenceWorkload, fleet: FleetPl
     for g, e in zip(fleet.groups, exports, strict=False):
         s = g.shape
         c = ParallelConfig(tp=s.tp, pp=s.pp, dp=s.dp, ep=s.ep, etp=1 if s.ep > 1 else None, ep_comm_overlap=s.overlap)
-        out.append(Launch(f"{label} {s.role} tp{s.tp}", model, e, group_workload(w, s), c, s.gpu, s.role))
+        out.append(Launch(f"{label} {s.role} tp{s.tp}", model, e, priced_group(w, s), c, s.gpu, s.role))
     return out
 
 

@@ -93,9 +93,11 @@ def parse(argv: list[str]) -> dict[str, Any]:
 
     if argv[:1] != ["serve"]:
         raise ValueError(f"not a `vllm serve` launch: {argv[:2]}")
-    parser = FlexibleArgumentParser()
-    parser.add_argument("model_tag", type=str)  # vllm/entrypoints/cli/serve.py (vllm/scripts.py before 0.7)
-    parser = make_arg_parser(parser)
+    parser = make_arg_parser(FlexibleArgumentParser())
+    if not any(a.dest == "model_tag" for a in parser._actions):
+        # the positional model of `vllm serve`: make_arg_parser's own at v0.11.0 (entrypoints/openai/cli_args.py),
+        # the serve subparser's at v0.6.0 (vllm/scripts.py)
+        parser.add_argument("model_tag", type=str)
     args = parser.parse_args(argv[1:])
     args.model = args.model_tag  # what `vllm serve` does with its positional model
     engine = EngineArgs.from_cli_args(args)
