@@ -56,8 +56,10 @@ LACKS: dict[tuple[str, str], frozenset[str]] = {
             "fp8_e4m3",
         }
     ),
-    # trtllm-serve is not in TensorRT-LLM 0.6.1 (tensorrt_llm/commands/serve.py first in v0.17.0): its plans ran
-    # built engines through gptManagerBenchmark / the C++ executor.
+    # trtllm-serve is not in TensorRT-LLM 0.6.1, whose published figures ran built engines through
+    # gptSessionBenchmark (docs/source/performance.md at v0.6.1); its command reference is in the docs from v0.18
+    # (nvidia.github.io/TensorRT-LLM/0.18.2/commands/trtllm-serve.html, --backend pytorch only there; v1.0.0's
+    # serve.py takes pytorch | tensorrt | _autodeploy).
     ("trtllm", "0.6.1"): frozenset({"trtllm-serve"}),
 }
 
