@@ -8,13 +8,14 @@ from __future__ import annotations
 from optimizer.costmodel.result import Estimate
 from optimizer.errors import DomainError, UnknownNameError
 from optimizer.exports.deepspeed import deepspeed_export
+from optimizer.exports.engine_options import LaunchRelease, launch_release
 from optimizer.exports.export_record import Export, flags
 from optimizer.exports.megatron import megatron_export, megatron_layout, moe_layer_pattern
 from optimizer.exports.serving import front_end_export, sglang_export, trtllm_export, vllm_export
 from optimizer.exports.torchtitan import torchtitan_export
 from optimizer.frameworks.capabilities import check_model, check_workload, unsupported_knob
 from optimizer.frameworks.capabilities import framework as framework_spec
-from optimizer.search.fleet_result import FleetPlan
+from optimizer.search.fleet_result import FleetPlan, ReplicaShape
 from optimizer.spec.model_spec import ModelSpec
 from optimizer.spec.names import ENGINES, FRAMEWORKS, TOOLS, ToolName, named_framework
 from optimizer.spec.parallel_config import ParallelConfig
@@ -108,11 +109,14 @@ def _export(
         if tool == "deepspeed":
             return deepspeed_export(model, workload, c, layers)
         return torchtitan_export(model, workload, c, layers)
+    # The model drafts with its own MTP head (speculative_flags.py): one it trains with, or DeepSeek's MLA family,
+    # whose checkpoints ship the NextN head (deepseek-ai/DeepSeek-V3 config.json num_nextn_predict_layers 1).
+    mtp = model.mtp_layers > 0 or model.mla is not None
     if tool == "vllm":
-        return vllm_export(workload, c, layers, model_ref)
+        return vllm_export(workload, c, layers, model_ref, mtp)
     if tool == "sglang":
-        return sglang_export(workload, c, model_ref)
-    return trtllm_export(workload, c, model_ref)
+        return sglang_export(workload, c, model_ref, mtp)
+    return trtllm_export(workload, c, model_ref, mtp)
 
 
 def _default_layers(model: ModelSpec, c: ParallelConfig, tool: str) -> list[int]:
@@ -136,21 +140,8 @@ def export_fleet(
     for g in fleet.groups:
         s = g.shape
         c = ParallelConfig(tp=s.tp, pp=s.pp, dp=s.dp, ep=s.ep, etp=1 if s.ep > 1 else None, ep_comm_overlap=s.overlap)
-        wg = w.model_copy(
-            update={
-                "batch": s.max_seqs,
-                "max_batched_tokens": s.max_batched_tokens,
-                "memory_fraction": s.memory_fraction,
-            }
-        )
-        exp = export(tool, model, wg, c, model_ref)
-        extra: list[tuple[str, object | None]] = []
-        # The group's token budget is in wg: the engine export writes it (--max-num-batched-tokens,
-        # --chunked-prefill-size, --max_num_tokens).
-        if tool == "vllm" and s.role != "replica":
-            extra.append(("--kv-transfer-config", '\'{"kv_connector":"NixlConnector","kv_role":"kv_both"}\''))
-        if tool == "sglang" and s.role != "replica":
-            extra += [("--disaggregation-mode", s.role), ("--disaggregation-transfer-backend", "mooncake")]
+        exp = export(tool, model, group_workload(w, s), c, model_ref)
+        extra = _role_flags(tool, s.role, launch_release(tool, w))
         text, names = flags(extra)
         content = exp.content + (" \\\n  " + text if extra else "")
         notes = [f"{g.count} x {s.role} on pool {s.pool} ({s.gpu}), {s.gpus} GPUs each", *exp.notes]
@@ -158,3 +149,34 @@ def export_fleet(
     if fleet.mode == "disaggregated":
         out.append(front_end_export(tool, fleet))
     return out
+
+
+def group_workload(w: InferenceWorkload, s: ReplicaShape) -> InferenceWorkload:
+    """The workload one replica group was priced with: its own sequence limit (per attention rank), token budget and
+    memory share, whatever the fleet's workload says (its batch is the SLA's default 1, its max_seqs the user's
+    bound the search stayed within)."""
+    if s.max_seqs < 1 or s.max_batched_tokens < 1:
+        raise DomainError("fleet.groups", f"a {s.role} group on {s.pool} has no sequence limit or token budget")
+    return w.model_copy(
+        update={
+            "batch": s.max_seqs,
+            "max_seqs": s.max_seqs,
+            "max_batched_tokens": s.max_batched_tokens,
+            "memory_fraction": s.memory_fraction,
+        }
+    )
+
+
+def _role_flags(tool: str, role: str, rel: LaunchRelease) -> list[tuple[str, object | None]]:
+    """A disaggregated group's role in the engine's own words: vLLM's NixlConnector (kv_both: the proxy decides
+    the direction; docs features/disagg_prefill), SGLang's --disaggregation-mode prefill | decode over Mooncake
+    (server_args.py); TensorRT-LLM's roles are in the front end's YAML."""
+    if role == "replica":
+        return []
+    if tool == "vllm":
+        rel.require("--kv-transfer-config", "disaggregation", f"a {role} instance")
+        return [("--kv-transfer-config", '\'{"kv_connector":"NixlConnector","kv_role":"kv_both"}\'')]
+    if tool == "sglang":
+        rel.require("--disaggregation-mode", "disaggregation", f"a {role} instance")
+        return [("--disaggregation-mode", role), ("--disaggregation-transfer-backend", "mooncake")]
+    return []

@@ -5,7 +5,9 @@ and what it needs to parse its arguments on a CPU-only machine, PyPI only) and `
 environment's Python: it takes an export on stdin and prints, as JSON, what the framework's own code made of it).
 A folder may also have `source.txt`: one line `<mirror git directory> <ref> <path>...` naming a pinned source
 snapshot to unpack beside the environment (for a framework whose training code is on no package index: Megatron-LM's
-`megatron/training`). Nothing of a framework's code is committed.
+`megatron/training`). A folder may also have `requirements-nodeps.txt`: packages installed after requirements.txt
+with `--no-deps` (an engine such as vLLM or SGLang pins a CUDA torch build; requirements.txt then lists by hand what
+its argument parser imports, with the CPU torch). Nothing of a framework's code is committed.
 
 Environments are cached outside the checkout (MESHPLAN_FRAMEWORK_CACHE, default ~/.cache/meshplan/frameworks), keyed
 by a hash of the folder's requirements and source lines, and linked as `.frameworks/<name>` in the checkout: a fresh
@@ -25,6 +27,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent.parent
 LINKS = ROOT / ".frameworks"
+NODEPS = "requirements-nodeps.txt"
 
 
 def cache_root() -> Path:
@@ -38,7 +41,7 @@ def frameworks() -> list[str]:
 
 def key(name: str) -> str:
     h = hashlib.sha256()
-    for f in ("requirements.txt", "source.txt"):
+    for f in ("requirements.txt", NODEPS, "source.txt"):
         path = HERE / name / f
         if path.exists():
             h.update(f.encode() + b"\0" + path.read_bytes())
@@ -60,6 +63,8 @@ def build(name: str, target: Path) -> None:
         subprocess.run([sys.executable, "-m", "venv", str(tmp)], check=True)
         pip = [str(tmp / "bin" / "python"), "-m", "pip", "install", "-q", "--disable-pip-version-check"]
         subprocess.run([*pip, "-r", str(HERE / name / "requirements.txt")], check=True)
+        if (HERE / name / NODEPS).exists():
+            subprocess.run([*pip, "--no-deps", "-r", str(HERE / name / NODEPS)], check=True)
         for line in source_lines(name):
             mirror, ref, *paths = line
             if not Path(mirror).exists():

@@ -220,12 +220,14 @@ def test_serving_exports_set_the_memory_share_the_plan_was_priced_with() -> None
 @pytest.mark.parametrize(
     ("tool", "says"),
     [
-        ("vllm", "num_speculative_tokens"),
+        ("vllm", '\'{"method": "deepseek_mtp", "num_speculative_tokens": 2}\''),
         ("sglang", "--speculative-num-steps 2"),
         ("trtllm", "num_nextn_predict_layers: 2"),
     ],
 )
-def test_a_plan_priced_with_speculative_decoding_says_how_to_launch_it(tool: str, says: str) -> None:
+def test_a_plan_priced_with_speculative_decoding_launches_with_it(tool: str, says: str) -> None:
+    """The launch itself carries the engine's speculative options (it was only a note before issue 53), with
+    DeepSeek-V3's own MTP head as the drafter; the note says the acceptance the plan assumed."""
     from optimizer.exports.launch import export as export_plan
     from optimizer.spec.model_loading import load_model_preset
     from optimizer.spec.parallel_config import ParallelConfig
@@ -235,4 +237,6 @@ def test_a_plan_priced_with_speculative_decoding_says_how_to_launch_it(tool: str
     out = export_plan(
         tool, load_model_preset("deepseek-v3"), w, ParallelConfig(tp=8, ep=8, etp=1, layers_per_stage=[61])
     )
-    assert any(says in n and "acceptance 0.7" in n for n in out.notes), out.notes
+    assert says in out.content, out.content
+    assert any("acceptance 0.7" in n for n in out.notes), out.notes
+    assert set(out.options) <= set(REGISTRY[tool]["options"]), set(out.options) - set(REGISTRY[tool]["options"])

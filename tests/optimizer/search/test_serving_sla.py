@@ -448,7 +448,10 @@ def test_redundant_experts_are_a_serving_knob_that_lets_ep_exceed_the_expert_div
     for tool in ("sglang", "vllm"):
         e = export(tool, ds, w, wide, "deepseek-ai/DeepSeek-V3")
         assert set(e.options) <= set(REGISTRY[tool]["options"]) and "--enable-eplb" in e.content
-        assert ("--ep-num-redundant-experts 32" if tool == "sglang" else "--num-redundant-experts 32") in e.content
+        # vLLM 0.11.0 deprecates --num-redundant-experts ("will be removed in v0.12.0"): the count is in --eplb-config
+        assert (
+            "--ep-num-redundant-experts 32" if tool == "sglang" else "--eplb-config '{\"num_redundant_experts\": 32}'"
+        ) in e.content
     with pytest.raises(DomainError) as exc:
         export("trtllm", ds, w, wide, "deepseek-ai/DeepSeek-V3")
     assert exc.value.field == "export.redundant_experts"
