@@ -177,16 +177,20 @@ def note_sync_error(s: Session, cluster_id: int, error: DomainError) -> None:
 
 
 def create_synced_cluster(
-    s: Session, name: str, source: SlurmSource | KubernetesSource, run: Runner = run_command
+    s: Session,
+    name: str,
+    source: SlurmSource | KubernetesSource,
+    run: Runner = run_command,
+    cfg: Settings | None = None,
 ) -> SyncOutcome:
     """A new cluster whose first revision is what its scheduler says now (a scheduler that does not answer is an
     error naming the source: there is no revision to keep)."""
     try:
-        inventory = read_scheduler(source, GpuTypeRepository(s).specs(), run)
+        inventory = read_scheduler(source, GpuTypeRepository(s).specs(), run, cfg)
     except SchedulerUnreachable as exc:
         raise DomainError("source", f"{source.kind} unreachable: {exc}; nothing was stored") from None
     cluster = ClusterRepository(s).create(name)
-    return _record(s, cluster, source, True, inventory, "", settings(), False)
+    return _record(s, cluster, source, True, inventory, "", cfg or settings(), False)
 
 
 def sync_cluster(
@@ -305,11 +309,14 @@ def import_kubernetes(
     return import_cluster(s, name, inventory, defaults, "imported from Kubernetes")
 
 
-def set_sync_source(s: Session, cluster_id: int, source: SlurmSource | KubernetesSource | None) -> Cluster:
-    """Store (or clear) the scheduler a cluster is synced from, without syncing."""
+def set_sync_source(
+    s: Session, cluster_id: int, source: SlurmSource | KubernetesSource | None, cfg: Settings | None = None
+) -> Cluster:
+    """Store (or clear) the scheduler a cluster is synced from, without syncing (its files checked as a sync
+    would read them)."""
     repo = ClusterRepository(s)
     cluster = repo.get(cluster_id)
     if source is not None:
-        check_source_files(source, settings())
+        check_source_files(source, cfg or settings())
     repo.set_sync_source(cluster, source.model_dump(mode="json") if source is not None else None)
     return cluster

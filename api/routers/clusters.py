@@ -82,12 +82,12 @@ def import_kubernetes(s: SessionDep, _: Writer, name: NameQuery, body: Kubernete
 
 
 @router.post("/sync", status_code=201, response_model=ClusterOut, responses=WRITE)
-def create_synced(s: SessionDep, _: Writer, name: NameQuery, body: SyncSourcePut) -> ClusterOut:
+def create_synced(s: SessionDep, cfg: SettingsDep, _: Writer, name: NameQuery, body: SyncSourcePut) -> ClusterOut:
     """A cluster whose inventory is read from a live scheduler now and at every sync (422 when it does not
     answer: there is nothing to keep)."""
     if body.source is None:
         raise DomainError("source", "name the scheduler to read (slurm or k8s)")
-    outcome = scheduler_sync.create_synced_cluster(s, name, body.source)
+    outcome = scheduler_sync.create_synced_cluster(s, name, body.source, cfg=cfg)
     return cluster_out(s, ClusterRepository(s).get(outcome.cluster_id))
 
 
@@ -131,9 +131,9 @@ def patch_node(
 
 
 @router.put("/{cluster_id}/sync-source", response_model=ClusterOut, responses=WRITE)
-def put_sync_source(cluster_id: RowId, body: SyncSourcePut, s: SessionDep, _: Writer) -> ClusterOut:
+def put_sync_source(cluster_id: RowId, body: SyncSourcePut, s: SessionDep, cfg: SettingsDep, _: Writer) -> ClusterOut:
     """Store (or clear) the scheduler the cluster's inventory is synced from; nothing is read now."""
-    return cluster_out(s, scheduler_sync.set_sync_source(s, cluster_id, body.source))
+    return cluster_out(s, scheduler_sync.set_sync_source(s, cluster_id, body.source, cfg))
 
 
 @router.post("/{cluster_id}/sync", response_model=SyncOutcome, responses=WRITE)

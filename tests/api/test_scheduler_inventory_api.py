@@ -12,8 +12,11 @@ import yaml
 from fastapi.testclient import TestClient
 from typer.testing import CliRunner
 
+from api.app import create_app
 from api.cli import app
 from optimizer.spec.cluster_loading import load_cluster_yaml
+from store.db import Database
+from store.settings import Settings
 from tests.api.helpers import name, ok
 from tests.slurm_cluster import SlurmCluster
 
@@ -96,7 +99,16 @@ def test_sync_source_and_an_unreachable_scheduler(client: TestClient, monkeypatc
     assert gone.status_code == 422 and gone.json()["detail"][0]["loc"] == ["body", "source", "slurm_conf"]
 
 
-def test_a_live_slurm_cluster_over_http(client: TestClient, slurm: SlurmCluster) -> None:
+def test_a_live_slurm_cluster_over_http(
+    api_settings: Settings, api_db: Database, tokens: dict[str, str], slurm: SlurmCluster
+) -> None:
+    # The operator lets the server read the test cluster's files (MESHPLAN_SYNC_FILE_DIRS; none by default).
+    app = create_app(api_settings.model_copy(update={"sync_file_dirs": str(slurm.root)}), api_db)
+    with TestClient(app, headers={"Authorization": f"Bearer {tokens['write']}"}) as client:
+        _a_live_slurm_cluster(client, slurm)
+
+
+def _a_live_slurm_cluster(client: TestClient, slurm: SlurmCluster) -> None:
     source = {"kind": "slurm", "slurm_conf": str(slurm.conf)}
     made = ok(client.post("/v1/clusters/sync", params={"name": name("live")}, json={"source": source}), 201)
     assert made["pools"][0]["nodes"] == 16 and made["sync_source"]["slurm_conf"] == str(slurm.conf)

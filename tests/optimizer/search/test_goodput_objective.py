@@ -38,9 +38,11 @@ def _w60(objective: str) -> TrainingWorkload:
 
 
 def test_a_gain_inside_its_band_keeps_the_step_time_plan() -> None:
-    # The same cluster with the default ranges (a rate of half to three times 500, repairs of 2 to 32 h): the
-    # spare-node plan gains +21% at the point values but -0.1% at the band's low end, so the step-time plan stays.
-    good = plan(LLAMA8B, _spare_cluster({}), _w60("goodput"), time_limit_s=10)
+    # The same cluster, unmeasured, its failure rate known only within a quarter to three times 500 (repairs of 2
+    # to 32 h): the spare-node plan gains +24% at the point values but -4.7% at the band's low end, so the
+    # step-time plan stays. (With the default half-to-three-times range the goodput search's pick, tp4 dp12 since
+    # headroom no longer buys the slower tp8 dp6 [issue 53 §3], gains +1.8% at its band's low end: it is kept.)
+    good = plan(LLAMA8B, _spare_cluster({"failure_rate": (0.25, 3.0)}), _w60("goodput"), time_limit_s=10)
     assert good.plan is not None and good.plan.config.gpus == 64 - 4 and good.status == "FEASIBLE"
     assert "gain inside its band" in good.explanation.summary
     g = good.plan.estimate.goodput

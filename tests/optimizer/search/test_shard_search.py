@@ -19,8 +19,8 @@ FOUR_NODES = load_cluster_preset("dgx-h100:4")
 DS_ZERO3 = ["zero=3", "tp=1", "pp=1", "mbs=1", "recompute=full"]
 
 
-def _plan(framework: str, pins: list[str]) -> object:
-    w = TrainingWorkload(global_batch_size=64, seq_len=4096, framework=framework)
+def _plan(framework: str, pins: list[str], version: str | None = None) -> object:
+    w = TrainingWorkload(global_batch_size=64, seq_len=4096, framework=framework, framework_version=version)
     result = plan(LLAMA8B, FOUR_NODES, w, SearchSpace(pins=parse_pins(pins)), top_k=1, time_limit_s=30)
     assert result.status == "OPTIMAL" and result.plan is not None
     return result.plan.config
@@ -28,8 +28,12 @@ def _plan(framework: str, pins: list[str]) -> object:
 
 def test_deepspeed_zero3_across_nodes_picks_mics_inside_a_node() -> None:
     # ZeRO-3 over 32 ranks sends every rank's gathers through its own NIC; MiCS inside the node keeps them on NVLink
-    cfg = _plan("deepspeed", DS_ZERO3)
+    # (in a DeepSpeed that has it: 0.19.6; 0.19.7 removed it, and the release a plan names none of is 0.19.8,
+    # where ZeRO++ hpZ keeps the backward's gathers inside the node instead)
+    cfg = _plan("deepspeed", DS_ZERO3, "0.19.6")
     assert (cfg.dp, cfg.shard_group, cfg.shard_scope) == (32, 8, "states")  # type: ignore[attr-defined]
+    newest = _plan("deepspeed", DS_ZERO3)
+    assert (newest.dp, newest.shard_group, newest.shard_scope) == (32, 8, "weights")  # type: ignore[attr-defined]
 
 
 def test_pins_name_the_group_and_the_scope() -> None:
