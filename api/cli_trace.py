@@ -18,19 +18,24 @@ TRACE_SUFFIXES = (".json", ".json.gz")
 
 
 def trace_body(path: Path) -> bytes:
-    """The upload: a trace file's bytes, or a tar of a directory's trace files."""
-    if path.is_file():
-        return path.read_bytes()
-    if not path.is_dir():
-        raise DomainError("--trace", f"{path}: no such file or directory")
-    files = sorted(p for p in path.iterdir() if p.is_file() and p.name.endswith(TRACE_SUFFIXES))
-    if not files:
-        raise DomainError("--trace", f"{path}: no trace files ({', '.join(TRACE_SUFFIXES)}) in the directory")
-    buf = io.BytesIO()
-    with tarfile.open(fileobj=buf, mode="w") as tar:
-        for p in files:
-            tar.add(p, arcname=p.name)
-    return buf.getvalue()
+    """The upload: a trace file's bytes, or a tar of a directory's trace files; a path that cannot be read (too
+    long, unreadable, not there) is a DomainError naming --trace, never a traceback."""
+    shown = str(path) if len(str(path)) <= 80 else str(path)[:77] + "..."
+    try:
+        if path.is_file():
+            return path.read_bytes()
+        if not path.is_dir():
+            raise DomainError("--trace", f"{shown}: no such file or directory")
+        files = sorted(p for p in path.iterdir() if p.is_file() and p.name.endswith(TRACE_SUFFIXES))
+        if not files:
+            raise DomainError("--trace", f"{shown}: no trace files ({', '.join(TRACE_SUFFIXES)}) in the directory")
+        buf = io.BytesIO()
+        with tarfile.open(fileobj=buf, mode="w") as tar:
+            for p in files:
+                tar.add(p, arcname=p.name)
+        return buf.getvalue()
+    except (OSError, ValueError) as exc:  # ENAMETOOLONG, EACCES, a NUL byte in the path
+        raise DomainError("--trace", f"cannot read {shown}: {getattr(exc, 'strerror', None) or exc}") from None
 
 
 def print_phases(out: dict[str, Any]) -> None:

@@ -115,7 +115,8 @@ def test_plan_page_figures_match_the_plan(
     breakdown = browser.find_element(By.ID, "breakdown").text
     assert "forward" in breakdown and "backward" in breakdown
     assert browser.find_element(By.ID, "explanation").text.startswith(plan["result"]["explanation"]["summary"][:30])
-    assert browser.find_element(By.ID, "export-megatron").text.startswith("--num-layers")
+    # the environment Megatron's validate_args requires (tp > 1), then pretrain_gpt.py's arguments
+    assert browser.find_element(By.ID, "export-megatron").text.startswith("export CUDA_DEVICE_MAX_CONNECTIONS=1\n--")
     # the Copy button copies the <pre>'s textContent: the API's export, byte for byte (Export.script())
     copied = browser.execute_script("return document.getElementById('export-megatron').textContent")
     assert copied == Export.model_validate(ok(client.get(f"/v1/plans/{plan['id']}/export/megatron"))).script()

@@ -29,10 +29,11 @@ def test_sync_sees_what_scontrol_changed_and_the_watch_replans(
 ) -> None:
     t0 = time.monotonic()
     db = Database(sqlite_url)
-    cfg = Settings(database_url=sqlite_url, replan_on_inventory_change=True)
+    # The operator lets the server read the test cluster's files (MESHPLAN_SYNC_FILE_DIRS; none by default).
+    cfg = Settings(database_url=sqlite_url, replan_on_inventory_change=True, sync_file_dirs=str(slurm.root))
     source = SlurmSource(slurm_conf=str(slurm.conf))
     with db.session() as s:
-        first = create_synced_cluster(s, unique("slurm"), source)
+        first = create_synced_cluster(s, unique("slurm"), source, cfg=cfg)
         cluster = ClusterRepository(s).get(first.cluster_id)
         spec = revision_spec(cluster, ClusterRepository(s).head(cluster))  # type: ignore[arg-type]
         model, _ = create_model(s, unique("m"), load_model_preset("llama-3-8b"))

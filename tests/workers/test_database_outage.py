@@ -18,6 +18,8 @@ from tests.api.helpers import TRAINING, make_cluster, make_model, ok, wait_job
 from tests.workers.conftest import Proc, service_env
 from tests.workers.test_worker_process import api_client, plans_of_job
 
+pytestmark = pytest.mark.usefixtures("no_leftover_jobs")
+
 
 class Proxy:
     """A TCP forwarder on a fixed local port: `cut()` closes the listener and every forwarded connection (the

@@ -29,6 +29,8 @@ from workers.celery_app import make_celery
 from workers.dispatch import CeleryDispatcher, _job_of
 from workers.lease_watch import Reachability, tick
 
+pytestmark = pytest.mark.usefixtures("no_leftover_jobs")
+
 
 def _closed_port_url(url: str) -> str:
     with socket.socket() as s:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
+import pytest
 import redis
 from fastapi.testclient import TestClient
 
@@ -19,6 +20,8 @@ from tests.workers.conftest import Proc, service_env
 from workers import names
 from workers.celery_app import make_celery
 from workers.dispatch import CeleryDispatcher
+
+pytestmark = pytest.mark.usefixtures("no_leftover_jobs")
 
 
 def api_client(db: Database, redis_url: str) -> TestClient:
