@@ -15,6 +15,7 @@ from fastapi.responses import JSONResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from api import errors, openapi_doc
+from api.http_middleware import HttpMiddleware
 from api.metrics import Metrics
 from api.read_cache import ReadCache
 from api.routers import acceptance, clusters, estimates, gpu_types, health, jobs, measurements, models, plans, watches
@@ -25,22 +26,6 @@ from store.settings import Settings, settings
 from workers.dispatch import CommittedSender, Dispatcher, InProcessDispatcher, make_dispatcher
 
 log = logging.getLogger("meshplan.api")
-
-
-class HttpMiddleware:
-    """A plain ASGI middleware that handles HTTP requests; every other scope (lifespan) passes through as is."""
-
-    def __init__(self, app: ASGIApp) -> None:
-        self.app = app
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        await self.http(scope, receive, send)
-
-    async def http(self, scope: Scope, receive: Receive, send: Send) -> None:
-        raise NotImplementedError
 
 
 class BodyLimit(HttpMiddleware):

@@ -13,7 +13,9 @@ from functools import cache
 from pathlib import Path
 
 from starlette.datastructures import MutableHeaders
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from starlette.types import Message, Receive, Scope, Send
+
+from api.http_middleware import HttpMiddleware
 
 TEMPLATES = Path(__file__).parent / "pages" / "templates"
 
@@ -48,16 +50,10 @@ def docs_policy(html: str) -> str:
     )
 
 
-class SecurityHeaders:
+class SecurityHeaders(HttpMiddleware):
     """ASGI middleware adding the headers to every HTTP answer; an HTML answer gets its page's policy."""
 
-    def __init__(self, app: ASGIApp) -> None:
-        self.app = app
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
+    async def http(self, scope: Scope, receive: Receive, send: Send) -> None:
         docs = scope.get("path") == "/docs"
         start: Message | None = None
 

@@ -57,12 +57,18 @@ def send_unsent(db: Database, dispatcher: Dispatcher, older_than_s: float = 0.0)
     rule, and what an API process does as it starts (a process killed between a commit and its send left them;
     waiting for the sweep took 189 s) [issue 59 item 2]. A second message is harmless: a job is claimed once."""
     with db.session() as s:
-        ids = JobRepository(s).stale_queued_ids(older_than_s)
-    if ids:
-        waiting = dispatcher.waiting()
-        ids = [i for i in ids if waiting is None or i not in waiting]
+        ids = not_held(dispatcher, JobRepository(s).stale_queued_ids(older_than_s))
     send_committed(dispatcher, ids)
     return ids
+
+
+def not_held(dispatcher: Dispatcher, job_ids: list[int]) -> list[int]:
+    """The jobs whose message the broker does not hold (all of them when it cannot tell: claiming makes a second
+    message harmless)."""
+    if not job_ids:
+        return []
+    waiting = dispatcher.waiting()
+    return [i for i in job_ids if waiting is None or i not in waiting]
 
 
 def take_over_expired(dispatcher: Dispatcher | None = None) -> list[int]:

@@ -15,6 +15,7 @@ from service.jobs import cancel, submit
 from store.models import MAX_ID
 from store.repositories.jobs import JobRepository
 from workers.dispatch import BrokerUnavailable, Dispatcher
+from workers.service import not_held
 
 router = APIRouter(prefix="/v1/jobs", tags=["jobs"], responses=STANDARD)
 JobState = Literal["queued", "running", "succeeded", "failed", "cancelled"]
@@ -45,10 +46,7 @@ def submit_job(
 def _unsent(job_id: int, status: str, d: Dispatcher) -> bool:
     """An idempotent retry of a job still queued whose message the broker does not hold: the first request's
     process may have died between its commit and its send, so the retry sends it [issue 59 item 2]."""
-    if status != "queued":
-        return False
-    waiting = d.waiting()
-    return waiting is None or job_id not in waiting
+    return status == "queued" and bool(not_held(d, [job_id]))
 
 
 @router.get("", response_model=PageOut[JobOut])

@@ -10,8 +10,9 @@ from __future__ import annotations
 import json
 
 from optimizer.errors import DomainError
-from optimizer.exports.deepspeed_zero import target_release, zero_block
+from optimizer.exports.deepspeed_zero import zero_block
 from optimizer.exports.export_record import Export
+from optimizer.frameworks.capabilities import deepspeed_release
 from optimizer.spec.model_spec import ModelSpec
 from optimizer.spec.parallel_config import ParallelConfig
 from optimizer.spec.workload import TrainingWorkload
@@ -114,7 +115,7 @@ def parallel_notes(w: TrainingWorkload, c: ParallelConfig, layers: list[int]) ->
     if w.precision == "fp8":
         notes.append("FP8 GEMMs come from Transformer Engine in the model code; DeepSpeed runs bf16 around them")
     notes.append(
-        f"written for DeepSpeed {target_release(w)}; no offload_optimizer / offload_param (the plan prices none)"
+        f"written for DeepSpeed {deepspeed_release(w)}; no offload_optimizer / offload_param (the plan prices none)"
     )
     return notes
 

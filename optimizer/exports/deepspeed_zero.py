@@ -30,11 +30,6 @@ MAX_REUSE = 1_000_000_000
 BUCKET_BYTES = {1: 4, 2: 2}
 
 
-def target_release(w: TrainingWorkload) -> str:
-    """The DeepSpeed release the export is written for (capabilities.deepspeed_release: the one planned for)."""
-    return deepspeed_release(w)
-
-
 def zero_block(model: ModelSpec, w: TrainingWorkload, c: ParallelConfig, notes: list[str]) -> dict[str, object]:
     """zero_optimization as priced; what DeepSpeed holds beyond the priced memory is said in `notes`."""
     zero: dict[str, object] = {
@@ -85,7 +80,7 @@ def shard_group_keys(w: TrainingWorkload, c: ParallelConfig, notes: list[str]) -
     assert c.shard_group is not None
     if c.shard_scope == "weights":
         return {"zero_hpz_partition_size": c.shard_group}
-    release = target_release(w)
+    release = deepspeed_release(w)
     if parse_version(release) > MICS_LAST_RELEASE:
         raise DomainError(
             "export.shard_group",
